@@ -1,0 +1,10 @@
+"""Numpy golden models of the Systolica tile (numpy and ml_dtypes only).
+
+- :mod:`systolica.golden.matmul`: bit-exact ``nc_matmul`` numerics.
+- :mod:`systolica.golden.timing`: the tile's cycle model.
+"""
+
+from .matmul import nc_matmul, wrap_int32
+from .timing import matmul_cycles, tile_latency
+
+__all__ = ["matmul_cycles", "nc_matmul", "tile_latency", "wrap_int32"]
