@@ -59,7 +59,7 @@ class Tile(wiring.Component):
         _check_positive("cols", cols)
         self._rows = rows
         self._cols = cols
-        self._array = SystolicArray(rows, cols, pe_module=pe_module)
+        self._pe_module = pe_module
         super().__init__({
             "stationary": In(stream.Signature(stationary_layout(cols))),
             "moving": In(stream.Signature(moving_layout(rows))),
@@ -85,7 +85,7 @@ class Tile(wiring.Component):
         m = Module()
         rows, cols = self._rows, self._cols
 
-        m.submodules.array = array = self._array
+        m.submodules.array = array = SystolicArray(rows, cols, pe_module=self._pe_module)
         lane = data.StructLayout({"value": signed(OPERAND_WIDTH), "sel": 1})
         m.submodules.skew = skew = SkewBuffer(lane, range(rows))
         m.submodules.deskew = deskew = SkewBuffer(signed(PSUM_WIDTH),

@@ -1,0 +1,194 @@
+"""Build a tile configuration for a simulator and run cocotb test modules on it.
+
+Build folders: ``<build_root>/<rows>x<cols>/verilog`` holds ``tile.v`` and ``ports.json``;
+``<build_root>/<rows>x<cols>/<simulator>[-waves]`` the simulator build. Each configuration is
+built once and reused (a stamp records the HDL hash and the build options); a file lock makes
+that safe when several processes (``pytest -n auto``) ask for the same configuration.
+"""
+
+import fcntl
+import logging
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import BuildError, SimulationError
+from .generate import TOPLEVEL, hdl_fingerprint, write_configuration
+from .toolchain import check_simulator_name, prepare_environment
+
+#: Timescale passed to every build (Amaranth emits none).
+TIMESCALE = ("1ns", "1ps")
+#: Verilator options: Amaranth's Verilog trips width and style lint warnings that are benign.
+VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
+
+
+def default_build_root():
+    """``$SYSTOLICA_BUILD_DIR`` or ``./build`` (pathlib.Path)."""
+    return Path(os.environ.get("SYSTOLICA_BUILD_DIR", "build")).resolve()
+
+
+@contextmanager
+def _locked(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass(frozen=True)
+class Build:
+    """A built tile configuration.
+
+    Attributes
+    ----------
+    rows, cols : int
+        Tile size.
+    simulator : str
+        ``"icarus"`` or ``"verilator"``.
+    waves : bool
+        Whether the build can trace (FST).
+    verilog : pathlib.Path
+        Generated Verilog.
+    ports : pathlib.Path
+        Port metadata JSON.
+    directory : pathlib.Path
+        Simulator build folder.
+    seconds : float
+        Wall time this call spent generating and building (0 when reused), in seconds.
+    """
+
+    rows: int
+    cols: int
+    simulator: str
+    waves: bool
+    verilog: Path
+    ports: Path
+    directory: Path
+    seconds: float
+
+
+def build(rows, cols, simulator="verilator", *, waves=False, build_root=None):
+    """Generate and build a ``rows x cols`` tile for ``simulator`` (cached).
+
+    Returns
+    -------
+    Build
+
+    Raises
+    ------
+    ValueError
+        If ``rows``/``cols`` are not positive integers or the simulator name is unknown.
+    SimulatorNotFoundError
+        If the simulator or its build tools are missing.
+    BuildError
+        If Verilog generation or the simulator build fails (the message names the log).
+    """
+    from systolica.hdl.layouts import _check_positive
+
+    _check_positive("rows", rows)
+    _check_positive("cols", cols)
+    check_simulator_name(simulator)
+    prepare_environment(simulator)
+    root = Path(build_root) if build_root is not None else default_build_root()
+    config = root / f"{rows}x{cols}"
+    directory = config / (simulator + ("-waves" if waves else ""))
+    started = time.perf_counter()
+    with _locked(config / ".lock"):
+        verilog, ports = write_configuration(rows, cols, config / "verilog")
+        stamp = directory / "systolica.stamp"
+        want = f"{hdl_fingerprint()} {simulator} waves={int(waves)} {' '.join(VERILATOR_ARGS)}"
+        if stamp.is_file() and stamp.read_text() == want:
+            return Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0)
+        _run_build(simulator, verilog, directory, waves)
+        stamp.write_text(want)
+    return Build(rows, cols, simulator, waves, verilog, ports, directory,
+                 time.perf_counter() - started)
+
+
+def _run_build(simulator, verilog, directory, waves):
+    from cocotb_tools.runner import get_runner
+
+    directory.mkdir(parents=True, exist_ok=True)
+    log = directory / "build.log"
+    args = list(VERILATOR_ARGS) if simulator == "verilator" else []
+    if simulator == "verilator" and waves:
+        args.append("--trace-fst")
+    runner = get_runner(simulator)
+    logging.getLogger("cocotb").setLevel(logging.WARNING)
+    try:
+        runner.build(sources=[verilog], hdl_toplevel=TOPLEVEL, build_dir=directory,
+                     build_args=args, timescale=TIMESCALE, waves=waves, always=True,
+                     log_file=log)
+    except (RuntimeError, SystemExit) as error:
+        raise BuildError(f"{simulator} build of {verilog} failed ({error}); see {log}") from None
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """Outcome of one simulator run of a cocotb test module.
+
+    Attributes
+    ----------
+    tests, failed : int
+        Tests run and failed, from the results XML.
+    results_xml, log, waveform : pathlib.Path or None
+        Where the run left its results, its log and (with waves) its FST dump.
+    seconds : float
+        Wall time of the run, in seconds.
+    """
+
+    tests: int
+    failed: int
+    results_xml: Path
+    log: Path
+    waveform: Path | None
+    seconds: float
+
+
+def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra_env=None):
+    """Run cocotb ``test_module`` on ``tile_build``; return a :class:`TestRun`.
+
+    Raises
+    ------
+    SimulationError
+        If the simulator crashed before writing results (the message names the log).
+    """
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    prepare_environment(tile_build.simulator)
+    test_dir = Path(test_dir).resolve()
+    test_dir.mkdir(parents=True, exist_ok=True)
+    results_xml, log = test_dir / "results.xml", test_dir / "sim.log"
+    runner = get_runner(tile_build.simulator)
+    logging.getLogger("cocotb").setLevel(logging.WARNING)
+    started = time.perf_counter()
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
+                    build_dir=tile_build.directory,
+                    test_dir=test_dir, seed=seed, testcase=testcase, waves=tile_build.waves,
+                    extra_env=dict(extra_env or {}), results_xml=str(results_xml),
+                    timescale=TIMESCALE, log_file=log)
+    except SystemExit:
+        pass  # the runner exits on failed tests under pytest; the results file says which
+    except RuntimeError as error:
+        raise SimulationError(f"{tile_build.simulator} run failed ({error}); see {log}") from None
+    seconds = time.perf_counter() - started
+    try:
+        tests, failed = get_results(results_xml)
+    except (RuntimeError, OSError):
+        raise SimulationError(
+            f"{tile_build.simulator} wrote no test results; see {log}") from None
+    waveform = None
+    if tile_build.waves:
+        name = "dump.fst" if tile_build.simulator == "verilator" else f"{TOPLEVEL}.fst"
+        for candidate in (test_dir / name, tile_build.directory / name):
+            if candidate.is_file():
+                waveform = candidate
+                break
+    return TestRun(tests, failed, results_xml, log, waveform, seconds)
