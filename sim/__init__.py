@@ -1,0 +1,27 @@
+"""Verilog generation, simulator runs and the command line of Systolica.
+
+Public API:
+
+- :func:`run_matmul`: one matmul on the RTL tile, returning PSUM and cycles.
+- :func:`run_program`: several matmuls back to back, with stalls if asked.
+- :func:`build`: generate and build a tile configuration for a simulator.
+- Errors: :class:`SystolicaError` and its subclasses.
+"""
+
+from .api import MatmulResult, ProgramResult, run_matmul, run_program
+from .errors import BuildError, SimulationError, SimulatorNotFoundError, SystolicaError
+from .runner import build
+from .toolchain import SIMULATORS
+
+__all__ = [
+    "SIMULATORS",
+    "BuildError",
+    "MatmulResult",
+    "ProgramResult",
+    "SimulationError",
+    "SimulatorNotFoundError",
+    "SystolicaError",
+    "build",
+    "run_matmul",
+    "run_program",
+]

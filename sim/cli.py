@@ -1,0 +1,124 @@
+"""Command line: ``python -m systolica.sim`` runs a workload on the RTL tile and reports.
+
+Exit status: 0 when every result matched the golden model, 1 on mismatches or a failed
+simulation, 2 on bad arguments or a missing tool.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from systolica.golden import matmul_cycles
+
+from .api import run_program
+from .errors import SimulationError, SystolicaError
+from .toolchain import SIMULATORS
+
+
+def _env_int(name, default):
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else default
+
+
+def parser():
+    """The argument parser (argparse.ArgumentParser); defaults come from SIM, ROWS, COLS,
+    SEED and WAVES in the environment, as ``make sim`` passes them."""
+    p = argparse.ArgumentParser(
+        prog="python -m systolica.sim",
+        description="Run random INT8 matmuls back to back through the RTL tile on a "
+                    "simulator, check every PSUM word against the golden model and report "
+                    "cycles and throughput.")
+    p.add_argument("--sim", choices=SIMULATORS, default=os.environ.get("SIM") or "verilator",
+                   help="simulator (default: $SIM or verilator)")
+    p.add_argument("--rows", type=int, default=_env_int("ROWS", 8),
+                   help="partition rows K of the tile (default: $ROWS or 8)")
+    p.add_argument("--cols", type=int, default=_env_int("COLS", 8),
+                   help="stationary columns M of the tile (default: $COLS or 8)")
+    p.add_argument("--matmuls", type=int, default=8,
+                   help="number of back-to-back matmuls, each with its own stationary "
+                        "(default: 8)")
+    p.add_argument("--n", type=int, default=128,
+                   help="moving free size N of each matmul (default: 128)")
+    p.add_argument("--seed", type=int, default=_env_int("SEED", 1),
+                   help="seed of the matrices and stall patterns (default: $SEED or 1)")
+    p.add_argument("--idle", type=float, default=0.0,
+                   help="probability per cycle that an input stream idles (default: 0)")
+    p.add_argument("--backpressure", type=float, default=0.0,
+                   help="probability per cycle that the result stream stalls (default: 0)")
+    p.add_argument("--waves", action="store_true",
+                   default=os.environ.get("WAVES", "") not in ("", "0"),
+                   help="write an FST waveform (default: on when $WAVES=1)")
+    p.add_argument("--build-dir", default=None,
+                   help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build)")
+    return p
+
+
+def _check_args(p, args):
+    for name in ("rows", "cols", "matmuls", "n"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be a positive integer, not {getattr(args, name)}")
+    for name in ("idle", "backpressure"):
+        if not 0.0 <= getattr(args, name) < 1.0:
+            p.error(f"--{name} must be a probability in [0, 1), not {getattr(args, name)}")
+
+
+def main(argv=None):
+    """Entry point; returns the exit status (int)."""
+    p = parser()
+    args = p.parse_args(argv)
+    _check_args(p, args)
+    rng = np.random.default_rng(args.seed)
+    jobs = [(rng.integers(-128, 128, (args.rows, args.cols), dtype=np.int8),
+             rng.integers(-128, 128, (args.rows, args.n), dtype=np.int8))
+            for _ in range(args.matmuls)]
+    print(f"systolica: {args.rows} x {args.cols} INT8 tile on {args.sim}: building "
+          f"(first use of a configuration can take a while) ...", flush=True)
+    started = time.perf_counter()
+    try:
+        result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim,
+                             waves=args.waves, seed=args.seed, idle=args.idle,
+                             backpressure=args.backpressure, build_root=args.build_dir)
+    except SimulationError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except (SystolicaError, ValueError, TypeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    wall = time.perf_counter() - started
+    macs = sum(k * m * n for (st, mv) in jobs for (k, m), n in [(st.shape, mv.shape[1])])
+    peak = args.rows * args.cols
+    cycles = result.cycles
+    lone = matmul_cycles(args.rows, args.cols, args.n)
+    sim_s = result.seconds
+    lines = [
+        ("configuration", f"{args.rows} x {args.cols} PEs, INT8 x INT8 -> INT32"),
+        ("simulator", args.sim),
+        ("seed", str(args.seed)),
+        ("matmuls", f"{args.matmuls} back to back, each [K={args.rows}, M={args.cols}] x "
+                    f"[K={args.rows}, N={args.n}]"),
+        ("MACs", f"{macs:,}"),
+        ("cycles", f"{cycles:,} (end of reset to last result; one isolated matmul: "
+                   f"{lone} predicted by the timing model)"),
+        ("MACs per cycle", f"{macs / cycles:.2f} of peak {peak} ({100 * macs / cycles / peak:.1f}%)"),
+        ("mismatches", f"{result.mismatches} "
+                       f"({sum(mv.shape[1] for _, mv in jobs) * args.cols:,} PSUM words checked)"),
+        ("build", f"{result.build.seconds:.1f} s" if result.build.seconds else "reused"),
+        ("simulation", f"{sim_s:.2f} s in the clock loop: {cycles / sim_s:,.0f} cycles/s, "
+                       f"{macs / sim_s:,.0f} MACs/s ({result.run.seconds:.1f} s with "
+                       f"simulator start-up)"),
+        ("total wall time", f"{wall:.1f} s"),
+        ("waveform", str(result.run.waveform) if result.run.waveform
+         else "none (WAVES=1 or --waves to write one)"),
+    ]
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"  {key:<{width}}  {value}")
+    if result.mismatches:
+        print(f"FAIL: {result.mismatches} PSUM words differ from the golden model; "
+              f"see {result.run.log}", file=sys.stderr)
+        return 1
+    print("PASS: every PSUM word matches the golden model")
+    return 0
