@@ -9,10 +9,10 @@ Blocks, one module each:
 - :mod:`systolica.hdl.tile`: the tile top with its stream interfaces.
 """
 
+from .array import SystolicArray
 from .layouts import moving_layout, result_layout, stationary_layout
 from .pe import ProcessingElement
 from .skew import SkewBuffer
-from .array import SystolicArray
 from .tile import Tile
 
 __all__ = [

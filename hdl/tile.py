@@ -5,8 +5,14 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .array import SystolicArray
-from .layouts import (OPERAND_WIDTH, PSUM_WIDTH, _check_positive, moving_layout,
-                      result_layout, stationary_layout)
+from .layouts import (
+    OPERAND_WIDTH,
+    PSUM_WIDTH,
+    _check_positive,
+    moving_layout,
+    result_layout,
+    stationary_layout,
+)
 from .skew import SkewBuffer
 
 

@@ -164,8 +164,8 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
             psums=[out[f"psum_{i}"] for i in range(len(jobs))],
             first_accept=[int(v) for v in out["first_accept"]],
             last_result=[int(v) for v in out["last_result"]],
-            cycles=int(out["cycles"]), seconds=float(out["seconds"]), mismatches=int(out["mismatches"]),
-            build=tile, run=run)
+            cycles=int(out["cycles"]), seconds=float(out["seconds"]),
+            mismatches=int(out["mismatches"]), build=tile, run=run)
     if run.failed and not result.mismatches:
         raise SimulationError(f"the simulation failed; see {run.log}")
     if not (waves if keep is None else keep):

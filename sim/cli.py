@@ -102,7 +102,8 @@ def main(argv=None):
         ("MACs", f"{macs:,}"),
         ("cycles", f"{cycles:,} (end of reset to last result; one isolated matmul: "
                    f"{lone} predicted by the timing model)"),
-        ("MACs per cycle", f"{macs / cycles:.2f} of peak {peak} ({100 * macs / cycles / peak:.1f}%)"),
+        ("MACs per cycle", f"{macs / cycles:.2f} of peak {peak} "
+                           f"({100 * macs / cycles / peak:.1f}%)"),
         ("mismatches", f"{result.mismatches} "
                        f"({sum(mv.shape[1] for _, mv in jobs) * args.cols:,} PSUM words checked)"),
         ("build", f"{result.build.seconds:.1f} s" if result.build.seconds else "reused"),

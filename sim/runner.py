@@ -103,7 +103,8 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None):
     with _locked(config / ".lock"):
         verilog, ports = write_configuration(rows, cols, config / "verilog")
         stamp = directory / "systolica.stamp"
-        want = f"{hdl_fingerprint()} {simulator} ports-only waves={int(waves)} {' '.join(VERILATOR_ARGS)}"
+        want = (f"{hdl_fingerprint()} {simulator} waves={int(waves)} "
+                f"{' '.join(VERILATOR_ARGS)}")
         if stamp.is_file() and stamp.read_text() == want:
             return Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0)
         _run_build(simulator, verilog, directory, waves)

@@ -6,7 +6,8 @@ Environment:
   [K, M] and ``moving_i`` [K, N] (int8); optional ``idle`` and ``backpressure`` floats.
 - ``SYSTOLICA_RESULTS``: ``.npz`` written here: ``psum_i`` (int32 [M, N]), ``first_accept``
   and ``last_result`` (cycle stamps per matmul), ``cycles`` (first cycle after reset to the
-  last result, inclusive), ``seconds`` (wall time of that clock loop), ``mismatches``, ``expected_beats``, ``observed_beats``.
+  last result, inclusive), ``seconds`` (wall time of that clock loop), ``mismatches``,
+  ``expected_beats``, ``observed_beats``.
 """
 
 import os

@@ -20,7 +20,7 @@ def run_tile(rows, cols, jobs, *, result_ready=lambda cycle: True, max_cycles=50
     accepted, offered = [], []
 
     async def load_and_stream(ctx):
-        for stationary, moving in jobs:
+        for stationary, _moving in jobs:
             k, m = stationary.shape
             for r in range(k):
                 row = [int(v) for v in stationary[r]] + [0] * (cols - m)
@@ -33,7 +33,7 @@ def run_tile(rows, cols, jobs, *, result_ready=lambda cycle: True, max_cycles=50
 
     async def moving_driver(ctx):
         cycle = 0
-        for stationary, moving in jobs:
+        for _stationary, moving in jobs:
             k, n = moving.shape
             for c in range(n):
                 vec = [int(v) for v in moving[:, c]] + [0] * (rows - k)
@@ -70,7 +70,8 @@ def run_tile(rows, cols, jobs, *, result_ready=lambda cycle: True, max_cycles=50
     sim.add_testbench(moving_driver, background=True)
     sim.add_testbench(result_monitor)
     sim.run()
-    arrays = [np.array(r, dtype=np.int64).T[: st.shape[1]] for r, (st, _) in zip(results, jobs)]
+    arrays = [np.array(r, dtype=np.int64).T[: st.shape[1]]
+              for r, (st, _) in zip(results, jobs, strict=True)]
     return arrays, accepted, offered
 
 
@@ -85,7 +86,7 @@ def test_tile_matches_golden(rows, cols):
     jobs = [random_job(rng, rows, cols, 5), random_job(rng, max(1, rows - 1), cols, 3),
             random_job(rng, rows, max(1, cols - 1), 1)]
     got, _, _ = run_tile(rows, cols, jobs)
-    for (st, mv), result in zip(jobs, got):
+    for (st, mv), result in zip(jobs, got, strict=True):
         np.testing.assert_array_equal(result, nc_matmul(st, mv))
 
 
@@ -101,5 +102,5 @@ def test_tile_backpressure_keeps_every_result():
     rng = np.random.default_rng(3)
     jobs = [random_job(rng, rows, cols, 6), random_job(rng, 2, 2, 4)]
     got, _, _ = run_tile(rows, cols, jobs, result_ready=lambda cycle: cycle % 3 == 0)
-    for (st, mv), result in zip(jobs, got):
+    for (st, mv), result in zip(jobs, got, strict=True):
         np.testing.assert_array_equal(result, nc_matmul(st, mv))

@@ -1,0 +1,39 @@
+"""Regression tier: ``python -m systolica.sim`` end to end, and its argument errors."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "systolica.sim", *args],
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_cli_reports_zero_mismatches(simulator):
+    done = run_cli("--sim", simulator, "--rows", "2", "--cols", "3", "--matmuls", "3",
+                   "--n", "5", "--backpressure", "0.3", "--idle", "0.2")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"mismatches\s+0 \(45 PSUM words checked\)", done.stdout), done.stdout
+    assert re.search(r"MACs per cycle\s+[\d.]+ of peak 6", done.stdout)
+    assert "PASS" in done.stdout
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--rows", "0"], "--rows must be a positive integer, not 0"),
+    (["--sim", "xsim"], "invalid choice: 'xsim'"),
+    (["--idle", "1.5"], "--idle must be a probability in [0, 1), not 1.5"),
+])
+def test_cli_bad_arguments(args, text):
+    done = run_cli(*args)
+    assert done.returncode == 2
+    assert text in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_cli_help():
+    done = run_cli("--help")
+    assert done.returncode == 0 and "--sim" in done.stdout and "--rows" in done.stdout
