@@ -155,14 +155,17 @@ class Tile(wiring.Component):
             with m.If(self.moving.payload.last):
                 m.d.sync += [running.eq(0), use_buf.eq(~use_buf)]
 
-        # Input register: the unskewed vector plus its token.
+        # Input register: the unskewed vector plus its token. The vector only changes on a
+        # real beat, so bubbles do not toggle the array (this also keeps event-driven
+        # simulators such as Icarus from evaluating garbage).
         in_vector = Signal(moving_layout(rows))
+        with m.If(moving_beat):
+            m.d.sync += in_vector.eq(self.moving.payload)
         with m.If(advance):
             m.d.sync += [
                 tokens[0].valid.eq(moving_beat),
                 tokens[0].last.eq(self.moving.payload.last),
                 tokens[0].sel.eq(use_buf),
-                in_vector.eq(self.moving.payload),
             ]
             for i in range(1, self.latency):
                 m.d.sync += tokens[i].eq(tokens[i - 1])

@@ -1,0 +1,60 @@
+# Systolica: `make sim` runs the main job, `make test` the tests. Both create .venv first.
+#
+# Variables (on the command line or in the environment):
+#   SIM=verilator|icarus  ROWS=8  COLS=8  SEED=1  WAVES=1  (see `make help`)
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+SIM   ?= verilator
+ROWS  ?= 8
+COLS  ?= 8
+SEED  ?= 1
+WAVES ?= 0
+export SIM ROWS COLS SEED WAVES
+
+.PHONY: help venv sim test test-unit bench lint clean distclean
+
+help:
+	@echo "make sim        run the default workload on the RTL tile and print the report"
+	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 SEED=1 WAVES=1 for an FST waveform)"
+	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto)"
+	@echo "make test-unit  unit tier only (golden models, amaranth.sim), seconds"
+	@echo "make bench      simulated cycles/s and MACs/s for 8x8 and 16x16 on both simulators"
+	@echo "make lint       ruff"
+	@echo "make clean      remove build outputs; make distclean also removes .venv"
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else \
+		"error: Python >= 3.11 is needed, found " + sys.version.split()[0] + \
+		"; set PYTHON=/path/to/python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $@
+
+venv: $(STAMP)
+
+sim: $(STAMP)
+	$(PY) -m systolica.sim
+
+test: $(STAMP)
+	$(PY) -m pytest -n auto tests/
+
+test-unit: $(STAMP)
+	$(PY) -m pytest -n auto tests/test_golden_*.py tests/test_hdl_*.py tests/test_tb_*.py
+
+bench: $(STAMP)
+	$(PY) -m systolica.sim.bench
+
+lint: $(STAMP)
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf build bench/results.json .pytest_cache .ruff_cache
+	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info
