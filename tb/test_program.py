@@ -40,7 +40,7 @@ async def run_program(dut):
                                    for r in records]),
             last_result=np.array([r.last_result if r.last_result is not None else -1
                                   for r in records]),
-            cycles=np.int64(tb.cycle - start),
+            cycles=np.int64(tb.finished - start),
             seconds=np.float64(time.perf_counter() - started),
             mismatches=np.int64(len(tb.scoreboard.mismatches)),
             expected_beats=np.int64(tb.scoreboard.expected_count),

@@ -10,7 +10,7 @@ import os
 import cocotb
 import numpy as np
 
-from .tile_tb import TileTB, random_int8
+from .tile_tb import SimulationStuck, TileTB, random_int8
 
 
 def _rng(salt):
@@ -136,3 +136,19 @@ async def test_error_injection_is_caught(dut):
         dut._log.info("error injection caught as intended: %s", error)
     else:
         raise AssertionError("the scoreboard accepted a corrupted golden result")
+
+
+@cocotb.test()
+async def test_stuck_tile_times_out_with_message(dut):
+    """A matmul whose stationary never comes: the tile waits, the TB gives up with a message."""
+    tb = await _started(dut, 9)
+    tb.moving.send({"data": [1] * tb.rows, "last": 1})
+    tb.scoreboard.expect(0, 0, [0] * tb.cols, last=True)
+    try:
+        await tb.run(max_cycles=40)
+    except SimulationStuck as error:
+        dut._log.info("stuck run reported as intended: %s", error)
+        assert "moving beats sent 0 (1 pending)" in str(error), str(error)
+        assert "1 missing" in str(error), str(error)
+    else:
+        raise AssertionError("the tile ran a matmul without a stationary, or the TB never gave up")

@@ -73,7 +73,9 @@ class TileTB:
         self._result_queue = []
         self._result_cursor = (0, 0)
         self._idle, self._backpressure = idle, backpressure
+        #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
+        self.finished = 0
 
     # ---- set-up ---------------------------------------------------------------------------
     async def start(self, reset_cycles=3):
@@ -135,11 +137,25 @@ class TileTB:
         slow = (1.0 - self._idle) * (1.0 - self._backpressure)
         return int(200 + 8 * (beats + latency * (len(self.matmuls) + 1)) / slow)
 
+    async def _step(self):
+        parts = (self.stationary, self.moving, self.result)
+        await FallingEdge(self.dut.clk)
+        for part in parts:
+            part.drive(self.cycle)
+        await ReadOnly()
+        for part in parts:
+            part.sample(self.cycle)
+        self.cycle += 1
+
     async def run(self, max_cycles=None):
-        """Clock until every expected result arrived (or raise :class:`SimulationStuck`)."""
+        """Clock until every expected result arrived (or raise :class:`SimulationStuck`).
+
+        Afterwards the TB keeps clocking for ``rows + cols + 2`` cycles so that a spurious
+        extra result beat would still reach the scoreboard (as "unexpected").
+        :attr:`finished` is the cycle after the last expected result.
+        """
         budget = self.cycle_budget() if max_cycles is None else max_cycles
         start = self.cycle
-        parts = (self.stationary, self.moving, self.result)
         while self.scoreboard.outstanding:
             if self.cycle - start > budget:
                 raise SimulationStuck(
@@ -148,13 +164,10 @@ class TileTB:
                     f"({self.stationary.pending} pending), moving beats sent "
                     f"{self.moving.sent} ({self.moving.pending} pending), "
                     f"{self.scoreboard.summary()}")
-            await FallingEdge(self.dut.clk)
-            for part in parts:
-                part.drive(self.cycle)
-            await ReadOnly()
-            for part in parts:
-                part.sample(self.cycle)
-            self.cycle += 1
+            await self._step()
+        self.finished = self.cycle
+        for _ in range(self.rows + self.cols + 2):
+            await self._step()
         self._stamp_accepts()
 
     def _stamp_accepts(self):
