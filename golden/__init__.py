@@ -5,6 +5,7 @@
 """
 
 from .matmul import nc_matmul, wrap_int32
-from .timing import matmul_cycles, tile_latency
+from .timing import MatmulTiming, matmul_cycles, program_cycles, program_schedule, tile_latency
 
-__all__ = ["matmul_cycles", "nc_matmul", "tile_latency", "wrap_int32"]
+__all__ = ["MatmulTiming", "matmul_cycles", "nc_matmul", "program_cycles", "program_schedule",
+           "tile_latency", "wrap_int32"]

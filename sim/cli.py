@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from systolica.golden import matmul_cycles
+from systolica.golden import program_cycles
 
 from .api import run_program
 from .errors import SimulationError, SystolicaError
@@ -91,7 +91,7 @@ def main(argv=None):
     macs = sum(k * m * n for (st, mv) in jobs for (k, m), n in [(st.shape, mv.shape[1])])
     peak = args.rows * args.cols
     cycles = result.cycles
-    lone = matmul_cycles(args.rows, args.cols, args.n)
+    predicted = program_cycles(args.rows, args.cols, [(args.rows, args.n)] * args.matmuls)
     sim_s = result.seconds
     lines = [
         ("configuration", f"{args.rows} x {args.cols} PEs, INT8 x INT8 -> INT32"),
@@ -100,8 +100,10 @@ def main(argv=None):
         ("matmuls", f"{args.matmuls} back to back, each [K={args.rows}, M={args.cols}] x "
                     f"[K={args.rows}, N={args.n}]"),
         ("MACs", f"{macs:,}"),
-        ("cycles", f"{cycles:,} (end of reset to last result; one isolated matmul: "
-                   f"{lone} predicted by the timing model)"),
+        ("cycles", f"{cycles:,} from reset to the last result; the timing model predicts "
+                   f"{predicted:,}" + ("" if args.idle or args.backpressure
+                                      else (" (equal)" if predicted == cycles else " (DIFFERS)"))
+                   + (" without stalls" if args.idle or args.backpressure else "")),
         ("MACs per cycle", f"{macs / cycles:.2f} of peak {peak} "
                            f"({100 * macs / cycles / peak:.1f}%)"),
         ("mismatches", f"{result.mismatches} "
