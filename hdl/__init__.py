@@ -3,20 +3,30 @@
 Blocks, one module each:
 
 - :mod:`systolica.hdl.layouts`: stream payload layouts shared with the testbench.
-- :mod:`systolica.hdl.pe`: the processing element (PE).
+- :mod:`systolica.hdl.bf16_mul`: BF16 x BF16 -> FP32 multiplier.
+- :mod:`systolica.hdl.fp32_add`: FP32 adder, round-to-nearest-even.
+- :mod:`systolica.hdl.pe`: the processing element (PE), INT8 and BF16.
 - :mod:`systolica.hdl.skew`: triangular delay lines that skew and de-skew vectors.
 - :mod:`systolica.hdl.array`: the ``rows x cols`` weight-stationary PE grid.
+- :mod:`systolica.hdl.psum`: the PSUM memory with its accumulate adders.
 - :mod:`systolica.hdl.tile`: the tile top with its stream interfaces.
 """
 
 from .array import SystolicArray
-from .layouts import moving_layout, result_layout, stationary_layout
+from .bf16_mul import Bf16Multiplier
+from .fp32_add import Fp32Adder
+from .layouts import DType, moving_layout, result_layout, stationary_layout
 from .pe import ProcessingElement
+from .psum import Psum
 from .skew import SkewBuffer
 from .tile import Tile
 
 __all__ = [
+    "Bf16Multiplier",
+    "DType",
+    "Fp32Adder",
     "ProcessingElement",
+    "Psum",
     "SkewBuffer",
     "SystolicArray",
     "Tile",

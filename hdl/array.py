@@ -2,7 +2,7 @@
 
 import re
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, ResetSignal, Signal, signed
+from amaranth.hdl import ClockSignal, Const, Instance, Module, ResetSignal, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,15 +45,17 @@ class SystolicArray(wiring.Component):
         ``load_buf``.
     load_buf : In(1)
         Stationary buffer that loads write.
-    load_data : In(ArrayLayout(signed(8), cols))
-        One partition row of stationary values.
+    load_data : In(ArrayLayout(16, cols))
+        One partition row of stationary values (operand bits).
     row_active : In(ArrayLayout(2, rows))
         Per partition row, per stationary buffer: the row is inside ``K``.
-    moving : In(ArrayLayout(signed(8), rows))
+    bf16, ftz : In(2)
+        Per stationary buffer: BF16 data type / flush-to-zero mode.
+    moving : In(ArrayLayout(16, rows))
         Skewed moving operands, one per partition row, entering column 0.
     sel : In(rows)
         Stationary buffer select travelling with each row's moving operand.
-    psum : Out(ArrayLayout(signed(32), cols))
+    psum : Out(ArrayLayout(32, cols))
         Partial sums leaving the bottom row (still skewed by column).
 
     Raises
@@ -75,11 +77,13 @@ class SystolicArray(wiring.Component):
             "en": In(1),
             "load_row_en": In(rows),
             "load_buf": In(1),
-            "load_data": In(data.ArrayLayout(signed(OPERAND_WIDTH), cols)),
+            "load_data": In(data.ArrayLayout(OPERAND_WIDTH, cols)),
             "row_active": In(data.ArrayLayout(2, rows)),
-            "moving": In(data.ArrayLayout(signed(OPERAND_WIDTH), rows)),
+            "bf16": In(2),
+            "ftz": In(2),
+            "moving": In(data.ArrayLayout(OPERAND_WIDTH, rows)),
             "sel": In(rows),
-            "psum": Out(data.ArrayLayout(signed(PSUM_WIDTH), cols)),
+            "psum": Out(data.ArrayLayout(PSUM_WIDTH, cols)),
         })
 
     @property
@@ -113,9 +117,12 @@ class SystolicArray(wiring.Component):
                     "load_buf": self.load_buf,
                     "load_data": self.load_data[c],
                     "row_active": self.row_active[k],
+                    "bf16": self.bf16,
+                    "ftz": self.ftz,
+                    "chain_start": Const(int(k == 0), 1),
                     "moving_in": self.moving[k] if c == 0 else outs[k][c - 1]["moving_out"],
                     "sel_in": self.sel[k] if c == 0 else outs[k][c - 1]["sel_out"],
-                    "psum_in": (Const(0, signed(PSUM_WIDTH)) if k == 0
+                    "psum_in": (Const(0, PSUM_WIDTH) if k == 0
                                 else outs[k - 1][c]["psum_out"]),
                 }
                 name = f"pe_{k}_{c}"

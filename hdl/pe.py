@@ -1,9 +1,11 @@
-"""The processing element (PE) of the weight-stationary array."""
+"""The processing element (PE) of the weight-stationary array: INT8 and BF16 datapaths."""
 
 from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .bf16_mul import Bf16Multiplier
+from .fp32_add import Fp32Adder
 from .layouts import OPERAND_WIDTH, PSUM_WIDTH
 
 #: Port signature of :class:`ProcessingElement` (also the port list of its Verilog module).
@@ -11,58 +13,61 @@ PE_SIGNATURE = wiring.Signature({
     "en": In(1),
     "load_en": In(1),
     "load_buf": In(1),
-    "load_data": In(signed(OPERAND_WIDTH)),
+    "load_data": In(OPERAND_WIDTH),
     "row_active": In(2),
-    "moving_in": In(signed(OPERAND_WIDTH)),
+    "bf16": In(2),
+    "ftz": In(2),
+    "chain_start": In(1),
+    "moving_in": In(OPERAND_WIDTH),
     "sel_in": In(1),
-    "psum_in": In(signed(PSUM_WIDTH)),
-    "moving_out": Out(signed(OPERAND_WIDTH)),
+    "psum_in": In(PSUM_WIDTH),
+    "moving_out": Out(OPERAND_WIDTH),
     "sel_out": Out(1),
-    "psum_out": Out(signed(PSUM_WIDTH)),
+    "psum_out": Out(PSUM_WIDTH),
 })
 
 
 class ProcessingElement(wiring.Component):
-    """One INT8 x INT8 -> INT32 multiply-accumulate cell with two stationary (weight) registers.
+    """One multiply-accumulate cell with two stationary (weight) registers.
 
     The PE holds two stationary values, ``weight_0`` and ``weight_1`` (the active and the
     shadow weight): one can be loaded while moving data that selects the other streams
-    through. Every moving operand carries the select bit of the stationary buffer it is
-    multiplied with, so a stationary switch travels through the array as a wavefront together
-    with the data.
+    through. Every moving operand carries the select bit ``sel`` of the stationary buffer it
+    is multiplied with, so a stationary switch travels through the array as a wavefront with
+    the data. The data type and FTZ mode are per stationary buffer (``bf16[sel]``,
+    ``ftz[sel]``), set by the tile when a matmul starts.
 
-    When ``en`` is high the PE registers, on the rising edge::
+    When ``en`` is high the PE registers, on the rising edge (``w = weight[sel_in]``)::
 
-        psum_out   <- psum_in + weight[sel_in] * moving_in   (if row_active[sel_in])
-        psum_out   <- psum_in                                  (otherwise: pass-through)
+        psum_out   <- product(moving_in, w)                 (row_active[sel_in], chain_start)
+        psum_out   <- psum_in + product(moving_in, w)       (row_active[sel_in], otherwise)
+        psum_out   <- psum_in                                (row inactive: pass-through)
         moving_out <- moving_in,  sel_out <- sel_in
 
-    The sum wraps modulo 2**32 (two's complement). When ``en`` is low, all registers hold.
-    A write into the stationary register ``load_buf`` happens whenever ``load_en`` is high,
-    independently of ``en``.
+    INT8 (``bf16[sel] = 0``): operands are bits [7:0], the product is exact and the sum wraps
+    modulo 2**32. BF16: :class:`Bf16Multiplier` then :class:`Fp32Adder` (one RNE rounding per
+    add, ``docs/numerics.md``). The chain starts with the first product itself, so partition
+    row 0 (``chain_start``) never adds a zero. When ``en`` is low the datapath registers
+    hold; a load into stationary register ``load_buf`` happens whenever ``load_en`` is high.
 
     Members
     -------
     en : In(1)
         Pipeline advance (clock enable of the datapath registers).
-    load_en : In(1)
+    load_en, load_buf, load_data : In(1), In(1), In(16)
         Write ``load_data`` into stationary register ``load_buf``.
-    load_buf : In(1)
-        Which stationary register a load writes.
-    load_data : In(signed(8))
-        Stationary value to load.
     row_active : In(2)
         Bit ``b``: this PE's partition row is inside ``K`` for stationary buffer ``b``.
-    moving_in : In(signed(8))
-        Moving operand from the left neighbour (or the skew buffer).
-    sel_in : In(1)
-        Stationary buffer that ``moving_in`` is multiplied with.
-    psum_in : In(signed(32))
-        Partial sum from the PE above (zero for partition row 0).
-    moving_out, sel_out : Out
-        Registered ``moving_in`` and ``sel_in``, to the right neighbour.
-    psum_out : Out(signed(32))
-        Registered partial sum, to the PE below.
+    bf16, ftz : In(2)
+        Bit ``b``: the matmul on stationary buffer ``b`` is BF16 / flushes subnormals.
+    chain_start : In(1)
+        This PE is in partition row 0: its sum starts with its own product.
+    moving_in, sel_in : In(16), In(1)
+        Moving operand from the left neighbour (or the skew buffer) and its buffer select.
+    psum_in : In(32)
+        Partial sum from the PE above (INT32 or FP32 bits).
+    moving_out, sel_out, psum_out : Out
+        Registered ``moving_in``, ``sel_in`` and partial sum.
     """
 
     def __init__(self):
@@ -70,28 +75,58 @@ class ProcessingElement(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        m.submodules.multiplier = multiplier = Bf16Multiplier()
+        m.submodules.adder = adder = Fp32Adder()
 
-        weight_0 = Signal(signed(OPERAND_WIDTH))
-        weight_1 = Signal(signed(OPERAND_WIDTH))
+        weight_0 = Signal(OPERAND_WIDTH)
+        weight_1 = Signal(OPERAND_WIDTH)
         with m.If(self.load_en):
             with m.If(self.load_buf):
                 m.d.sync += weight_1.eq(self.load_data)
             with m.Else():
                 m.d.sync += weight_0.eq(self.load_data)
 
-        weight = Signal(signed(OPERAND_WIDTH))
+        weight = Signal(OPERAND_WIDTH)
         active = Signal()
-        product = Signal(signed(2 * OPERAND_WIDTH))
+        bf16 = Signal()
+        ftz = Signal()
         m.d.comb += [
             weight.eq(Mux(self.sel_in, weight_1, weight_0)),
             active.eq(self.row_active.bit_select(self.sel_in, 1)),
-            product.eq(self.moving_in * weight),
+            bf16.eq(self.bf16.bit_select(self.sel_in, 1)),
+            ftz.eq(self.ftz.bit_select(self.sel_in, 1)),
+        ]
+
+        int_product = Signal(signed(PSUM_WIDTH))
+        int_sum = Signal(PSUM_WIDTH)
+        m.d.comb += [
+            int_product.eq(self.moving_in[0:8].as_signed() * weight[0:8].as_signed()),
+            int_sum.eq(self.psum_in + int_product.as_unsigned()),
+        ]
+        m.d.comb += [
+            multiplier.a.eq(self.moving_in),
+            multiplier.b.eq(weight),
+            multiplier.ftz.eq(ftz),
+            adder.a.eq(self.psum_in),
+            adder.b.eq(multiplier.product),
+            adder.ftz.eq(ftz),
+        ]
+        product = Signal(PSUM_WIDTH)
+        total = Signal(PSUM_WIDTH)
+        m.d.comb += [
+            product.eq(Mux(bf16, multiplier.product, int_product.as_unsigned())),
+            total.eq(Mux(bf16, adder.sum, int_sum)),
         ]
 
         with m.If(self.en):
             m.d.sync += [
                 self.moving_out.eq(self.moving_in),
                 self.sel_out.eq(self.sel_in),
-                self.psum_out.eq(Mux(active, self.psum_in + product, self.psum_in)),
             ]
+            with m.If(~active):
+                m.d.sync += self.psum_out.eq(self.psum_in)
+            with m.Elif(self.chain_start):
+                m.d.sync += self.psum_out.eq(product)
+            with m.Else():
+                m.d.sync += self.psum_out.eq(total)
         return m

@@ -8,7 +8,7 @@ Public API:
 - Errors: :class:`SystolicaError` and its subclasses.
 """
 
-from .api import MatmulResult, ProgramResult, run_matmul, run_program
+from .api import Matmul, MatmulResult, ProgramResult, run_matmul, run_program
 from .errors import BuildError, SimulationError, SimulatorNotFoundError, SystolicaError
 from .runner import build
 from .toolchain import SIMULATORS
@@ -16,6 +16,7 @@ from .toolchain import SIMULATORS
 __all__ = [
     "SIMULATORS",
     "BuildError",
+    "Matmul",
     "MatmulResult",
     "ProgramResult",
     "SimulationError",

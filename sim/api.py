@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
-from systolica.golden import nc_matmul, wrap_int32
+from systolica.golden import nc_matmul
+from systolica.hdl.layouts import PSUM_DEPTH
 
 from .errors import SimulationError
 from .runner import Build, TestRun, build, run_tests
@@ -19,20 +21,53 @@ from .toolchain import check_simulator_name
 _counter = itertools.count()
 
 
-class MatmulResult(NamedTuple):
-    """Result of :func:`run_matmul`.
+_DTYPES = {np.dtype(np.int8): "int8", np.dtype(ml_dtypes.bfloat16): "bf16"}
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """One matmul of a program for :func:`run_program`.
 
     Attributes
     ----------
-    psum : numpy.ndarray, int32, shape [M, N]
+    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
+    moving : numpy.ndarray, same dtype, shape [K, N]
+    accumulate : bool
+        Add into PSUM entries ``0..N-1`` (left by earlier matmuls of the program, zero after
+        reset) instead of overwriting them.
+    ftz : bool
+        Flush subnormals to zero (BF16 only).
+    """
+
+    stationary: np.ndarray
+    moving: np.ndarray
+    accumulate: bool = False
+    ftz: bool = False
+
+
+class _PsumAndCycles(NamedTuple):
+    psum: np.ndarray
+    cycles: int
+
+
+class MatmulResult(_PsumAndCycles):
+    """Result of :func:`run_matmul`: unpacks as ``psum, cycles``.
+
+    Attributes
+    ----------
+    psum : numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N]
         PSUM after the matmul.
     cycles : int
         Clock cycles from the cycle the first moving beat was accepted to the cycle the last
         result was taken, inclusive (``N + rows + cols`` when nothing stalls).
+    waveform : pathlib.Path or None
+        The FST waveform of the run (``waves=True``), else ``None``.
     """
 
-    psum: np.ndarray
-    cycles: int
+    def __new__(cls, psum, cycles, waveform=None):
+        result = super().__new__(cls, psum, cycles)
+        result.waveform = waveform
+        return result
 
 
 @dataclass(frozen=True)
@@ -41,7 +76,7 @@ class ProgramResult:
 
     Attributes
     ----------
-    psums : list of numpy.ndarray (int32, [M, N])
+    psums : list of numpy.ndarray (int32 or float32, [M, N])
         The RTL's PSUM for every matmul, in order.
     first_accept, last_result : list of int
         Per matmul, the cycle its first moving beat was accepted and its last result taken.
@@ -73,15 +108,21 @@ def _check_positive_int(name, value):
     return int(value)
 
 
-def _check_operands(stationary, moving, rows, cols):
+def _check_operands(stationary, moving, rows, cols, ftz=False):
     for name, array in (("stationary", stationary), ("moving", moving)):
         if not isinstance(array, np.ndarray):
-            raise TypeError(f"{name} must be a numpy int8 array, not {type(array).__name__}")
-        if array.dtype != np.int8:
-            raise TypeError(f"{name} must have dtype int8, not {array.dtype} "
-                            f"(convert with .astype(np.int8) after checking the range)")
+            raise TypeError(f"{name} must be a numpy array of int8 or ml_dtypes.bfloat16, not "
+                            f"{type(array).__name__}")
+        if array.dtype not in _DTYPES:
+            raise TypeError(f"{name} must have dtype int8 or bfloat16, not {array.dtype} "
+                            f"(convert with .astype(np.int8) or .astype(ml_dtypes.bfloat16))")
         if array.ndim != 2:
             raise ValueError(f"{name} must be 2-D, not {array.ndim}-D with shape {array.shape}")
+    if stationary.dtype != moving.dtype:
+        raise TypeError(f"stationary and moving must have the same dtype, not "
+                        f"{stationary.dtype} and {moving.dtype}")
+    if ftz and stationary.dtype == np.int8:
+        raise ValueError("ftz applies to bfloat16 matmuls only")
     (k, m), (k2, n) = stationary.shape, moving.shape
     if k != k2:
         raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got stationary "
@@ -91,8 +132,18 @@ def _check_operands(stationary, moving, rows, cols):
                          f"several accumulating matmuls)")
     if not 1 <= m <= cols:
         raise ValueError(f"M = {m} must be between 1 and cols = {cols}")
-    if n < 1:
-        raise ValueError("N (moving columns) must be at least 1, not 0")
+    if not 1 <= n <= PSUM_DEPTH:
+        raise ValueError(f"N (moving columns) must be between 1 and the PSUM depth "
+                         f"{PSUM_DEPTH}, not {n} (split larger N into several matmuls)")
+
+
+def _as_matmul(job):
+    if isinstance(job, Matmul):
+        return job
+    if isinstance(job, tuple) and len(job) == 2:
+        return Matmul(*job)
+    raise TypeError(f"each job must be a Matmul or a (stationary, moving) pair, not "
+                    f"{type(job).__name__}")
 
 
 def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1, idle=0.0,
@@ -101,8 +152,10 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
 
     Parameters
     ----------
-    jobs : sequence of (numpy.ndarray, numpy.ndarray)
-        ``(stationary [K, M] int8, moving [K, N] int8)`` per matmul, K <= rows, M <= cols.
+    jobs : sequence of Matmul or (numpy.ndarray, numpy.ndarray)
+        Per matmul, ``stationary`` [K, M] and ``moving`` [K, N], both int8 or both
+        ``ml_dtypes.bfloat16``, K <= rows, M <= cols, 1 <= N <= 512; pairs run as
+        overwriting matmuls.
     rows, cols : int
         Tile size in PEs.
     simulator : {"verilator", "icarus"}
@@ -131,11 +184,11 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     rows = _check_positive_int("rows", rows)
     cols = _check_positive_int("cols", cols)
     check_simulator_name(simulator)
-    jobs = list(jobs)
+    jobs = [_as_matmul(job) for job in jobs]
     if not jobs:
         raise ValueError("jobs must hold at least one (stationary, moving) pair")
-    for stationary, moving in jobs:
-        _check_operands(stationary, moving, rows, cols)
+    for job in jobs:
+        _check_operands(job.stationary, job.moving, rows, cols, job.ftz)
     for name, p in (("idle", idle), ("backpressure", backpressure)):
         if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
@@ -145,8 +198,14 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))
     program = {"count": np.int64(len(jobs)), "idle": np.float64(idle),
                "backpressure": np.float64(backpressure)}
-    for i, (stationary, moving) in enumerate(jobs):
-        program[f"stationary_{i}"], program[f"moving_{i}"] = stationary, moving
+    for i, job in enumerate(jobs):
+        bf16 = job.stationary.dtype != np.int8
+        view = np.uint16 if bf16 else np.int8
+        program[f"stationary_{i}"] = job.stationary.view(view)
+        program[f"moving_{i}"] = job.moving.view(view)
+        program[f"bf16_{i}"] = np.bool_(bf16)
+        program[f"accumulate_{i}"] = np.bool_(job.accumulate)
+        program[f"ftz_{i}"] = np.bool_(job.ftz)
     np.savez(run_dir / "program.npz", **program)
     results_path = run_dir / "results.npz"
     run = run_tests(tile, "systolica.tb.test_program", run_dir, seed=seed,
@@ -174,37 +233,41 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
 
 
 def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=None,
-               accumulate=False, waves=False):
+               accumulate=False, waves=False, ftz=False):
     """Run one ``nc_matmul`` on the RTL tile; return its PSUM and cycle count.
 
     Parameters
     ----------
-    stationary : numpy.ndarray, int8, shape [K, M]
+    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
         K <= rows, M <= cols.
-    moving : numpy.ndarray, int8, shape [K, N]
-        N >= 1.
+    moving : numpy.ndarray, same dtype, shape [K, N]
+        1 <= N <= 512 (the PSUM depth).
     rows, cols : int
         Tile size in PEs.
     simulator : {"verilator", "icarus"}
-    psum : numpy.ndarray, int32, shape [M, N], optional
+    psum : numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N], optional
         PSUM before the matmul; required with ``accumulate=True``.
     accumulate : bool
-        Add the matmul into ``psum`` (INT32, wrapping) instead of overwriting it. The tile
-        has no PSUM memory yet, so this add is applied on the host, with the same
-        wrapping rule as the golden model.
+        Add the matmul into ``psum`` (INT32 wrapping, or FP32 with one more RNE rounding)
+        instead of overwriting it. The tile's PSUM starts from zero and has no write port, so
+        a given ``psum`` is added on the host with the golden model's add; accumulation
+        inside the RTL is exercised through :func:`run_program` (``Matmul.accumulate``).
     waves : bool
-        Keep an FST waveform of the run (its path is logged and kept under the build folder).
+        Keep an FST waveform of the run; its path is ``MatmulResult.waveform``.
+    ftz : bool
+        Flush subnormal inputs, products and sums to signed zero (BF16 only).
 
     Returns
     -------
     MatmulResult
-        ``(psum, cycles)``: int32 [M, N] and clock cycles (see :class:`MatmulResult`).
+        ``(psum, cycles)``: [M, N] int32 or float32, and clock cycles.
 
     Raises
     ------
     TypeError, ValueError
-        Bad operands (not int8, not 2-D, K mismatch, K > rows, M > cols), bad sizes, an
-        unknown simulator, or a bad ``psum``.
+        Bad operands (not int8/bfloat16, mixed dtypes, not 2-D, K mismatch, K > rows,
+        M > cols, N > 512), bad sizes, an unknown simulator, ``ftz`` with INT8, or a bad
+        ``psum``.
     SimulatorNotFoundError
         The simulator binary (or a build tool) is missing.
     BuildError, SimulationError
@@ -213,16 +276,27 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     rows = _check_positive_int("rows", rows)
     cols = _check_positive_int("cols", cols)
     check_simulator_name(simulator)
-    _check_operands(stationary, moving, rows, cols)
+    _check_operands(stationary, moving, rows, cols, ftz)
+    mode = {"ftz": True} if ftz else {}
     if accumulate or psum is not None:
         # The golden model validates psum (dtype, shape) and accumulate before any build.
-        nc_matmul(stationary, moving, psum=psum, accumulate=accumulate)
-    result = run_program([(stationary, moving)], rows=rows, cols=cols, simulator=simulator,
-                         waves=waves)
+        nc_matmul(stationary, moving, psum=psum, accumulate=accumulate, **mode)
+    result = run_program([Matmul(stationary, moving, ftz=ftz)], rows=rows, cols=cols,
+                         simulator=simulator, waves=waves)
     if result.mismatches:
         raise SimulationError(f"the RTL result differs from the golden model in "
                               f"{result.mismatches} PSUM words; see {result.run.log}")
     out = result.psums[0]
     if accumulate:
-        out = wrap_int32(out.astype(np.int64) + psum.astype(np.int64))
-    return MatmulResult(out, result.last_result[0] - result.first_accept[0] + 1)
+        out = _psum_add(psum, out, ftz)
+    return MatmulResult(out, result.last_result[0] - result.first_accept[0] + 1,
+                        result.run.waveform)
+
+
+def _psum_add(psum, column, ftz):
+    """The PSUM accumulate add (INT32 wrap or FP32 RNE), as the golden model defines it."""
+    if column.dtype == np.int32:
+        return ((psum.astype(np.int64) + column + 2**31) % 2**32 - 2**31).astype(np.int32)
+    from systolica.golden.bf16 import fp32_add
+
+    return fp32_add(psum, column, ftz=ftz)

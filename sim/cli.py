@@ -9,18 +9,35 @@ import os
 import sys
 import time
 
+import ml_dtypes
 import numpy as np
 
 from systolica.golden import program_cycles
+from systolica.hdl.layouts import PSUM_DEPTH
 
-from .api import run_program
+from .api import Matmul, run_program
 from .errors import SimulationError, SystolicaError
 from .toolchain import SIMULATORS
 
 
-def _env_int(name, default):
+def _integer(minimum, env=None):
+    """argparse type: an integer >= ``minimum``; ``env`` names the make variable, if any."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            where = f" ({env}=... or the option)" if env else ""
+            raise argparse.ArgumentTypeError(f"must be {kind}{where}, not {text!r}")
+        return value
+    return parse
+
+
+def _env(name, default):
     value = os.environ.get(name)
-    return int(value) if value not in (None, "") else default
+    return default if value in (None, "") else value
 
 
 def parser():
@@ -28,21 +45,27 @@ def parser():
     SEED and WAVES in the environment, as ``make sim`` passes them."""
     p = argparse.ArgumentParser(
         prog="python -m systolica.sim",
-        description="Run random INT8 matmuls back to back through the RTL tile on a "
+        description="Run random INT8 or BF16 matmuls back to back through the RTL tile on a "
                     "simulator, check every PSUM word against the golden model and report "
                     "cycles and throughput.")
-    p.add_argument("--sim", choices=SIMULATORS, default=os.environ.get("SIM") or "verilator",
+    p.add_argument("--sim", choices=SIMULATORS, default=_env("SIM", "verilator"),
                    help="simulator (default: $SIM or verilator)")
-    p.add_argument("--rows", type=int, default=_env_int("ROWS", 8),
+    p.add_argument("--rows", type=_integer(1, "ROWS"), default=_env("ROWS", "8"),
                    help="partition rows K of the tile (default: $ROWS or 8)")
-    p.add_argument("--cols", type=int, default=_env_int("COLS", 8),
+    p.add_argument("--cols", type=_integer(1, "COLS"), default=_env("COLS", "8"),
                    help="stationary columns M of the tile (default: $COLS or 8)")
-    p.add_argument("--matmuls", type=int, default=8,
+    p.add_argument("--dtype", choices=("int8", "bf16"), default=_env("DTYPE", "int8"),
+                   help="data type of the matmuls: int8 (INT32 PSUM) or bf16 (FP32 PSUM) "
+                        "(default: $DTYPE or int8)")
+    p.add_argument("--ftz", action="store_true",
+                   default=os.environ.get("FTZ", "") not in ("", "0"),
+                   help="flush subnormals to zero, bf16 only (default: on when $FTZ=1)")
+    p.add_argument("--matmuls", type=_integer(1), default=8,
                    help="number of back-to-back matmuls, each with its own stationary "
                         "(default: 8)")
-    p.add_argument("--n", type=int, default=128,
+    p.add_argument("--n", type=_integer(1), default=128,
                    help="moving free size N of each matmul (default: 128)")
-    p.add_argument("--seed", type=int, default=_env_int("SEED", 1),
+    p.add_argument("--seed", type=_integer(0, "SEED"), default=_env("SEED", "1"),
                    help="seed of the matrices and stall patterns (default: $SEED or 1)")
     p.add_argument("--idle", type=float, default=0.0,
                    help="probability per cycle that an input stream idles (default: 0)")
@@ -57,12 +80,18 @@ def parser():
 
 
 def _check_args(p, args):
-    for name in ("rows", "cols", "matmuls", "n"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name} must be a positive integer, not {getattr(args, name)}")
+    # argparse checks choices for given options only, not for defaults from the environment.
+    if args.sim not in SIMULATORS:
+        p.error(f"SIM must be one of {', '.join(SIMULATORS)}, not {args.sim!r}")
+    if args.dtype not in ("int8", "bf16"):
+        p.error(f"DTYPE must be int8 or bf16, not {args.dtype!r}")
     for name in ("idle", "backpressure"):
         if not 0.0 <= getattr(args, name) < 1.0:
             p.error(f"--{name} must be a probability in [0, 1), not {getattr(args, name)}")
+    if args.n > PSUM_DEPTH:
+        p.error(f"--n must be at most the PSUM depth {PSUM_DEPTH}, not {args.n}")
+    if args.ftz and args.dtype != "bf16":
+        p.error("--ftz (FTZ=1) applies to --dtype bf16 only")
 
 
 def main(argv=None):
@@ -71,10 +100,15 @@ def main(argv=None):
     args = p.parse_args(argv)
     _check_args(p, args)
     rng = np.random.default_rng(args.seed)
-    jobs = [(rng.integers(-128, 128, (args.rows, args.cols), dtype=np.int8),
-             rng.integers(-128, 128, (args.rows, args.n), dtype=np.int8))
+
+    def operand(shape):
+        if args.dtype == "int8":
+            return rng.integers(-128, 128, shape, dtype=np.int8)
+        return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
+
+    jobs = [Matmul(operand((args.rows, args.cols)), operand((args.rows, args.n)), ftz=args.ftz)
             for _ in range(args.matmuls)]
-    print(f"systolica: {args.rows} x {args.cols} INT8 tile on {args.sim}: building "
+    print(f"systolica: {args.rows} x {args.cols} tile, {args.dtype}, on {args.sim}: building "
           f"(first use of a configuration can take a while) ...", flush=True)
     started = time.perf_counter()
     try:
@@ -88,13 +122,15 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return 2
     wall = time.perf_counter() - started
-    macs = sum(k * m * n for (st, mv) in jobs for (k, m), n in [(st.shape, mv.shape[1])])
+    macs = args.matmuls * args.rows * args.cols * args.n
     peak = args.rows * args.cols
     cycles = result.cycles
     predicted = program_cycles(args.rows, args.cols, [(args.rows, args.n)] * args.matmuls)
     sim_s = result.seconds
     lines = [
-        ("configuration", f"{args.rows} x {args.cols} PEs, INT8 x INT8 -> INT32"),
+        ("configuration", f"{args.rows} x {args.cols} PEs, " + (
+            "INT8 x INT8 -> INT32" if args.dtype == "int8" else
+            "BF16 x BF16 -> FP32" + (", FTZ" if args.ftz else ", IEEE subnormals"))),
         ("simulator", args.sim),
         ("seed", str(args.seed)),
         ("matmuls", f"{args.matmuls} back to back, each [K={args.rows}, M={args.cols}] x "
@@ -107,7 +143,7 @@ def main(argv=None):
         ("MACs per cycle", f"{macs / cycles:.2f} of peak {peak} "
                            f"({100 * macs / cycles / peak:.1f}%)"),
         ("mismatches", f"{result.mismatches} "
-                       f"({sum(mv.shape[1] for _, mv in jobs) * args.cols:,} PSUM words checked)"),
+                       f"({args.matmuls * args.n * args.cols:,} PSUM words checked, bit for bit)"),
         ("build", f"{result.build.seconds:.1f} s" if result.build.seconds else "reused"),
         ("simulation", f"{sim_s:.2f} s in the clock loop: {cycles / sim_s:,.0f} cycles/s, "
                        f"{macs / sim_s:,.0f} MACs/s ({result.run.seconds:.1f} s with "

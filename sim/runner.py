@@ -30,6 +30,22 @@ def default_build_root():
 
 
 @contextmanager
+def _runner_environment():
+    """Hide WAVES and GUI from cocotb's runner while it runs.
+
+    cocotb's runner lets those environment variables override the ``waves`` argument, so a
+    ``WAVES=0`` exported by ``make`` would silently build or run without tracing (and a
+    ``WAVES=1`` would trace into the plain build). This package decides from its own
+    arguments.
+    """
+    saved = {name: os.environ.pop(name) for name in ("WAVES", "GUI") if name in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+@contextmanager
 def _locked(path):
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
@@ -103,7 +119,7 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None):
     with _locked(config / ".lock"):
         verilog, ports = write_configuration(rows, cols, config / "verilog")
         stamp = directory / "systolica.stamp"
-        want = (f"{hdl_fingerprint()} {simulator} waves={int(waves)} "
+        want = (f"{hdl_fingerprint()} {simulator} waves={int(waves)} env-safe "
                 f"{' '.join(VERILATOR_ARGS)}")
         if stamp.is_file() and stamp.read_text() == want:
             return Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0)
@@ -146,9 +162,10 @@ def _run_build(simulator, verilog, directory, waves):
     runner = _runner(simulator)
     logging.getLogger("cocotb").setLevel(logging.WARNING)
     try:
-        runner.build(sources=sources, hdl_toplevel=TOPLEVEL, build_dir=directory,
-                     build_args=args, timescale=TIMESCALE, waves=waves, always=True,
-                     log_file=log)
+        with _runner_environment():
+            runner.build(sources=sources, hdl_toplevel=TOPLEVEL, build_dir=directory,
+                         build_args=args, timescale=TIMESCALE, waves=waves, always=True,
+                         log_file=log)
     except (RuntimeError, SystemExit) as error:
         raise BuildError(f"{simulator} build of {verilog} failed ({error}); see {log}") from None
 
@@ -197,11 +214,13 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
         plusargs.append(f"+dumpfile_path={test_dir / (TOPLEVEL + '.fst')}")
     started = time.perf_counter()
     try:
-        runner.test(test_module=test_module, hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
-                    build_dir=tile_build.directory,
-                    test_dir=test_dir, seed=seed, testcase=testcase, waves=tile_build.waves,
-                    extra_env=dict(extra_env or {}), results_xml=str(results_xml),
-                    timescale=TIMESCALE, log_file=log, plusargs=plusargs)
+        with _runner_environment():
+            runner.test(test_module=test_module, hdl_toplevel=TOPLEVEL,
+                        hdl_toplevel_lang="verilog", build_dir=tile_build.directory,
+                        test_dir=test_dir, seed=seed, testcase=testcase,
+                        waves=tile_build.waves, extra_env=dict(extra_env or {}),
+                        results_xml=str(results_xml), timescale=TIMESCALE, log_file=log,
+                        plusargs=plusargs)
     except SystemExit:
         pass  # the runner exits on failed tests under pytest; the results file says which
     except RuntimeError as error:

@@ -1,32 +1,54 @@
 """Scoreboard: compare every result beat with the golden model, account for every beat."""
 
+import struct
 from collections import deque
 from dataclasses import dataclass
 
 
+def format_word(bits, dtype):
+    """``0x3f800000 (1.0)`` for FP32, ``0xffffffff (-1)`` for INT32 (str)."""
+    bits &= 0xFFFFFFFF
+    if dtype == "bf16":
+        value = struct.unpack("<f", struct.pack("<I", bits))[0]
+        return f"0x{bits:08x} ({value!r})"
+    signed = bits - (1 << 32) if bits >> 31 else bits
+    return f"0x{bits:08x} ({signed})"
+
+
 @dataclass(frozen=True)
 class Mismatch:
-    """One wrong PSUM word: matmul index, PSUM row ``m`` and column ``n``, values."""
+    """One wrong PSUM word: matmul index, PSUM row ``m`` and column ``n``, bit patterns.
+
+    ``m == -1`` marks a wrong ``last`` flag. ``context`` names the operands (hex).
+    """
 
     matmul: int
     m: int
     n: int
     expected: int
     actual: int
+    dtype: str = "int8"
+    context: str = ""
 
     def __str__(self):
-        return (f"matmul {self.matmul}: psum[m={self.m}, n={self.n}] expected "
-                f"{self.expected} (0x{self.expected & 0xFFFFFFFF:08x}), got {self.actual} "
-                f"(0x{self.actual & 0xFFFFFFFF:08x})")
+        if self.m < 0:
+            return (f"matmul {self.matmul}: column n={self.n} has last={self.actual}, "
+                    f"expected {self.expected}")
+        text = (f"matmul {self.matmul} ({self.dtype}): psum[m={self.m}, n={self.n}] expected "
+                f"{format_word(self.expected, self.dtype)}, got "
+                f"{format_word(self.actual, self.dtype)}")
+        return f"{text}; {self.context}" if self.context else text
 
 
 class Scoreboard:
-    """In-order checker of PSUM result beats.
+    """In-order checker of PSUM result beats, bit for bit.
 
-    The TB calls :meth:`expect` once per moving beat sent (with the golden model's column
-    ``psum[:, n]``) and :meth:`observe` once per result beat received. Every expected beat
-    must be matched by exactly one observed beat: :meth:`check_complete` reports beats still
-    missing, and an observed beat with nothing expected is itself an error.
+    The TB calls :meth:`expect` once per moving beat sent (with the golden model's PSUM
+    column as 32-bit patterns) and :meth:`observe` once per result beat received. Every
+    expected beat must be matched by exactly one observed beat: :meth:`check_complete`
+    reports beats still missing, and an observed beat with nothing expected is itself an
+    error. NaNs are compared by bit pattern (the canonical NaN is specified), never by
+    NaN-ness.
     """
 
     def __init__(self, log=None, max_reports=20):
@@ -37,18 +59,22 @@ class Scoreboard:
         self.mismatches = []
         #: Observed beats with nothing expected.
         self.unexpected = 0
-        #: Beats expected / observed / matched exactly.
+        #: Beats expected / observed / matched exactly; MACs behind the matched beats.
         self.expected_count = 0
         self.observed_count = 0
         self.matched_count = 0
+        self.macs_checked = {"int8": 0, "bf16": 0}
 
-    def expect(self, matmul, n, column, last):
+    def expect(self, matmul, n, column, last, *, dtype="int8", macs=0, describe=None):
         """Expect the result beat for matmul ``matmul``, moving column ``n``.
 
-        ``column`` is the golden ``psum[:, n]`` (length M, ints); lanes beyond M are not
-        compared. ``last`` is the expected ``last`` flag.
+        ``column``: the golden PSUM column (ints, 32-bit patterns; every lane is compared).
+        ``last``: the expected ``last`` flag. ``dtype``: ``"int8"`` or ``"bf16"`` (for
+        reports). ``macs``: multiply-accumulates behind this beat (for the count of checked
+        MACs). ``describe(m)``: returns the operands of lane ``m`` as text, for reports.
         """
-        self._expected.append((matmul, n, [int(v) for v in column], bool(last)))
+        self._expected.append((matmul, n, [int(v) & 0xFFFFFFFF for v in column], bool(last),
+                               dtype, macs, describe))
         self.expected_count += 1
 
     @property
@@ -62,33 +88,35 @@ class Scoreboard:
         if not self._expected:
             self.unexpected += 1
             self._report(f"unexpected result beat #{self.observed_count} with nothing "
-                         f"outstanding: {list(lanes)}")
+                         f"outstanding: {[hex(int(v)) for v in lanes]}")
             return
-        matmul, n, column, want_last = self._expected.popleft()
+        matmul, n, column, want_last, dtype, macs, describe = self._expected.popleft()
         ok = True
         for m, want in enumerate(column):
-            got = int(lanes[m])
+            got = int(lanes[m]) & 0xFFFFFFFF
             if got != want:
                 ok = False
-                self.mismatches.append(Mismatch(matmul, m, n, want, got))
+                context = describe(m) if describe is not None else ""
+                self.mismatches.append(Mismatch(matmul, m, n, want, got, dtype, context))
                 self._report(str(self.mismatches[-1]))
         if bool(last) != want_last:
             ok = False
             self.mismatches.append(Mismatch(matmul, -1, n, int(want_last), int(bool(last))))
-            self._report(f"matmul {matmul}: column n={n} has last={int(bool(last))}, "
-                         f"expected {int(want_last)}")
+            self._report(str(self.mismatches[-1]))
         if ok:
             self.matched_count += 1
+            self.macs_checked[dtype] += macs
 
     def _report(self, text):
         if self._log is not None and len(self.mismatches) + self.unexpected <= self._max_reports:
             self._log.error("scoreboard: %s", text)
 
     def summary(self):
-        """One line: beats expected, observed, matched; mismatching words; missing beats."""
+        """One line: beats expected, observed, matched; wrong words; missing; MACs checked."""
         return (f"{self.expected_count} result beats expected, {self.observed_count} observed, "
                 f"{self.matched_count} matched; {len(self.mismatches)} wrong words, "
-                f"{self.outstanding} missing, {self.unexpected} unexpected")
+                f"{self.outstanding} missing, {self.unexpected} unexpected; MACs checked: "
+                f"{self.macs_checked['int8']:,} INT8, {self.macs_checked['bf16']:,} BF16")
 
     def check_complete(self):
         """Raise ``AssertionError`` unless every expected beat arrived and matched."""

@@ -2,12 +2,13 @@
 
 Environment:
 
-- ``SYSTOLICA_PROGRAM``: ``.npz`` with ``count`` and, for each matmul ``i``, ``stationary_i``
-  [K, M] and ``moving_i`` [K, N] (int8); optional ``idle`` and ``backpressure`` floats.
-- ``SYSTOLICA_RESULTS``: ``.npz`` written here: ``psum_i`` (int32 [M, N]), ``first_accept``
-  and ``last_result`` (cycle stamps per matmul), ``cycles`` (first cycle after reset to the
-  last result, inclusive), ``seconds`` (wall time of that clock loop), ``mismatches``,
-  ``expected_beats``, ``observed_beats``.
+- ``SYSTOLICA_PROGRAM``: ``.npz`` with ``count`` and, for each matmul ``i``: ``stationary_i``
+  [K, M] and ``moving_i`` [K, N] (int8, or BF16 as uint16 bit patterns), ``bf16_i``,
+  ``accumulate_i`` and ``ftz_i`` flags; optional ``idle`` and ``backpressure`` floats.
+- ``SYSTOLICA_RESULTS``: ``.npz`` written here: ``psum_i`` ([M, N] int32 or float32),
+  ``first_accept`` and ``last_result`` (cycle stamps per matmul), ``cycles`` (first cycle
+  after reset to the last result, inclusive), ``seconds`` (wall time of that clock loop),
+  ``mismatches``, ``expected_beats``, ``observed_beats``.
 """
 
 import os
@@ -16,7 +17,15 @@ import time
 import cocotb
 import numpy as np
 
+from .stimulus import from_bits
 from .tile_tb import TileTB
+
+
+def _operands(program, i):
+    stationary, moving = program[f"stationary_{i}"], program[f"moving_{i}"]
+    if bool(program[f"bf16_{i}"]):
+        return from_bits(stationary), from_bits(moving)
+    return stationary, moving
 
 
 @cocotb.test()
@@ -27,7 +36,8 @@ async def run_program(dut):
     backpressure = float(program["backpressure"]) if "backpressure" in program else 0.0
     tb = TileTB(dut, seed=cocotb.RANDOM_SEED, idle=idle, backpressure=backpressure)
     await tb.start()
-    records = [tb.submit(program[f"stationary_{i}"], program[f"moving_{i}"])
+    records = [tb.submit(*_operands(program, i), accumulate=bool(program[f"accumulate_{i}"]),
+                         ftz=bool(program[f"ftz_{i}"]))
                for i in range(int(program["count"]))]
     start = tb.cycle
     started = time.perf_counter()

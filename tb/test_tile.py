@@ -10,7 +10,9 @@ import os
 import cocotb
 import numpy as np
 
-from .tile_tb import SimulationStuck, TileTB, random_int8
+from . import stimulus
+from .stimulus import bf16, random_int8
+from .tile_tb import SimulationStuck, TileTB
 
 
 def _rng(salt):
@@ -136,6 +138,147 @@ async def test_error_injection_is_caught(dut):
         dut._log.info("error injection caught as intended: %s", error)
     else:
         raise AssertionError("the scoreboard accepted a corrupted golden result")
+
+
+# ---- BF16 -------------------------------------------------------------------------------
+
+@cocotb.test()
+async def test_bf16_random_normal(dut):
+    """Normal-range random BF16 matrices using the whole tile."""
+    tb = await _started(dut, 10)
+    rng = _rng(10)
+    for n in (1, 2 * tb.rows + 3):
+        tb.submit(stimulus.bf16_normal(rng, (tb.rows, tb.cols)),
+                  stimulus.bf16_normal(rng, (tb.rows, n)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_bf16_wide_exponent(dut):
+    """Random BF16 over the whole exponent range: subnormals, overflow, cancellation."""
+    tb = await _started(dut, 11)
+    rng = _rng(11)
+    for ftz in (False, True, False):
+        tb.submit(stimulus.bf16_wide(rng, (tb.rows, tb.cols)),
+                  stimulus.bf16_wide(rng, (tb.rows, 2 * tb.cols + 1)), ftz=ftz)
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_bf16_specials_mixed(dut):
+    """+-0, +-Inf, NaNs with payloads, max finite and subnormals mixed into random matrices."""
+    tb = await _started(dut, 12)
+    rng = _rng(12)
+    for ftz in (False, True):
+        s = stimulus.with_specials(rng, stimulus.bf16_wide(rng, (tb.rows, tb.cols)), 0.15)
+        m = stimulus.with_specials(rng, stimulus.bf16_normal(rng, (tb.rows, 9)), 0.15)
+        tb.submit(s, m, ftz=ftz)
+    await tb.run()
+    tb.check()
+
+
+#: Directed cases: (name, stationary column, moving column, ftz), one rule each.
+MAX = 3.3895313892515355e38   # BF16 max finite
+DIRECTED = [
+    ("product overflows to +Inf", [MAX], [2.0], False),
+    ("product overflows to -Inf", [-MAX], [2.0], False),
+    ("running sum overflows to Inf", [MAX, MAX], [1.0, 1.0], False),
+    ("product underflows to a subnormal", [2.0**-100], [2.0**-30], False),
+    ("product underflows to zero", [2.0**-100], [2.0**-60], False),
+    ("subnormal product tie rounds to even", [1.5 * 2.0**-74], [2.0**-75], False),
+    ("sum tie rounds to even (down)", [2.0**12, 1.0], [2.0**12, 1.0], False),
+    ("sum tie rounds to even (up)", [2.0**12, 1.0, 1.0], [2.0**12, 2.0, 1.0], False),
+    ("x + (-x) is +0", [3.0, 3.0], [1.5, -1.5], False),
+    ("all -0 products stay -0", [-0.0, -0.0, -0.0], [1.0, 2.0, 4.0], False),
+    ("lone -0 product stays -0", [-0.0], [5.0], False),
+    ("Inf - Inf is NaN", [float("inf"), float("inf")], [1.0, -1.0], False),
+    ("0 x Inf is NaN", [0.0], [float("inf")], False),
+    ("NaN payload becomes canonical", [float("nan")], [1.0], False),
+    ("FTZ flushes a subnormal input", [2.0**-130], [2.0**100], True),
+    ("FTZ flushes a subnormal product", [-(2.0**-100)], [2.0**-30], True),
+    ("FTZ flushes a subnormal sum", [1.5 * 2.0**-63, -(2.0**-63)], [2.0**-63, 2.0**-63], True),
+]
+
+
+@cocotb.test()
+async def test_bf16_directed_rules(dut):
+    """One matmul per numerics rule (K beyond the tile's rows runs as accumulating slabs)."""
+    tb = await _started(dut, 13)
+    for name, s_col, m_col, ftz in DIRECTED:
+        s = bf16(np.array(s_col).reshape(-1, 1))
+        m = bf16(np.array(m_col).reshape(-1, 1))
+        for given, exact in ((s_col, s), (m_col, m)):   # every directed value is BF16-exact
+            assert np.array_equal(exact.astype(np.float64).ravel(), given, equal_nan=True), name
+        tb.log.info("directed: %s", name)
+        tb.submit_slabs(s, m, ftz=ftz)
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_psum_keeps_nan_inf_and_flushes_under_ftz(dut):
+    """NaN and Inf in PSUM stay through accumulation; an FTZ accumulate flushes a stored
+    subnormal; overwrite never reads the old value."""
+    tb = await _started(dut, 14)
+    tiny = 2.0**-65                  # tiny * tiny = 2**-130, a subnormal FP32 in PSUM
+    cases = [  # (first stationary, first moving, then accumulated stationary, moving, ftz)
+        (float("nan"), 1.0, 2.0, 1.0, False),
+        (float("inf"), 1.0, -5.0, 1.0, False),
+        (tiny, tiny, 0.0, 1.0, True),
+    ]
+    for s1, m1, s2, m2, ftz in cases:
+        tb.submit(bf16([[s1]]), bf16([[m1]]))
+        tb.submit(bf16([[s2]]), bf16([[m2]]), accumulate=True, ftz=ftz)
+    tb.submit(bf16([[7.0]]), bf16([[1.0]]))   # overwrite after NaN/Inf: a plain 7
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_multi_slab_accumulation(dut):
+    """K = 2 * rows + 1 as three matmuls accumulating into one PSUM region, INT8 and BF16."""
+    tb = await _started(dut, 15)
+    rng = _rng(15)
+    k = 2 * tb.rows + 1
+    tb.submit_slabs(random_int8(rng, (k, tb.cols)), random_int8(rng, (k, 6)))
+    tb.submit_slabs(stimulus.bf16_normal(rng, (k, tb.cols)), stimulus.bf16_normal(rng, (k, 6)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_int8_and_bf16_interleaved(dut):
+    """INT8 and BF16 matmuls back to back on one tile, each with its own stationary."""
+    tb = await _started(dut, 16, idle=0.2, backpressure=0.2)
+    rng = _rng(16)
+    for i in range(6):
+        n = int(rng.integers(1, tb.rows + 4))
+        if i % 2:
+            tb.submit(random_int8(rng, (tb.rows, tb.cols)), random_int8(rng, (tb.rows, n)))
+        else:
+            tb.submit(stimulus.bf16_wide(rng, (tb.rows, tb.cols)),
+                      stimulus.bf16_normal(rng, (tb.rows, n)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_bf16_bulk_random(dut):
+    """Bulk BF16 MACs (``SYSTOLICA_BULK_MACS``, default one small matmul), half wide-range."""
+    tb = await _started(dut, 17)
+    rng = _rng(17)
+    target = int(os.environ.get("SYSTOLICA_BULK_MACS", "0"))
+    per_matmul = tb.rows * tb.cols * 512
+    count = max(1, -(-target // per_matmul))
+    n = 512 if target else 8
+    for i in range(count):
+        make = stimulus.bf16_wide if i % 2 else stimulus.bf16_normal
+        tb.submit(make(rng, (tb.rows, tb.cols)), make(rng, (tb.rows, n)), ftz=i % 4 == 3)
+    await tb.run()
+    tb.check()
+    dut._log.info("bulk: %d BF16 MACs checked", tb.scoreboard.macs_checked["bf16"])
 
 
 @cocotb.test()

@@ -1,20 +1,32 @@
 """The tile's testbench class: clock, reset, drivers, monitor, golden model, scoreboard."""
 
+import json
+import os
 import random
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from systolica.golden import nc_matmul
-from systolica.hdl.layouts import OPERAND_WIDTH, moving_layout, result_layout, stationary_layout
+from systolica.hdl.layouts import (
+    OPERAND_WIDTH,
+    PSUM_DEPTH,
+    DType,
+    moving_layout,
+    result_layout,
+    stationary_layout,
+)
 
 from .scoreboard import Scoreboard
 from .streams import StreamDriver, StreamMonitor
 
 #: Clock period used by every test, in ns.
 CLOCK_PERIOD_NS = 10
+#: The two operand dtypes and their names in reports.
+DTYPES = {np.dtype(np.int8): "int8", np.dtype(ml_dtypes.bfloat16): "bf16"}
 
 
 class SimulationStuck(AssertionError):
@@ -23,13 +35,16 @@ class SimulationStuck(AssertionError):
 
 @dataclass
 class MatmulRecord:
-    """What the TB knows about one submitted matmul (shapes, golden result, timing)."""
+    """What the TB knows about one submitted matmul (shapes, mode, golden result, timing)."""
 
     index: int
     k: int
     m: int
     n: int
-    expected: np.ndarray
+    dtype: str
+    accumulate: bool
+    ftz: bool
+    expected: np.ndarray           # uint32 bit patterns [cols, N]
     results: list = field(default_factory=list)
     first_accept: int | None = None
     last_result: int | None = None
@@ -37,13 +52,30 @@ class MatmulRecord:
 
 def tile_shape(dut):
     """Return ``(rows, cols)`` of the DUT, read from its stream payload widths."""
-    rows = (len(dut.moving__payload) - 1) // OPERAND_WIDTH
+    rows = (len(dut.moving__payload) - 4) // OPERAND_WIDTH
     cols = (len(dut.stationary__payload) - 1) // OPERAND_WIDTH
     return rows, cols
 
 
+def operand_bits(array):
+    """Raw 16-bit lane values of an int8 or bfloat16 array (uint16 ndarray)."""
+    if array.dtype == np.int8:
+        return array.view(np.uint8).astype(np.uint16)
+    return array.view(np.uint16)
+
+
+def _hex_list(values, limit=8):
+    text = " ".join(f"{int(v):04x}" for v in values[:limit])
+    return text + (" ..." if len(values) > limit else "")
+
+
 class TileTB:
     """Drive matmuls through the tile and check every result against the golden model.
+
+    The TB keeps a shadow of the tile's PSUM (bit patterns, ``psum_depth x cols``) so that
+    accumulating matmuls are checked against ``nc_matmul(..., psum=shadow, accumulate=True)``.
+    Every result lane is compared, including lanes ``>= M`` (the tile computes them with the
+    zero-padded stationary, and the golden model does the same).
 
     Parameters
     ----------
@@ -70,8 +102,8 @@ class TileTB:
         self.result = StreamMonitor(dut, "result", result_layout(self.cols),
                                     random.Random(rng.random()), backpressure, self._on_result)
         self.matmuls = []
+        self.psum = np.zeros((PSUM_DEPTH, self.cols), np.uint32)
         self._result_queue = []
-        self._result_cursor = (0, 0)
         self._idle, self._backpressure = idle, backpressure
         #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
@@ -89,34 +121,66 @@ class TileTB:
         self.dut.rst.value = 0
 
     # ---- stimulus -------------------------------------------------------------------------
-    def submit(self, stationary, moving, expected=None):
-        """Queue one matmul: load ``stationary`` [K, M], stream ``moving`` [K, N] (int8).
+    def submit(self, stationary, moving, *, accumulate=False, ftz=False, expected=None):
+        """Queue one matmul: load ``stationary`` [K, M], stream ``moving`` [K, N].
 
-        ``expected`` overrides the golden result [M, N] (error-injection tests only).
-        Returns the :class:`MatmulRecord`.
+        Operands are both int8 or both ``ml_dtypes.bfloat16``. ``accumulate`` adds into PSUM
+        entries ``0..N-1``; ``ftz`` flushes subnormals (BF16 only). ``expected`` overrides
+        the golden PSUM [M, N] (error-injection tests only). Returns the
+        :class:`MatmulRecord`.
 
         Raises
         ------
+        TypeError
+            If the dtypes differ or are not int8/bfloat16.
         ValueError
-            If the shapes do not fit the tile (K > rows, M > cols, N < 1).
+            If the shapes do not fit the tile (K > rows, M > cols, N outside 1..PSUM depth)
+            or ``ftz`` is asked of an INT8 matmul.
         """
+        if stationary.dtype != moving.dtype or stationary.dtype not in DTYPES:
+            raise TypeError(f"operands must both be int8 or both bfloat16, not "
+                            f"{stationary.dtype} and {moving.dtype}")
+        dtype = DTYPES[stationary.dtype]
         k, m = stationary.shape
         k2, n = moving.shape
-        if k != k2 or not 1 <= k <= self.rows or not 1 <= m <= self.cols or n < 1:
+        if k != k2 or not 1 <= k <= self.rows or not 1 <= m <= self.cols \
+                or not 1 <= n <= PSUM_DEPTH:
             raise ValueError(f"matmul [K={k}, M={m}] x [K={k2}, N={n}] does not fit a "
-                             f"{self.rows} x {self.cols} tile")
-        golden = nc_matmul(stationary, moving) if expected is None else expected
-        record = MatmulRecord(len(self.matmuls), k, m, n, np.asarray(golden))
+                             f"{self.rows} x {self.cols} tile with {PSUM_DEPTH} PSUM entries")
+        if ftz and dtype != "bf16":
+            raise ValueError("ftz applies to bfloat16 matmuls only")
+
+        padded = np.zeros((k, self.cols), stationary.dtype)
+        padded[:, :m] = stationary
+        view = np.int32 if dtype == "int8" else np.float32
+        old = np.ascontiguousarray(self.psum[:n].T).view(view)
+        kwargs = {"ftz": True} if ftz else {}
+        golden = nc_matmul(padded, moving, psum=old, accumulate=bool(accumulate), **kwargs)
+        golden = np.ascontiguousarray(golden).view(np.uint32)
+        if expected is not None:
+            golden = golden.copy()
+            golden[:m] = np.ascontiguousarray(expected).view(np.uint32)
+        self.psum[:n] = golden.T
+        record = MatmulRecord(len(self.matmuls), k, m, n, dtype, bool(accumulate), bool(ftz),
+                              golden)
         self.matmuls.append(record)
-        pad_m = [0] * (self.cols - m)
+
+        s_bits, m_bits = operand_bits(padded), operand_bits(moving)
         for r in range(k):
-            self.stationary.send({"data": [int(v) for v in stationary[r]] + pad_m,
-                                  "last": int(r == k - 1)})
+            self.stationary.send({"data": [int(v) for v in s_bits[r]], "last": int(r == k - 1)})
         pad_k = [0] * (self.rows - k)
+        mode = {"dtype": DType.BF16 if dtype == "bf16" else DType.INT8, "ftz": int(ftz),
+                "accumulate": int(bool(accumulate))}
         for c in range(n):
-            self.moving.send({"data": [int(v) for v in moving[:, c]] + pad_k,
-                              "last": int(c == n - 1)})
-            self.scoreboard.expect(record.index, c, record.expected[:, c], c == n - 1)
+            self.moving.send({"data": [int(v) for v in m_bits[:, c]] + pad_k,
+                              "last": int(c == n - 1), **mode})
+
+            def describe(lane, c=c, s_bits=s_bits, m_bits=m_bits):
+                return (f"stationary[:, {lane}] = {_hex_list(s_bits[:, lane])}; "
+                        f"moving[:, {c}] = {_hex_list(m_bits[:, c])}")
+
+            self.scoreboard.expect(record.index, c, golden[:, c], c == n - 1, dtype=dtype,
+                                   macs=k * m, describe=describe)
             self._result_queue.append(record.index)
         return record
 
@@ -179,15 +243,30 @@ class TileTB:
             position += record.n
 
     def results(self, record):
-        """The PSUM the RTL produced for ``record``: int32 array [M, N]."""
-        return np.array(record.results, dtype=np.int64).T.astype(np.int32)
+        """The PSUM the RTL produced for ``record``: [M, N], int32 (INT8) or float32 (BF16)."""
+        bits = np.array(record.results, dtype=np.uint32).T
+        return bits.view(np.int32 if record.dtype == "int8" else np.float32)
 
     def check(self):
-        """Raise ``AssertionError`` unless every result arrived and matched."""
+        """Raise ``AssertionError`` unless every result arrived and matched.
+
+        With ``SYSTOLICA_STATS`` set, appends one JSON line with the MACs checked to that
+        file (the regression sums them).
+        """
         self.scoreboard.check_complete()
         self.log.info("scoreboard: %s", self.scoreboard.summary())
+        stats = os.environ.get("SYSTOLICA_STATS")
+        if stats:
+            with open(stats, "a") as handle:
+                handle.write(json.dumps(self.scoreboard.macs_checked) + "\n")
 
+    def submit_slabs(self, stationary, moving, *, ftz=False):
+        """Queue ``stationary.T @ moving`` with any K: K-slabs of ``rows`` accumulating in PSUM.
 
-def random_int8(rng, shape):
-    """Uniform random int8 array of ``shape`` from numpy Generator ``rng``."""
-    return rng.integers(-128, 128, size=shape, dtype=np.int8)
+        Returns the record of the last slab (whose results are the full sums).
+        """
+        record = None
+        for i, start in enumerate(range(0, stationary.shape[0], self.rows)):
+            part = slice(start, start + self.rows)
+            record = self.submit(stationary[part], moving[part], accumulate=i > 0, ftz=ftz)
+        return record

@@ -6,7 +6,6 @@ import pytest
 from amaranth.back import verilog
 
 from systolica.hdl import SkewBuffer, SystolicArray, Tile
-from systolica.sim.generate import PE_MODULE, TOPLEVEL, generate_verilog
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (2, 3), (3, 2), (5, 7)])
@@ -15,16 +14,6 @@ def test_native_tile_elaborates(rows, cols):
     assert "module top(" in text
     # Every PE is a named submodule, visible in waveforms.
     assert f"pe_{rows - 1}_{cols - 1}" in text
-
-
-def test_full_size_128x128_tile_generates_verilog():
-    text, meta = generate_verilog(128, 128)
-    assert meta["rows"] == meta["cols"] == 128
-    assert meta["ports"]["moving__payload"]["width"] == 128 * 8 + 1
-    assert meta["ports"]["result__payload"]["width"] == 128 * 32 + 1
-    assert text.count(f"module {PE_MODULE}(") == 1
-    assert len(re.findall(rf"^\s*{PE_MODULE} ", text, re.M)) == 128 * 128
-    assert f"module {TOPLEVEL}(" in text
 
 
 @pytest.mark.parametrize("factory,text", [

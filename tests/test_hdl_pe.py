@@ -1,8 +1,12 @@
-"""Unit tier: the processing element in Amaranth's simulator."""
+"""Unit tier: the processing element in Amaranth's simulator (INT8 and BF16 datapaths)."""
 
+import ml_dtypes
+import numpy as np
 from amaranth.sim import Simulator
 
 from systolica.hdl import ProcessingElement
+
+MASK32 = 0xFFFFFFFF
 
 
 def simulate(bench):
@@ -20,28 +24,68 @@ def simulate(bench):
 async def load(ctx, dut, buf, value):
     ctx.set(dut.load_en, 1)
     ctx.set(dut.load_buf, buf)
-    ctx.set(dut.load_data, value)
+    ctx.set(dut.load_data, value & 0xFFFF)
     await ctx.tick()
     ctx.set(dut.load_en, 0)
 
 
-def test_mac_uses_selected_weight_and_wraps():
+def bf16_bits(x):
+    return int(np.array(x, dtype=ml_dtypes.bfloat16).view(np.uint16))
+
+
+def fp32_bits(x):
+    return int(np.array(x, dtype=np.float32).view(np.uint32))
+
+
+def test_int8_mac_uses_selected_weight_and_wraps():
     async def bench(ctx, dut):
         await load(ctx, dut, 0, -128)
         await load(ctx, dut, 1, 7)
         ctx.set(dut.row_active, 0b11)
         ctx.set(dut.en, 1)
-        ctx.set(dut.moving_in, -128)
+        ctx.set(dut.moving_in, -128 & 0xFF)
         ctx.set(dut.psum_in, 2**31 - 1)   # + 16384 wraps past INT32_MAX
         ctx.set(dut.sel_in, 0)
         await ctx.tick()
-        assert ctx.get(dut.psum_out) == 2**31 - 1 + 16384 - 2**32
-        assert ctx.get(dut.moving_out) == -128
+        assert ctx.get(dut.psum_out) == (2**31 - 1 + 16384) & MASK32
+        assert ctx.get(dut.moving_out) == 0x80
         ctx.set(dut.sel_in, 1)
-        ctx.set(dut.psum_in, -5)
+        ctx.set(dut.psum_in, -5 & MASK32)
         await ctx.tick()
-        assert ctx.get(dut.psum_out) == -5 + 7 * -128
+        assert ctx.get(dut.psum_out) == (-5 + 7 * -128) & MASK32
         assert ctx.get(dut.sel_out) == 1
+    simulate(bench)
+
+
+def test_chain_start_takes_the_product_alone():
+    async def bench(ctx, dut):
+        await load(ctx, dut, 0, bf16_bits(-0.0))
+        ctx.set(dut.row_active, 0b01)
+        ctx.set(dut.bf16, 0b01)
+        ctx.set(dut.chain_start, 1)
+        ctx.set(dut.en, 1)
+        ctx.set(dut.moving_in, bf16_bits(3.0))
+        ctx.set(dut.psum_in, 0)           # +0 would turn the -0 product into +0
+        await ctx.tick()
+        assert ctx.get(dut.psum_out) == 0x80000000   # -0 stays -0
+    simulate(bench)
+
+
+def test_bf16_mac_rounds_the_sum_to_nearest_even():
+    async def bench(ctx, dut):
+        await load(ctx, dut, 1, bf16_bits(1.0))
+        ctx.set(dut.row_active, 0b10)
+        ctx.set(dut.bf16, 0b10)
+        ctx.set(dut.en, 1)
+        ctx.set(dut.sel_in, 1)
+        # 2**24 + 1 is a tie between 2**24 and 2**24 + 2: RNE keeps the even 2**24.
+        ctx.set(dut.psum_in, fp32_bits(2.0**24))
+        ctx.set(dut.moving_in, bf16_bits(1.0))
+        await ctx.tick()
+        assert ctx.get(dut.psum_out) == fp32_bits(2.0**24)
+        ctx.set(dut.psum_in, fp32_bits(2.0**24 + 2))   # odd neighbour: the tie rounds up
+        await ctx.tick()
+        assert ctx.get(dut.psum_out) == fp32_bits(2.0**24 + 4)
     simulate(bench)
 
 

@@ -23,7 +23,7 @@ def run_tile(rows, cols, jobs, *, result_ready=lambda cycle: True, max_cycles=50
         for stationary, _moving in jobs:
             k, m = stationary.shape
             for r in range(k):
-                row = [int(v) for v in stationary[r]] + [0] * (cols - m)
+                row = [int(v) & 0xFF for v in stationary[r]] + [0] * (cols - m)
                 ctx.set(dut.stationary.payload,
                         s_layout.const({"data": row, "last": int(r == k - 1)}))
                 ctx.set(dut.stationary.valid, 1)
@@ -36,7 +36,7 @@ def run_tile(rows, cols, jobs, *, result_ready=lambda cycle: True, max_cycles=50
         for _stationary, moving in jobs:
             k, n = moving.shape
             for c in range(n):
-                vec = [int(v) for v in moving[:, c]] + [0] * (rows - k)
+                vec = [int(v) & 0xFF for v in moving[:, c]] + [0] * (rows - k)
                 ctx.set(dut.moving.payload, m_layout.const({"data": vec, "last": int(c == n - 1)}))
                 ctx.set(dut.moving.valid, 1)
                 while True:
@@ -70,7 +70,7 @@ def run_tile(rows, cols, jobs, *, result_ready=lambda cycle: True, max_cycles=50
     sim.add_testbench(moving_driver, background=True)
     sim.add_testbench(result_monitor)
     sim.run()
-    arrays = [np.array(r, dtype=np.int64).T[: st.shape[1]]
+    arrays = [np.array(r, dtype=np.uint32).view(np.int32).T[: st.shape[1]]
               for r, (st, _) in zip(results, jobs, strict=True)]
     return arrays, accepted, offered
 

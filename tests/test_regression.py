@@ -5,6 +5,7 @@ Parametrised over simulator x tile size; each configuration has its own build fo
 """
 
 import ast
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from systolica.sim import SIMULATORS, build
 from systolica.sim.runner import run_tests
 
 SIZES = [(1, 1), (2, 3), (4, 4), (8, 8), (16, 16)]
+#: BF16 MACs the bulk test checks on the largest tile: CI checks >= 100,000 per simulator.
+BULK_MACS = {(16, 16): 100_000}
 TB_MODULE = Path(__file__).resolve().parent.parent / "tb" / "test_tile.py"
 
 
@@ -27,9 +30,17 @@ def cocotb_test_names():
 @pytest.mark.parametrize("simulator", SIMULATORS)
 def test_tile_regression(simulator, rows, cols, seed, tmp_path):
     tile = build(rows, cols, simulator)
-    run = run_tests(tile, "systolica.tb.test_tile", tmp_path, seed=seed)
+    stats = tmp_path / "stats.jsonl"
+    run = run_tests(tile, "systolica.tb.test_tile", tmp_path, seed=seed,
+                    extra_env={"SYSTOLICA_STATS": str(stats),
+                               "SYSTOLICA_BULK_MACS": str(BULK_MACS.get((rows, cols), 0))})
     names = cocotb_test_names()
     assert len(names) >= 8
     log_tail = "\n".join(run.log.read_text().splitlines()[-40:])
     assert run.failed == 0, f"{run.failed} of {run.tests} cocotb tests failed:\n{log_tail}"
     assert run.tests == len(names), f"ran {run.tests} cocotb tests, expected {len(names)}"
+    checked = [json.loads(line) for line in stats.read_text().splitlines()]
+    bf16_macs = sum(entry["bf16"] for entry in checked)
+    print(f"{simulator} {rows}x{cols}: {bf16_macs:,} BF16 and "
+          f"{sum(entry['int8'] for entry in checked):,} INT8 MACs checked")
+    assert bf16_macs >= BULK_MACS.get((rows, cols), 1)

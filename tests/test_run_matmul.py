@@ -1,11 +1,15 @@
 """Regression tier: the run_matmul API against an independent int64 reference, and its errors."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
 from systolica.golden import matmul_cycles
-from systolica.sim import SimulatorNotFoundError, run_matmul, run_program
+from systolica.golden.bf16 import fp32_bits
+from systolica.sim import Matmul, SimulatorNotFoundError, run_matmul, run_program
 from systolica.sim.api import _check_operands
+
+BF16 = ml_dtypes.bfloat16
 
 
 def int64_reference(stationary, moving):
@@ -54,7 +58,13 @@ GOOD = np.zeros((2, 2), np.int8)
 
 @pytest.mark.parametrize("call,error,text", [
     (lambda: run_matmul(GOOD.astype(np.int32), GOOD, rows=2, cols=2), TypeError,
-     "stationary must have dtype int8, not int32"),
+     "stationary must have dtype int8 or bfloat16, not int32"),
+    (lambda: run_matmul(GOOD, GOOD.astype(BF16), rows=2, cols=2), TypeError,
+     "stationary and moving must have the same dtype, not int8 and bfloat16"),
+    (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, ftz=True), ValueError,
+     "ftz applies to bfloat16 matmuls only"),
+    (lambda: run_matmul(GOOD, np.zeros((2, 513), np.int8), rows=2, cols=2), ValueError,
+     "must be between 1 and the PSUM depth 512, not 513"),
     (lambda: run_matmul(np.zeros((3, 2), np.int8), np.zeros((3, 1), np.int8), rows=2, cols=2),
      ValueError, "K = 3 must be between 1 and rows = 2"),
     (lambda: run_matmul(np.zeros((2, 3), np.int8), GOOD, rows=2, cols=2),
@@ -66,7 +76,7 @@ GOOD = np.zeros((2, 2), np.int8)
     (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, accumulate=True), ValueError,
      "accumulate=True needs psum"),
     (lambda: run_matmul(GOOD, np.zeros((2, 0), np.int8), rows=2, cols=2), ValueError,
-     "N \\(moving columns\\) must be at least 1"),
+     "N \\(moving columns\\) must be between 1 and the PSUM depth 512, not 0"),
 ])
 def test_bad_input_gives_one_line_error(call, error, text):
     with pytest.raises(error, match=text) as info:
@@ -84,3 +94,32 @@ def test_missing_simulator_binary_is_named(simulator, tool, monkeypatch, tmp_pat
 
 def test_operand_check_accepts_tile_sized_input():
     _check_operands(np.zeros((4, 5), np.int8), np.zeros((4, 1), np.int8), 4, 5)
+
+
+def exact_bf16_reference(stationary, moving):
+    """Independent of the golden model for BF16 inputs whose products and partial sums are
+    exact in FP32: float64 sums of small-integer-valued BF16 numbers are exact, so they
+    equal every RNE chain."""
+    return np.einsum("km,kn->mn", stationary.astype(np.float64),
+                     moving.astype(np.float64)).astype(np.float32)
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_run_matmul_bf16_exact_values(simulator, seed):
+    rng = np.random.default_rng(seed)
+    s = rng.integers(-64, 65, (3, 4)).astype(BF16)        # small integers: exact in BF16
+    mv = rng.integers(-64, 65, (3, 6)).astype(BF16)
+    psum, cycles = run_matmul(s, mv, rows=3, cols=4, simulator=simulator)
+    assert psum.dtype == np.float32
+    np.testing.assert_array_equal(fp32_bits(psum), fp32_bits(exact_bf16_reference(s, mv)))
+    assert cycles == matmul_cycles(3, 4, 6)
+
+
+def test_run_program_accumulates_in_the_rtl_psum():
+    """Two K-slabs accumulate inside the tile's PSUM: the sum equals the whole-K result."""
+    rng = np.random.default_rng(6)
+    s = rng.integers(-8, 9, (4, 2)).astype(BF16)
+    mv = rng.integers(-8, 9, (4, 5)).astype(BF16)
+    jobs = [Matmul(s[:2], mv[:2]), Matmul(s[2:], mv[2:], accumulate=True)]
+    result = run_program(jobs, rows=2, cols=2, simulator="icarus")
+    np.testing.assert_array_equal(result.psums[1], exact_bf16_reference(s, mv))

@@ -1,0 +1,57 @@
+"""Stimulus classes for the tile: random INT8 and BF16 matrices, specials, directed values."""
+
+import ml_dtypes
+import numpy as np
+
+BF16 = ml_dtypes.bfloat16
+
+#: BF16 bit patterns of the special values mixed into random matrices.
+SPECIALS = {
+    "+0": 0x0000, "-0": 0x8000, "+inf": 0x7F80, "-inf": 0xFF80,
+    "qnan": 0x7FC0, "-qnan payload": 0xFFC5, "snan payload": 0x7F81,
+    "max finite": 0x7F7F, "-max finite": 0xFF7F, "min subnormal": 0x0001,
+    "-min subnormal": 0x8001, "max subnormal": 0x007F, "min normal": 0x0080,
+}
+
+
+def from_bits(bits):
+    """BF16 array from raw uint16 bit patterns."""
+    return np.asarray(bits, dtype=np.uint16).view(BF16)
+
+
+def random_int8(rng, shape):
+    """Uniform random int8 array of ``shape`` from numpy Generator ``rng``."""
+    return rng.integers(-128, 128, size=shape, dtype=np.int8)
+
+
+def bf16_normal(rng, shape):
+    """Normal-range BF16 values: standard normal samples rounded to BF16 (RNE)."""
+    return rng.standard_normal(shape).astype(np.float32).astype(BF16)
+
+
+def bf16_wide(rng, shape):
+    """Random finite BF16 bit patterns over the whole exponent range.
+
+    Exponents are drawn uniformly from 0..254 (0 gives subnormals and zeros), so products
+    underflow and overflow and sums cancel; a third of the values sit at the small end
+    (exponents 0..8) so that subnormal products and sums are common.
+    """
+    exponent = rng.integers(0, 255, size=shape)
+    small = rng.random(shape) < 1 / 3
+    exponent = np.where(small, rng.integers(0, 9, size=shape), exponent)
+    fraction = rng.integers(0, 128, size=shape)
+    sign = rng.integers(0, 2, size=shape)
+    return from_bits((sign << 15) | (exponent << 7) | fraction)
+
+
+def with_specials(rng, values, fraction=0.1):
+    """Copy of BF16 ``values`` with about ``fraction`` of them replaced by :data:`SPECIALS`."""
+    bits = values.view(np.uint16).copy()
+    pick = rng.random(bits.shape) < fraction
+    bits[pick] = rng.choice(np.array(list(SPECIALS.values()), np.uint16), int(pick.sum()))
+    return from_bits(bits)
+
+
+def bf16(values):
+    """BF16 array from Python floats (exactly representable values are kept exactly)."""
+    return np.asarray(values, dtype=np.float32).astype(BF16)
