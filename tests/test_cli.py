@@ -1,5 +1,6 @@
 """Regression tier: ``python -m systolica.sim`` end to end, and its argument errors."""
 
+import os
 import re
 import subprocess
 import sys
@@ -17,13 +18,25 @@ def test_cli_reports_zero_mismatches(simulator):
     done = run_cli("--sim", simulator, "--rows", "2", "--cols", "3", "--matmuls", "3",
                    "--n", "5", "--backpressure", "0.3", "--idle", "0.2")
     assert done.returncode == 0, done.stderr
-    assert re.search(r"mismatches\s+0 \(45 PSUM words checked\)", done.stdout), done.stdout
+    assert re.search(r"mismatches\s+0 \(45 PSUM words checked", done.stdout), done.stdout
     assert re.search(r"MACs per cycle\s+[\d.]+ of peak 6", done.stdout)
     assert "PASS" in done.stdout
 
 
+def test_cli_bf16_ftz_run():
+    done = run_cli("--sim", "icarus", "--rows", "2", "--cols", "2", "--matmuls", "2", "--n", "4",
+                   "--dtype", "bf16", "--ftz")
+    assert done.returncode == 0, done.stderr
+    assert "BF16 x BF16 -> FP32, FTZ" in done.stdout
+    assert re.search(r"mismatches\s+0 \(16 PSUM words checked", done.stdout), done.stdout
+
+
 @pytest.mark.parametrize("args,text", [
-    (["--rows", "0"], "--rows must be a positive integer, not 0"),
+    (["--ftz"], "--ftz (FTZ=1) applies to --dtype bf16 only"),
+    (["--n", "600"], "--n must be at most the PSUM depth 512, not 600"),
+    (["--rows", "0"], "argument --rows: must be a positive integer (ROWS=... or the option), "
+                      "not '0'"),
+    (["--seed", "-1"], "argument --seed: must be an integer >= 0"),
     (["--sim", "xsim"], "invalid choice: 'xsim'"),
     (["--idle", "1.5"], "--idle must be a probability in [0, 1), not 1.5"),
 ])
@@ -31,6 +44,14 @@ def test_cli_bad_arguments(args, text):
     done = run_cli(*args)
     assert done.returncode == 2
     assert text in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_cli_bad_environment_value():
+    done = subprocess.run([sys.executable, "-m", "systolica.sim"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "ROWS": "abc"})
+    assert done.returncode == 2
+    assert "must be a positive integer (ROWS=... or the option), not 'abc'" in done.stderr
     assert "Traceback" not in done.stderr
 
 
