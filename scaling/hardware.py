@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 
 from .spec import SpecError, Table, load_toml
+from .units import half_unit
 
 #: Bytes per element of each data type the model knows.
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
@@ -69,7 +70,7 @@ class Core:
     tiles: int
     sbuf_bytes: float | None
     psum_bytes: float | None
-    published_peak: dict = field(default_factory=dict)  # dtype -> FLOP/s
+    published_peak: dict = field(default_factory=dict)  # dtype -> Published
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Chip:
     hbm_bandwidth: float
     link_bandwidth: float | None
     power_w: float | None
-    published_peak: dict = field(default_factory=dict)  # dtype -> FLOP/s
+    published_peak: dict = field(default_factory=dict)  # dtype -> Published
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class Hardware:
         """Per-chip peak in FLOP/s: core peak * cores; a GPU's published peak (no tile data)."""
         self.check_dtype(dtype)
         if self.tile is None:
-            return self.chip.published_peak[dtype]
+            return self.chip.published_peak[dtype].value
         return self.core_peak(dtype) * self.chip.cores
 
     def instance_peak(self, dtype):
@@ -162,6 +163,20 @@ class Hardware:
         return self.instance.chips * self.cluster.instances
 
 
+@dataclass(frozen=True)
+class Published:
+    """A published figure: ``value`` in FLOP/s, the ``text`` as the source prints it, and
+    ``margin``, half a unit of its last digit (the rounding it was published with)."""
+
+    value: float
+    text: str
+    margin: float
+
+    def agrees(self, computed):
+        """True when ``computed`` rounds to this figure at its published precision."""
+        return abs(computed - self.value) <= self.margin
+
+
 def _peaks(table, key):
     t = table.table(key, required=False)
     if t is None:
@@ -170,7 +185,8 @@ def _peaks(table, key):
     for dtype in list(t.data):
         if dtype not in DTYPE_BYTES:
             raise t.error(dtype, "unknown data type", ", ".join(DTYPE_BYTES))
-        out[dtype] = t.quantity(dtype, "flops")
+        value = t.quantity(dtype, "flops")
+        out[dtype] = Published(value, t.data[dtype], half_unit(t.data[dtype], "flops"))
     t.finish()
     return out
 

@@ -59,3 +59,14 @@ def parse_quantity(text, kind):
             + ", ".join(allowed)
         )
     return float(match.group(1).replace(",", "").replace("_", "")) * allowed[match.group(2)]
+
+
+def half_unit(text, kind):
+    """Half a unit in the last written digit of a figure, in base units (its rounding margin).
+
+    ``"92 TFLOPS"`` -> 0.5e12, ``"2.9 TB/s"`` -> 0.05e12: a value within this margin of the
+    figure equals it at the precision it was published with.
+    """
+    number = _FIGURE.match(text).group(1).replace(",", "").replace("_", "")
+    decimals = len(number.split(".")[1]) if "." in number and "e" not in number.lower() else 0
+    return 0.5 * 10**-decimals * parse_quantity("1 " + _FIGURE.match(text).group(2), kind)
