@@ -150,7 +150,12 @@ def run_estimate(args):
     start = time.perf_counter()
     hw = load_hardware(args.hw)
     hw.check_dtype(args.dtype)
-    link = parse_quantity(args.link_bandwidth, "bandwidth") if args.link_bandwidth else None
+    link = None
+    if args.link_bandwidth:
+        try:
+            link = parse_quantity(args.link_bandwidth, "bandwidth")
+        except ValueError as e:
+            raise ValueError(f"--link-bandwidth: {e}") from None
     workload, make, model = _load_workload(args, hw)
     if make is None and (args.tp, args.dp) != (1, 1):
         raise ValueError("--tp and --dp apply to transformer presets; allowed: 1 for GEMM "

@@ -214,6 +214,9 @@ def parse_hardware(data, source):
     tile = core = instance = cluster = None
     if kind == "systolic":
         t = top.table("tile")
+        rows, cols = t.int("rows"), t.int("cols")
+        clock = t.quantity("clock", "frequency")
+        depth = t.int("psum_bank_depth")
         macs = t.table("macs_per_pe_per_cycle")
         rates = {}
         for dtype in list(macs.data):
@@ -224,9 +227,8 @@ def parse_hardware(data, source):
             raise t.error("macs_per_pe_per_cycle", "empty", "at least one of "
                           + ", ".join(DTYPE_BYTES))
         macs.finish()
-        tile = Tile(rows=t.int("rows"), cols=t.int("cols"),
-                    clock_hz=t.quantity("clock", "frequency"),
-                    macs_per_pe_per_cycle=rates, psum_bank_depth=t.int("psum_bank_depth"))
+        tile = Tile(rows=rows, cols=cols, clock_hz=clock, macs_per_pe_per_cycle=rates,
+                    psum_bank_depth=depth)
         t.finish()
         c = top.table("core")
         core = Core(name=c.str("name"), tiles=c.int("tiles"),

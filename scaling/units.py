@@ -55,7 +55,7 @@ def parse_quantity(text, kind):
     match = _FIGURE.match(text) if isinstance(text, str) else None
     if not match or match.group(2) not in allowed:
         raise ValueError(
-            f"{text!r} is not a {kind} figure; write '<number> <unit>' with unit one of "
+            f"{text!r} is not a {kind} figure; allowed: '<number> <unit>' with unit one of "
             + ", ".join(allowed)
         )
     return float(match.group(1).replace(",", "").replace("_", "")) * allowed[match.group(2)]
