@@ -17,9 +17,8 @@ HBM and power only, used for roofline comparisons).
 
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 
-from .spec import SpecError, Table, load_toml
+from .spec import SpecError, Table, load_preset_or_file, preset_names_in
 from .units import half_unit
 
 #: Bytes per element of each data type the model knows.
@@ -271,7 +270,7 @@ def preset_dir():
 
 def preset_names():
     """Names of the packaged hardware presets (file stems), sorted."""
-    return sorted(p.name[:-5] for p in preset_dir().iterdir() if p.name.endswith(".toml"))
+    return preset_names_in(preset_dir())
 
 
 def load_hardware(name_or_path):
@@ -282,13 +281,4 @@ def load_hardware(name_or_path):
     SpecError
         If the name is no preset and no such file exists, or the file is invalid.
     """
-    text = str(name_or_path)
-    if text in preset_names():
-        ref = preset_dir().joinpath(text + ".toml")
-        with resources.as_file(ref) as path:
-            return parse_hardware(load_toml(path), f"{text}.toml")
-    path = Path(text)
-    if not path.exists() or path.suffix != ".toml":
-        raise SpecError(text, "", "no such hardware preset or .toml file",
-                        ", ".join(preset_names()) + ", or a path to a .toml file")
-    return parse_hardware(load_toml(path), path.name)
+    return load_preset_or_file(name_or_path, preset_dir(), "hardware", parse_hardware)

@@ -5,6 +5,7 @@ allowed values, e.g. ``trn2.toml: field tile.rows: -4 is not allowed; allowed: a
 """
 
 import tomllib
+from importlib import resources
 from pathlib import Path
 
 from .units import UNITS, parse_quantity
@@ -38,6 +39,32 @@ def load_toml(path):
         raise SpecError(path, "", "file not found", "an existing TOML file") from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(path, "", f"not valid TOML ({e})", "a TOML document") from None
+
+
+def preset_names_in(folder):
+    """Stems of the ``.toml`` files in a packaged preset folder (a ``Traversable``), sorted."""
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_preset_or_file(name_or_path, folder, kind, parse):
+    """Parse a packaged preset by name, or a ``.toml`` file by path, with ``parse(data, name)``.
+
+    Raises
+    ------
+    SpecError
+        If the text names neither a preset in ``folder`` nor an existing ``.toml`` file
+        (the message lists the presets), or whatever ``parse`` raises.
+    """
+    text = str(name_or_path)
+    names = preset_names_in(folder)
+    if text in names:
+        with resources.as_file(folder.joinpath(text + ".toml")) as path:
+            return parse(load_toml(path), f"{text}.toml")
+    path = Path(text)
+    if not path.exists() or path.suffix != ".toml":
+        raise SpecError(text, "", f"no such {kind} preset or .toml file",
+                        ", ".join(names) + ", or a path to a .toml file")
+    return parse(load_toml(path), path.name)
 
 
 class Table:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
-from .spec import SpecError, Table, load_toml
+from .spec import SpecError, Table, load_preset_or_file, preset_names_in
 
 PHASES = ("prefill", "decode", "train")
 
@@ -255,7 +255,7 @@ def model_dir():
 
 def model_names():
     """Names of the packaged transformer presets, sorted."""
-    return sorted(p.name[:-5] for p in model_dir().iterdir() if p.name.endswith(".toml"))
+    return preset_names_in(model_dir())
 
 
 def parse_transformer(data, source):
@@ -276,15 +276,7 @@ def parse_transformer(data, source):
 
 def load_transformer(name_or_path):
     """Load a transformer preset by name (``"llama2-7b"``) or a TOML file by path."""
-    text = str(name_or_path)
-    if text in model_names():
-        with resources.as_file(model_dir().joinpath(text + ".toml")) as path:
-            return parse_transformer(load_toml(path), f"{text}.toml")
-    path = Path(text)
-    if not path.exists() or path.suffix != ".toml":
-        raise SpecError(text, "", "no such model preset or .toml file",
-                        ", ".join(model_names()) + ", or a path to a .toml file")
-    return parse_transformer(load_toml(path), path.name)
+    return load_preset_or_file(name_or_path, model_dir(), "model", parse_transformer)
 
 
 def _backward(g):
