@@ -1,0 +1,246 @@
+"""Published and claimed figures against first principles.
+
+For every hardware preset, each published peak (core, chip, instance) is set beside the peak
+computed from its configuration; a figure *agrees* when the computed value rounds to it at the
+precision it was published with (``"92 TFLOPS"`` is a whole number of TFLOPS, so 91.75
+agrees). For every figure that does not agree, and for every claim of the press-article preset
+(``presets/claims.toml``), the report says what it would take: the clock, the square array
+size, or the core count that reaches it with everything else unchanged.
+"""
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+
+from .hardware import load_hardware, preset_names
+from .spec import SpecError, Table, load_toml
+from .units import half_unit
+
+
+@dataclass
+class Row:
+    """One line of the claims report (FLOP/s, bytes, bytes/s or W as ``kind`` says)."""
+
+    preset: str
+    subject: str
+    what: str
+    kind: str
+    stated: float
+    stated_text: str
+    computed: float | None
+    agrees: bool | None
+    source: str
+    would_take: str = ""
+
+    @property
+    def difference(self):
+        """``computed - stated`` (None without a computed value)."""
+        return None if self.computed is None else self.computed - self.stated
+
+
+def _would_take(hw, level, dtype, target, macs=None, cores=None):
+    """Clock, square array side or core count at which ``level``'s peak reaches ``target``."""
+    tile = hw.tile
+    rate = macs if macs is not None else tile.macs_per_pe_per_cycle[dtype]
+    n_cores = 1 if level == "core" else (cores if cores is not None else hw.chip.cores)
+    chips = hw.instance.chips if level == "instance" else 1
+    per_clock = tile.rows * tile.cols * 2 * rate * hw.core.tiles * n_cores * chips
+    clock = target / per_clock
+    side = math.ceil(math.sqrt(target / (2 * rate * tile.clock_hz * hw.core.tiles * n_cores
+                                        * chips)))
+    core_peak = tile.rows * tile.cols * 2 * rate * tile.clock_hz * hw.core.tiles
+    need_cores = math.ceil(target / (core_peak * chips))
+    text = (f"clock {clock / 1e9:.3f} GHz (now {tile.clock_hz / 1e9:g}), or a "
+            f"{side} x {side} array (now {tile.rows} x {tile.cols})")
+    if level == "core":
+        return text + f", or {math.ceil(target / core_peak * hw.core.tiles)} tiles per core " \
+                      f"(now {hw.core.tiles})"
+    return text + f", or {need_cores} cores per chip (now {n_cores})"
+
+
+def preset_rows(hw):
+    """Rows for one preset's published peaks (core, chip, instance)."""
+    rows = []
+    levels = []
+    if hw.core is not None:
+        levels.append(("core", hw.core.name, hw.core.published_peak, hw.core_peak))
+    levels.append(("chip", hw.chip.name, hw.chip.published_peak,
+                   hw.chip_peak if hw.tile is not None else None))
+    if hw.instance is not None:
+        levels.append(("instance", hw.instance.name, hw.instance.published_peak,
+                       hw.instance_peak))
+    for level, subject, published, compute in levels:
+        for dtype, figure in sorted(published.items()):
+            computed = compute(dtype) if compute is not None else None
+            margin, how = figure.margin, "compared at the published precision"
+            if hw.tile is not None:
+                # A rate that is a multiple of the base rate is published as that multiple of
+                # the rounded base figure (158 = 2 x 79), so its rounding margin scales too.
+                ratio = hw.tile.macs_per_pe_per_cycle[dtype] // min(
+                    hw.tile.macs_per_pe_per_cycle.values())
+                if ratio > 1:
+                    margin *= ratio
+                    how = (f"published as {ratio} x the rounded base-rate figure, so compared "
+                           f"within {ratio} x its rounding")
+            agrees = None if computed is None else abs(computed - figure.value) <= margin
+            row = Row(hw.name, subject, f"{level} peak {dtype}", "flops", figure.value,
+                      figure.text, computed, agrees, f"{hw.source_file}, published; {how}")
+            if agrees is False:
+                row.would_take = _would_take(hw, level, dtype, figure.value)
+            if computed is None:
+                row.would_take = "no tile data in the datasheet: peak taken as published"
+            rows.append(row)
+        if hw.tile is not None and not published:
+            # Report the computed peaks with nothing published to compare against.
+            for dtype in hw.dtypes():
+                rows.append(Row(hw.name, subject, f"{level} peak {dtype}", "flops",
+                                float("nan"), "not published", compute(dtype), None,
+                                f"{hw.source_file}: no published {level} figure"))
+    return rows
+
+
+def load_claims(path=None):
+    """Parse the claims file (default: the packaged ``presets/claims.toml``).
+
+    Returns
+    -------
+    (str, list of dict)
+        The source line and one dict per claim with parsed figures.
+
+    Raises
+    ------
+    SpecError
+        On a missing or malformed field (file, field and allowed values in the message).
+    """
+    if path is None:
+        with resources.as_file(resources.files("systolica.scaling").joinpath(
+                "presets", "claims.toml")) as p:
+            data, name = load_toml(p), "claims.toml"
+    else:
+        data, name = load_toml(path), str(path)
+    top = Table(name, data)
+    source = top.str("source")
+    claims = top._get("claim", True)
+    top.finish()
+    if not isinstance(claims, list):
+        raise SpecError(name, "claim", "not an array of tables", "[[claim]] entries")
+    out = []
+    for i, entry in enumerate(claims):
+        t = Table(name, entry, f"claim[{i}]")
+        c = {"subject": t.str("subject"),
+             "hw": t.str("hw", choices=preset_names()),
+             "level": t.str("level", choices=("chip", "instance", "cluster")),
+             "dtype": t.str("dtype", required=False),
+             "peak": t.quantity("peak", "flops", required=False),
+             "peak_text": t.data.get("peak"),
+             "hbm_capacity": t.quantity("hbm_capacity", "bytes", required=False),
+             "hbm_capacity_text": t.data.get("hbm_capacity"),
+             "hbm_bandwidth": t.quantity("hbm_bandwidth", "bandwidth", required=False),
+             "hbm_bandwidth_text": t.data.get("hbm_bandwidth"),
+             "power": t.quantity("power", "power", required=False),
+             "power_text": t.data.get("power"),
+             "cores": t.int("cores", required=False),
+             "chips": t.int("chips", required=False),
+             "network_bandwidth": t.quantity("network_bandwidth", "bandwidth", required=False),
+             "network_text": t.data.get("network_bandwidth"),
+             "macs": t.int("assumed_macs_per_pe_per_cycle", required=False)}
+        t.finish()
+        out.append(c)
+    return source, out
+
+
+def claim_rows(path=None):
+    """Rows checking each claim against the preset it names."""
+    source, claims = load_claims(path)
+    rows = []
+    for c in claims:
+        hw = load_hardware(c["hw"])
+        subject = c["subject"]
+        if c["peak"] is not None:
+            dtype = c["dtype"]
+            macs = c["macs"]
+            if macs is None:
+                hw.check_dtype(dtype)
+                macs = hw.tile.macs_per_pe_per_cycle[dtype]
+            cores = c["cores"] or hw.chip.cores
+            computed = (hw.tile.rows * hw.tile.cols * 2 * macs * hw.tile.clock_hz
+                        * hw.core.tiles * cores)
+            note = f"{cores} cores of {hw.tile.rows} x {hw.tile.cols} at " \
+                   f"{hw.tile.clock_hz / 1e9:g} GHz"
+            if c["macs"] is not None:
+                note += f", {macs} {dtype} MAC/PE/cycle assumed"
+            margin = half_unit(c["peak_text"], "flops")
+            row = Row(hw.name, subject, f"chip peak {dtype} ({note})", "flops", c["peak"],
+                      c["peak_text"], computed, abs(computed - c["peak"]) <= margin, source)
+            if not row.agrees:
+                row.would_take = _would_take(hw, "chip", dtype, c["peak"], macs, cores)
+            rows.append(row)
+            if c["power"] is not None:
+                for gpu in ("h100", "a100"):
+                    g = load_hardware(gpu)
+                    eff = g.chip_peak("bf16") / g.chip.power_w
+                    rows.append(Row(hw.name, subject, f"peak per watt vs {g.chip.name} "
+                                    f"({eff / 1e12:.2f} TFLOPS/W, datasheet)", "flops/W",
+                                    c["peak"] / c["power"],
+                                    f"{c['peak_text']} / {c['power_text']}", eff,
+                                    None, source,
+                                    f"claimed efficiency is {c['peak'] / c['power'] / eff:.1f}x "
+                                    f"the {g.chip.name}'s"))
+        if c["cores"] is not None:
+            rows.append(Row(hw.name, subject, "cores per chip", "count", c["cores"],
+                            str(c["cores"]), hw.chip.cores, c["cores"] == hw.chip.cores,
+                            source, f"the {hw.chip.name} preset has {hw.chip.cores}"))
+        if c["hbm_capacity"] is not None:
+            ok = abs(hw.chip.hbm_bytes - c["hbm_capacity"]) <= half_unit(
+                c["hbm_capacity_text"], "bytes")
+            rows.append(Row(hw.name, subject, "HBM capacity", "bytes", c["hbm_capacity"],
+                            c["hbm_capacity_text"], hw.chip.hbm_bytes, ok, source,
+                            "" if ok else f"{c['hbm_capacity'] / hw.chip.hbm_bytes:.2f}x the "
+                            "preset's HBM"))
+        if c["hbm_bandwidth"] is not None:
+            ok = abs(hw.chip.hbm_bandwidth - c["hbm_bandwidth"]) <= half_unit(
+                c["hbm_bandwidth_text"], "bandwidth")
+            rows.append(Row(hw.name, subject, "HBM bandwidth", "bandwidth", c["hbm_bandwidth"],
+                            c["hbm_bandwidth_text"], hw.chip.hbm_bandwidth, ok, source,
+                            "" if ok else "differs from the preset beyond the claim's rounding"))
+        if c["chips"] is not None:
+            per = hw.instance.chips
+            rows.append(Row(hw.name, subject, "chips in a cluster", "count", c["chips"],
+                            f"{c['chips']:,}", hw.max_chips, hw.max_chips >= c["chips"], source,
+                            f"takes {math.ceil(c['chips'] / per):,} {hw.instance.name} "
+                            f"instances of {per} chips"))
+        if c["network_bandwidth"] is not None:
+            have = hw.instance.network_bandwidth
+            ok = abs(have - c["network_bandwidth"]) <= half_unit(c["network_text"], "bandwidth")
+            rows.append(Row(hw.name, subject, "instance network", "bits",
+                            c["network_bandwidth"], c["network_text"], have, ok, source,
+                            "" if ok else f"the {hw.instance.name} preset has "
+                            f"{have / c['network_bandwidth']:.0f}x the claimed bandwidth"))
+    return rows
+
+
+def all_rows(claims_path=None):
+    """Published rows of every preset, then the claim rows."""
+    rows = []
+    for name in preset_names():
+        rows.extend(preset_rows(load_hardware(name)))
+    rows.extend(claim_rows(claims_path))
+    return rows
+
+
+def format_value(kind, value):
+    """A figure in the unit people read it in (TFLOPS, GiB, GB/s, TFLOPS/W, plain count)."""
+    if value is None or value != value:
+        return "-"
+    if kind == "flops":
+        return f"{value / 1e12:,.2f} TFLOPS"
+    if kind == "flops/W":
+        return f"{value / 1e12:,.2f} TFLOPS/W"
+    if kind == "bytes":
+        return f"{value / 2**30:,.1f} GiB"
+    if kind == "bits":
+        return f"{value * 8 / 1e9:,.0f} Gbps"
+    if kind == "bandwidth":
+        return f"{value / 1e9:,.1f} GB/s"
+    return f"{value:,.0f}"
+

@@ -1,0 +1,139 @@
+"""Scaling layer: GEMM lists, SCALE-Sim topologies, transformer presets and their GEMMs."""
+
+import pytest
+
+from systolica.scaling.spec import SpecError
+from systolica.scaling.workloads import (
+    load_gemm_csv,
+    load_scalesim_topology,
+    load_transformer,
+    single_gemm,
+    transformer_workload,
+)
+
+
+@pytest.mark.parametrize("name, published, layers, d, ffn_mats, ffn, kv, heads, vocab", [
+    # 12 * L * d^2-style count by hand: attention 4 d^2 (GQA: 2 d^2 + 2 d * kv * 128),
+    # FFN matrices * d * ffn, embeddings + LM head 2 * vocab * d.
+    ("llama2-7b", 7e9, 32, 4096, 3, 11008, 32, 32, 32000),
+    ("llama2-70b", 70e9, 80, 8192, 3, 28672, 8, 64, 32000),
+    ("gpt3-175b", 175e9, 96, 12288, 2, 49152, 96, 96, 50257),
+])
+def test_transformer_parameter_counts_match_papers(name, published, layers, d, ffn_mats, ffn,
+                                                   kv, heads, vocab):
+    model = load_transformer(name)
+    by_hand = layers * (2 * d * d + 2 * d * kv * 128 + ffn_mats * d * ffn) + 2 * vocab * d
+    assert model.params == by_hand
+    assert abs(by_hand - published) / published < 0.04   # papers round (6.74B -> "7B")
+
+
+def test_decode_gemms_of_llama2_7b():
+    model = load_transformer("llama2-7b")
+    w = transformer_workload(model, "decode", batch=1, seq=100, tp=1)
+    g = {x.name: x for x in w.gemms}
+    assert (g["attn.qkv"].m, g["attn.qkv"].k, g["attn.qkv"].n) == (3 * 4096, 4096, 1)
+    assert (g["ffn.gate_up"].m, g["ffn.down"].k) == (2 * 11008, 11008)
+    assert g["attn.scores"].count == 32 and g["attn.scores"].m == 100
+    assert g["lm_head"].repeat == 1 and g["attn.out"].repeat == 32
+    # Weights + KV cache (2 * layers * d * seq) in bf16.
+    assert w.memory_bytes == int(model.params * 2 + 2 * 32 * 4096 * 100 * 2)
+
+
+def test_training_adds_two_backward_gemms_per_forward_and_triples_flop():
+    model = load_transformer("gpt3-175b")
+    fwd = transformer_workload(model, "prefill", batch=2, seq=2048)
+    train = transformer_workload(model, "train", batch=2, seq=2048)
+    assert len(train.gemms) == 3 * len(fwd.gemms)
+    body = [g for g in fwd.gemms if g.name != "lm_head"]
+    flop_fwd = sum(g.flop for g in body)
+    flop_train = sum(g.flop for g in train.gemms if not g.name.startswith("lm_head"))
+    assert flop_train == 3 * flop_fwd
+    # 2 * params * tokens is the classic forward estimate (attention adds a few percent).
+    assert 1.0 < flop_fwd / (2 * model.params * 2 * 2048) < 1.2
+
+
+def test_tensor_parallel_splits_heads_and_ffn():
+    model = load_transformer("llama2-70b")
+    w = transformer_workload(model, "decode", batch=1, seq=10, tp=8)
+    g = {x.name: x for x in w.gemms}
+    assert g["attn.qkv"].m == (64 // 8 + 2 * 8 // 8) * 128
+    assert g["ffn.down"].k == 28672 // 8
+    assert w.tp_allreduces == 2 * 80 and w.tp_allreduce_bytes == 1 * 8192 * 2
+
+
+def test_bad_phase_and_seq():
+    model = load_transformer("llama2-7b")
+    with pytest.raises(ValueError, match="allowed: prefill, decode, train"):
+        transformer_workload(model, "infer", 1, 1)
+    with pytest.raises(ValueError, match="allowed: 1 to 4096"):
+        transformer_workload(model, "decode", 1, 5000)
+
+
+def test_gemm_csv(tmp_path):
+    path = tmp_path / "g.csv"
+    path.write_text("name,M,K,N,count\na,64,32,16,2\nb,8,8,8,1\n")
+    w = load_gemm_csv(path)
+    assert [(g.name, g.m, g.k, g.n, g.count) for g in w.gemms] == [
+        ("a", 64, 32, 16, 2), ("b", 8, 8, 8, 1)]
+    path.write_text("name,M,K,N\na,64,x,16\n")
+    with pytest.raises(SpecError, match=r"g.csv: field line 2, column 'K': 'x' is not allowed; "
+                                        r"allowed: an integer >= 1"):
+        load_gemm_csv(path)
+    path.write_text("name,M,N\n")
+    with pytest.raises(SpecError, match="field header.*allowed: 'name,M,K,N'"):
+        load_gemm_csv(path)
+
+
+def test_scalesim_conv_topology_as_scalesim_reads_it(tmp_path):
+    path = tmp_path / "net.csv"
+    path.write_text(
+        "Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, "
+        "Num Filter, Strides,\n"
+        "Conv1, 224, 224, 7, 7, 3, 64, 2,\n"
+        "\n"
+        "DP_conv, 10, 10, 3, 3, 4, 1, 1,\n")
+    w = load_scalesim_topology(path)
+    conv, dp = w.gemms
+    # ofmap = ceil((224 - 7 + 2) / 2) = 110 per side; window 7 * 7 * 3.
+    assert (conv.m, conv.k, conv.n) == (64, 147, 110 * 110)
+    # Depthwise: once per channel with one channel.
+    assert (dp.m, dp.k, dp.n, dp.repeat) == (1, 9, 64, 4)
+
+
+def test_scalesim_gemm_topology_maps_filter_to_stationary(tmp_path):
+    path = tmp_path / "mnk.csv"
+    path.write_text("Layer, M, N, K,\nfc, 20, 13, 17,\n")
+    (g,) = load_scalesim_topology(path).gemms
+    assert (g.m, g.k, g.n) == (13, 17, 20)
+
+
+@pytest.mark.parametrize("row, field, allowed", [
+    ("fc, 20, 13, 17", "line 2", "rows ending with ','"),
+    ("fc, 20, 13,", "line 2", "4 fields"),
+    ("fc, 20, 0, 17,", "line 2, column 'N'", "an integer >= 1"),
+])
+def test_bad_scalesim_rows(tmp_path, row, field, allowed):
+    path = tmp_path / "bad.csv"
+    path.write_text(f"Layer, M, N, K,\n{row}\n")
+    with pytest.raises(SpecError) as info:
+        load_scalesim_topology(path)
+    assert str(info.value).startswith(f"bad.csv: field {field}:")
+    assert allowed in str(info.value)
+
+
+def test_single_gemm():
+    (g,) = single_gemm(4, 5, 6).gemms
+    assert g.flop == 2 * 4 * 5 * 6
+    assert g.bytes_moved(2) == (4 * 5 + 5 * 6 + 4 * 6) * 2
+    with pytest.raises(ValueError):
+        single_gemm(0, 1, 1)
+
+
+def test_bad_model_file(tmp_path):
+    path = tmp_path / "m.toml"
+    path.write_text('name = "m"\ntitle = "m"\npublished_params = 1e6\nlayers = 2\n'
+                    'd_model = 64\nheads = 4\nkv_heads = 3\nd_head = 16\nffn = 128\n'
+                    'ffn_kind = "swiglu"\nvocab = 100\ncontext = 64\n')
+    with pytest.raises(SpecError, match="m.toml: field ffn_kind: 'swiglu' is not allowed; "
+                                        "allowed: 'gated', 'mlp'"):
+        load_transformer(path)
