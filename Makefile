@@ -1,7 +1,8 @@
 # Systolica: `make sim` runs the main job, `make test` the tests. Both create .venv first.
 #
 # Variables (on the command line or in the environment):
-#   SIM=verilator|icarus  ROWS=8  COLS=8  SEED=1  WAVES=1  (see `make help`)
+#   SIM=verilator|icarus  ROWS=8  COLS=8  DTYPE=int8|bf16  FTZ=1  SEED=1  WAVES=1
+#   (see `make help`)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -13,16 +14,21 @@ ROWS  ?= 8
 COLS  ?= 8
 SEED  ?= 1
 WAVES ?= 0
-export SIM ROWS COLS SEED WAVES
+DTYPE ?= int8
+FTZ   ?= 0
+export SIM ROWS COLS SEED WAVES DTYPE FTZ
 
-.PHONY: help venv sim test test-unit bench lint clean distclean
+.PHONY: help venv sim test test-unit regress-long bench cells lint clean distclean
 
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
-	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 SEED=1 WAVES=1 for an FST waveform)"
+	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16 FTZ=1 SEED=1,"
+	@echo "                 WAVES=1 for an FST waveform)"
 	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto)"
 	@echo "make test-unit  unit tier only (golden models, amaranth.sim), seconds"
+	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
 	@echo "make bench      simulated cycles/s and MACs/s for 8x8 and 16x16 on both simulators"
+	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
 
@@ -46,8 +52,14 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest -n auto tests/test_golden_*.py tests/test_hdl_*.py tests/test_tb_*.py
 
+regress-long: $(STAMP)
+	$(PY) -m systolica.sim.regress --seed $(SEED)
+
 bench: $(STAMP)
 	$(PY) -m systolica.sim.bench
+
+cells: $(STAMP)
+	$(PY) -m systolica.sim.cells
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

