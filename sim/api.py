@@ -147,7 +147,7 @@ def _as_matmul(job):
 
 
 def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1, idle=0.0,
-                backpressure=0.0, build_root=None, keep=None):
+                backpressure=0.0, build_root=None, keep=None, wave_format="fst"):
     """Run a sequence of matmuls back to back on one RTL tile.
 
     Parameters
@@ -160,7 +160,7 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
         Tile size in PEs.
     simulator : {"verilator", "icarus"}
     waves : bool
-        Trace the run into an FST waveform (``ProgramResult.run.waveform``).
+        Trace the run into a waveform (``ProgramResult.run.waveform``).
     seed : int
         Seed of the idle and backpressure patterns (COCOTB_RANDOM_SEED).
     idle, backpressure : float
@@ -169,6 +169,8 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
         Where builds and runs go (default ``$SYSTOLICA_BUILD_DIR`` or ``./build``).
     keep : bool, optional
         Keep the run folder (log, results, waveform); default: keep only with ``waves``.
+    wave_format : {"fst", "vcd"}
+        Format of the waveform with ``waves``.
 
     Returns
     -------
@@ -192,7 +194,8 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     for name, p in (("idle", idle), ("backpressure", backpressure)):
         if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
-    tile = build(rows, cols, simulator, waves=waves, build_root=build_root)
+    tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
+                 wave_format=wave_format)
     runs = tile.directory / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))

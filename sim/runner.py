@@ -22,6 +22,8 @@ from .toolchain import check_simulator_name, check_wave_support, prepare_environ
 TIMESCALE = ("1ns", "1ps")
 #: Verilator options: Amaranth's Verilog trips width and style lint warnings that are benign.
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--public-depth", "1")
+#: Waveform formats a waves build can write.
+WAVE_FORMATS = ("fst", "vcd")
 
 
 def default_build_root():
@@ -67,7 +69,7 @@ class Build:
     simulator : str
         ``"icarus"`` or ``"verilator"``.
     waves : bool
-        Whether the build can trace (FST).
+        Whether the build can trace.
     verilog : pathlib.Path
         Generated Verilog.
     ports : pathlib.Path
@@ -76,6 +78,8 @@ class Build:
         Simulator build folder.
     seconds : float
         Wall time this call spent generating and building (0 when reused), in seconds.
+    wave_format : str
+        ``"fst"`` or ``"vcd"``: what a waves build writes.
     """
 
     rows: int
@@ -86,10 +90,14 @@ class Build:
     ports: Path
     directory: Path
     seconds: float
+    wave_format: str = "fst"
 
 
-def build(rows, cols, simulator="verilator", *, waves=False, build_root=None):
+def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
+          wave_format="fst"):
     """Generate and build a ``rows x cols`` tile for ``simulator`` (cached).
+
+    With ``waves``, ``wave_format`` (``"fst"`` or ``"vcd"``) is what the runs write.
 
     Returns
     -------
@@ -98,7 +106,8 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None):
     Raises
     ------
     ValueError
-        If ``rows``/``cols`` are not positive integers or the simulator name is unknown.
+        If ``rows``/``cols`` are not positive integers, or the simulator name or
+        ``wave_format`` is unknown.
     SimulatorNotFoundError
         If the simulator or its build tools are missing.
     BuildError
@@ -109,12 +118,16 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None):
     _check_positive("rows", rows)
     _check_positive("cols", cols)
     check_simulator_name(simulator)
+    if wave_format not in WAVE_FORMATS:
+        raise ValueError(f"unknown waveform format {wave_format!r}; choose one of: "
+                         f"{', '.join(WAVE_FORMATS)}")
     prepare_environment(simulator)
-    if waves:
+    if waves and wave_format == "fst":
         check_wave_support(simulator)
     root = Path(build_root) if build_root is not None else default_build_root()
     config = root / f"{rows}x{cols}"
-    directory = config / (simulator + ("-waves" if waves else ""))
+    suffix = ("-waves" + ("" if wave_format == "fst" else f"-{wave_format}")) if waves else ""
+    directory = config / (simulator + suffix)
     started = time.perf_counter()
     with _locked(config / ".lock"):
         verilog, ports = write_configuration(rows, cols, config / "verilog")
@@ -122,15 +135,18 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None):
         want = (f"{hdl_fingerprint()} {simulator} waves={int(waves)} env-safe "
                 f"{' '.join(VERILATOR_ARGS)}")
         if stamp.is_file() and stamp.read_text() == want:
-            return Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0)
-        _run_build(simulator, verilog, directory, waves)
+            return Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0,
+                         wave_format)
+        _run_build(simulator, verilog, directory, waves and wave_format == "fst", waves)
         stamp.write_text(want)
     return Build(rows, cols, simulator, waves, verilog, ports, directory,
-                 time.perf_counter() - started)
+                 time.perf_counter() - started, wave_format)
 
 
-def _runner(simulator):
+def _runner(simulator, wave_format="fst"):
     """A cocotb runner for ``simulator``; Verilator's drops ``--public-flat-rw``.
+
+    Icarus's runner always asks ``vvp`` for FST; with ``wave_format="vcd"`` it asks for VCD.
 
     cocotb's Verilator runner makes every signal VPI-visible, which made the C++ build of a
     16 x 16 tile about 4x slower here; the testbench only touches top-level ports, so
@@ -139,6 +155,16 @@ def _runner(simulator):
     """
     from cocotb_tools.runner import Verilator, get_runner
 
+    if simulator == "icarus" and wave_format == "vcd":
+        from cocotb_tools.runner import Icarus
+
+        class VcdIcarus(Icarus):
+            def _test_command(self):
+                commands = super()._test_command()
+                commands[0] = ["-vcd" if arg == "-fst" else arg for arg in commands[0]]
+                return commands
+
+        return VcdIcarus()
     if simulator != "verilator":
         return get_runner(simulator)
 
@@ -151,13 +177,13 @@ def _runner(simulator):
     return PortsOnlyVerilator()
 
 
-def _run_build(simulator, verilog, directory, waves):
+def _run_build(simulator, verilog, directory, fst, waves):
 
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "build.log"
     sources = [verilog]
     args = list(VERILATOR_ARGS) if simulator == "verilator" else []
-    if simulator == "verilator" and waves:
+    if simulator == "verilator" and fst:
         args.append("--trace-fst")
     runner = _runner(simulator)
     logging.getLogger("cocotb").setLevel(logging.WARNING)
@@ -179,7 +205,7 @@ class TestRun:
     tests, failed : int
         Tests run and failed, from the results XML.
     results_xml, log, waveform : pathlib.Path or None
-        Where the run left its results, its log and (with waves) its FST dump.
+        Where the run left its results, its log and (with waves) its FST or VCD dump.
     seconds : float
         Wall time of the run, in seconds.
     """
@@ -206,12 +232,14 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
     test_dir = Path(test_dir).resolve()
     test_dir.mkdir(parents=True, exist_ok=True)
     results_xml, log = test_dir / "results.xml", test_dir / "sim.log"
-    runner = _runner(tile_build.simulator)
+    runner = _runner(tile_build.simulator, tile_build.wave_format)
     logging.getLogger("cocotb").setLevel(logging.WARNING)
     plusargs = []
+    dump_name = (("dump." if tile_build.simulator == "verilator" else f"{TOPLEVEL}.")
+                 + tile_build.wave_format)
     if tile_build.waves and tile_build.simulator == "icarus":
         # Icarus would otherwise dump into the shared build folder.
-        plusargs.append(f"+dumpfile_path={test_dir / (TOPLEVEL + '.fst')}")
+        plusargs.append(f"+dumpfile_path={test_dir / dump_name}")
     started = time.perf_counter()
     try:
         with _runner_environment():
@@ -232,8 +260,6 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
         raise SimulationError(
             f"{tile_build.simulator} wrote no test results; see {log}") from None
     waveform = None
-    if tile_build.waves:
-        name = "dump.fst" if tile_build.simulator == "verilator" else f"{TOPLEVEL}.fst"
-        if (test_dir / name).is_file():
-            waveform = test_dir / name
+    if tile_build.waves and (test_dir / dump_name).is_file():
+        waveform = test_dir / dump_name
     return TestRun(tests, failed, results_xml, log, waveform, seconds)

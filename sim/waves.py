@@ -1,0 +1,571 @@
+"""Waveforms for GTKWave: trace a run, generate a save file for it, open or print the command.
+
+``python -m systolica.sim waves`` (``make waves``) runs the default workload of
+``python -m systolica.sim`` with tracing on; ``--test NAME`` runs one cocotb test of
+``systolica.tb.test_tile`` instead, which is what a failing regression test tells you to run.
+Either way the run writes a waveform (FST, or VCD with ``--format vcd``) and a GTKWave save
+file generated for that run (tile size, simulator, data type), then opens
+``gtkwave <dump> <save>`` when a display and GTKWave are there, or prints that command.
+
+The save file's groups, in order (all signals of the tile top ``systolica_tile``; both
+simulators put it at the root of the dump):
+
+- **Clock and reset**: ``clk``, ``rst``.
+- **Command**: the tile has no separate command stream yet; a matmul's command is the mode
+  carried by its first MultiplyMoving beat (``dtype`` as INT8/BF16, ``ftz``, ``accumulate``
+  as overwrite/accumulate) and the handshake that accepts it.
+- **LoadStationary stream**: valid, ready, last, the partition row being written and each
+  lane ``m`` of the stationary row, decoded.
+- **MultiplyMoving stream**: valid, ready, last and each lane ``k``, decoded.
+- **PSUM result stream**: valid, ready, last and each lane ``m``, decoded.
+- **PSUM bank**: write strobe, entry address, and the mode of the word being written
+  (overwrite/accumulate, INT32/FP32, FTZ), from the last stage of the token pipeline.
+- **Tile state**: the tile has no single state machine; its control state is the two
+  stationary buffers and the moving stream. Each buffer shows as ``empty`` / ``loaded`` /
+  ``in use`` (from its ``full`` and ``busy`` bits), the moving stream as ``idle`` /
+  ``streaming`` (``running``), which buffer the next load writes (``load_buf``) and the
+  next matmul uses (``use_buf``), and whether the pipeline advances or stalls.
+- **PE row k** (arrays up to 8 x 8, collapsed): per PE ``pe_k_c`` its weight (the
+  stationary value the current operand multiplies), its operand (``moving_in``) and its
+  partial sum out (``psum_out``).
+
+Lanes: INT8 operands show as signed decimal (their low byte), INT32 PSUM words as signed
+decimal; BF16 operands and FP32 PSUM words as numbers, through the translate filter process
+:mod:`systolica.sim.gtkwave_filter` (launchers and filter files are written beside the save
+file). A run of both data types shows each lane both ways.
+"""
+
+import argparse
+import ast
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from vcd.gtkw import GTKWSave, make_translation_filter
+
+from .errors import SimulationError, SystolicaError
+from .generate import TOPLEVEL
+from .runner import WAVE_FORMATS, build, default_build_root, run_tests
+from .toolchain import SIMULATORS, check_simulator_name
+
+#: Scope of the tile top in each simulator's dump. Checked on real dumps: Icarus and
+#: Verilator 5.048 (cocotb's runner) both put ``systolica_tile`` at the root (Verilator adds
+#: a ``$rootio`` scope holding the ports a second time).
+SCOPE = {"icarus": TOPLEVEL, "verilator": TOPLEVEL}
+#: GTKWave zoom of the save files: about 60 pixels per 10 ns clock cycle.
+ZOOM = -15.0
+#: Largest rows and cols for which the save file has per-PE groups.
+PE_GROUP_LIMIT = 8
+#: Lane decodings: one data type, or both for runs that mix them.
+LANE_MODES = ("int8", "bf16", "mixed")
+#: Bits per operand lane and per PSUM word (see systolica.hdl.layouts).
+OPERAND_BITS, PSUM_BITS = 16, 32
+#: The cocotb test module a regression failure is reproduced from.
+TEST_MODULE = "systolica.tb.test_tile"
+_TB_SOURCE = Path(__file__).resolve().parent.parent / "tb" / "test_tile.py"
+_FILTER_SCRIPT = Path(__file__).resolve().parent / "gtkwave_filter.py"
+
+
+class ViewerNotFoundError(SystolicaError):
+    """GTKWave, or a display for it, is missing where opening it was asked for."""
+
+
+# ---- save file ---------------------------------------------------------------------------
+
+def _filters(directory):
+    """Write the translate filter launchers and files into ``directory``; return their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for kind in ("bf16", "fp32"):
+        launcher = directory / f"{kind}-filter"
+        launcher.write_text("#!/bin/sh\n# GTKWave translate filter process: hex in, "
+                            f"{kind.upper()} value out.\nexec "
+                            f"{shlex.quote(sys.executable)} "
+                            f"{shlex.quote(str(_FILTER_SCRIPT))} {kind}\n")
+        launcher.chmod(0o755)
+        paths[kind] = launcher
+    names = {
+        "dtype": [(0, "INT8"), (1, "BF16")],
+        "psum_dtype": [(0, "INT32"), (1, "FP32")],
+        "mode": [(0, "overwrite"), (1, "accumulate")],
+        "ftz": [(0, "IEEE"), (1, "FTZ")],
+        "buffer": [(0, "buffer 0"), (1, "buffer 1")],
+        "moving_state": [(0, "idle"), (1, "streaming")],
+        "pipeline": [(0, "stalled"), (1, "advancing")],
+        # {busy, full} of one stationary buffer.
+        "buffer_state": [(0, "empty"), (1, "loaded"), (2, "in use"),
+                         (3, "full and busy (illegal)")],
+    }
+    for name, table in names.items():
+        size = 2 if name == "buffer_state" else 1
+        path = directory / f"{name}.txt"
+        path.write_text(make_translation_filter(table, datafmt="hex", size=size))
+        paths[name] = path
+    return paths
+
+
+@dataclass(frozen=True)
+class _Writer:
+    """Adds traces of one dump's signals to a GTKWSave.
+
+    GTKWave names a vector of the dump with its range (``sig[8:0]``), a one-bit signal without
+    one, and picks bits of a vector by their position from the MSB (``(0)sig[8:0]`` is bit 8),
+    so every signal is given with its width.
+    """
+
+    save: GTKWSave
+    scope: str
+    filters: dict
+
+    def name(self, signal, width):
+        return f"{self.scope}.{signal}" + (f"[{width - 1}:0]" if width > 1 else "")
+
+    def bits(self, alias, signal, width, msb, lsb):
+        """The trace of bits ``msb..lsb`` of a ``width``-bit ``signal`` as a vector ``alias``."""
+        name = self.name(signal, width)
+        return f"#{{{alias}}} " + " ".join(f"({width - 1 - i}){name}"
+                                           for i in range(msb, lsb - 1, -1))
+
+    def wire(self, signal, alias, width=1, datafmt="bin", table=None, bit=None):
+        """One signal (or one bit of it), optionally translated through a filter file."""
+        filter_file = str(self.filters[table]) if table else None
+        datafmt = "hex" if table else datafmt
+        if bit is None:
+            self.save.trace(self.name(signal, width), alias=alias, datafmt=datafmt,
+                            translate_filter_file=filter_file)
+        else:
+            self.save.trace(self.bits(alias, signal, width, bit, bit), datafmt=datafmt,
+                            translate_filter_file=filter_file)
+
+    def state(self, alias, bits, table):
+        """Single bits ``[(signal, width, bit), ...]`` (MSB first) as one named state."""
+        names = " ".join(f"({width - 1 - bit}){self.name(signal, width)}"
+                         for signal, width, bit in bits)
+        self.save.trace(f"#{{{alias}}} {names}", datafmt="hex",
+                        translate_filter_file=str(self.filters[table]))
+
+    def lane(self, alias, signal, width, lsb, lane_bits, mode):
+        """One operand (16-bit) or PSUM (32-bit) lane at bit ``lsb`` of ``signal``, decoded."""
+        kinds = ("int8", "bf16") if mode == "mixed" else (mode,)
+        for kind in kinds:
+            shown = kind if lane_bits == OPERAND_BITS else {"int8": "int32", "bf16": "fp32"}[kind]
+            label = alias if len(kinds) == 1 else f"{alias} {shown}"
+            if kind == "int8":   # INT8 operands in the low byte, INT32 PSUM words whole
+                msb = lsb + (7 if lane_bits == OPERAND_BITS else PSUM_BITS - 1)
+                proc, datafmt = None, "signed"
+            else:
+                msb = lsb + lane_bits - 1
+                proc = str(self.filters["bf16" if lane_bits == OPERAND_BITS else "fp32"])
+                datafmt = "hex"
+            if (msb, lsb) == (width - 1, 0):
+                self.save.trace(self.name(signal, width), alias=label, datafmt=datafmt,
+                                translate_filter_proc=proc)
+            else:
+                self.save.trace(self.bits(label, signal, width, msb, lsb), datafmt=datafmt,
+                                translate_filter_proc=proc)
+
+
+def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8"):
+    """Write a GTKWave save file for ``dump_path`` of a ``rows x cols`` tile run.
+
+    Translate filter launchers and filter files go into ``<save_path stem>-gtkwave/`` beside
+    the save file; the save file names them by absolute path.
+
+    Parameters
+    ----------
+    save_path, dump_path : path
+        The ``.gtkw`` file to write and the FST or VCD dump it shows.
+    rows, cols : int
+        Tile size in PEs.
+    simulator : {"icarus", "verilator"}
+        The simulator that wrote the dump (it fixes the scope prefix).
+    mode : {"int8", "bf16", "mixed"}
+        How operand and PSUM lanes are decoded: signed decimal (INT8 operands, INT32 PSUM),
+        numbers through the filter process (BF16 operands, FP32 PSUM), or both.
+
+    Returns
+    -------
+    pathlib.Path
+        ``save_path``.
+
+    Raises
+    ------
+    ValueError
+        If ``rows``/``cols`` are not positive integers, or ``simulator`` or ``mode`` is
+        unknown.
+    """
+    from systolica.hdl.layouts import _check_positive
+
+    _check_positive("rows", rows)
+    _check_positive("cols", cols)
+    check_simulator_name(simulator)
+    if mode not in LANE_MODES:
+        raise ValueError(f"unknown lane mode {mode!r}; choose one of: {', '.join(LANE_MODES)}")
+    save_path, dump_path = Path(save_path).resolve(), Path(dump_path).resolve()
+    filters = _filters(save_path.parent / f"{save_path.stem}-gtkwave")
+    with open(save_path, "w") as handle:
+        save = GTKWSave(handle)
+        save.comment(f"Systolica {rows} x {cols} tile on {simulator}, lanes as {mode}; "
+                     f"generated by systolica.sim.waves")
+        save.dumpfile(str(dump_path))
+        save.savefile(str(save_path))
+        save.size(1600, 1000)
+        save.signals_width(320)
+        save.sst_expanded(True)
+        save.treeopen(f"{SCOPE[simulator]}.")
+        save.zoom_markers(ZOOM)
+        _groups(_Writer(save, SCOPE[simulator], filters), rows, cols, mode)
+    return save_path
+
+
+def _groups(w, rows, cols, mode):
+    from systolica.hdl.layouts import PSUM_DEPTH
+
+    save = w.save
+    moving_bits = rows * OPERAND_BITS + 4       # lanes, then last, dtype, ftz, accumulate
+    stationary_bits = cols * OPERAND_BITS + 1   # lanes, then last
+    result_bits = cols * PSUM_BITS + 1          # lanes, then last
+    token = f"token_{rows + cols - 1}"          # the beat now at the PSUM stage
+    with save.group("Clock and reset"):
+        w.wire("clk", "clk")
+        w.wire("rst", "rst")
+    with save.group("Command (matmul mode, first moving beat)"):
+        w.wire("moving__valid", "valid")
+        w.wire("moving__ready", "ready")
+        for offset, field, table in ((1, "dtype", "dtype"), (2, "ftz", "ftz"),
+                                     (3, "accumulate", "mode")):
+            w.wire("moving__payload", field, moving_bits, table=table,
+                   bit=rows * OPERAND_BITS + offset)
+    with save.group("LoadStationary stream"):
+        w.wire("stationary__valid", "valid")
+        w.wire("stationary__ready", "ready")
+        w.wire("stationary__payload", "last", stationary_bits, bit=cols * OPERAND_BITS)
+        if rows > 1:   # a 1-row tile has no row counter
+            w.wire("load_row", "partition row k", (rows - 1).bit_length(), datafmt="dec")
+        for m in range(cols):
+            w.lane(f"stationary m{m}", "stationary__payload", stationary_bits,
+                   m * OPERAND_BITS, OPERAND_BITS, mode)
+    with save.group("MultiplyMoving stream"):
+        w.wire("moving__valid", "valid")
+        w.wire("moving__ready", "ready")
+        w.wire("moving__payload", "last", moving_bits, bit=rows * OPERAND_BITS)
+        for k in range(rows):
+            w.lane(f"moving k{k}", "moving__payload", moving_bits, k * OPERAND_BITS,
+                   OPERAND_BITS, mode)
+    with save.group("PSUM result stream"):
+        w.wire("result__valid", "valid")
+        w.wire("result__ready", "ready")
+        w.wire("result__payload", "last", result_bits, bit=cols * PSUM_BITS)
+        for m in range(cols):
+            w.lane(f"psum m{m}", "result__payload", result_bits, m * PSUM_BITS, PSUM_BITS, mode)
+    with save.group("PSUM bank"):
+        w.wire("result_beat", "write")
+        w.wire("psum_addr", "entry", (PSUM_DEPTH - 1).bit_length(), datafmt="dec")
+        w.wire(token, "mode", 6, table="mode", bit=5)
+        w.wire(token, "dtype", 6, table="psum_dtype", bit=3)
+        w.wire(token, "ftz", 6, table="ftz", bit=4)
+    with save.group("Tile state"):
+        for b in (0, 1):
+            w.state(f"stationary buffer {b}", [("busy", 2, b), ("full", 2, b)],
+                    "buffer_state")
+        w.wire("running", "moving stream", table="moving_state")
+        w.wire("load_buf", "next load into", table="buffer")
+        w.wire("use_buf", "next matmul uses", table="buffer")
+        w.wire("advance", "pipeline", table="pipeline")
+    if rows > PE_GROUP_LIMIT or cols > PE_GROUP_LIMIT:
+        return
+    for k in range(rows):
+        with save.group(f"PE row {k}", closed=True):
+            for c in range(cols):
+                pe = f"array.pe_{k}_{c}"
+                for what, signal, bits in (("weight", "weight", OPERAND_BITS),
+                                           ("operand", "moving_in", OPERAND_BITS),
+                                           ("psum", "psum_out", PSUM_BITS)):
+                    w.lane(f"pe_{k}_{c} {what}", f"{pe}.{signal}", bits, 0, bits, mode)
+
+
+def save_file_signals(save_path):
+    """The dump signals a GTKWave save file names.
+
+    Returns
+    -------
+    set of (str, int, int or None)
+        ``(name, width, bit)``: the signal's full name without its range, its width in bits
+        (from the ``[msb:0]`` GTKWave appends to vectors; 1 without one) and ``None`` for the
+        whole signal or the bit number picked from it (``#{alias} (position)name[msb:0]``).
+    """
+    def split(ref):
+        name, _, bits = ref.partition("[")
+        return name, (int(bits.split(":")[0]) + 1 if bits else 1)
+
+    signals = set()
+    for line in Path(save_path).read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "[*@^-!":
+            continue
+        if line.startswith("#{"):
+            for ref in line[line.index("}") + 1:].split():
+                position, _, ref = ref[1:].partition(")")
+                name, width = split(ref)
+                signals.add((name, width, width - 1 - int(position)))
+        else:
+            if line.startswith("+{"):
+                line = line[line.index("}") + 1:].strip()
+            signals.add((*split(line), None))
+    return signals
+
+
+# ---- the viewer --------------------------------------------------------------------------
+
+def gtkwave_command(dump_path, save_path):
+    """The command that opens ``dump_path`` with ``save_path`` in GTKWave (list of str)."""
+    return ["gtkwave", str(dump_path), str(save_path)]
+
+
+def display_available():
+    """True when ``$DISPLAY`` is set and ``gtkwave`` is on ``PATH``."""
+    return bool(os.environ.get("DISPLAY")) and shutil.which("gtkwave") is not None
+
+
+def open_or_print(dump_path, save_path, *, open_viewer=None, out=None):
+    """Start GTKWave on the dump and save file, or print the command that would.
+
+    Parameters
+    ----------
+    open_viewer : bool or None
+        ``None``: open when :func:`display_available`, else print. ``True``: open or raise.
+        ``False``: print only.
+    out : file, optional
+        Where the messages go (default ``sys.stdout``).
+
+    Returns
+    -------
+    bool
+        Whether GTKWave was started (it runs on in its own session; its output goes to
+        ``<save file>.log``).
+
+    Raises
+    ------
+    ViewerNotFoundError
+        With ``open_viewer=True`` when ``gtkwave`` is not on PATH or ``$DISPLAY`` is unset.
+    """
+    out = sys.stdout if out is None else out
+    command = gtkwave_command(dump_path, save_path)
+    if open_viewer:
+        if shutil.which("gtkwave") is None:
+            raise ViewerNotFoundError("gtkwave is not on PATH; install it with 'apt-get install "
+                                      "gtkwave', or drop --open to print the command")
+        if not os.environ.get("DISPLAY"):
+            raise ViewerNotFoundError("no display ($DISPLAY is unset) to open GTKWave on; drop "
+                                      "--open to print the command")
+    if open_viewer is False or not display_available():
+        print(f"  view with       {shlex.join(command)}", file=out)
+        return False
+    log = Path(save_path).with_suffix(".log")
+    with open(log, "w") as handle:
+        subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    print(f"  opened GTKWave  {shlex.join(command)}", file=out)
+    return True
+
+
+# ---- reproducing one regression test with waves ------------------------------------------
+
+def tile_test_names():
+    """Names of the ``@cocotb.test`` functions of ``tb/test_tile.py``, in order (list)."""
+    tree = ast.parse(_TB_SOURCE.read_text())
+    return [node.name for node in tree.body if isinstance(node, ast.AsyncFunctionDef)
+            and any("cocotb.test" in ast.unparse(d) for d in node.decorator_list)]
+
+
+def lane_mode(test):
+    """How a cocotb test's lanes are best decoded: ``"int8"``, ``"bf16"`` or ``"mixed"``."""
+    if test in ("test_multi_slab_accumulation", "test_int8_and_bf16_interleaved"):
+        return "mixed"
+    if "bf16" in test or "psum_keeps_nan" in test:
+        return "bf16"
+    return "int8"
+
+
+def failed_tests(results_xml):
+    """Names of the failed test cases in a cocotb results XML file (list of str)."""
+    root = ET.parse(results_xml).getroot()
+    return [case.get("name") for case in root.iter("testcase")
+            if case.find("failure") is not None or case.find("error") is not None]
+
+
+def reproduce_dir(rows, cols, simulator, test, seed, *, wave_format="fst", build_root=None):
+    """The folder ``--test`` writes one test's run into (pathlib.Path)."""
+    root = Path(build_root) if build_root is not None else default_build_root()
+    suffix = "-waves" + ("" if wave_format == "fst" else f"-{wave_format}")
+    return root.resolve() / f"{rows}x{cols}" / (simulator + suffix) / "repro" / \
+        f"{test}-seed{seed}"
+
+
+def waveform_path(rows, cols, simulator, test, seed, *, wave_format="fst", build_root=None):
+    """Where ``--test`` leaves the waveform of one test (pathlib.Path)."""
+    name = ("dump." if simulator == "verilator" else f"{TOPLEVEL}.") + wave_format
+    return reproduce_dir(rows, cols, simulator, test, seed, wave_format=wave_format,
+                         build_root=build_root) / name
+
+
+def reproduce_command(rows, cols, simulator, test, seed, *, env=None, build_root=None):
+    """The shell command that re-runs one cocotb test with waves, and where its FST lands.
+
+    ``env`` holds environment variables the original run gave the test (they go in front of
+    the command). Returns ``(command, waveform_path)``: a str and a pathlib.Path.
+    """
+    root = Path(build_root) if build_root is not None else default_build_root()
+    words = [f"{key}={shlex.quote(str(value))}" for key, value in sorted((env or {}).items())]
+    words += [shlex.quote(sys.executable), "-m", "systolica.sim", "waves", "--sim", simulator,
+              "--rows", str(rows), "--cols", str(cols), "--test", test, "--seed", str(seed),
+              "--build-dir", shlex.quote(str(root.resolve()))]
+    return " ".join(words), waveform_path(rows, cols, simulator, test, seed, build_root=root)
+
+
+# ---- command line ------------------------------------------------------------------------
+
+def _env(name, default):
+    value = os.environ.get(name)
+    return default if value in (None, "") else value
+
+
+def parser():
+    """The argument parser of ``python -m systolica.sim waves`` (argparse.ArgumentParser);
+    defaults come from SIM, ROWS, COLS, DTYPE, FTZ, SEED and FORMAT as ``make`` passes them."""
+    from .cli import _integer
+
+    p = argparse.ArgumentParser(
+        prog="python -m systolica.sim waves",
+        description="Run the default workload (or, with --test, one cocotb regression test) "
+                    "with tracing on, write the waveform and a GTKWave save file for it, and "
+                    "open GTKWave when a display is available (else print the command).")
+    p.add_argument("--sim", default=_env("SIM", "verilator"),
+                   help="simulator: icarus or verilator (default: $SIM or verilator)")
+    p.add_argument("--rows", type=_integer(1, "ROWS"), default=_env("ROWS", "8"),
+                   help="partition rows K of the tile (default: $ROWS or 8)")
+    p.add_argument("--cols", type=_integer(1, "COLS"), default=_env("COLS", "8"),
+                   help="stationary columns M of the tile (default: $COLS or 8)")
+    p.add_argument("--dtype", default=_env("DTYPE", "int8"),
+                   help="int8 or bf16 matmuls (default: $DTYPE or int8; not with --test)")
+    p.add_argument("--ftz", action="store_true",
+                   default=os.environ.get("FTZ", "") not in ("", "0"),
+                   help="flush subnormals to zero, bf16 only (default: on when $FTZ=1)")
+    p.add_argument("--matmuls", type=_integer(1), default=8,
+                   help="back-to-back matmuls (default: 8)")
+    p.add_argument("--n", type=_integer(1), default=128,
+                   help="moving free size N of each matmul (default: 128)")
+    p.add_argument("--seed", type=_integer(0, "SEED"), default=_env("SEED", "1"),
+                   help="seed of the matrices, or of the cocotb test (default: $SEED or 1)")
+    p.add_argument("--format", default=_env("FORMAT", "fst"),
+                   help="waveform format: fst or vcd (default: $FORMAT or fst)")
+    p.add_argument("--test", default=None,
+                   help="run this one test of systolica.tb.test_tile instead of the workload")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--open", dest="open_viewer", action="store_true", default=None,
+                      help="open GTKWave (an error when there is no display or no gtkwave)")
+    view.add_argument("--no-open", dest="open_viewer", action="store_false",
+                      help="only print the gtkwave command")
+    p.add_argument("--build-dir", default=None,
+                   help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build)")
+    return p
+
+
+def _check_args(p, args):
+    if args.sim not in SIMULATORS:
+        p.error(f"SIM must be one of {', '.join(SIMULATORS)}, not {args.sim!r}")
+    if args.format not in WAVE_FORMATS:
+        p.error(f"FORMAT must be one of {', '.join(WAVE_FORMATS)}, not {args.format!r}")
+    if args.dtype not in ("int8", "bf16"):
+        p.error(f"DTYPE must be int8 or bf16, not {args.dtype!r}")
+    if args.ftz and args.dtype != "bf16" and args.test is None:
+        p.error("--ftz (FTZ=1) applies to --dtype bf16 only")
+    if args.test is not None and args.test not in tile_test_names():
+        p.error(f"--test: no cocotb test {args.test!r} in {TEST_MODULE}; choose one of: "
+                f"{', '.join(tile_test_names())}")
+    if args.open_viewer and shutil.which("gtkwave") is None:
+        p.error("--open: gtkwave is not on PATH; install it with 'apt-get install gtkwave'")
+    if args.open_viewer and not os.environ.get("DISPLAY"):
+        p.error("--open: no display ($DISPLAY is unset); drop --open to print the command")
+
+
+def _run_workload(args):
+    import ml_dtypes
+    import numpy as np
+
+    from .api import Matmul, run_program
+
+    rng = np.random.default_rng(args.seed)
+
+    def operand(shape):
+        if args.dtype == "int8":
+            return rng.integers(-128, 128, shape, dtype=np.int8)
+        return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
+
+    jobs = [Matmul(operand((args.rows, args.cols)), operand((args.rows, args.n)), ftz=args.ftz)
+            for _ in range(args.matmuls)]
+    result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim, waves=True,
+                         seed=args.seed, build_root=args.build_dir, wave_format=args.format)
+    summary = (f"{args.matmuls} {args.dtype} matmuls, {result.cycles:,} cycles, "
+               f"{result.mismatches} PSUM mismatches")
+    return result.run.waveform, args.dtype, summary, 1 if result.mismatches else 0
+
+
+def _run_test(args):
+    directory = reproduce_dir(args.rows, args.cols, args.sim, args.test, args.seed,
+                              wave_format=args.format, build_root=args.build_dir)
+    shutil.rmtree(directory, ignore_errors=True)
+    tile = build(args.rows, args.cols, args.sim, waves=True, build_root=args.build_dir,
+                 wave_format=args.format)
+    run = run_tests(tile, TEST_MODULE, directory, seed=args.seed, testcase=args.test)
+    if run.tests != 1:
+        raise SimulationError(f"expected to run 1 test, ran {run.tests}; see {run.log}")
+    verdict = "FAILED" if run.failed else "passed"
+    return run.waveform, lane_mode(args.test), f"{args.test} {verdict}; log {run.log}", \
+        1 if run.failed else 0
+
+
+def main(argv=None):
+    """Entry point of ``python -m systolica.sim waves``; returns the exit status (int).
+
+    0: the run passed and the waveform was written; 1: the workload mismatched or the test
+    failed (the waveform is still written: that is the point); 2: bad arguments or a missing
+    tool.
+    """
+    p = parser()
+    args = p.parse_args(argv)
+    _check_args(p, args)
+    what = f"test {args.test}" if args.test else "the default workload"
+    print(f"systolica waves: {what} on a {args.rows} x {args.cols} tile, {args.sim}, "
+          f"{args.format.upper()} ...", flush=True)
+    try:
+        waveform, mode, summary, status = (_run_test if args.test else _run_workload)(args)
+    except SimulationError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except (SystolicaError, ValueError, TypeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if waveform is None:
+        print("error: the simulator wrote no waveform", file=sys.stderr)
+        return 1
+    save = write_save_file(waveform.with_suffix(".gtkw"), waveform, rows=args.rows,
+                           cols=args.cols, simulator=args.sim, mode=mode)
+    print(f"  run             {summary}")
+    print(f"  waveform        {waveform}")
+    print(f"  save file       {save}")
+    try:
+        open_or_print(waveform, save, open_viewer=args.open_viewer)
+    except ViewerNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
