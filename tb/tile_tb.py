@@ -126,7 +126,10 @@ class TileTB:
 
         Operands are both int8 or both ``ml_dtypes.bfloat16``. ``accumulate`` adds into PSUM
         entries ``0..N-1``; ``ftz`` flushes subnormals (BF16 only). ``expected`` overrides
-        the golden PSUM [M, N] (error-injection tests only). Returns the
+        the golden PSUM [M, N] (error-injection tests only). With ``SYSTOLICA_CORRUPT_GOLDEN=1``
+        in the environment, the first matmul of each test expects one wrong word (bit 4 of
+        PSUM [0, 0] flipped), so every test fails on purpose: the failure path of the
+        regression (its reproduce-with-waves command) is tested with it. Returns the
         :class:`MatmulRecord`.
 
         Raises
@@ -161,6 +164,9 @@ class TileTB:
             golden = golden.copy()
             golden[:m] = np.ascontiguousarray(expected).view(np.uint32)
         self.psum[:n] = golden.T
+        if not self.matmuls and os.environ.get("SYSTOLICA_CORRUPT_GOLDEN") == "1":
+            golden = golden.copy()
+            golden[0, 0] ^= 1 << 4
         record = MatmulRecord(len(self.matmuls), k, m, n, dtype, bool(accumulate), bool(ftz),
                               golden)
         self.matmuls.append(record)
