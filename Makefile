@@ -18,12 +18,14 @@ DTYPE ?= int8
 FTZ   ?= 0
 export SIM ROWS COLS SEED WAVES DTYPE FTZ
 
-.PHONY: help venv sim test test-unit regress-long bench cells lint clean distclean
+.PHONY: help venv sim waves test test-unit regress-long bench cells lint clean distclean
 
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
 	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16 FTZ=1 SEED=1,"
 	@echo "                 WAVES=1 for an FST waveform)"
+	@echo "make waves      make sim's run with tracing: FST (FORMAT=vcd for VCD) + GTKWave save"
+	@echo "                file; opens GTKWave when a display is there, else prints the command"
 	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto)"
 	@echo "make test-unit  unit tier only (golden models, amaranth.sim), seconds"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
@@ -45,6 +47,9 @@ venv: $(STAMP)
 
 sim: $(STAMP)
 	$(PY) -m systolica.sim
+
+waves: $(STAMP)
+	FORMAT=$(or $(FORMAT),fst) $(PY) -m systolica.sim waves
 
 test: $(STAMP)
 	$(PY) -m pytest -n auto tests/

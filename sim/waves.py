@@ -135,7 +135,12 @@ class _Writer:
         """One signal (or one bit of it), optionally translated through a filter file."""
         filter_file = str(self.filters[table]) if table else None
         datafmt = "hex" if table else datafmt
-        if bit is None:
+        if table and width == 1:
+            # GTKWave draws a one-bit signal as a line and ignores its filter; as a one-bit
+            # vector it shows the filter's names.
+            self.save.trace(f"#{{{alias}}} {self.name(signal, width)}", datafmt=datafmt,
+                            translate_filter_file=filter_file)
+        elif bit is None:
             self.save.trace(self.name(signal, width), alias=alias, datafmt=datafmt,
                             translate_filter_file=filter_file)
         else:
@@ -297,7 +302,8 @@ def save_file_signals(save_path):
     set of (str, int, int or None)
         ``(name, width, bit)``: the signal's full name without its range, its width in bits
         (from the ``[msb:0]`` GTKWave appends to vectors; 1 without one) and ``None`` for the
-        whole signal or the bit number picked from it (``#{alias} (position)name[msb:0]``).
+        whole signal or the bit number picked from it (``#{alias} (position)name[msb:0]``,
+        positions counted from the MSB).
     """
     def split(ref):
         name, _, bits = ref.partition("[")
@@ -310,9 +316,12 @@ def save_file_signals(save_path):
             continue
         if line.startswith("#{"):
             for ref in line[line.index("}") + 1:].split():
-                position, _, ref = ref[1:].partition(")")
-                name, width = split(ref)
-                signals.add((name, width, width - 1 - int(position)))
+                if ref.startswith("("):
+                    position, _, ref = ref[1:].partition(")")
+                    name, width = split(ref)
+                    signals.add((name, width, width - 1 - int(position)))
+                else:
+                    signals.add((*split(ref), None))
         else:
             if line.startswith("+{"):
                 line = line[line.index("}") + 1:].strip()
@@ -426,6 +435,20 @@ def reproduce_command(rows, cols, simulator, test, seed, *, env=None, build_root
               "--rows", str(rows), "--cols", str(cols), "--test", test, "--seed", str(seed),
               "--build-dir", shlex.quote(str(root.resolve()))]
     return " ".join(words), waveform_path(rows, cols, simulator, test, seed, build_root=root)
+
+
+def reproduce_report(rows, cols, simulator, seed, results_xml, *, env=None, build_root=None):
+    """For each failed test in ``results_xml``, the command that re-runs it with waves.
+
+    Returns one block of text (str): per failed test one line with the command and one with
+    the path its waveform will land at; empty when nothing failed.
+    """
+    lines = []
+    for test in failed_tests(results_xml):
+        command, wave = reproduce_command(rows, cols, simulator, test, seed, env=env,
+                                          build_root=build_root)
+        lines += [f"re-run {test} with waves: {command}", f"  waveform will be at: {wave}"]
+    return "\n".join(lines)
 
 
 # ---- command line ------------------------------------------------------------------------

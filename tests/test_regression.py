@@ -4,26 +4,19 @@ Parametrised over simulator x tile size; each configuration has its own build fo
 (``build/<rows>x<cols>/<simulator>``), built once and shared between pytest-xdist workers.
 """
 
-import ast
 import json
-from pathlib import Path
 
 import pytest
 
 from systolica.sim import SIMULATORS, build
 from systolica.sim.runner import run_tests
+from systolica.sim.waves import reproduce_report, tile_test_names
 
 SIZES = [(1, 1), (2, 3), (4, 4), (8, 8), (16, 16)]
 #: BF16 MACs the bulk test checks on the largest tile: CI checks >= 100,000 per simulator.
 BULK_MACS = {(16, 16): 100_000}
-TB_MODULE = Path(__file__).resolve().parent.parent / "tb" / "test_tile.py"
-
-
-def cocotb_test_names():
-    """Names of the @cocotb.test functions in tb/test_tile.py, read from its source."""
-    tree = ast.parse(TB_MODULE.read_text())
-    return [node.name for node in tree.body if isinstance(node, ast.AsyncFunctionDef)
-            and any("cocotb.test" in ast.unparse(d) for d in node.decorator_list)]
+#: Names of the @cocotb.test functions in tb/test_tile.py, read from its source.
+cocotb_test_names = tile_test_names
 
 
 @pytest.mark.parametrize("rows,cols", SIZES, ids=[f"{r}x{c}" for r, c in SIZES])
@@ -31,13 +24,15 @@ def cocotb_test_names():
 def test_tile_regression(simulator, rows, cols, seed, tmp_path):
     tile = build(rows, cols, simulator)
     stats = tmp_path / "stats.jsonl"
+    bulk = {"SYSTOLICA_BULK_MACS": str(BULK_MACS[rows, cols])} if (rows, cols) in BULK_MACS else {}
     run = run_tests(tile, "systolica.tb.test_tile", tmp_path, seed=seed,
-                    extra_env={"SYSTOLICA_STATS": str(stats),
-                               "SYSTOLICA_BULK_MACS": str(BULK_MACS.get((rows, cols), 0))})
+                    extra_env={"SYSTOLICA_STATS": str(stats), **bulk})
     names = cocotb_test_names()
     assert len(names) >= 8
     log_tail = "\n".join(run.log.read_text().splitlines()[-40:])
-    assert run.failed == 0, f"{run.failed} of {run.tests} cocotb tests failed:\n{log_tail}"
+    assert run.failed == 0, (f"{run.failed} of {run.tests} cocotb tests failed:\n{log_tail}\n"
+                             + reproduce_report(rows, cols, simulator, seed, run.results_xml,
+                                                env=bulk))
     assert run.tests == len(names), f"ran {run.tests} cocotb tests, expected {len(names)}"
     checked = [json.loads(line) for line in stats.read_text().splitlines()]
     bf16_macs = sum(entry["bf16"] for entry in checked)

@@ -1,0 +1,68 @@
+"""Regression tier: every signal a generated GTKWave save file names exists in its dump.
+
+Runs ``python -m systolica.sim waves`` (in process) on Icarus and on Verilator, FST and VCD,
+reads the dump with pywellen and checks each traced signal's name, width and picked bits.
+"""
+
+import pytest
+import pywellen
+
+from systolica.sim import waves
+
+
+def dump_signals(dump):
+    """{full name: width in bits} of every variable in an FST or VCD dump."""
+    return {var.full_name: var.bitwidth for var in pywellen.Waveform(str(dump)).all_vars()}
+
+
+def missing_signals(save, dump):
+    """Signals the save file names that the dump lacks (or has with another width)."""
+    present = dump_signals(dump)
+    return sorted(f"{name} ({width} bits{'' if bit is None else f', bit {bit}'})"
+                  for name, width, bit in waves.save_file_signals(save)
+                  if present.get(name) != width or (bit is not None and not 0 <= bit < width))
+
+
+def run_waves(capsys, *argv):
+    status = waves.main(["--no-open", *argv])
+    out = capsys.readouterr().out
+    fields = dict(line.strip().split(None, 1) for line in out.splitlines()
+                  if line.startswith("  ") and not line.strip().startswith(("save", "view")))
+    save = next(line.split(None, 2)[2] for line in out.splitlines()
+                if line.strip().startswith("save file"))
+    return status, out, waves.Path(fields["waveform"]), waves.Path(save)
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+@pytest.mark.parametrize("rows,cols,wave_format,dtype", [
+    (2, 3, "fst", "bf16"), (1, 1, "vcd", "int8")], ids=["2x3-fst-bf16", "1x1-vcd-int8"])
+def test_every_saved_signal_is_in_the_dump(simulator, rows, cols, wave_format, dtype, capsys):
+    status, out, dump, save = run_waves(
+        capsys, "--sim", simulator, "--rows", str(rows), "--cols", str(cols), "--format",
+        wave_format, "--dtype", dtype, "--matmuls", "2", "--n", "5")
+    assert status == 0, out
+    assert dump.suffix == f".{wave_format}" and dump.is_file()
+    assert save == dump.with_suffix(".gtkw") and save.is_file()
+    text = save.read_text()
+    assert f'[dumpfile] "{dump}"' in text
+    assert f"-PE row {rows - 1}" in text
+    signals = waves.save_file_signals(save)
+    assert len(signals) > 20
+    assert missing_signals(save, dump) == []
+    assert f"view with       gtkwave {dump} {save}" in out
+
+
+def test_the_check_catches_a_signal_the_dump_lacks(tmp_path, capsys):
+    status, out, dump, save = run_waves(capsys, "--sim", "icarus", "--rows", "2", "--cols",
+                                        "2", "--matmuls", "1", "--n", "2")
+    assert status == 0, out
+    bad = tmp_path / "bad.gtkw"
+    bad.write_text(save.read_text()
+                   + "systolica_tile.no_such_signal\n"
+                   + "systolica_tile.psum_addr[7:0]\n"               # wrong width
+                   + "#{x} (40)systolica_tile.moving__payload[35:0]\n")  # wrong bit
+    assert missing_signals(bad, dump) == [
+        "systolica_tile.moving__payload (36 bits, bit -5)",
+        "systolica_tile.no_such_signal (1 bits)",
+        "systolica_tile.psum_addr (8 bits)",
+    ]

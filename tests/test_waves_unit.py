@@ -1,0 +1,287 @@
+"""Unit tier of the waves tooling: the BF16/FP32 filter, save files, viewer, reproduce commands.
+
+No simulator runs here (tests/test_waves_savefile.py and tests/test_waves_reproduce.py run
+them).
+"""
+
+import os
+import select
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from systolica.sim import waves
+from systolica.sim.gtkwave_filter import decode
+from systolica.sim.gtkwave_filter import main as filter_main
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("text,kind,shown", [
+    ("3FC0", "bf16", "1.5"), ("bf80", "bf16", "-1"), ("8000", "bf16", "-0"),
+    ("0000", "bf16", "0"), ("7F80", "bf16", "+Inf"), ("FF80", "bf16", "-Inf"),
+    ("7FC0", "bf16", "NaN"), ("7FC1", "bf16", "NaN(0x7FC1)"), ("7F7F", "bf16", "3.39e+38"),
+    ("0001", "bf16", "9e-41"), ("3E9A", "bf16", "0.3"), ("3E9B", "bf16", "0.303"),
+    ("3F800000", "fp32", "1"), ("3DCCCCCD", "fp32", "0.1"), ("7FC00000", "fp32", "NaN"),
+    ("FFC00001", "fp32", "NaN(0xFFC00001)"), ("00000001", "fp32", "1e-45"),
+    ("80000000", "fp32", "-0"), ("C2F6E979", "fp32", "-123.456"),
+    ("xxxx", "bf16", "xxxx"), ("zzzz0000", "fp32", "zzzz0000"), ("3fc0\n", "bf16", "1.5"),
+])
+def test_filter_decodes_bit_patterns(text, kind, shown):
+    assert decode(text, kind) == shown
+
+
+def test_filter_output_reads_back_to_the_same_bits():
+    import ml_dtypes
+    import numpy as np
+
+    bits = np.arange(0, 1 << 16, 7, dtype=np.uint16)
+    values = bits.view(ml_dtypes.bfloat16)
+    finite = np.isfinite(values.astype(np.float32))
+    for b, v in zip(bits[finite], values[finite], strict=True):
+        back = np.float32(float(decode(f"{int(b):04X}", "bf16"))).astype(ml_dtypes.bfloat16)
+        assert back.view(np.uint16) == b or (v == 0 and back == 0), hex(b)
+
+
+def test_filter_rejects_an_unknown_kind():
+    with pytest.raises(ValueError, match="kind must be 'bf16' or 'fp32', not 'fp16'"):
+        decode("3C00", "fp16")
+    assert filter_main(["fp16"], stdin=[], stdout=None) == 2
+
+
+def _generated(tmp_path, rows=2, cols=3, simulator="icarus", mode="bf16"):
+    dump = tmp_path / "dump.fst"
+    dump.write_bytes(b"")
+    return waves.write_save_file(tmp_path / "tile.gtkw", dump, rows=rows, cols=cols,
+                                 simulator=simulator, mode=mode)
+
+
+def test_the_generated_filter_process_answers_one_line_per_value(tmp_path):
+    save = _generated(tmp_path)
+    launcher = tmp_path / "tile-gtkwave" / "bf16-filter"
+    assert os.access(launcher, os.X_OK)
+    assert f"^>1 {launcher}" in save.read_text()
+    process = subprocess.Popen([str(launcher)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        for value, shown in (("3FC0", "1.5"), ("C040", "-3"), ("7FC0", "NaN")):
+            process.stdin.write(value + "\n")
+            process.stdin.flush()
+            # GTKWave waits for each answer before it sends the next value.
+            ready, _, _ = select.select([process.stdout], [], [], 10)
+            assert ready, "the filter did not answer within 10 s (not flushed?)"
+            assert process.stdout.readline().strip() == shown
+    finally:
+        process.stdin.close()
+        assert process.wait(timeout=10) == 0
+
+
+def _groups(save):
+    return [line[1:] for line in save.read_text().splitlines() if line.startswith("-")
+            and not line.startswith("-group_end")]
+
+
+def test_save_file_groups_in_order(tmp_path):
+    groups = _groups(_generated(tmp_path))
+    opened = groups[::2]
+    assert opened == ["Clock and reset", "Command (matmul mode, first moving beat)",
+                      "LoadStationary stream", "MultiplyMoving stream", "PSUM result stream",
+                      "PSUM bank", "Tile state", "PE row 0", "PE row 1"]
+    assert groups[1::2] == opened   # each group is closed again
+
+
+def test_pe_rows_are_collapsed_and_only_up_to_8x8(tmp_path):
+    text = _generated(tmp_path, rows=8, cols=8).read_text()
+    assert sum(f"-PE row {k}" in text for k in range(8)) == 8
+    assert text.count("pe_7_7 weight") == 1
+    # Collapsed groups carry GTKWave's "closed" flag on their begin marker.
+    from vcd.gtkw import GTKWFlag
+
+    lines = text.splitlines()
+    begin = lines.index("-PE row 3")
+    assert int(lines[begin - 1][1:], 16) & GTKWFlag.closed.value
+    for rows, cols in ((9, 8), (8, 9)):
+        assert "PE row" not in _generated(tmp_path, rows, cols).read_text()
+
+
+def test_lanes_are_signed_decimal_for_int8_and_filtered_for_bf16(tmp_path):
+    from vcd.gtkw import GTKWFlag
+
+    def flags_of(text, alias):
+        flags = None
+        for line in text.splitlines():
+            if line.startswith("@"):
+                flags = int(line[1:], 16)
+            elif alias in line:
+                return flags, line
+        raise AssertionError(f"{alias} not in the save file")
+
+    int8 = _generated(tmp_path, mode="int8").read_text()
+    flags, line = flags_of(int8, "#{moving k1}")
+    assert flags & GTKWFlag.signed.value and not flags & GTKWFlag.ptranslated.value
+    # Lane 1's low byte: bits 23..16 of the 36-bit payload, MSB-first positions 12..19.
+    assert line.split()[2:] == [f"({p})systolica_tile.moving__payload[35:0]"
+                                for p in range(12, 20)]
+    flags, line = flags_of(int8, "#{psum m2}")
+    assert flags & GTKWFlag.signed.value and len(line.split()) == 2 + 32
+    bf16 = _generated(tmp_path, mode="bf16").read_text()
+    for alias in ("#{moving k1}", "#{stationary m2}", "#{psum m0}", "pe_1_2 psum"):
+        flags, _ = flags_of(bf16, alias)
+        assert flags & GTKWFlag.ptranslated.value, alias
+    mixed = _generated(tmp_path, mode="mixed").read_text()
+    assert "#{moving k0 int8}" in mixed and "#{moving k0 bf16}" in mixed
+    assert "#{psum m0 int32}" in mixed and "#{psum m0 fp32}" in mixed
+
+
+def test_tile_state_is_named(tmp_path):
+    save = _generated(tmp_path)
+    text = save.read_text()
+    # Bit 0 of a [1:0] vector is GTKWave's position 1.
+    assert "#{stationary buffer 0} (1)systolica_tile.busy[1:0] (1)systolica_tile.full[1:0]" \
+        in text
+    assert "#{stationary buffer 1} (0)systolica_tile.busy[1:0] (0)systolica_tile.full[1:0]" \
+        in text
+    table = (tmp_path / "tile-gtkwave" / "buffer_state.txt").read_text().split()
+    assert table[:6] == ["0", "empty", "1", "loaded", "2", "in"]
+    assert "#{moving stream} systolica_tile.running" in text
+    assert ("systolica_tile.running", 1, None) in waves.save_file_signals(save)
+
+
+def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
+    signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
+    assert ("systolica_tile.clk", 1, None) in signals
+    assert ("systolica_tile.psum_addr", 9, None) in signals
+    assert ("systolica_tile.moving__payload", 36, 33) in signals          # dtype
+    assert ("systolica_tile.token_4", 6, 5) in signals                    # accumulate
+    assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
+    assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
+
+
+def test_save_file_errors(tmp_path):
+    with pytest.raises(ValueError, match="unknown lane mode 'fp8'"):
+        _generated(tmp_path, mode="fp8")
+    with pytest.raises(ValueError, match="unknown simulator 'questa'"):
+        _generated(tmp_path, simulator="questa")
+    with pytest.raises(ValueError, match="rows must be a positive integer, not 0"):
+        _generated(tmp_path, rows=0)
+
+
+# ---- viewer --------------------------------------------------------------------------------
+
+def test_without_a_display_the_command_is_printed(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    assert waves.open_or_print(tmp_path / "d.fst", tmp_path / "d.gtkw") is False
+    out = capsys.readouterr().out
+    assert f"gtkwave {tmp_path / 'd.fst'} {tmp_path / 'd.gtkw'}" in out
+
+
+def test_with_a_display_gtkwave_is_started(tmp_path, monkeypatch, capsys):
+    fake = tmp_path / "bin" / "gtkwave"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'args'}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("DISPLAY", ":99")
+    assert waves.open_or_print(tmp_path / "d.fst", tmp_path / "d.gtkw") is True
+    for _ in range(100):
+        if (tmp_path / "args").is_file() and (tmp_path / "args").read_text():
+            break
+        import time
+
+        time.sleep(0.05)
+    assert (tmp_path / "args").read_text().split() == [str(tmp_path / "d.fst"),
+                                                       str(tmp_path / "d.gtkw")]
+    assert "opened GTKWave" in capsys.readouterr().out
+
+
+def test_open_without_gtkwave_is_a_one_line_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("DISPLAY", ":99")
+    with pytest.raises(waves.ViewerNotFoundError, match="gtkwave is not on PATH; install"):
+        waves.open_or_print(tmp_path / "d.fst", tmp_path / "d.gtkw", open_viewer=True)
+
+
+# ---- command line --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv,env,message", [
+    (["--format", "lxt"], {}, "FORMAT must be one of fst, vcd, not 'lxt'"),
+    ([], {"FORMAT": "ghw"}, "FORMAT must be one of fst, vcd, not 'ghw'"),
+    (["--sim", "questa"], {}, "SIM must be one of icarus, verilator, not 'questa'"),
+    (["--test", "test_nope"], {}, "--test: no cocotb test 'test_nope' in systolica.tb"),
+    (["--open"], {"DISPLAY": ""}, "--open: no display ($DISPLAY is unset)"),
+    (["--rows", "0"], {}, "must be a positive integer (ROWS=... or the option), not '0'"),
+])
+def test_bad_arguments_exit_2_with_one_line(argv, env, message, monkeypatch, capsys):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SystemExit) as exit_info:
+        waves.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert len([line for line in err.splitlines() if line.startswith("python -m")]) == 1
+
+
+def test_open_without_gtkwave_on_path_exits_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("DISPLAY", ":99")
+    with pytest.raises(SystemExit) as exit_info:
+        waves.main(["--open"])
+    assert exit_info.value.code == 2
+    assert "--open: gtkwave is not on PATH; install it with 'apt-get install gtkwave'" in \
+        capsys.readouterr().err
+
+
+def test_module_entry_points():
+    run = lambda *args: subprocess.run([sys.executable, "-m", *args, "--help"],  # noqa: E731
+                                       capture_output=True, text=True, cwd=REPO, timeout=120)
+    for args in (("systolica.sim", "waves"), ("systolica.sim.waves",)):
+        result = run(*args)
+        assert result.returncode == 0, result.stderr
+        assert "usage: python -m systolica.sim waves" in result.stdout
+        assert "--format" in result.stdout and "--test" in result.stdout
+    plain = run("systolica.sim")
+    assert plain.returncode == 0 and "--matmuls" in plain.stdout and "--test" not in plain.stdout
+
+
+# ---- reproduce commands ------------------------------------------------------------------
+
+def test_failed_tests_are_read_from_results_xml(tmp_path):
+    xml = tmp_path / "results.xml"
+    xml.write_text("""<testsuites><testsuite name="t">
+      <testcase name="test_a" classname="m"/>
+      <testcase name="test_b" classname="m"><failure message="boom"/></testcase>
+      <testcase name="test_c" classname="m"><error message="crash"/></testcase>
+    </testsuite></testsuites>""")
+    assert waves.failed_tests(xml) == ["test_b", "test_c"]
+    report = waves.reproduce_report(4, 4, "verilator", 7, xml, build_root=tmp_path)
+    lines = report.splitlines()
+    assert len(lines) == 4 and lines[0].startswith("re-run test_b with waves: ")
+    assert lines[1] == "  waveform will be at: " + str(
+        tmp_path / "4x4" / "verilator-waves" / "repro" / "test_b-seed7" / "dump.fst")
+
+
+def test_reproduce_command_names_seed_configuration_and_env(tmp_path):
+    command, wave = waves.reproduce_command(2, 3, "icarus", "test_identity", 42,
+                                            env={"SYSTOLICA_BULK_MACS": "100"},
+                                            build_root=tmp_path)
+    words = shlex.split(command)
+    assert words[0] == "SYSTOLICA_BULK_MACS=100" and words[1] == sys.executable
+    assert words[2:5] == ["-m", "systolica.sim", "waves"]
+    options = dict(zip(words[5::2], words[6::2], strict=True))
+    assert options == {"--sim": "icarus", "--rows": "2", "--cols": "3",
+                       "--test": "test_identity", "--seed": "42", "--build-dir": str(tmp_path)}
+    assert wave == waves.waveform_path(2, 3, "icarus", "test_identity", 42,
+                                       build_root=tmp_path)
+    assert wave.name == "systolica_tile.fst"
+
+
+def test_every_tile_test_has_a_lane_mode():
+    names = waves.tile_test_names()
+    assert len(names) >= 8
+    modes = {name: waves.lane_mode(name) for name in names}
+    assert set(modes.values()) == set(waves.LANE_MODES)
+    assert modes["test_identity"] == "int8" and modes["test_bf16_directed_rules"] == "bf16"
