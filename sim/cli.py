@@ -94,11 +94,9 @@ def _check_args(p, args):
         p.error("--ftz (FTZ=1) applies to --dtype bf16 only")
 
 
-def main(argv=None):
-    """Entry point; returns the exit status (int)."""
-    p = parser()
-    args = p.parse_args(argv)
-    _check_args(p, args)
+def workload(args):
+    """The matmuls of a run (list of Matmul): ``args.matmuls`` random ``args.dtype`` pairs of
+    a full stationary [rows, cols] and a moving [rows, n], seeded by ``args.seed``."""
     rng = np.random.default_rng(args.seed)
 
     def operand(shape):
@@ -106,8 +104,16 @@ def main(argv=None):
             return rng.integers(-128, 128, shape, dtype=np.int8)
         return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
 
-    jobs = [Matmul(operand((args.rows, args.cols)), operand((args.rows, args.n)), ftz=args.ftz)
+    return [Matmul(operand((args.rows, args.cols)), operand((args.rows, args.n)), ftz=args.ftz)
             for _ in range(args.matmuls)]
+
+
+def main(argv=None):
+    """Entry point; returns the exit status (int)."""
+    p = parser()
+    args = p.parse_args(argv)
+    _check_args(p, args)
+    jobs = workload(args)
     print(f"systolica: {args.rows} x {args.cols} tile, {args.dtype}, on {args.sim}: building "
           f"(first use of a configuration can take a while) ...", flush=True)
     started = time.perf_counter()

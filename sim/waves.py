@@ -35,7 +35,6 @@ decimal; BF16 operands and FP32 PSUM words as numbers, through the translate fil
 file). A run of both data types shows each lane both ways.
 """
 
-import argparse
 import ast
 import os
 import shlex
@@ -51,7 +50,7 @@ from vcd.gtkw import GTKWSave, make_translation_filter
 from .errors import SimulationError, SystolicaError
 from .generate import TOPLEVEL
 from .runner import WAVE_FORMATS, build, default_build_root, run_tests
-from .toolchain import SIMULATORS, check_simulator_name
+from .toolchain import check_simulator_name
 
 #: Scope of the tile top in each simulator's dump. Checked on real dumps: Icarus and
 #: Verilator 5.048 (cocotb's runner) both put ``systolica_tile`` at the root (Verilator adds
@@ -453,61 +452,40 @@ def reproduce_report(rows, cols, simulator, seed, results_xml, *, env=None, buil
 
 # ---- command line ------------------------------------------------------------------------
 
-def _env(name, default):
-    value = os.environ.get(name)
-    return default if value in (None, "") else value
-
-
 def parser():
-    """The argument parser of ``python -m systolica.sim waves`` (argparse.ArgumentParser);
-    defaults come from SIM, ROWS, COLS, DTYPE, FTZ, SEED and FORMAT as ``make`` passes them."""
-    from .cli import _integer
+    """The argument parser of ``python -m systolica.sim waves`` (argparse.ArgumentParser).
 
-    p = argparse.ArgumentParser(
-        prog="python -m systolica.sim waves",
-        description="Run the default workload (or, with --test, one cocotb regression test) "
-                    "with tracing on, write the waveform and a GTKWave save file for it, and "
-                    "open GTKWave when a display is available (else print the command).")
-    p.add_argument("--sim", default=_env("SIM", "verilator"),
-                   help="simulator: icarus or verilator (default: $SIM or verilator)")
-    p.add_argument("--rows", type=_integer(1, "ROWS"), default=_env("ROWS", "8"),
-                   help="partition rows K of the tile (default: $ROWS or 8)")
-    p.add_argument("--cols", type=_integer(1, "COLS"), default=_env("COLS", "8"),
-                   help="stationary columns M of the tile (default: $COLS or 8)")
-    p.add_argument("--dtype", default=_env("DTYPE", "int8"),
-                   help="int8 or bf16 matmuls (default: $DTYPE or int8; not with --test)")
-    p.add_argument("--ftz", action="store_true",
-                   default=os.environ.get("FTZ", "") not in ("", "0"),
-                   help="flush subnormals to zero, bf16 only (default: on when $FTZ=1)")
-    p.add_argument("--matmuls", type=_integer(1), default=8,
-                   help="back-to-back matmuls (default: 8)")
-    p.add_argument("--n", type=_integer(1), default=128,
-                   help="moving free size N of each matmul (default: 128)")
-    p.add_argument("--seed", type=_integer(0, "SEED"), default=_env("SEED", "1"),
-                   help="seed of the matrices, or of the cocotb test (default: $SEED or 1)")
-    p.add_argument("--format", default=_env("FORMAT", "fst"),
+    It is ``python -m systolica.sim``'s (same workload options, same defaults from SIM, ROWS,
+    COLS, DTYPE, FTZ and SEED) plus ``--format`` (default ``$FORMAT`` or ``fst``), ``--test``
+    and ``--open``/``--no-open``; tracing is always on.
+    """
+    from . import cli
+
+    p = cli.parser()
+    p.prog = "python -m systolica.sim waves"
+    p.description = ("Run the default workload (or, with --test, one cocotb regression test) "
+                     "with tracing on, write the waveform and a GTKWave save file for it, and "
+                     "open GTKWave when a display is available (else print the command).")
+    fmt = os.environ.get("FORMAT") or "fst"
+    p.add_argument("--format", default=fmt,
                    help="waveform format: fst or vcd (default: $FORMAT or fst)")
     p.add_argument("--test", default=None,
-                   help="run this one test of systolica.tb.test_tile instead of the workload")
+                   help="run this one test of systolica.tb.test_tile instead of the workload "
+                        "(--seed is its COCOTB_RANDOM_SEED)")
     view = p.add_mutually_exclusive_group()
     view.add_argument("--open", dest="open_viewer", action="store_true", default=None,
                       help="open GTKWave (an error when there is no display or no gtkwave)")
     view.add_argument("--no-open", dest="open_viewer", action="store_false",
                       help="only print the gtkwave command")
-    p.add_argument("--build-dir", default=None,
-                   help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build)")
     return p
 
 
 def _check_args(p, args):
-    if args.sim not in SIMULATORS:
-        p.error(f"SIM must be one of {', '.join(SIMULATORS)}, not {args.sim!r}")
+    from . import cli
+
+    cli._check_args(p, args)
     if args.format not in WAVE_FORMATS:
         p.error(f"FORMAT must be one of {', '.join(WAVE_FORMATS)}, not {args.format!r}")
-    if args.dtype not in ("int8", "bf16"):
-        p.error(f"DTYPE must be int8 or bf16, not {args.dtype!r}")
-    if args.ftz and args.dtype != "bf16" and args.test is None:
-        p.error("--ftz (FTZ=1) applies to --dtype bf16 only")
     if args.test is not None and args.test not in tile_test_names():
         p.error(f"--test: no cocotb test {args.test!r} in {TEST_MODULE}; choose one of: "
                 f"{', '.join(tile_test_names())}")
@@ -518,22 +496,13 @@ def _check_args(p, args):
 
 
 def _run_workload(args):
-    import ml_dtypes
-    import numpy as np
+    from .api import run_program
+    from .cli import workload
 
-    from .api import Matmul, run_program
-
-    rng = np.random.default_rng(args.seed)
-
-    def operand(shape):
-        if args.dtype == "int8":
-            return rng.integers(-128, 128, shape, dtype=np.int8)
-        return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
-
-    jobs = [Matmul(operand((args.rows, args.cols)), operand((args.rows, args.n)), ftz=args.ftz)
-            for _ in range(args.matmuls)]
+    jobs = workload(args)
     result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim, waves=True,
-                         seed=args.seed, build_root=args.build_dir, wave_format=args.format)
+                         seed=args.seed, idle=args.idle, backpressure=args.backpressure,
+                         build_root=args.build_dir, wave_format=args.format)
     summary = (f"{args.matmuls} {args.dtype} matmuls, {result.cycles:,} cycles, "
                f"{result.mismatches} PSUM mismatches")
     return result.run.waveform, args.dtype, summary, 1 if result.mismatches else 0

@@ -209,7 +209,8 @@ def test_open_without_gtkwave_is_a_one_line_error(tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv,env,message", [
     (["--format", "lxt"], {}, "FORMAT must be one of fst, vcd, not 'lxt'"),
     ([], {"FORMAT": "ghw"}, "FORMAT must be one of fst, vcd, not 'ghw'"),
-    (["--sim", "questa"], {}, "SIM must be one of icarus, verilator, not 'questa'"),
+    ([], {"SIM": "questa"}, "SIM must be one of icarus, verilator, not 'questa'"),
+    (["--sim", "questa"], {}, "argument --sim: invalid choice: 'questa'"),
     (["--test", "test_nope"], {}, "--test: no cocotb test 'test_nope' in systolica.tb"),
     (["--open"], {"DISPLAY": ""}, "--open: no display ($DISPLAY is unset)"),
     (["--rows", "0"], {}, "must be a positive integer (ROWS=... or the option), not '0'"),
@@ -244,7 +245,8 @@ def test_module_entry_points():
         assert "usage: python -m systolica.sim waves" in result.stdout
         assert "--format" in result.stdout and "--test" in result.stdout
     plain = run("systolica.sim")
-    assert plain.returncode == 0 and "--matmuls" in plain.stdout and "--test" not in plain.stdout
+    assert plain.returncode == 0 and "usage: python -m systolica.sim [" in plain.stdout
+    assert "--matmuls" in plain.stdout and "--test" not in plain.stdout
 
 
 # ---- reproduce commands ------------------------------------------------------------------
