@@ -3,51 +3,22 @@
 import json
 import os
 import random
-from dataclasses import dataclass, field
 
-import ml_dtypes
-import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from systolica.golden import nc_matmul
-from systolica.hdl.layouts import (
-    OPERAND_WIDTH,
-    PSUM_DEPTH,
-    DType,
-    moving_layout,
-    result_layout,
-    stationary_layout,
-)
+from systolica.hdl.layouts import OPERAND_WIDTH, moving_layout, result_layout, stationary_layout
 
+from .model import TileModel
 from .scoreboard import Scoreboard
 from .streams import StreamDriver, StreamMonitor
 
 #: Clock period used by every test, in ns.
 CLOCK_PERIOD_NS = 10
-#: The two operand dtypes and their names in reports.
-DTYPES = {np.dtype(np.int8): "int8", np.dtype(ml_dtypes.bfloat16): "bf16"}
 
 
 class SimulationStuck(AssertionError):
     """The tile stopped making progress before every expected result arrived."""
-
-
-@dataclass
-class MatmulRecord:
-    """What the TB knows about one submitted matmul (shapes, mode, golden result, timing)."""
-
-    index: int
-    k: int
-    m: int
-    n: int
-    dtype: str
-    accumulate: bool
-    ftz: bool
-    expected: np.ndarray           # uint32 bit patterns [cols, N]
-    results: list = field(default_factory=list)
-    first_accept: int | None = None
-    last_result: int | None = None
 
 
 def tile_shape(dut):
@@ -55,18 +26,6 @@ def tile_shape(dut):
     rows = (len(dut.moving__payload) - 4) // OPERAND_WIDTH
     cols = (len(dut.stationary__payload) - 1) // OPERAND_WIDTH
     return rows, cols
-
-
-def operand_bits(array):
-    """Raw 16-bit lane values of an int8 or bfloat16 array (uint16 ndarray)."""
-    if array.dtype == np.int8:
-        return array.view(np.uint8).astype(np.uint16)
-    return array.view(np.uint16)
-
-
-def _hex_list(values, limit=8):
-    text = " ".join(f"{int(v):04x}" for v in values[:limit])
-    return text + (" ..." if len(values) > limit else "")
 
 
 class TileTB:
@@ -101,9 +60,7 @@ class TileTB:
                                    random.Random(rng.random()), idle)
         self.result = StreamMonitor(dut, "result", result_layout(self.cols),
                                     random.Random(rng.random()), backpressure, self._on_result)
-        self.matmuls = []
-        self.psum = np.zeros((PSUM_DEPTH, self.cols), np.uint32)
-        self._result_queue = []
+        self.model = TileModel(self.rows, self.cols, self.scoreboard)
         self._idle, self._backpressure = idle, backpressure
         #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
@@ -122,82 +79,25 @@ class TileTB:
 
     # ---- stimulus -------------------------------------------------------------------------
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, expected=None):
-        """Queue one matmul: load ``stationary`` [K, M], stream ``moving`` [K, N].
-
-        Operands are both int8 or both ``ml_dtypes.bfloat16``. ``accumulate`` adds into PSUM
-        entries ``0..N-1``; ``ftz`` flushes subnormals (BF16 only). ``expected`` overrides
-        the golden PSUM [M, N] (error-injection tests only). With ``SYSTOLICA_CORRUPT_GOLDEN=1``
-        in the environment, the first matmul of each test expects one wrong word (bit 4 of
-        PSUM [0, 0] flipped), so every test fails on purpose: the failure path of the
-        regression (its reproduce-with-waves command) is tested with it. Returns the
-        :class:`MatmulRecord`.
-
-        Raises
-        ------
-        TypeError
-            If the dtypes differ or are not int8/bfloat16.
-        ValueError
-            If the shapes do not fit the tile (K > rows, M > cols, N outside 1..PSUM depth)
-            or ``ftz`` is asked of an INT8 matmul.
-        """
-        if stationary.dtype != moving.dtype or stationary.dtype not in DTYPES:
-            raise TypeError(f"operands must both be int8 or both bfloat16, not "
-                            f"{stationary.dtype} and {moving.dtype}")
-        dtype = DTYPES[stationary.dtype]
-        k, m = stationary.shape
-        k2, n = moving.shape
-        if k != k2 or not 1 <= k <= self.rows or not 1 <= m <= self.cols \
-                or not 1 <= n <= PSUM_DEPTH:
-            raise ValueError(f"matmul [K={k}, M={m}] x [K={k2}, N={n}] does not fit a "
-                             f"{self.rows} x {self.cols} tile with {PSUM_DEPTH} PSUM entries")
-        if ftz and dtype != "bf16":
-            raise ValueError("ftz applies to bfloat16 matmuls only")
-
-        padded = np.zeros((k, self.cols), stationary.dtype)
-        padded[:, :m] = stationary
-        view = np.int32 if dtype == "int8" else np.float32
-        old = np.ascontiguousarray(self.psum[:n].T).view(view)
-        kwargs = {"ftz": True} if ftz else {}
-        golden = nc_matmul(padded, moving, psum=old, accumulate=bool(accumulate), **kwargs)
-        golden = np.ascontiguousarray(golden).view(np.uint32)
-        if expected is not None:
-            golden = golden.copy()
-            golden[:m] = np.ascontiguousarray(expected).view(np.uint32)
-        self.psum[:n] = golden.T
-        if not self.matmuls and os.environ.get("SYSTOLICA_CORRUPT_GOLDEN") == "1":
-            golden = golden.copy()
-            golden[0, 0] ^= 1 << 4
-        record = MatmulRecord(len(self.matmuls), k, m, n, dtype, bool(accumulate), bool(ftz),
-                              golden)
-        self.matmuls.append(record)
-
-        s_bits, m_bits = operand_bits(padded), operand_bits(moving)
-        for r in range(k):
-            self.stationary.send({"data": [int(v) for v in s_bits[r]], "last": int(r == k - 1)})
-        pad_k = [0] * (self.rows - k)
-        mode = {"dtype": DType.BF16 if dtype == "bf16" else DType.INT8, "ftz": int(ftz),
-                "accumulate": int(bool(accumulate))}
-        for c in range(n):
-            self.moving.send({"data": [int(v) for v in m_bits[:, c]] + pad_k,
-                              "last": int(c == n - 1), **mode})
-
-            def describe(lane, c=c, s_bits=s_bits, m_bits=m_bits):
-                return (f"stationary[:, {lane}] = {_hex_list(s_bits[:, lane])}; "
-                        f"moving[:, {c}] = {_hex_list(m_bits[:, c])}")
-
-            self.scoreboard.expect(record.index, c, golden[:, c], c == n - 1, dtype=dtype,
-                                   macs=k * m, describe=describe)
-            self._result_queue.append(record.index)
+        """Queue one matmul on the drivers; see :meth:`TileModel.submit` for the arguments
+        and errors. Returns the :class:`MatmulRecord`."""
+        record, stationary_beats, moving_beats = self.model.submit(
+            stationary, moving, accumulate=accumulate, ftz=ftz, expected=expected)
+        for beat in stationary_beats:
+            self.stationary.send(beat)
+        for beat in moving_beats:
+            self.moving.send(beat)
         return record
+
+    @property
+    def matmuls(self):
+        """Submitted matmuls (list of :class:`MatmulRecord`)."""
+        return self.model.matmuls
 
     def _on_result(self, beat, cycle):
         lanes = list(beat.data)
         self.scoreboard.observe(lanes, bool(beat.last))
-        received = self.result.received - 1
-        if received < len(self._result_queue):
-            record = self.matmuls[self._result_queue[received]]
-            record.results.append(lanes[: record.m])
-            record.last_result = cycle
+        self.model.on_result(self.result.received - 1, lanes, cycle)
 
     # ---- clock loop -----------------------------------------------------------------------
     def cycle_budget(self):
@@ -241,17 +141,11 @@ class TileTB:
         self._stamp_accepts()
 
     def _stamp_accepts(self):
-        cycles = self.moving.transfer_cycles
-        position = 0
-        for record in self.matmuls:
-            if record.first_accept is None and position < len(cycles):
-                record.first_accept = cycles[position]
-            position += record.n
+        self.model.stamp_accepts(self.moving.transfer_cycles)
 
     def results(self, record):
         """The PSUM the RTL produced for ``record``: [M, N], int32 (INT8) or float32 (BF16)."""
-        bits = np.array(record.results, dtype=np.uint32).T
-        return bits.view(np.int32 if record.dtype == "int8" else np.float32)
+        return self.model.results(record)
 
     def check(self):
         """Raise ``AssertionError`` unless every result arrived and matched.
