@@ -90,6 +90,9 @@ class ProgramResult:
         The simulator build used.
     run : TestRun
         The simulator run (log, waveform, wall time).
+    free_seconds : float or None
+        With ``free_run=True`` (bulk driver only): wall time of the same build clocking the
+        same number of cycles over the same stimulus with no Python at all, in seconds.
     """
 
     psums: list
@@ -100,6 +103,7 @@ class ProgramResult:
     mismatches: int
     build: Build
     run: TestRun
+    free_seconds: float | None = None
 
 
 def _check_positive_int(name, value):
@@ -147,8 +151,16 @@ def _as_matmul(job):
 
 
 def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1, idle=0.0,
-                backpressure=0.0, build_root=None, keep=None, wave_format="fst"):
+                backpressure=0.0, build_root=None, keep=None, wave_format="fst", driver=None,
+                free_run=False):
     """Run a sequence of matmuls back to back on one RTL tile.
+
+    Two testbenches give the same results and cycle stamps: ``driver="bulk"`` hands the
+    whole program to the simulation as memory files (the harness of :mod:`systolica.tb.bulk`;
+    Python wakes once per program, so it runs near the simulator's free-running speed) and
+    ``driver="cycle"`` drives the streams from Python every cycle (:mod:`systolica.tb.tile_tb`).
+    The default is ``"bulk"``, and ``"cycle"`` with ``waves`` (waveform save files name the
+    bare tile's hierarchy).
 
     Parameters
     ----------
@@ -171,6 +183,11 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
         Keep the run folder (log, results, waveform); default: keep only with ``waves``.
     wave_format : {"fst", "vcd"}
         Format of the waveform with ``waves``.
+    driver : {"bulk", "cycle"}, optional
+        Which testbench drives the tile (see above).
+    free_run : bool
+        Bulk driver only: also time the same build free-running over the same stimulus
+        (``ProgramResult.free_seconds``), the limit for ``make bench``'s ratio.
 
     Returns
     -------
@@ -194,6 +211,13 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     for name, p in (("idle", idle), ("backpressure", backpressure)):
         if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
+    if driver is None:
+        driver = "cycle" if waves else "bulk"
+    if driver not in ("bulk", "cycle"):
+        raise ValueError(f"driver must be 'bulk' or 'cycle', not {driver!r}")
+    if driver == "bulk":
+        return _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure,
+                         build_root, keep, wave_format, free_run)
     tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
                  wave_format=wave_format)
     runs = tile.directory / "runs"
@@ -230,6 +254,60 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
             mismatches=int(out["mismatches"]), build=tile, run=run)
     if run.failed and not result.mismatches:
         raise SimulationError(f"the simulation failed; see {run.log}")
+    if not (waves if keep is None else keep):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, build_root, keep,
+              wave_format, free_run=False):
+    """:func:`run_program` through the bulk-stimulus harness."""
+    from systolica.tb.bulk import BulkProgram
+
+    program = BulkProgram(rows, cols)
+    records = [program.submit(job.stationary, job.moving, accumulate=job.accumulate,
+                              ftz=job.ftz) for job in jobs]
+    tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
+                 wave_format=wave_format, harness_depth=program.depth)
+    runs = tile.directory / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))
+    plusargs = program.write(run_dir) + [
+        f"+seed={seed}", f"+idle={int(round(idle * 256))}",
+        f"+bp={int(round(backpressure * 256))}"]
+    slow = (1.0 - idle) * (1.0 - backpressure)
+    budget = int(200 + 8 * (len(program.stationary_beats) + len(program.moving_beats)
+                            + (rows + cols) * (len(jobs) + 1)) / slow)
+    timing = run_dir / "timing.txt"
+    run = run_tests(tile, "systolica.tb.test_bulk", run_dir, seed=seed, plusargs=plusargs,
+                    testcase="run_bulk", extra_env={"SYSTOLICA_MAX_CYCLES": str(budget),
+                               "SYSTOLICA_BULK_TIMING": str(timing)})
+    if run.failed or not (run_dir / "results.hex").is_file():
+        tail = run.log.read_text(errors="replace").splitlines()[-5:]
+        stuck = [line.strip() for line in tail if "tile stuck" in line]
+        raise SimulationError((stuck[0] if stuck else "the harness run failed")
+                              + f"; see {run.log}")
+    received = program.check(run_dir)
+    scoreboard = program.scoreboard
+    if received != len(program.moving_beats) or scoreboard.outstanding:
+        raise SimulationError(f"{received} of {len(program.moving_beats)} result beats "
+                              f"arrived; see {run.log}")
+    seconds = float(timing.read_text().split()[1]) if timing.is_file() else run.seconds
+    free_seconds = None
+    if free_run:
+        cycles = max(r.last_result for r in records) + 1
+        run_tests(tile, "systolica.tb.test_bulk", run_dir / "free", seed=seed,
+                  plusargs=plusargs, testcase="free_run",
+                  extra_env={"SYSTOLICA_FREE_RUN_CYCLES": str(cycles),
+                             "SYSTOLICA_BULK_TIMING": str(run_dir / "free.txt")})
+        free_seconds = float((run_dir / "free.txt").read_text().split()[1])
+    result = ProgramResult(
+        psums=[program.model.results(r) for r in records],
+        first_accept=[r.first_accept for r in records],
+        last_result=[r.last_result for r in records],
+        cycles=max(r.last_result for r in records) + 1, seconds=seconds,
+        mismatches=len(scoreboard.mismatches) + scoreboard.unexpected, build=tile, run=run,
+        free_seconds=free_seconds)
     if not (waves if keep is None else keep):
         shutil.rmtree(run_dir, ignore_errors=True)
     return result

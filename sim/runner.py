@@ -7,12 +7,15 @@ that safe when several processes (``pytest -n auto``) ask for the same configura
 """
 
 import fcntl
+import hashlib
 import logging
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from systolica.tb.bulk import HARNESS, HARNESS_TOPLEVEL
 
 from .errors import BuildError, SimulationError
 from .generate import TOPLEVEL, hdl_fingerprint, write_configuration
@@ -80,6 +83,10 @@ class Build:
         Wall time this call spent generating and building (0 when reused), in seconds.
     wave_format : str
         ``"fst"`` or ``"vcd"``: what a waves build writes.
+    harness_depth : int or None
+        ``None`` for the bare tile (top ``systolica_tile``, driven cycle by cycle from Python);
+        else the memory depth of the bulk-stimulus harness around it (top
+        ``systolica_harness``, :mod:`systolica.tb.bulk`).
     """
 
     rows: int
@@ -91,13 +98,21 @@ class Build:
     directory: Path
     seconds: float
     wave_format: str = "fst"
+    harness_depth: int | None = None
+
+    @property
+    def toplevel(self):
+        """Top module of this build (str)."""
+        return TOPLEVEL if self.harness_depth is None else HARNESS_TOPLEVEL
 
 
 def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
-          wave_format="fst"):
+          wave_format="fst", harness_depth=None):
     """Generate and build a ``rows x cols`` tile for ``simulator`` (cached).
 
-    With ``waves``, ``wave_format`` (``"fst"`` or ``"vcd"``) is what the runs write.
+    With ``waves``, ``wave_format`` (``"fst"`` or ``"vcd"``) is what the runs write. With
+    ``harness_depth``, the tile is built inside the bulk-stimulus harness with memories of
+    that many beats (a separate build folder).
 
     Returns
     -------
@@ -127,6 +142,8 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
     root = Path(build_root) if build_root is not None else default_build_root()
     config = root / f"{rows}x{cols}"
     suffix = ("-waves" + ("" if wave_format == "fst" else f"-{wave_format}")) if waves else ""
+    if harness_depth is not None:
+        suffix = f"-bulk{harness_depth}" + suffix
     directory = config / (simulator + suffix)
     started = time.perf_counter()
     with _locked(config / ".lock"):
@@ -134,13 +151,17 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
         stamp = directory / "systolica.stamp"
         want = (f"{hdl_fingerprint()} {simulator} waves={int(waves)} env-safe "
                 f"{' '.join(VERILATOR_ARGS)}")
+        if harness_depth is not None:
+            harness_hash = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
+            want += f" harness={harness_hash} depth={harness_depth}"
+        result = Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0,
+                       wave_format, harness_depth)
         if stamp.is_file() and stamp.read_text() == want:
-            return Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0,
-                         wave_format)
-        _run_build(simulator, verilog, directory, waves and wave_format == "fst", waves)
+            return result
+        _run_build(simulator, verilog, directory, waves and wave_format == "fst", waves,
+                   harness_depth)
         stamp.write_text(want)
-    return Build(rows, cols, simulator, waves, verilog, ports, directory,
-                 time.perf_counter() - started, wave_format)
+    return replace(result, seconds=time.perf_counter() - started)
 
 
 def _runner(simulator, wave_format="fst"):
@@ -177,11 +198,16 @@ def _runner(simulator, wave_format="fst"):
     return PortsOnlyVerilator()
 
 
-def _run_build(simulator, verilog, directory, fst, waves):
-
+def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None):
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "build.log"
     sources = [verilog]
+    toplevel, parameters = TOPLEVEL, {}
+    if harness_depth is not None:
+        sources.append(HARNESS)
+        toplevel = HARNESS_TOPLEVEL
+        rows, cols = (int(x) for x in directory.parent.name.split("x"))
+        parameters = {"ROWS": rows, "COLS": cols, "DEPTH": harness_depth}
     args = list(VERILATOR_ARGS) if simulator == "verilator" else []
     if simulator == "verilator" and fst:
         args.append("--trace-fst")
@@ -189,9 +215,9 @@ def _run_build(simulator, verilog, directory, fst, waves):
     logging.getLogger("cocotb").setLevel(logging.WARNING)
     try:
         with _runner_environment():
-            runner.build(sources=sources, hdl_toplevel=TOPLEVEL, build_dir=directory,
+            runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=directory,
                          build_args=args, timescale=TIMESCALE, waves=waves, always=True,
-                         log_file=log)
+                         log_file=log, parameters=parameters)
     except (RuntimeError, SystemExit) as error:
         raise BuildError(f"{simulator} build of {verilog} failed ({error}); see {log}") from None
 
@@ -218,8 +244,11 @@ class TestRun:
     seconds: float
 
 
-def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra_env=None):
+def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra_env=None,
+              plusargs=()):
     """Run cocotb ``test_module`` on ``tile_build``; return a :class:`TestRun`.
+
+    ``plusargs`` go to the simulator's command line (the harness reads its files from them).
 
     Raises
     ------
@@ -234,8 +263,9 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
     results_xml, log = test_dir / "results.xml", test_dir / "sim.log"
     runner = _runner(tile_build.simulator, tile_build.wave_format)
     logging.getLogger("cocotb").setLevel(logging.WARNING)
-    plusargs = []
-    dump_name = (("dump." if tile_build.simulator == "verilator" else f"{TOPLEVEL}.")
+    plusargs = list(plusargs)
+    dump_name = (("dump." if tile_build.simulator == "verilator"
+                  else f"{tile_build.toplevel}.")
                  + tile_build.wave_format)
     if tile_build.waves and tile_build.simulator == "icarus":
         # Icarus would otherwise dump into the shared build folder.
@@ -243,7 +273,7 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
     started = time.perf_counter()
     try:
         with _runner_environment():
-            runner.test(test_module=test_module, hdl_toplevel=TOPLEVEL,
+            runner.test(test_module=test_module, hdl_toplevel=tile_build.toplevel,
                         hdl_toplevel_lang="verilog", build_dir=tile_build.directory,
                         test_dir=test_dir, seed=seed, testcase=testcase,
                         waves=tile_build.waves, extra_env=dict(extra_env or {}),

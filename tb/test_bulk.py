@@ -1,0 +1,52 @@
+"""cocotb entry point of the bulk-stimulus harness (see :mod:`systolica.tb.bulk`).
+
+Environment: ``SYSTOLICA_MAX_CYCLES`` bounds the run; the stimulus and result files are
+named by the harness's plusargs. Checking happens on the host after the run.
+"""
+
+import os
+import time
+
+import cocotb
+
+from .bulk import run_harness
+
+
+@cocotb.test()
+async def run_bulk(dut):
+    """Clock the harness until every result is captured and dumped (skipped as a no-op when
+    only the free-running rate is asked for)."""
+    if os.environ.get("SYSTOLICA_FREE_RUN_CYCLES"):
+        return
+    started = time.perf_counter()
+    cycles = await run_harness(dut, max_cycles=int(os.environ["SYSTOLICA_MAX_CYCLES"]))
+    seconds = time.perf_counter() - started
+    path = os.environ.get("SYSTOLICA_BULK_TIMING")
+    if path:
+        with open(path, "w") as handle:
+            handle.write(f"{cycles} {seconds}\n")
+    dut._log.info("harness done: %d cycles in %.3f s", cycles, seconds)
+
+
+@cocotb.test()
+async def free_run(dut):
+    """Clock only, no Python per cycle and no stimulus: the build's free-running rate.
+
+    Runs when ``SYSTOLICA_FREE_RUN_CYCLES`` is set (``make bench``) and writes
+    ``<cycles> <seconds>`` to ``SYSTOLICA_BULK_TIMING``.
+    """
+    from cocotb.clock import Clock
+    from cocotb.triggers import ClockCycles, Timer
+
+    cycles = int(os.environ.get("SYSTOLICA_FREE_RUN_CYCLES", "0"))
+    if not cycles:
+        return
+    Clock(dut.clk, 10, unit="ns", impl="gpi").start()
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 3)
+    dut.rst.value = 0
+    started = time.perf_counter()
+    await Timer(cycles * 10, unit="ns")
+    seconds = time.perf_counter() - started
+    with open(os.environ["SYSTOLICA_BULK_TIMING"], "w") as handle:
+        handle.write(f"{cycles} {seconds}\n")

@@ -1,0 +1,75 @@
+"""Regression tier: the bulk-stimulus harness agrees with the per-cycle testbench, catches
+wrong results, and gives up on a stuck tile with a message."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from systolica.golden import program_schedule
+from systolica.sim import Matmul, SimulationError, build, run_matmul, run_program
+from systolica.sim.runner import run_tests
+from systolica.tb.bulk import BulkProgram
+
+
+def mixed_program(rng, rows, cols):
+    jobs = []
+    for i in range(6):
+        k = int(rng.integers(1, rows + 1))
+        n = int(rng.integers(1, 2 * (rows + cols)))
+        if i % 2:
+            s = rng.integers(-128, 128, (k, cols), dtype=np.int8)
+            m = rng.integers(-128, 128, (k, n), dtype=np.int8)
+        else:
+            s = rng.standard_normal((k, cols)).astype(ml_dtypes.bfloat16)
+            m = rng.standard_normal((k, n)).astype(ml_dtypes.bfloat16)
+        jobs.append(Matmul(s, m, accumulate=i == 3 and jobs[-1].moving.shape[1] >= n))
+    return jobs
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_bulk_and_cycle_drivers_agree(simulator, seed):
+    rows, cols = 3, 4
+    jobs = mixed_program(np.random.default_rng(seed), rows, cols)
+    bulk = run_program(jobs, rows=rows, cols=cols, simulator=simulator, driver="bulk")
+    cycle = run_program(jobs, rows=rows, cols=cols, simulator=simulator, driver="cycle")
+    assert bulk.mismatches == cycle.mismatches == 0
+    for a, b in zip(bulk.psums, cycle.psums, strict=True):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    schedule = program_schedule(rows, cols, [(j.moving.shape[0], j.moving.shape[1])
+                                             for j in jobs])
+    assert bulk.first_accept == cycle.first_accept == [t.first_accept for t in schedule]
+    assert bulk.last_result == cycle.last_result == [t.last_result for t in schedule]
+
+
+def test_bulk_under_idle_and_backpressure(seed):
+    jobs = mixed_program(np.random.default_rng(seed + 1), 4, 4)
+    result = run_program(jobs, rows=4, cols=4, simulator="verilator", idle=0.3,
+                         backpressure=0.4, seed=seed)
+    assert result.mismatches == 0
+    no_stall = program_schedule(4, 4, [j.moving.shape for j in jobs])[-1].last_result + 1
+    assert result.cycles > no_stall   # the stalls really happened
+
+
+def test_bulk_catches_a_corrupted_golden_word(monkeypatch):
+    monkeypatch.setenv("SYSTOLICA_CORRUPT_GOLDEN", "1")
+    ones = np.ones((2, 2), np.int8)
+    result = run_program([(ones, ones)], rows=2, cols=2, simulator="icarus")
+    assert result.mismatches == 1
+    with pytest.raises(SimulationError, match="differs from the golden model in 1 PSUM words"):
+        run_matmul(ones, ones, rows=2, cols=2, simulator="icarus")
+
+
+def test_bulk_stuck_tile_times_out_with_message(tmp_path):
+    program = BulkProgram(2, 2)
+    ones = np.ones((2, 2), np.int8)
+    program.submit(ones, ones)
+    program.stationary_beats = []          # the matmul's stationary never comes
+    tile = build(2, 2, "icarus", harness_depth=program.depth)
+    run = run_tests(tile, "systolica.tb.test_bulk", tmp_path, testcase="run_bulk",
+                    plusargs=program.write(tmp_path),
+                    extra_env={"SYSTOLICA_MAX_CYCLES": "100",
+                               "SYSTOLICA_BULK_TIMING": str(tmp_path / "t.txt")})
+    assert run.failed == 1
+    log = run.log.read_text()
+    assert "tile stuck: harness not done after 100 cycles" in log
+    assert "moving beats sent 0" in log
