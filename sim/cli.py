@@ -48,6 +48,9 @@ def parser():
         description="Run random INT8 or BF16 matmuls back to back through the RTL tile on a "
                     "simulator, check every PSUM word against the golden model and report "
                     "cycles and throughput.")
+    p.add_argument("--workload", choices=WORKLOADS, default="random",
+                   help="random (this) or minilm, a real transformer's GEMMs "
+                        "(default: $WORKLOAD or minilm; --workload minilm --help)")
     p.add_argument("--sim", choices=SIMULATORS, default=_env("SIM", "verilator"),
                    help="simulator (default: $SIM or verilator)")
     p.add_argument("--rows", type=_integer(1, "ROWS"), default=_env("ROWS", "8"),
@@ -94,6 +97,19 @@ def _check_args(p, args):
         p.error("--ftz (FTZ=1) applies to --dtype bf16 only")
 
 
+WORKLOADS = ("minilm", "random")
+
+
+def _workload(argv):
+    """The workload asked for: ``--workload`` or ``$WORKLOAD``, default ``minilm``."""
+    pre = argparse.ArgumentParser(add_help=False, prog="python -m systolica.sim")
+    pre.add_argument("--workload", choices=WORKLOADS, default=_env("WORKLOAD", "minilm"))
+    workload = pre.parse_known_args(argv)[0].workload
+    if workload not in WORKLOADS:
+        pre.error(f"WORKLOAD must be one of {', '.join(WORKLOADS)}, not {workload!r}")
+    return workload
+
+
 def workload(args):
     """The matmuls of a run (list of Matmul): ``args.matmuls`` random ``args.dtype`` pairs of
     a full stationary [rows, cols] and a moving [rows, n], seeded by ``args.seed``."""
@@ -109,7 +125,13 @@ def workload(args):
 
 
 def main(argv=None):
-    """Entry point; returns the exit status (int)."""
+    """Entry point; returns the exit status (int). ``--workload minilm`` (the default, see
+    :mod:`systolica.sim.minilm`) runs a real transformer's GEMMs; ``random`` is below."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if _workload(argv) == "minilm":
+        from .minilm import main as minilm_main
+
+        return minilm_main(argv)
     p = parser()
     args = p.parse_args(argv)
     _check_args(p, args)

@@ -9,7 +9,7 @@ import pytest
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "systolica.sim", *args],
+    return subprocess.run([sys.executable, "-m", "systolica.sim", "--workload", "random", *args],
                           capture_output=True, text=True, timeout=900)
 
 
@@ -49,7 +49,8 @@ def test_cli_bad_arguments(args, text):
 
 def test_cli_bad_environment_value():
     done = subprocess.run([sys.executable, "-m", "systolica.sim"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "ROWS": "abc"})
+                          text=True, timeout=60,
+                          env={**os.environ, "ROWS": "abc", "WORKLOAD": "random"})
     assert done.returncode == 2
     assert "must be a positive integer (ROWS=... or the option), not 'abc'" in done.stderr
     assert "Traceback" not in done.stderr

@@ -1,0 +1,292 @@
+"""Any-size GEMM on the RTL tile: K-slabs accumulating in PSUM, M-folds and N-chunks.
+
+A problem ``stationary[K, M] x moving[K, N] -> out[M, N]`` (``out = stationary.T @ moving``)
+is cut as NKI code cuts it for the tensor engine:
+
+- **M-folds**: column blocks ``stationary[:, m0:m0+cols]`` (the stationary free size);
+- **N-chunks**: ``moving[:, n0:n0+512]`` (at most the PSUM depth, one PSUM entry per column);
+- **K-slabs**: ``[k0:k0+rows]`` of both operands. The first slab of an output block overwrites
+  PSUM entries ``0..n-1``; every further slab accumulates into them (``accumulate=True``: one
+  more FP32 RNE rounding per slab for BF16, INT32 wrap for INT8).
+
+Every slab of one (M-fold, N-chunk) output block runs back to back before the next block's
+first slab overwrites the same PSUM entries, and the block's result is the PSUM read out after
+its last slab. All blocks of a problem run in one :func:`~systolica.sim.run_program` call.
+
+The golden counterpart, :func:`golden_tiled_matmul`, is the same slab-by-slab accumulation
+through :func:`systolica.golden.nc_matmul`; the RTL must equal it bit for bit.
+"""
+
+import math
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+from systolica.golden import nc_matmul
+from systolica.hdl.layouts import PSUM_DEPTH
+
+from .api import Matmul, run_program
+
+_OPERAND_DTYPES = (np.dtype(np.int8), np.dtype(ml_dtypes.bfloat16))
+
+
+@dataclass(frozen=True)
+class Block:
+    """One output block of a tiled problem: PSUM rows ``m0:m1`` x entries ``n0:n1``.
+
+    Attributes
+    ----------
+    m0, m1, n0, n1 : int
+        Element ranges of ``out[M, N]`` this block fills (``m1 - m0 <= cols``,
+        ``n1 - n0 <= 512``).
+    slabs : tuple of (int, int)
+        The K ranges ``(k0, k1)`` accumulated into the block, in order (``k1 - k0 <= rows``).
+    """
+
+    m0: int
+    m1: int
+    n0: int
+    n1: int
+    slabs: tuple
+
+
+@dataclass(frozen=True)
+class TiledResult:
+    """Result of :func:`run_tiled`.
+
+    Attributes
+    ----------
+    out : numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N]
+        The RTL's result, reassembled from the last slab's PSUM of every block.
+    golden : numpy.ndarray, same dtype and shape
+        :func:`golden_tiled_matmul` of the same operands.
+    mismatches : int
+        PSUM words the testbench's scoreboard found different from the golden model, over
+        every matmul of the program (each slab's partial sums included).
+    differing : int
+        Words of ``out`` whose bit pattern differs from ``golden`` (a second check, on the
+        host, of the reassembled result).
+    matmuls : int
+        Matmuls the problem ran as.
+    macs : int
+        ``K * M * N`` multiply-accumulates of the problem.
+    cycles : int
+        Clock cycles of the program, end of reset to the last result taken.
+    seconds : float
+        Wall time of the simulation's clock loop, in seconds.
+    run_seconds : float
+        Wall time of the simulator run including its start-up, in seconds.
+    rows, cols : int
+        The tile the problem ran on.
+    """
+
+    out: np.ndarray
+    golden: np.ndarray
+    mismatches: int
+    differing: int
+    matmuls: int
+    macs: int
+    cycles: int
+    seconds: float
+    run_seconds: float
+    rows: int
+    cols: int
+
+    @property
+    def exact(self):
+        """True when the scoreboard saw no mismatch and ``out`` equals ``golden`` bit for bit."""
+        return self.mismatches == 0 and self.differing == 0
+
+    @property
+    def macs_per_cycle(self):
+        """Achieved MACs per clock cycle (float); the peak is ``rows * cols``."""
+        return self.macs / self.cycles if self.cycles else 0.0
+
+
+def _check_problem(stationary, moving):
+    for name, array in (("stationary", stationary), ("moving", moving)):
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array of int8 or ml_dtypes.bfloat16, "
+                            f"not {type(array).__name__}")
+        if array.dtype not in _OPERAND_DTYPES:
+            raise TypeError(f"{name} must have dtype int8 or bfloat16, not {array.dtype}")
+        if array.ndim != 2 or 0 in array.shape:
+            raise ValueError(f"{name} must be a non-empty 2-D array, not shape {array.shape}")
+    if stationary.dtype != moving.dtype:
+        raise TypeError(f"stationary and moving must have the same dtype, not "
+                        f"{stationary.dtype} and {moving.dtype}")
+    if stationary.shape[0] != moving.shape[0]:
+        raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got stationary "
+                         f"{stationary.shape} and moving {moving.shape}")
+
+
+def _check_size(name, value):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return int(value)
+
+
+def plan(k, m, n, rows, cols, psum_depth=PSUM_DEPTH):
+    """The output blocks of a ``[K, M] x [K, N]`` problem on a ``rows x cols`` tile.
+
+    Parameters
+    ----------
+    k, m, n : int
+        Contraction length, stationary free size, moving free size (each >= 1).
+    rows, cols : int
+        Tile size in PEs.
+    psum_depth : int
+        Largest N of one matmul (PSUM entries), 512 on the tile.
+
+    Returns
+    -------
+    list of Block
+        M-folds outermost, then N-chunks; each block lists its K-slabs in ascending order.
+        The program runs ``sum(len(b.slabs) for b in blocks)`` matmuls:
+        ``ceil(K/rows) * ceil(M/cols) * ceil(N/psum_depth)``.
+
+    Raises
+    ------
+    ValueError
+        If a size is not a positive integer.
+    """
+    k, m, n = (_check_size(name, v) for name, v in (("K", k), ("M", m), ("N", n)))
+    rows, cols = _check_size("rows", rows), _check_size("cols", cols)
+    psum_depth = _check_size("psum_depth", psum_depth)
+    slabs = tuple((k0, min(k, k0 + rows)) for k0 in range(0, k, rows))
+    return [Block(m0, min(m, m0 + cols), n0, min(n, n0 + psum_depth), slabs)
+            for m0 in range(0, m, cols) for n0 in range(0, n, psum_depth)]
+
+
+def tiled_jobs(stationary, moving, rows, cols, ftz=False):
+    """The :class:`~systolica.sim.Matmul` program of a tiled problem, and its blocks.
+
+    Parameters
+    ----------
+    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
+    moving : numpy.ndarray, same dtype, shape [K, N]
+    rows, cols : int
+        Tile size in PEs.
+    ftz : bool
+        Flush subnormals to zero (BF16 only).
+
+    Returns
+    -------
+    (list of Matmul, list of Block)
+        Jobs in program order (per block: its slabs, the first overwriting, the rest
+        accumulating), and the blocks from :func:`plan`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On operands that are not 2-D int8/bfloat16 arrays of one dtype sharing K, or bad sizes.
+    """
+    _check_problem(stationary, moving)
+    (k, m), n = stationary.shape, moving.shape[1]
+    blocks = plan(k, m, n, rows, cols)
+    jobs = []
+    for b in blocks:
+        for i, (k0, k1) in enumerate(b.slabs):
+            jobs.append(Matmul(np.ascontiguousarray(stationary[k0:k1, b.m0:b.m1]),
+                               np.ascontiguousarray(moving[k0:k1, b.n0:b.n1]),
+                               accumulate=i > 0, ftz=ftz))
+    return jobs, blocks
+
+
+def golden_tiled_matmul(stationary, moving, rows, ftz=False):
+    """What the tile must produce for a tiled problem, bit for bit.
+
+    K-slabs of ``rows`` accumulate in order: ``psum = nc_matmul(s[slab 0], m[slab 0])``, then
+    ``psum = nc_matmul(s[slab j], m[slab j], psum=psum, accumulate=True)``. M-folds and
+    N-chunks do not change the result (columns and PSUM entries are independent), so only
+    ``rows`` matters.
+
+    Parameters
+    ----------
+    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
+    moving : numpy.ndarray, same dtype, shape [K, N]
+    rows : int
+        Partition rows of the tile (K-slab length).
+    ftz : bool
+        Flush subnormals to zero (BF16 only).
+
+    Returns
+    -------
+    numpy.ndarray, shape [M, N]
+        int32 for int8 operands (wrapping modulo 2**32), float32 for bfloat16.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`tiled_jobs`, and ``ftz`` with int8.
+    """
+    _check_problem(stationary, moving)
+    rows = _check_size("rows", rows)
+    mode = {"ftz": True} if ftz else {}
+    psum = None
+    for k0 in range(0, stationary.shape[0], rows):
+        part = slice(k0, k0 + rows)
+        psum = nc_matmul(stationary[part], moving[part], psum=psum,
+                         accumulate=psum is not None, **mode)
+    return psum
+
+
+def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=False,
+              build_root=None, waves=False):
+    """Run ``stationary.T @ moving`` of any size on the RTL tile and reassemble the result.
+
+    Parameters
+    ----------
+    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
+        Any K, M >= 1 (weights: K input features, M output features).
+    moving : numpy.ndarray, same dtype, shape [K, N]
+        Any N >= 1 (activations: one column per token).
+    rows, cols : int
+        Tile size in PEs.
+    simulator : {"verilator", "icarus"}
+    ftz : bool
+        Flush subnormals to zero (BF16 only).
+    build_root : path, optional
+        Build folder (default ``$SYSTOLICA_BUILD_DIR`` or ``./build``).
+    waves : bool
+        Write an FST waveform of the whole program.
+
+    Returns
+    -------
+    TiledResult
+        The reassembled [M, N] result (int32 or float32), the golden result, the scoreboard's
+        mismatch count and the host's count of differing words, matmuls, MACs, cycles and
+        wall times. A wrong RTL result shows as ``mismatches > 0`` or ``differing > 0``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On bad operands or sizes, before anything is built.
+    SimulatorNotFoundError, BuildError, SimulationError
+        As :func:`~systolica.sim.run_program`.
+    """
+    jobs, blocks = tiled_jobs(stationary, moving, rows, cols, ftz)
+    golden = golden_tiled_matmul(stationary, moving, rows, ftz)
+    result = run_program(jobs, rows=rows, cols=cols, simulator=simulator, waves=waves,
+                         build_root=build_root)
+    out = np.empty_like(golden)
+    index = 0
+    for b in blocks:
+        index += len(b.slabs)
+        psum = result.psums[index - 1]
+        if psum.shape != (b.m1 - b.m0, b.n1 - b.n0):
+            raise ValueError(f"the program returned a PSUM of shape {psum.shape} for block "
+                             f"[{b.m0}:{b.m1}, {b.n0}:{b.n1}]")
+        out[b.m0:b.m1, b.n0:b.n1] = psum
+    differing = int(np.count_nonzero(out.view(np.uint32) != golden.view(np.uint32)))
+    k, m = stationary.shape
+    return TiledResult(out=out, golden=golden, mismatches=int(result.mismatches),
+                       differing=differing, matmuls=len(jobs), macs=k * m * moving.shape[1],
+                       cycles=int(result.cycles), seconds=float(result.seconds),
+                       run_seconds=float(result.run.seconds), rows=int(rows), cols=int(cols))
+
+
+def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_DEPTH):
+    """Matmuls a ``[K, M] x [K, N]`` problem runs as on a ``rows x cols`` tile (int)."""
+    return (math.ceil(k / rows) * math.ceil(m / cols) * math.ceil(n / psum_depth))

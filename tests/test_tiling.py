@@ -1,0 +1,159 @@
+"""The tiling helper: any-size GEMMs as K-slabs, M-folds and N-chunks on small RTL tiles."""
+
+import dataclasses
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import systolica.sim.tiling as tiling
+from systolica.sim.tiling import Block, golden_tiled_matmul, plan, run_tiled, tiled_jobs
+
+BF16 = ml_dtypes.bfloat16
+
+
+def int64_reference(stationary, moving):
+    """Independent of the golden model: exact int64 sums, then a 32-bit wrap."""
+    wide = np.einsum("km,kn->mn", stationary.astype(np.int64), moving.astype(np.int64))
+    return ((wide + 2**31) % 2**32 - 2**31).astype(np.int32)
+
+
+def bf16_slab_reference(stationary, moving, rows):
+    """Independent scalar loop: per column, per K-slab, ``acc = p[k0]; acc += p[k]`` in
+    float32 (each add one RNE rounding), then ``psum += acc``. Exact products (normal-range
+    operands only)."""
+    s = stationary.astype(np.float32)
+    m = moving.astype(np.float32)
+    k_total, mm = s.shape
+    n = m.shape[1]
+    out = np.zeros((mm, n), np.float32)
+    for i in range(mm):
+        for j in range(n):
+            psum = None
+            for k0 in range(0, k_total, rows):
+                acc = np.float32(s[k0, i] * m[k0, j])
+                for k in range(k0 + 1, min(k_total, k0 + rows)):
+                    acc = np.float32(acc + np.float32(s[k, i] * m[k, j]))
+                psum = acc if psum is None else np.float32(psum + acc)
+            out[i, j] = psum
+    return out
+
+
+def test_plan_folds_chunks_and_slabs():
+    blocks = plan(10, 7, 1030, rows=4, cols=3)
+    slabs = ((0, 4), (4, 8), (8, 10))
+    want = [Block(m0, m1, n0, n1, slabs)
+            for m0, m1 in ((0, 3), (3, 6), (6, 7))
+            for n0, n1 in ((0, 512), (512, 1024), (1024, 1030))]
+    assert blocks == want
+    assert tiling.matmul_count(10, 7, 1030, 4, 3) == 27
+
+
+def test_tiled_jobs_accumulate_only_after_a_blocks_first_slab():
+    s = np.arange(5 * 4, dtype=np.int8).reshape(5, 4)
+    m = np.ones((5, 2), np.int8)
+    jobs, blocks = tiled_jobs(s, m, rows=2, cols=3)
+    assert [j.accumulate for j in jobs] == [False, True, True, False, True, True]
+    assert [j.stationary.shape for j in jobs] == [(2, 3), (2, 3), (1, 3), (2, 1), (2, 1), (1, 1)]
+    np.testing.assert_array_equal(jobs[4].stationary, s[2:4, 3:4])
+
+
+def test_golden_tiled_int8_equals_exact_sums():
+    rng = np.random.default_rng(5)
+    s = rng.integers(-128, 128, (37, 9), dtype=np.int8)
+    m = rng.integers(-128, 128, (37, 6), dtype=np.int8)
+    np.testing.assert_array_equal(golden_tiled_matmul(s, m, rows=4), int64_reference(s, m))
+
+
+def test_golden_tiled_bf16_rounds_once_per_slab():
+    rng = np.random.default_rng(6)
+    s = rng.standard_normal((13, 4)).astype(BF16)
+    m = rng.standard_normal((13, 3)).astype(BF16)
+    got = golden_tiled_matmul(s, m, rows=5)
+    np.testing.assert_array_equal(got.view(np.uint32),
+                                  bf16_slab_reference(s, m, 5).view(np.uint32))
+
+
+def test_golden_tiled_bf16_depends_on_the_slab_length():
+    # Products 2**-24, 0, 1, -1. One chain: 2**-24 + 0 + 1 rounds to 1 (a tie, to even),
+    # and 1 - 1 leaves 0. Slabs of 2: (2**-24 + 0) and (1 - 1) = 0, so PSUM keeps 2**-24.
+    s = np.array([[2.0**-24], [0.0], [1.0], [-1.0]], BF16)
+    m = np.ones((4, 1), BF16)
+    assert golden_tiled_matmul(s, m, rows=4)[0, 0] == 0.0
+    assert golden_tiled_matmul(s, m, rows=2)[0, 0] == np.float32(2.0**-24)
+    assert golden_tiled_matmul(s, m, rows=1)[0, 0] == 0.0
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_run_tiled_int8_uneven_shape(simulator):
+    rng = np.random.default_rng(7)
+    s = rng.integers(-128, 128, (11, 7), dtype=np.int8)    # 3 slabs of 4, folds 4 + 3
+    m = rng.integers(-128, 128, (11, 9), dtype=np.int8)
+    r = run_tiled(s, m, rows=4, cols=4, simulator=simulator)
+    assert r.out.dtype == np.int32 and r.out.shape == (7, 9)
+    np.testing.assert_array_equal(r.out, int64_reference(s, m))
+    assert (r.mismatches, r.differing, r.matmuls, r.macs) == (0, 0, 6, 11 * 7 * 9)
+    assert r.exact and r.cycles > 0
+    assert 0 < r.macs_per_cycle <= 16
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_run_tiled_bf16_uneven_shape(simulator):
+    rng = np.random.default_rng(8)
+    s = rng.standard_normal((10, 8)).astype(BF16)         # slabs 3+3+3+1, folds 5 + 3
+    m = rng.standard_normal((10, 6)).astype(BF16)
+    r = run_tiled(s, m, rows=3, cols=5, simulator=simulator)
+    assert r.out.dtype == np.float32 and r.out.shape == (8, 6)
+    np.testing.assert_array_equal(r.out.view(np.uint32),
+                                  bf16_slab_reference(s, m, 3).view(np.uint32))
+    assert (r.mismatches, r.differing, r.matmuls) == (0, 0, 8)
+
+
+def test_run_tiled_chunks_n_beyond_the_psum_depth():
+    rng = np.random.default_rng(9)
+    s = rng.integers(-128, 128, (3, 4), dtype=np.int8)     # 2 slabs, 2 folds, 2 chunks
+    m = rng.integers(-128, 128, (3, 515), dtype=np.int8)
+    r = run_tiled(s, m, rows=2, cols=3, simulator="verilator")
+    np.testing.assert_array_equal(r.out, int64_reference(s, m))
+    assert (r.mismatches, r.differing, r.matmuls) == (0, 0, 8)
+
+
+def test_a_wrong_rtl_result_is_reported(monkeypatch):
+    real = tiling.run_program
+
+    def corrupt(jobs, **kwargs):
+        result = real(jobs, **kwargs)
+        psums = [p.copy() for p in result.psums]
+        psums[-1].view(np.uint32)[0, 1] ^= 1 << 4      # one bit of one final word
+        return dataclasses.replace(result, psums=psums)
+
+    monkeypatch.setattr(tiling, "run_program", corrupt)
+    rng = np.random.default_rng(10)
+    s = rng.standard_normal((5, 3)).astype(BF16)
+    m = rng.standard_normal((5, 2)).astype(BF16)
+    r = run_tiled(s, m, rows=2, cols=3, simulator="verilator")
+    assert r.differing == 1 and not r.exact
+    assert r.out[0, 1] != r.golden[0, 1]
+
+
+def test_scoreboard_mismatches_are_passed_on(monkeypatch):
+    real = tiling.run_program
+    monkeypatch.setattr(tiling, "run_program",
+                        lambda jobs, **kw: dataclasses.replace(real(jobs, **kw), mismatches=3))
+    s = np.ones((3, 2), np.int8)
+    r = run_tiled(s, s, rows=2, cols=2, simulator="verilator")
+    assert r.mismatches == 3 and r.differing == 0 and not r.exact
+
+
+@pytest.mark.parametrize("call,error,text", [
+    (lambda: plan(0, 1, 1, 2, 2), ValueError, "K must be a positive integer, not 0"),
+    (lambda: tiled_jobs(np.ones((2, 2), np.int8), np.ones((3, 2), np.int8), 2, 2),
+     ValueError, "must share K"),
+    (lambda: tiled_jobs(np.ones((2, 2), np.int8), np.ones((2, 2), BF16), 2, 2),
+     TypeError, "same dtype"),
+    (lambda: golden_tiled_matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2),
+     TypeError, "int8 or bfloat16"),
+])
+def test_bad_problems_are_refused(call, error, text):
+    with pytest.raises(error, match=text):
+        call()
