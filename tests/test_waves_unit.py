@@ -244,9 +244,12 @@ def test_module_entry_points():
         assert result.returncode == 0, result.stderr
         assert "usage: python -m systolica.sim waves" in result.stdout
         assert "--format" in result.stdout and "--test" in result.stdout
-    plain = run("systolica.sim")
-    assert plain.returncode == 0 and "usage: python -m systolica.sim [" in plain.stdout
-    assert "--matmuls" in plain.stdout and "--test" not in plain.stdout
+    plain = run("systolica.sim")   # the default workload is the real model (minilm)
+    assert plain.returncode == 0 and "--workload" in plain.stdout
+    assert "--test" not in plain.stdout
+    random = run("systolica.sim", "--workload", "random")
+    assert random.returncode == 0 and "usage: python -m systolica.sim [" in random.stdout
+    assert "--matmuls" in random.stdout and "--test" not in random.stdout
 
 
 # ---- reproduce commands ------------------------------------------------------------------
