@@ -129,6 +129,11 @@ def main(argv=None):
     :mod:`systolica.sim.minilm`) runs a real transformer's GEMMs; ``random`` is below."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if _workload(argv) == "minilm":
+        if os.environ.get("WAVES", "") not in ("", "0") or "--waves" in argv:
+            print("error: WAVES=1 applies to WORKLOAD=random (a waveform of the real model's "
+                  "tens of thousands of matmuls would be huge); use 'make sim WORKLOAD=random "
+                  "WAVES=1' or 'make waves'", file=sys.stderr)
+            return 2
         from .minilm import main as minilm_main
 
         return minilm_main(argv)

@@ -59,3 +59,12 @@ def test_cli_bad_environment_value():
 def test_cli_help():
     done = run_cli("--help")
     assert done.returncode == 0 and "--sim" in done.stdout and "--rows" in done.stdout
+
+
+def test_waves_with_the_real_model_is_refused_with_the_fix():
+    done = subprocess.run([sys.executable, "-m", "systolica.sim"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "WAVES": "1",
+                                                      "WORKLOAD": "minilm"})
+    assert done.returncode == 2
+    assert "WAVES=1 applies to WORKLOAD=random" in done.stderr
+    assert "Traceback" not in done.stderr
