@@ -10,15 +10,9 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-SIM   ?= verilator
-ROWS  ?= 8
-COLS  ?= 8
-SEED  ?= 1
-WAVES ?= 0
-DTYPE ?= int8
-FTZ   ?= 0
-WORKLOAD ?= minilm
-export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD
+# Only what you set is passed on; the defaults live in the command line tools (`--help`), so
+# they can tell a variable you set from one you did not.
+export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT
 
 .PHONY: help venv sim waves test test-unit regress-long bench cells lint clean distclean
 
@@ -28,12 +22,12 @@ help:
 	@echo "                 WORKLOAD=random: random matmuls, DTYPE/FTZ/SEED/WAVES apply)"
 	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16 FTZ=1 SEED=1,"
 	@echo "                 WAVES=1 for an FST waveform)"
-	@echo "make waves      make sim's run with tracing: FST (FORMAT=vcd for VCD) + GTKWave save"
+	@echo "make waves      the random workload with tracing: FST (FORMAT=vcd for VCD) + GTKWave save"
 	@echo "                file; opens GTKWave when a display is there, else prints the command"
 	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto)"
-	@echo "make test-unit  unit tier only (golden models, amaranth.sim), seconds"
+	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), under a minute"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
-	@echo "make bench      simulated cycles/s and MACs/s for 8x8 and 16x16 on both simulators"
+	@echo "make bench      build and simulation speed, 8x8 to 32x32, both simulators (minutes)"
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
@@ -60,10 +54,11 @@ test: $(STAMP)
 	$(PY) -m pytest -n auto tests/
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -n auto tests/test_golden_*.py tests/test_hdl_*.py tests/test_tb_*.py
+	$(PY) -m pytest -n auto tests/test_golden_*.py tests/test_hdl_*.py tests/test_tb_*.py \
+		tests/test_scaling_[!s]*.py
 
 regress-long: $(STAMP)
-	$(PY) -m systolica.sim.regress --seed $(SEED)
+	$(PY) -m systolica.sim.regress --seed $(or $(SEED),1)
 
 bench: $(STAMP)
 	$(PY) -m systolica.sim.bench

@@ -31,7 +31,7 @@ REFERENCES = {
     ("inf2", "llama2-7b", "decode", 1): (
         6.47e-3,
         "AWS Neuron docs, inference performance page for Inf2: Llama-2-7b on inf2.48xlarge, "
-        "6.47 ms per output token (as quoted in issue 5)"),
+        "6.47 ms per output token"),
 }
 
 REFERENCE_NOTE = (

@@ -113,6 +113,8 @@ def _check_positive_int(name, value):
 
 
 def _check_operands(stationary, moving, rows, cols, ftz=False):
+    if not isinstance(ftz, (bool, np.bool_)):
+        raise TypeError(f"ftz must be a bool, not {type(ftz).__name__}")
     for name, array in (("stationary", stationary), ("moving", moving)):
         if not isinstance(array, np.ndarray):
             raise TypeError(f"{name} must be a numpy array of int8 or ml_dtypes.bfloat16, not "

@@ -134,6 +134,10 @@ def main(argv=None):
                   "tens of thousands of matmuls would be huge); use 'make sim WORKLOAD=random "
                   "WAVES=1' or 'make waves'", file=sys.stderr)
             return 2
+        if os.environ.get("DTYPE") or os.environ.get("FTZ", "") not in ("", "0"):
+            print("error: DTYPE and FTZ apply to WORKLOAD=random; the real model runs BF16 and "
+                  "INT8 (choose with --dtypes bf16 or --dtypes int8)", file=sys.stderr)
+            return 2
         from .minilm import main as minilm_main
 
         return minilm_main(argv)

@@ -850,6 +850,8 @@ def parser():
 
 def _sentences(p, args):
     sentences = list(args.text or [])
+    if any(not s.strip() for s in sentences):
+        p.error("--text needs a non-empty sentence")
     if args.text_file:
         try:
             text = Path(args.text_file).read_text(encoding="utf-8")

@@ -463,7 +463,8 @@ def parser():
 
     p = cli.parser()
     p.prog = "python -m systolica.sim waves"
-    p.description = ("Run the default workload (or, with --test, one cocotb regression test) "
+    p.description = ("Run the random workload of 'python -m systolica.sim --workload random' "
+                     "(or, with --test, one cocotb regression test) "
                      "with tracing on, write the waveform and a GTKWave save file for it, and "
                      "open GTKWave when a display is available (else print the command).")
     fmt = os.environ.get("FORMAT") or "fst"
@@ -531,8 +532,12 @@ def main(argv=None):
     """
     p = parser()
     args = p.parse_args(argv)
+    if args.workload != "random" or os.environ.get("WORKLOAD") not in (None, "", "random"):
+        p.error("waves trace the random workload only (the real model's tens of thousands of "
+                "matmuls would make a huge waveform); drop --workload/WORKLOAD, or pick one "
+                "regression test with --test")
     _check_args(p, args)
-    what = f"test {args.test}" if args.test else "the default workload"
+    what = f"test {args.test}" if args.test else "the random workload"
     print(f"systolica waves: {what} on a {args.rows} x {args.cols} tile, {args.sim}, "
           f"{args.format.upper()} ...", flush=True)
     try:

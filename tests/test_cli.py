@@ -68,3 +68,16 @@ def test_waves_with_the_real_model_is_refused_with_the_fix():
     assert done.returncode == 2
     assert "WAVES=1 applies to WORKLOAD=random" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("env,args,text", [
+    ({"DTYPE": "bf16"}, [], "DTYPE and FTZ apply to WORKLOAD=random"),
+    ({"FTZ": "1"}, [], "DTYPE and FTZ apply to WORKLOAD=random"),
+    ({"WORKLOAD": "minilm"}, ["waves"], "waves trace the random workload only"),
+])
+def test_options_of_the_random_workload_are_refused_with_the_real_model(env, args, text):
+    done = subprocess.run([sys.executable, "-m", "systolica.sim", *args], capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "WORKLOAD": "minilm", **env})
+    assert done.returncode == 2
+    assert text in done.stderr and "Traceback" not in done.stderr
