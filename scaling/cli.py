@@ -274,7 +274,8 @@ def print_tables(est, reference=None, elapsed=None):
         ("achieved per chip", f"{est.achieved_flops / 1e12:,.2f} TFLOPS of "
                               f"{est.chip_peak / 1e12:,.2f} peak"),
         ("MFU", f"{est.mfu:.1%}"),
-        ("HBM needed per chip", f"{est.memory_bytes / 2**30:,.2f} GiB"
+        ("HBM needed per chip", "not modelled for GEMM lists (see the bytes per GEMM)"
+         if est.memory_bytes is None else f"{est.memory_bytes / 2**30:,.2f} GiB"
          + ("" if hw.chip.hbm_bytes is None else
             f" of {hw.chip.hbm_bytes / 2**30:,.0f} GiB ({'fits' if est.fits else 'does not fit'})"
             )),

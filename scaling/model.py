@@ -196,7 +196,8 @@ def step_estimate(hw, workload, dtype, tp=1, dp=1, link_bandwidth=None):
     flop = sum(e.flop for e in gemms)
     peak = hw.chip_peak(dtype)
     achieved = flop / step
-    fits = None if hw.chip.hbm_bytes is None else workload.memory_bytes <= hw.chip.hbm_bytes
+    fits = None if hw.chip.hbm_bytes is None or workload.memory_bytes is None \
+        else workload.memory_bytes <= hw.chip.hbm_bytes
     if fits is False:
         notes.add(f"needs {workload.memory_bytes / 2**30:,.1f} GiB per chip, more than the "
                   f"{hw.chip.hbm_bytes / 2**30:,.0f} GiB of HBM")

@@ -70,8 +70,9 @@ class Workload:
         Number of those AllReduces per step.
     dp_allreduce_bytes : int
         Gradient bytes per chip AllReduced across data-parallel replicas (training), else 0.
-    memory_bytes : int
-        HBM a chip needs to hold (weights, KV cache or gradients and optimizer state).
+    memory_bytes : int or None
+        HBM a chip needs to hold (weights, KV cache or gradients and optimizer state); None
+        for GEMM lists, whose residency is not modelled.
     notes : tuple of str
     """
 
@@ -81,7 +82,7 @@ class Workload:
     tp_allreduce_bytes: int = 0
     tp_allreduces: int = 0
     dp_allreduce_bytes: int = 0
-    memory_bytes: int = 0
+    memory_bytes: int | None = None
     notes: tuple = ()
 
 

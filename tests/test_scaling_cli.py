@@ -106,3 +106,9 @@ def test_console_script_and_module_help():
         result = subprocess.run([sys.executable, *cmd], capture_output=True, text=True,
                                 check=False)
         assert result.returncode == 0 and "usage:" in result.stdout
+
+
+def test_gemm_list_memory_is_reported_as_not_modelled(capsys):
+    assert main(["estimate", "--hw", "trn2", "--gemm", "256,256,256", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["memory_bytes_per_chip"] is None and out["fits_in_hbm"] is None
