@@ -18,7 +18,7 @@ from pathlib import Path
 from systolica.tb.bulk import HARNESS, HARNESS_TOPLEVEL
 
 from .errors import BuildError, SimulationError
-from .generate import TOPLEVEL, hdl_fingerprint, write_configuration
+from .generate import PE_MODULE, TOPLEVEL, hdl_fingerprint, write_configuration
 from .toolchain import check_simulator_name, check_wave_support, prepare_environment
 
 #: Timescale passed to every build (Amaranth emits none).
@@ -150,7 +150,7 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
         verilog, ports = write_configuration(rows, cols, config / "verilog")
         stamp = directory / "systolica.stamp"
         want = (f"{hdl_fingerprint()} {simulator} waves={int(waves)} env-safe "
-                f"{' '.join(VERILATOR_ARGS)}")
+                f"{' '.join(VERILATOR_ARGS)} hier={int(_hierarchical(directory))}")
         if harness_depth is not None:
             harness_hash = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
             want += f" harness={harness_hash} depth={harness_depth}"
@@ -198,6 +198,20 @@ def _runner(simulator, wave_format="fst"):
     return PortsOnlyVerilator()
 
 
+#: From this many PEs on, Verilator builds the PE as a hierarchical block.
+HIERARCHICAL_PES = 64 * 64
+
+
+def _hierarchical(directory):
+    """Whether the Verilator build in ``directory`` (``.../<rows>x<cols>/...``) is
+    hierarchical: ``$SYSTOLICA_HIERARCHICAL`` (0/1) if set, else rows*cols >= 64*64."""
+    forced = os.environ.get("SYSTOLICA_HIERARCHICAL", "")
+    if forced in ("0", "1"):
+        return forced == "1"
+    rows, cols = (int(x) for x in directory.parent.name.split("x"))
+    return rows * cols >= HIERARCHICAL_PES
+
+
 def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None):
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "build.log"
@@ -211,6 +225,16 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None):
     args = list(VERILATOR_ARGS) if simulator == "verilator" else []
     if simulator == "verilator" and fst:
         args.append("--trace-fst")
+    if simulator == "verilator" and _hierarchical(directory):
+        # Verilate the PE once as a hierarchical block: a flat 128 x 128 BF16 tile needed
+        # more than 13 GB and kept growing; hierarchical builds it in about 4 GB. Verilator
+        # then builds the blocks itself (--build); cocotb's make step finds them built.
+        from cocotb_tools.runner import VerilatorControlFile
+
+        control = directory / "hier_blocks.vlt"
+        control.write_text(f'`verilator_config\nhier_block -module "{PE_MODULE}"\n')
+        sources.insert(0, VerilatorControlFile(control))
+        args += ["--hierarchical", "--build", "--build-jobs", "0"]
     runner = _runner(simulator)
     logging.getLogger("cocotb").setLevel(logging.WARNING)
     try:
