@@ -5,7 +5,11 @@ import os
 import pytest
 
 #: Seed of every cocotb run in the regression; replay a failure with SEED=<value> make test.
-SEED = int(os.environ.get("SEED", "20261130"))
+#: (make passes SEED on even when it is unset, as an empty string.)
+_SEED_TEXT = os.environ.get("SEED") or "20261130"
+if not _SEED_TEXT.isdigit():
+    raise pytest.UsageError(f"SEED must be a non-negative integer, not {_SEED_TEXT!r}")
+SEED = int(_SEED_TEXT)
 
 
 def pytest_report_header(config):
