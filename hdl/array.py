@@ -15,7 +15,8 @@ class SystolicArray(wiring.Component):
 
     ``PE[k][m]`` holds ``stationary[k, m]``. Moving operands enter partition row ``k`` at
     column 0 and move one column right per advance; partial sums move one row down per
-    advance, starting from zero above row 0. Column ``m`` of the bottom row therefore delivers
+    advance, and row 0 (``chain_start``) starts each column's sum with its own product, so a
+    lone -0 product stays -0 in BF16. Column ``m`` of the bottom row therefore delivers
     ``sum_k stationary[k, m] * moving[k]`` when the inputs arrive skewed (row ``k`` delayed by
     ``k`` advances); the output of column ``m`` appears ``rows + m`` advances after row 0's
     operand entered.
