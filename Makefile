@@ -12,7 +12,7 @@ STAMP  := $(VENV)/.installed
 
 # Only what you set is passed on; the defaults live in the command line tools (`--help`), so
 # they can tell a variable you set from one you did not.
-export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT
+export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES
 
 .PHONY: help venv sim waves test test-unit regress-long bench cells lint clean distclean
 
@@ -27,7 +27,8 @@ help:
 	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto)"
 	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), under a minute"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
-	@echo "make bench      build and simulation speed, 8x8 to 32x32, both simulators (minutes)"
+	@echo "make bench      build and simulation speed, 8x8 to 32x32, both simulators (minutes);"
+	@echo "                SIZES=8x8,16x16,32x32,128x128 adds the full-size tile (~35 min build)"
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
@@ -61,7 +62,7 @@ regress-long: $(STAMP)
 	$(PY) -m systolica.sim.regress --seed $(or $(SEED),1)
 
 bench: $(STAMP)
-	$(PY) -m systolica.sim.bench
+	$(PY) -m systolica.sim.bench $(if $(SIZES),--sizes $(SIZES))
 
 cells: $(STAMP)
 	$(PY) -m systolica.sim.cells
