@@ -16,7 +16,7 @@ from systolica.golden import program_cycles
 from systolica.hdl.layouts import PSUM_DEPTH
 
 from .api import Matmul, run_program
-from .errors import SimulationError, SystolicaError
+from .errors import USER_FACING, report
 from .toolchain import SIMULATORS
 
 
@@ -35,6 +35,17 @@ def _integer(minimum, env=None):
     return parse
 
 
+def add_tile_arguments(p):
+    """Add ``--sim``, ``--rows`` and ``--cols`` to parser ``p``, with defaults from SIM, ROWS
+    and COLS as ``make sim`` passes them (every workload's parser has them)."""
+    p.add_argument("--sim", choices=SIMULATORS, default=_env("SIM", "verilator"),
+                   help="simulator (default: $SIM or verilator)")
+    p.add_argument("--rows", type=_integer(1, "ROWS"), default=_env("ROWS", "8"),
+                   help="partition rows K of the tile (default: $ROWS or 8)")
+    p.add_argument("--cols", type=_integer(1, "COLS"), default=_env("COLS", "8"),
+                   help="stationary columns M of the tile (default: $COLS or 8)")
+
+
 def _env(name, default):
     value = os.environ.get(name)
     return default if value in (None, "") else value
@@ -51,12 +62,7 @@ def parser():
     p.add_argument("--workload", choices=WORKLOADS, default="random",
                    help="random (this) or minilm, a real transformer's GEMMs "
                         "(default: $WORKLOAD or minilm; --workload minilm --help)")
-    p.add_argument("--sim", choices=SIMULATORS, default=_env("SIM", "verilator"),
-                   help="simulator (default: $SIM or verilator)")
-    p.add_argument("--rows", type=_integer(1, "ROWS"), default=_env("ROWS", "8"),
-                   help="partition rows K of the tile (default: $ROWS or 8)")
-    p.add_argument("--cols", type=_integer(1, "COLS"), default=_env("COLS", "8"),
-                   help="stationary columns M of the tile (default: $COLS or 8)")
+    add_tile_arguments(p)
     p.add_argument("--dtype", choices=("int8", "bf16"), default=_env("DTYPE", "int8"),
                    help="data type of the matmuls: int8 (INT32 PSUM) or bf16 (FP32 PSUM) "
                         "(default: $DTYPE or int8)")
@@ -152,12 +158,8 @@ def main(argv=None):
         result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim,
                              waves=args.waves, seed=args.seed, idle=args.idle,
                              backpressure=args.backpressure, build_root=args.build_dir)
-    except SimulationError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except (SystolicaError, ValueError, TypeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except USER_FACING as error:
+        return report(error)
     wall = time.perf_counter() - started
     macs = args.matmuls * args.rows * args.cols * args.n
     peak = args.rows * args.cols

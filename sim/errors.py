@@ -15,3 +15,17 @@ class BuildError(SystolicaError):
 
 class SimulationError(SystolicaError):
     """The simulation ran but failed: a mismatch, a stuck tile or a crashed simulator."""
+
+
+#: Errors a command line turns into a one-line message and an exit status.
+USER_FACING = (SystolicaError, ValueError, TypeError)
+
+
+def report(error, stream=None):
+    """Print ``error: <message>`` to ``stream`` (stderr) and return the exit status for it:
+    1 for a failed simulation (:class:`SimulationError`), 2 for bad input or a missing or
+    failing tool."""
+    import sys
+
+    print(f"error: {error}", file=stream or sys.stderr)
+    return 1 if isinstance(error, SimulationError) else 2

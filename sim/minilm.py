@@ -44,7 +44,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from .errors import SimulationError, SystolicaError
+from .errors import USER_FACING, SystolicaError, report
 from .tiling import golden_tiled_matmul, run_tiled
 from .toolchain import SIMULATORS
 
@@ -809,7 +809,7 @@ def parser():
     """The argument parser of the minilm workload (argparse.ArgumentParser); defaults of
     ``--sim``, ``--rows`` and ``--cols`` come from SIM, ROWS and COLS as ``make sim``
     passes them."""
-    from .cli import _env, _integer
+    from .cli import _integer, add_tile_arguments
 
     p = argparse.ArgumentParser(
         prog="python -m systolica.sim --workload minilm",
@@ -818,12 +818,7 @@ def parser():
                     "accuracy against the FP32 model, cycles, and NeuronCore estimates.")
     p.add_argument("--workload", choices=("minilm", "random"), default="minilm",
                    help="minilm (this) or random matrices (default: $WORKLOAD or minilm)")
-    p.add_argument("--sim", choices=SIMULATORS, default=_env("SIM", "verilator"),
-                   help="simulator (default: $SIM or verilator)")
-    p.add_argument("--rows", type=_integer(1, "ROWS"), default=_env("ROWS", "8"),
-                   help="partition rows K of the tile (default: $ROWS or 8)")
-    p.add_argument("--cols", type=_integer(1, "COLS"), default=_env("COLS", "8"),
-                   help="stationary columns M of the tile (default: $COLS or 8)")
+    add_tile_arguments(p)
     p.add_argument("--layers", default="0",
                    help="encoder layers whose GEMMs run on the tile: 0..5, a list like 0,5, "
                         "or all (default: 0)")
@@ -898,12 +893,8 @@ def main(argv=None):
                         cols=args.cols, simulator=args.sim, rtl_folds=rtl_folds,
                         int8_activations=args.int8_activations, build_root=args.build_dir,
                         progress=lambda line: print(f"  {line}", flush=True))
-    except SimulationError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except (SystolicaError, ValueError, TypeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except USER_FACING as error:
+        return report(error)
     print()
     for line in format_report(run):
         print(line)

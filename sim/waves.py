@@ -47,7 +47,7 @@ from pathlib import Path
 
 from vcd.gtkw import GTKWSave, make_translation_filter
 
-from .errors import SimulationError, SystolicaError
+from .errors import USER_FACING, SimulationError, SystolicaError, report
 from .generate import TOPLEVEL
 from .runner import WAVE_FORMATS, build, default_build_root, run_tests
 from .toolchain import check_simulator_name
@@ -542,12 +542,8 @@ def main(argv=None):
           f"{args.format.upper()} ...", flush=True)
     try:
         waveform, mode, summary, status = (_run_test if args.test else _run_workload)(args)
-    except SimulationError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    except (SystolicaError, ValueError, TypeError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    except USER_FACING as error:
+        return report(error)
     if waveform is None:
         print("error: the simulator wrote no waveform", file=sys.stderr)
         return 1
