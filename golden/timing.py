@@ -1,22 +1,35 @@
-"""Cycle model of the tile, exact for back-to-back matmuls when no stream stalls.
+"""Cycle model of the tile: when each command is accepted, loads, issues and drains.
 
-The model follows the RTL's rules (``systolica.hdl.tile``):
+The model follows the RTL's rules (``systolica.hdl.tile``), with L = ``rows + cols``:
 
-- a moving beat accepted in cycle ``t`` has its result offered in cycle ``t + rows + cols``
-  (one input register, ``rows`` PE rows with the input skew folded in, ``cols - 1`` columns of
-  travel plus the matching de-skew, one result register);
-- stationary loads alternate between two buffers; load ``j`` sends ``K_j`` beats, one per
-  cycle, into buffer ``j % 2`` once that buffer is free, i.e. once the last result of matmul
-  ``j - 2`` (the previous user of the buffer) has been taken;
-- matmul ``j``'s first moving beat is accepted once its load has completed (the cycle after
-  the last stationary beat) and once matmul ``j - 1``'s beats are all in; then one beat per
-  cycle.
+- commands are taken one per cycle into a queue of two (:data:`COMMAND_QUEUE_DEPTH`); a
+  rejected command (see :func:`~systolica.golden.command.command_error`) takes one cycle and
+  nothing else; a queued command leaves the queue when it issues its first beat;
+- stationary loads run in command order, ``K`` beats one per cycle, from the cycle after
+  their command was taken, once the previous load is done and once their buffer is free:
+  buffers alternate, and a buffer frees the cycle after the last result of the matmul
+  two loads back has been taken;
+- a command issues its beats one per cycle (moving beats of a matmul, PSUM reads of a READ)
+  once the previous command has issued all of its beats and, for a matmul, the cycle after
+  its load completed;
+- a beat issued in cycle ``t`` has its result offered in cycle ``t + L``; the whole
+  pipeline (issue included) stalls in a cycle where a result is offered and not taken.
+
+:func:`command_schedule` computes the stamps by the recurrence above when no result is
+refused, and by stepping the same rules cycle by cycle when a ``result_ready`` pattern is
+given (random backpressure). Stream drivers are assumed to offer every beat as soon as the
+previous one is taken (no idle cycles on the input streams).
 
 Cycle 0 is the first cycle in which the streams may transfer after reset. All figures are in
 clock cycles.
 """
 
 from dataclasses import dataclass
+
+from .command import PSUM_BANKS, PSUM_ENTRIES, Command, command_error
+
+#: Commands accepted and not yet started that the tile holds.
+COMMAND_QUEUE_DEPTH = 2
 
 
 def _check_positive(name, value):
@@ -63,44 +76,211 @@ def matmul_cycles(rows, cols, n):
 
 
 @dataclass(frozen=True)
-class MatmulTiming:
-    """Predicted cycle stamps of one matmul in a program (all in cycles from cycle 0).
+class CommandTiming:
+    """Cycle stamps of one command in a program (cycles from cycle 0).
 
     Attributes
     ----------
-    load_start : int
-        Cycle the first stationary beat is accepted.
-    load_end : int
-        Cycle the last stationary beat is accepted.
-    first_accept : int
-        Cycle the first moving beat is accepted.
-    last_accept : int
-        Cycle the last moving beat is accepted.
-    last_result : int
-        Cycle the last result is taken.
+    accept : int
+        Cycle the command beat is taken.
+    error : str or None
+        Why the tile rejected the command (then every other stamp is None).
+    load_start, load_end : int or None
+        Cycles the first and last stationary beats are taken (matmul only).
+    issues : tuple of int
+        Cycle each beat enters the pipeline, in order (``N`` of them): a matmul's moving
+        beats are accepted, a READ's beats are issued.
+    results : tuple of int
+        Cycle each result beat is taken, in order (``N`` of them).
     """
 
-    load_start: int
-    load_end: int
-    first_accept: int
-    last_accept: int
-    last_result: int
+    accept: int
+    error: str | None = None
+    load_start: int | None = None
+    load_end: int | None = None
+    issues: tuple = ()
+    results: tuple = ()
+
+    @property
+    def first_issue(self):
+        """Cycle the first beat enters the pipeline (int or None)."""
+        return self.issues[0] if self.issues else None
+
+    @property
+    def last_issue(self):
+        """Cycle the last beat enters the pipeline (int or None)."""
+        return self.issues[-1] if self.issues else None
+
+    @property
+    def last_result(self):
+        """Cycle the last result is taken (int or None)."""
+        return self.results[-1] if self.results else None
 
 
-def program_schedule(rows, cols, shapes):
-    """Predict every matmul's cycle stamps for a back-to-back program without stalls.
+def _checked(commands, rows, cols, banks, entries):
+    commands = list(commands)
+    for j, command in enumerate(commands):
+        if not isinstance(command, Command):
+            raise TypeError(f"command {j} must be a systolica.golden.Command, "
+                            f"not {type(command).__name__}")
+    return commands, [command_error(c, rows=rows, cols=cols, banks=banks, entries=entries)
+                      for c in commands]
+
+
+def _recurrence(commands, errors, latency):
+    out = []
+    accept = -1
+    started = []           # first_issue of each accepted legal command, in order
+    prev_load_end = -1     # last load's end
+    matmul_results = []    # last_result of each legal matmul, in order
+    prev_issue = -1        # last_issue of the previous legal command
+    for command, error in zip(commands, errors, strict=True):
+        accept += 1
+        if len(started) >= COMMAND_QUEUE_DEPTH:
+            accept = max(accept, started[-COMMAND_QUEUE_DEPTH] + 1)
+        if error is not None:
+            out.append(CommandTiming(accept, error))
+            continue
+        load_start = load_end = None
+        first = max(accept + 1, prev_issue + 1)
+        if command.op == "matmul":
+            load_start = max(accept + 1, prev_load_end + 1)
+            if len(matmul_results) >= 2:
+                load_start = max(load_start, matmul_results[-2] + 1)
+            load_end = prev_load_end = load_start + command.k - 1
+            first = max(first, load_end + 1)
+        last = prev_issue = first + command.n - 1
+        results = tuple(range(first + latency, last + latency + 1))
+        if command.op == "matmul":
+            matmul_results.append(results[-1])
+        started.append(first)
+        out.append(CommandTiming(accept, None, load_start, load_end,
+                                 tuple(range(first, last + 1)), results))
+    return out
+
+
+def _stepped(commands, errors, latency, result_ready, max_cycles):
+    stamps = [dict(accept=None, error=e, load_start=None, load_end=None, issues=[],
+                   results=[]) for e in errors]
+    queue = []                  # [command index, loaded]
+    offered = 0                 # next command the driver offers
+    load_buf = use_buf = 0
+    load_row = 0
+    busy = [False, False]
+    running = None              # [command index, beats left after the current one, sel]
+    tokens = [None] * latency   # (command index, last, read, sel) or None; [-1] is offered
+    remaining = sum(c.n for c, e in zip(commands, errors, strict=True) if e is None)
+    cycle = 0
+    while remaining:
+        if cycle >= max_cycles:
+            raise RuntimeError(f"timing model made no progress in {max_cycles} cycles")
+        out = tokens[-1]
+        ready = bool(result_ready(cycle))
+        advance = out is None or ready
+        # Combinational decisions from the current state.
+        take_command = offered < len(commands) and len(queue) < COMMAND_QUEUE_DEPTH
+        target = next((i for i, (j, done) in enumerate(queue) if not done), None)
+        load = target is not None and not busy[load_buf]
+        load_done = load and load_row == commands[queue[target][0]].k - 1
+        head = queue[0] if queue else None
+        issue = None
+        if advance:
+            if running is not None:
+                issue = running
+            elif head is not None and head[1]:
+                j = head[0]
+                issue = [j, commands[j].n - 1, use_buf]
+        # Sequential update.
+        if out is not None and ready:
+            j, last, read, sel = out
+            stamps[j]["results"].append(cycle)
+            remaining -= 1
+            if last and not read:
+                busy[sel] = False
+        if advance:
+            token = None
+            if issue is not None:
+                j, left, sel = issue
+                read = commands[j].op == "read"
+                token = (j, left == 0, read, sel)
+                if not stamps[j]["issues"]:
+                    queue.pop(0)
+                    if target is not None:
+                        target -= 1
+                    if not read:
+                        busy[use_buf] = True
+                        use_buf ^= 1
+                stamps[j]["issues"].append(cycle)
+                running = None if left == 0 else [j, left - 1, sel]
+            tokens = [token] + tokens[:-1]
+        if load:
+            j = queue[target][0]
+            if load_row == 0:
+                stamps[j]["load_start"] = cycle
+            load_row += 1
+            if load_done:
+                stamps[j]["load_end"] = cycle
+                queue[target][1] = True
+                load_row = 0
+                load_buf ^= 1
+        if take_command:
+            stamps[offered]["accept"] = cycle
+            if errors[offered] is None:
+                queue.append([offered, commands[offered].op == "read"])
+            offered += 1
+        cycle += 1
+    while offered < len(commands):      # rejected commands after the last result
+        if len(queue) < COMMAND_QUEUE_DEPTH:
+            stamps[offered]["accept"] = cycle
+            offered += 1
+        cycle += 1
+    return [CommandTiming(**{**s, "issues": tuple(s["issues"]), "results": tuple(s["results"])})
+            for s in stamps]
+
+
+def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
+                     result_ready=None, max_cycles=10_000_000):
+    """Predict every command's cycle stamps (see the module docstring for the rules).
 
     Parameters
     ----------
     rows, cols : int
         Tile size in PEs.
-    shapes : sequence of (int, int)
-        ``(K, N)`` of each matmul in order: stationary partition rows (1 <= K <= rows) and
-        moving beats (N >= 1). M does not affect timing.
+    commands : sequence of Command
+        The program, in order.
+    banks, entries : int
+        PSUM geometry (decides which commands are rejected).
+    result_ready : callable or None
+        ``result_ready(cycle) -> bool``: whether the result stream's consumer is ready in
+        that cycle. ``None`` means always ready (the closed recurrence is used).
+    max_cycles : int
+        Give up (``RuntimeError``) after this many stepped cycles.
 
     Returns
     -------
-    list of MatmulTiming
+    list of CommandTiming
+
+    Raises
+    ------
+    ValueError
+        If a size is not a positive integer.
+    TypeError
+        If an element of ``commands`` is not a :class:`Command`.
+    """
+    latency = tile_latency(rows, cols)
+    _check_positive("banks", banks)
+    _check_positive("entries", entries)
+    commands, errors = _checked(commands, rows, cols, banks, entries)
+    if result_ready is None:
+        return _recurrence(commands, errors, latency)
+    return _stepped(commands, errors, latency, result_ready, max_cycles)
+
+
+def program_schedule(rows, cols, shapes):
+    """Predict the stamps of back-to-back matmuls of the given ``(K, N)`` shapes, no stalls.
+
+    Each matmul overwrites PSUM bank 0 from entry 0 with ``M = cols``; bank and M do not
+    affect timing. Returns a list of :class:`CommandTiming`.
 
     Raises
     ------
@@ -108,20 +288,14 @@ def program_schedule(rows, cols, shapes):
         If a size is not a positive integer or K exceeds ``rows``.
     """
     latency = tile_latency(rows, cols)
-    out = []
+    commands = []
     for j, (k, n) in enumerate(shapes):
         _check_positive(f"K of matmul {j}", k)
         _check_positive(f"N of matmul {j}", n)
         if k > rows:
             raise ValueError(f"K of matmul {j} is {k}, more than rows = {rows}")
-        load_start = 0 if j == 0 else out[j - 1].load_end + 1
-        if j >= 2:
-            load_start = max(load_start, out[j - 2].last_result + 1)
-        load_end = load_start + k - 1
-        first = load_end + 1 if j == 0 else max(load_end + 1, out[j - 1].last_accept + 1)
-        last = first + n - 1
-        out.append(MatmulTiming(load_start, load_end, first, last, last + latency))
-    return out
+        commands.append(Command("matmul", k=k, m=cols, n=n))
+    return _recurrence(commands, [None] * len(commands), latency)
 
 
 def program_cycles(rows, cols, shapes):

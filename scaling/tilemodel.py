@@ -24,7 +24,7 @@ moving beat and ``L = rows + cols`` the tile latency::
 
     e_j = max(e_{j-1}, a_{j-2} + L) + k_j        (shadow buffer j % 2 frees when j-2 drains)
     a_j = max(e_j, a_{j-1}) + n_j
-    cycles = a_last + L
+    cycles = a_last + L,     with e_{-1} = 1 (the first command is taken in cycle 0)
 
 so a whole program is a product of 3 x 3 max-plus matrices. Big workloads (GPT-3 on 100,000
 chips) have programs of 10^8 matmuls; the product of a repeated block is computed by repeated
@@ -45,6 +45,10 @@ from functools import lru_cache
 
 from systolica.golden.timing import tile_latency
 
+#: Cycles before the first load can begin: the first command is taken in cycle 0 and its
+#: stationary load starts the cycle after (the recurrence below starts at e = 1).
+COMMAND_CYCLES = 1
+
 NEG = None  # max-plus "minus infinity"
 
 
@@ -56,14 +60,15 @@ def _check(name, value):
 def uniform_program_cycles(rows, cols, k, n, count):
     """Exact cycles of ``count`` back-to-back matmuls, each ``(k, n)``, in closed form.
 
-    The program's cycles are ``L + k + n`` plus the longest path through ``count - 1`` steps
+    The program's cycles are ``1 + L + k + n`` (one cycle to take the first command) plus
+    the longest path through ``count - 1`` steps
     of the schedule's recurrence, where each step is one of: the next load behind the previous
     one (``k``), the next matmul's beats behind the previous one's (``n``), or, two matmuls at
     once, a load waiting for its shadow buffer to drain (``L + k + n`` for two indices). The
     best mix uses only the largest per-index weight, hence::
 
         D = count - 1, m = max(k, n), L = rows + cols
-        cycles = L + k + n + max(D * m, (D // 2) * (L + k + n) + (D % 2) * m)
+        cycles = 1 + L + k + n + max(D * m, (D // 2) * (L + k + n) + (D % 2) * m)
 
     The second term wins when ``L + k + n > 2 * max(k, n)``: short matmuls (small N, e.g.
     decode) whose next-but-one stationary waits for a buffer to drain.
@@ -97,7 +102,8 @@ def uniform_program_cycles(rows, cols, k, n, count):
         raise ValueError(f"k is {k}, more than rows = {rows}")
     d = count - 1
     m = max(k, n)
-    return latency + k + n + max(d * m, (d // 2) * (latency + k + n) + (d % 2) * m)
+    return (COMMAND_CYCLES + latency + k + n
+            + max(d * m, (d // 2) * (latency + k + n) + (d % 2) * m))
 
 
 # ----- max-plus algebra on 3 x 3 matrices over (e_j, a_j, a_{j-1}) ------------------------------
@@ -149,9 +155,10 @@ def _block(latency, runs):
 
 
 def _finish(latency, matrix):
-    # Start state before matmul 0: e = 0 (cycle 0), no earlier matmul (a = a_prev = -inf).
+    # Start state before matmul 0: e = COMMAND_CYCLES (the first load starts the cycle after
+    # its command is taken in cycle 0), no earlier matmul (a = a_prev = -inf).
     a_last = matrix[1][0]
-    return a_last + latency
+    return COMMAND_CYCLES + a_last + latency
 
 
 def periodic_program_cycles(rows, cols, period, repeats=1):

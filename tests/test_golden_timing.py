@@ -1,8 +1,18 @@
 """Unit tier: the no-stall cycle model's formulas and argument checks."""
 
+import random
+
 import pytest
 
-from systolica.golden import matmul_cycles, program_cycles, program_schedule, tile_latency
+from systolica.golden import (
+    Command,
+    command_error,
+    command_schedule,
+    matmul_cycles,
+    program_cycles,
+    program_schedule,
+    tile_latency,
+)
 
 
 def test_latency_is_rows_plus_cols():
@@ -28,11 +38,13 @@ def test_bad_n_rejected():
 
 
 def test_schedule_hides_loads_behind_long_matmuls():
-    # Loads of 4 rows hide behind 20-beat matmuls: after the first, one beat per cycle.
+    # Command 0 is taken in cycle 0, its 4 rows load in cycles 1-4; later loads hide
+    # behind 20-beat matmuls: after the first, one beat per cycle.
     schedule = program_schedule(4, 4, [(4, 20)] * 5)
-    firsts = [t.first_accept for t in schedule]
-    assert firsts == [4, 24, 44, 64, 84]
-    assert program_cycles(4, 4, [(4, 20)] * 5) == 84 + 20 - 1 + 8 + 1
+    firsts = [t.first_issue for t in schedule]
+    assert firsts == [5, 25, 45, 65, 85]
+    assert [t.accept for t in schedule] == [0, 1, 6, 26, 46]   # queue of two commands
+    assert program_cycles(4, 4, [(4, 20)] * 5) == 85 + 20 - 1 + 8 + 1
 
 
 def test_schedule_waits_for_buffer_when_matmuls_are_short():
@@ -44,3 +56,85 @@ def test_schedule_waits_for_buffer_when_matmuls_are_short():
 def test_schedule_rejects_k_above_rows():
     with pytest.raises(ValueError, match="K of matmul 1 is 5, more than rows = 4"):
         program_schedule(4, 4, [(4, 1), (5, 1)])
+
+
+def test_command_error_rules_in_order():
+    check = {"rows": 4, "cols": 3, "banks": 2, "entries": 16}
+    assert command_error(Command("matmul", k=4, m=3, n=16), **check) is None
+    assert command_error(Command("matmul", k=5, m=9, n=99, bank=2), **check) == "BANK_RANGE"
+    assert command_error(Command("matmul", k=5, m=9, n=99), **check) == "K_RANGE"
+    assert command_error(Command("matmul", k=1, m=4, n=99), **check) == "M_RANGE"
+    assert command_error(Command("matmul", k=1, m=3, n=10, offset=7), **check) == "N_RANGE"
+    assert command_error(Command("read", k=0, m=0, n=16), **check) is None   # K, M unused
+    assert command_error(Command("read", n=0), **check) == "N_RANGE"
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"op": "write"}, "op must be one of matmul, read"),
+    ({"k": -1}, "k must be an integer in 0..65535"),
+    ({"n": 1 << 16}, "n must be an integer in 0..65535"),
+    ({"bank": 256}, "bank must be in 0..255"),
+])
+def test_bad_command_fields_are_refused(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Command(**kwargs)
+
+
+def test_rejected_command_takes_one_cycle_and_nothing_else():
+    ok = Command("matmul", k=2, m=2, n=3)
+    bad = Command("matmul", k=9, m=2, n=3)
+    with_bad = command_schedule(2, 2, [ok, bad, ok])
+    without = command_schedule(2, 2, [ok, ok])
+    assert with_bad[1].error == "K_RANGE" and with_bad[1].results == ()
+    assert with_bad[1].accept == 1 and with_bad[2].accept == 2
+    # The legal matmuls run as if the rejected command had not been there.
+    assert with_bad[2].issues == without[1].issues
+    assert with_bad[2].results == without[1].results
+
+
+def test_read_follows_the_previous_command_and_takes_no_load():
+    matmul = Command("matmul", k=3, m=2, n=4)
+    read = Command("read", n=5)
+    first, second = command_schedule(3, 2, [matmul, read])
+    assert second.load_start is None
+    assert second.issues == tuple(range(first.last_issue + 1, first.last_issue + 6))
+    assert second.results[0] == second.issues[0] + 5           # rows + cols later
+
+
+def test_queue_of_two_holds_back_the_third_command():
+    long = Command("matmul", k=1, m=1, n=50)
+    schedule = command_schedule(1, 1, [long] * 4)
+    # Commands 0 and 1 are taken at once; 2 waits for 0 to start, 3 for 1 to start.
+    assert [t.accept for t in schedule] == [0, 1, schedule[0].first_issue + 1,
+                                            schedule[1].first_issue + 1]
+
+
+@pytest.mark.parametrize("trial", range(40))
+def test_stepped_model_equals_the_recurrence_without_stalls(trial):
+    rng = random.Random(trial)
+    rows, cols = rng.randint(1, 5), rng.randint(1, 5)
+    commands = []
+    for _ in range(rng.randint(1, 12)):
+        if rng.random() < 0.3:
+            commands.append(Command("read", n=rng.randint(1, 9), offset=rng.randint(0, 9),
+                                    bank=rng.randint(0, 8)))
+        else:
+            commands.append(Command("matmul", k=rng.randint(0, rows + 1), m=1,
+                                    n=rng.randint(1, 20), bank=rng.randint(0, 8)))
+    assert command_schedule(rows, cols, commands) == command_schedule(
+        rows, cols, commands, result_ready=lambda cycle: True)
+
+
+def test_backpressure_delays_results_by_the_refused_cycles():
+    commands = [Command("matmul", k=2, m=2, n=3)]
+    free = command_schedule(2, 2, commands)[0]
+    blocked = command_schedule(2, 2, commands,
+                               result_ready=lambda c: c >= free.results[0] + 4)[0]
+    assert blocked.results == tuple(r + 4 for r in free.results)
+
+
+def test_schedule_arguments_are_checked():
+    with pytest.raises(TypeError, match="command 0 must be a systolica.golden.Command"):
+        command_schedule(2, 2, [(2, 3)])
+    with pytest.raises(ValueError, match="banks must be a positive integer"):
+        command_schedule(2, 2, [], banks=0)

@@ -31,21 +31,21 @@ def test_uniform_closed_form_equals_program_cycles_on_a_grid():
 
 
 def test_uniform_closed_form_buffer_reuse_by_hand():
-    # rows = cols = 4, k = 4, n = 1: L = 8. Loads 0 and 1 run back to back (cycles 0-7);
-    # matmul 0's beat at cycle 4, result at 12; load 2 waits for it: starts at 13.
-    # Each further pair of matmuls costs L + k + n = 13 cycles.
-    assert program_cycles(4, 4, [(4, 1)] * 3) == 13 + 4 + 1 + 8
-    assert uniform_program_cycles(4, 4, 4, 1, 3) == 26
+    # rows = cols = 4, k = 4, n = 1: L = 8. Command 0 is taken in cycle 0; loads 0 and 1
+    # run back to back (cycles 1-8); matmul 0's beat at cycle 5, result at 13; load 2 waits
+    # for it: starts at 14. Each further pair of matmuls costs L + k + n = 13 cycles.
+    assert program_cycles(4, 4, [(4, 1)] * 3) == 14 + 4 + 1 + 8
+    assert uniform_program_cycles(4, 4, 4, 1, 3) == 27
     # 128 x 128 decode-like: N = 1 is limited by the shadow buffer, not by the loads alone.
     count = 1000
     value = uniform_program_cycles(128, 128, 128, 1, count)
-    assert value == 256 + 128 + 1 + (count - 1) // 2 * (256 + 128 + 1) + 128
+    assert value == 1 + 256 + 128 + 1 + (count - 1) // 2 * (256 + 128 + 1) + 128
     assert value > count * 128  # slower than back-to-back loads
 
 
 def test_uniform_closed_form_long_matmuls_stream_back_to_back():
     # N = 512 >> L: one beat per cycle after the first load; the last result L cycles later.
-    assert uniform_program_cycles(128, 128, 128, 512, 10) == 128 + 10 * 512 + 256
+    assert uniform_program_cycles(128, 128, 128, 512, 10) == 1 + 128 + 10 * 512 + 256
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -83,7 +83,7 @@ def test_huge_program_is_exact_and_fast():
     # 2^40 identical matmuls: periodic and closed form agree (program_cycles cannot run it).
     big = 1 << 40
     assert periodic_program_cycles(128, 128, [(128, 512, 1)], big) == \
-        uniform_program_cycles(128, 128, 128, 512, big) == 128 + big * 512 + 256
+        uniform_program_cycles(128, 128, 128, 512, big) == 1 + 128 + big * 512 + 256
 
 
 def test_scalesim_ws_formula_by_hand():

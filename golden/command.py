@@ -1,0 +1,89 @@
+"""The tile's commands and the checks that accept or reject them (reference for the RTL).
+
+A program is a sequence of :class:`Command`: ``matmul`` (LoadStationary of ``K`` rows, then
+MultiplyMoving of ``N`` columns into PSUM entries ``offset .. offset + N - 1`` of ``bank``)
+or ``read`` (stream those PSUM entries out). :func:`command_error` is the rule the RTL's
+command check implements (``systolica.hdl.tile``), in the same order, with the same names
+as its ``ErrorCode``.
+
+PSUM geometry defaults follow the NeuronCore: 8 banks of 512 FP32 entries per partition
+(2 KiB per bank; AWS Neuron documentation, NKI programming model, "Memory hierarchy",
+PSUM).
+"""
+
+from dataclasses import dataclass
+
+#: PSUM banks per partition on the NeuronCore, and the tile's default.
+PSUM_BANKS = 8
+#: PSUM entries (FP32 words) per bank on the NeuronCore, and the tile's default.
+PSUM_ENTRIES = 512
+#: Command opcodes.
+OPS = ("matmul", "read")
+#: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
+ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One tile command.
+
+    Attributes
+    ----------
+    op : str
+        ``"matmul"`` or ``"read"``.
+    k, m : int
+        Stationary partition rows (1..rows) and free size (1..cols); unused by ``read``.
+    n : int
+        Moving columns of a matmul, or PSUM entries a read sends (1..entries - offset).
+    bank, offset : int
+        PSUM region: first entry ``offset`` of bank ``bank``.
+    dtype : str
+        ``"int8"`` or ``"bf16"`` (matmul only).
+    ftz : bool
+        Flush subnormals to zero (BF16 matmul only).
+    accumulate : bool
+        Add into PSUM instead of overwriting (matmul only).
+    """
+
+    op: str = "matmul"
+    k: int = 1
+    m: int = 1
+    n: int = 1
+    bank: int = 0
+    offset: int = 0
+    dtype: str = "int8"
+    ftz: bool = False
+    accumulate: bool = False
+
+    def __post_init__(self):
+        if self.op not in OPS:
+            raise ValueError(f"op must be one of {', '.join(OPS)}, not {self.op!r}")
+        for name in ("k", "m", "n", "bank", "offset"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 16:
+                raise ValueError(f"{name} must be an integer in 0..65535, not {value!r}")
+        if self.bank >= 256:
+            raise ValueError(f"bank must be in 0..255 (8-bit field), not {self.bank}")
+
+
+def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES):
+    """Why a ``rows x cols`` tile with ``banks x entries`` PSUM rejects ``command``, or None.
+
+    Checked in order: ``"BANK_RANGE"`` (bank >= banks), ``"K_RANGE"`` (matmul with K = 0 or
+    K > rows), ``"M_RANGE"`` (matmul with M = 0 or M > cols), ``"N_RANGE"`` (N = 0 or
+    offset + N > entries: the region leaves its bank).
+
+    Returns
+    -------
+    str or None
+    """
+    matmul = command.op == "matmul"
+    if command.bank >= banks:
+        return "BANK_RANGE"
+    if matmul and not 1 <= command.k <= rows:
+        return "K_RANGE"
+    if matmul and not 1 <= command.m <= cols:
+        return "M_RANGE"
+    if command.n < 1 or command.offset + command.n > entries:
+        return "N_RANGE"
+    return None
