@@ -15,7 +15,16 @@ Blocks, one module each:
 from .array import SystolicArray
 from .bf16_mul import Bf16Multiplier
 from .fp32_add import Fp32Adder
-from .layouts import DType, moving_layout, result_layout, stationary_layout
+from .layouts import (
+    DType,
+    ErrorCode,
+    Op,
+    command_layout,
+    moving_layout,
+    result_layout,
+    stationary_layout,
+    status_layout,
+)
 from .pe import ProcessingElement
 from .psum import Psum
 from .skew import SkewBuffer
@@ -24,13 +33,17 @@ from .tile import Tile
 __all__ = [
     "Bf16Multiplier",
     "DType",
+    "ErrorCode",
     "Fp32Adder",
+    "Op",
     "ProcessingElement",
     "Psum",
     "SkewBuffer",
     "SystolicArray",
     "Tile",
+    "command_layout",
     "moving_layout",
     "result_layout",
     "stationary_layout",
+    "status_layout",
 ]

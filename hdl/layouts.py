@@ -4,6 +4,10 @@ These layouts are the single source of truth for the bit packing of every stream
 is built from them and the cocotb testbench packs and unpacks beats through them
 (``layout.const({...}).as_bits()`` and ``layout.from_bits(raw)``).
 
+A matmul is one command on the ``command`` stream plus ``K`` beats on ``stationary`` and ``N``
+beats on ``moving``; the command carries everything else (data type, FTZ, accumulate, PSUM
+bank and offset, K, M, N), so data beats carry only data.
+
 Operand lanes are 16 raw bits: a BF16 value's bit pattern, or an INT8 value in bits [7:0]
 (bits [15:8] are ignored). PSUM lanes are 32 raw bits: an INT32 (two's complement) or an FP32
 bit pattern, by the data type of the matmul that wrote them.
@@ -16,8 +20,15 @@ from amaranth.lib import data, enum
 OPERAND_WIDTH = 16
 #: Width of one PSUM word in bits (INT32 or FP32).
 PSUM_WIDTH = 32
-#: PSUM entries per column: one per moving column n of a matmul (NeuronCore: 512 per bank).
-PSUM_DEPTH = 512
+#: PSUM banks per column (NeuronCore: 8 banks of 2 KiB per partition; NKI programming
+#: model, "PSUM" in the memory hierarchy section).
+PSUM_BANKS = 8
+#: PSUM entries per bank: the largest N of one matmul (NeuronCore: 512 FP32 per bank).
+PSUM_ENTRIES = 512
+#: Bits of the command's ``bank`` field (so at most 256 banks can be addressed).
+BANK_WIDTH = 8
+#: Bits of the command's ``k``, ``m``, ``n`` and ``offset`` fields.
+SIZE_WIDTH = 16
 
 
 class DType(enum.Enum, shape=1):
@@ -25,6 +36,28 @@ class DType(enum.Enum, shape=1):
 
     INT8 = 0
     BF16 = 1
+
+
+class Op(enum.Enum, shape=1):
+    """Command opcode: a matmul, or a read-out of a PSUM region."""
+
+    MATMUL = 0
+    READ = 1
+
+
+class ErrorCode(enum.Enum, shape=3):
+    """Why the tile rejected a command (``status.error``), checked in this order.
+
+    ``BANK_RANGE``: bank >= the tile's bank count. ``K_RANGE``: K = 0 or K > rows (matmul).
+    ``M_RANGE``: M = 0 or M > cols (matmul). ``N_RANGE``: N = 0 or offset + N > entries per
+    bank (the region leaves its bank).
+    """
+
+    NONE = 0
+    BANK_RANGE = 1
+    K_RANGE = 2
+    M_RANGE = 3
+    N_RANGE = 4
 
 
 def _check_positive(name, value):
@@ -35,10 +68,10 @@ def _check_positive(name, value):
 def stationary_layout(cols):
     """Layout of one LoadStationary beat: one partition row of the stationary matrix.
 
-    Beat ``k`` of a load carries ``stationary[k, :]`` (``cols`` 16-bit operand lanes, lanes
-    ``>= M`` padded with zeros) in the data type of the matmul that will use it. ``last``
-    marks row ``K - 1``; the rows after it are marked inactive and pass partial sums through
-    unchanged.
+    Beat ``k`` of a load carries ``stationary[k, :]`` (``cols`` 16-bit operand lanes) in the
+    data type of the matmul that will use it. A load is ``K`` beats (``K`` from the command);
+    lanes ``>= M`` are ignored (loaded as zeros), and partition rows ``>= K`` are marked
+    inactive and pass partial sums through unchanged.
 
     Raises
     ------
@@ -48,7 +81,6 @@ def stationary_layout(cols):
     _check_positive("cols", cols)
     return data.StructLayout({
         "data": data.ArrayLayout(unsigned(OPERAND_WIDTH), cols),
-        "last": 1,
     })
 
 
@@ -56,9 +88,7 @@ def moving_layout(rows):
     """Layout of one MultiplyMoving beat: one unskewed K-vector of the moving matrix.
 
     Beat ``n`` of a matmul carries ``moving[:, n]`` (``rows`` 16-bit operand lanes, lanes
-    ``>= K`` padded with zeros). ``last`` marks the final column ``N - 1``. ``dtype``,
-    ``ftz`` (flush subnormals to zero, BF16 only) and ``accumulate`` (add into PSUM instead
-    of overwriting it) are read from the first beat of each matmul and apply to all of it.
+    ``>= K`` padded with zeros). A matmul is ``N`` beats (``N`` from the command).
 
     Raises
     ------
@@ -68,18 +98,16 @@ def moving_layout(rows):
     _check_positive("rows", rows)
     return data.StructLayout({
         "data": data.ArrayLayout(unsigned(OPERAND_WIDTH), rows),
-        "last": 1,
-        "dtype": DType,
-        "ftz": 1,
-        "accumulate": 1,
     })
 
 
 def result_layout(cols):
-    """Layout of one result beat: the PSUM column ``psum[:, n]`` after the matmul.
+    """Layout of one result beat: one PSUM entry, ``cols`` 32-bit lanes.
 
-    ``cols`` 32-bit lanes (INT32 or FP32 bit patterns); ``last`` is set on the result of the
-    moving beat that carried ``last``.
+    A matmul sends one beat per moving beat: PSUM entry ``offset + n`` of its bank after the
+    matmul wrote it. A READ sends the stored entries ``offset .. offset + N - 1``. Lanes are
+    INT32 or FP32 bit patterns (by the data type of the matmul that wrote them); ``last`` is
+    set on the final beat of each command.
 
     Raises
     ------
@@ -91,3 +119,35 @@ def result_layout(cols):
         "data": data.ArrayLayout(unsigned(PSUM_WIDTH), cols),
         "last": 1,
     })
+
+
+def command_layout():
+    """Layout of one command beat (the same for every tile size).
+
+    Fields: ``op`` (:class:`Op`), ``dtype`` (:class:`DType`), ``ftz`` (flush subnormal
+    inputs, products and sums to zero; BF16 only), ``accumulate`` (add into PSUM instead of
+    overwriting it), ``bank`` (PSUM bank, ``BANK_WIDTH`` bits), ``offset`` (first PSUM entry
+    in the bank), ``k``, ``m``, ``n`` (``SIZE_WIDTH`` bits each: partition rows of the
+    stationary, its free size, moving beats). A READ uses ``bank``, ``offset`` and ``n``
+    only.
+    """
+    return data.StructLayout({
+        "op": Op,
+        "dtype": DType,
+        "ftz": 1,
+        "accumulate": 1,
+        "bank": unsigned(BANK_WIDTH),
+        "offset": unsigned(SIZE_WIDTH),
+        "k": unsigned(SIZE_WIDTH),
+        "m": unsigned(SIZE_WIDTH),
+        "n": unsigned(SIZE_WIDTH),
+    })
+
+
+def status_layout():
+    """Layout of the tile's ``status`` output.
+
+    ``rejected``: number of commands rejected since reset (16 bits, wraps). ``error``: the
+    :class:`ErrorCode` of the most recent rejection (``NONE`` until the first).
+    """
+    return data.StructLayout({"rejected": unsigned(16), "error": ErrorCode})

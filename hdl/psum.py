@@ -6,13 +6,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fp32_add import Fp32Adder
-from .layouts import PSUM_DEPTH, PSUM_WIDTH, _check_positive
+from .layouts import PSUM_BANKS, PSUM_ENTRIES, PSUM_WIDTH, _check_positive
 
 
 class Psum(wiring.Component):
-    """``depth`` entries of ``cols`` 32-bit words; one entry per moving column ``n``.
+    """``depth`` entries of ``cols`` 32-bit words (all banks, bank ``b`` entry ``e`` at address
+    ``b * entries + e``); one entry per moving column ``n`` of a matmul.
 
-    Each cycle it offers ``result`` for entry ``addr``: the incoming ``column`` itself
+    Each cycle it offers ``result`` for entry ``addr``: with ``read``, the stored entry
+    itself (a read-out; ``write`` must then be low); otherwise the incoming ``column``
     (overwrite: the stored entry is not read) or, with ``accumulate``, the stored entry plus
     ``column`` (INT32 wrapping add, or FP32 add with round-to-nearest-even when ``bf16``, with
     flush-to-zero when ``ftz``; ``stored + column`` in that order). ``write`` stores ``result``
@@ -23,14 +25,14 @@ class Psum(wiring.Component):
     cols : int
         Words per entry (the tile's columns), >= 1.
     depth : int
-        Entries, >= 1 (512 on the real engine, per bank).
+        Entries over all banks, >= 1 (default 8 banks x 512, as on the real engine).
 
     Members
     -------
     addr : In(range(depth))
     column : In(ArrayLayout(32, cols))
         Result column from the array (INT32 or FP32 bits).
-    accumulate, bf16, ftz, write : In(1)
+    read, accumulate, bf16, ftz, write : In(1)
     result : Out(ArrayLayout(32, cols))
         The new PSUM entry.
 
@@ -40,7 +42,7 @@ class Psum(wiring.Component):
         If ``cols`` or ``depth`` is not a positive integer.
     """
 
-    def __init__(self, cols, depth=PSUM_DEPTH):
+    def __init__(self, cols, depth=PSUM_BANKS * PSUM_ENTRIES):
         _check_positive("cols", cols)
         _check_positive("psum_depth", depth)
         self._cols, self._depth = cols, depth
@@ -48,6 +50,7 @@ class Psum(wiring.Component):
         super().__init__({
             "addr": In(range(depth)),
             "column": In(words),
+            "read": In(1),
             "accumulate": In(1),
             "bf16": In(1),
             "ftz": In(1),
@@ -76,7 +79,8 @@ class Psum(wiring.Component):
                 adder.b.eq(self.column[c]),
                 adder.ftz.eq(self.ftz),
                 int_sum.eq(read.data[c] + self.column[c]),
-                self.result[c].eq(Mux(self.accumulate, Mux(self.bf16, adder.sum, int_sum),
-                                      self.column[c])),
+                self.result[c].eq(Mux(self.read, read.data[c],
+                                      Mux(self.accumulate, Mux(self.bf16, adder.sum, int_sum),
+                                          self.column[c]))),
             ]
         return m

@@ -1,4 +1,4 @@
-"""The tile top: streams, stationary double-buffering, skew, array, de-skew, PSUM."""
+"""The tile top: command queue, stationary double-buffering, skew, array, de-skew, PSUM."""
 
 from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
@@ -6,45 +6,63 @@ from amaranth.lib.wiring import In, Out
 
 from .array import SystolicArray
 from .layouts import (
+    BANK_WIDTH,
     OPERAND_WIDTH,
-    PSUM_DEPTH,
+    PSUM_BANKS,
+    PSUM_ENTRIES,
     PSUM_WIDTH,
+    SIZE_WIDTH,
     DType,
+    ErrorCode,
+    Op,
     _check_positive,
+    command_layout,
     moving_layout,
     result_layout,
     stationary_layout,
+    status_layout,
 )
 from .psum import Psum
 from .skew import SkewBuffer
+
+#: Commands the tile holds that have been accepted and not started (the command queue).
+COMMAND_QUEUE_DEPTH = 2
 
 
 class Tile(wiring.Component):
     """A weight-stationary tensor-engine tile computing ``stationary.T @ moving`` into PSUM.
 
-    Each matmul is INT8 x INT8 -> INT32 or BF16 x BF16 -> FP32, chosen per matmul; the same
-    hardware runs both back to back. Protocol (all three streams are
-    ``amaranth.lib.stream`` valid/ready streams; a beat transfers on a cycle where both
-    ``valid`` and ``ready`` are high):
+    Each matmul is INT8 x INT8 -> INT32 or BF16 x BF16 -> FP32, chosen per command; the same
+    hardware runs both back to back. Four streams (``amaranth.lib.stream`` valid/ready; a
+    beat transfers on a cycle where both are high) and a status output:
 
-    * **LoadStationary** (``stationary``): ``K`` beats, beat ``k`` = ``stationary[k, :]`` in
-      the data type of the matmul that will use it, ``last`` on beat ``K - 1``. A load
-      completes on ``last`` or on beat ``rows - 1``, whichever comes first; partition rows
-      ``>= K`` are then inactive (they pass partial sums through). Loads fill two stationary
-      buffers alternately; a load waits (``ready`` low) while its buffer still holds a
-      stationary that no matmul has used yet, or one that the array is still computing with.
-    * **MultiplyMoving** (``moving``): ``N`` beats, beat ``n`` = ``moving[:, n]`` unskewed,
-      ``last`` on beat ``N - 1``; the first beat's ``dtype``, ``ftz`` and ``accumulate``
-      apply to the whole matmul. A matmul uses the oldest loaded stationary; its first beat
-      waits until one is loaded. The next stationary can load in the background meanwhile.
-    * **Result** (``result``): one beat per moving beat, in order: PSUM entry ``n`` after
-      the matmul (``cols`` INT32 or FP32 lanes), ``last`` copied from the moving beat.
-      Beat ``n`` of a matmul writes PSUM entry ``n mod psum_depth``; ``accumulate`` adds the
+    * **command**: one beat per command (:func:`~.layouts.command_layout`). Each command is
+      checked when it is accepted; an illegal one (bank >= ``psum_banks``; for a matmul
+      K = 0 or K > ``rows``, M = 0 or M > ``cols``; N = 0 or ``offset + N`` >
+      ``psum_entries``) is dropped: it takes no stationary or moving beats, sends no
+      results, and increments ``status.rejected`` with ``status.error`` set to its
+      :class:`~.layouts.ErrorCode`. Legal commands wait in a queue of
+      :data:`COMMAND_QUEUE_DEPTH` and execute in order; ``ready`` is low while it is full.
+    * **stationary** (LoadStationary): ``K`` beats per matmul, beat ``k`` =
+      ``stationary[k, :]``, lanes ``>= M`` ignored. Loads run in command order into two
+      stationary buffers alternately, as soon as the matmul's command is queued and its
+      buffer is free: a buffer is free once the last result of the matmul that used it has
+      left the tile. So the next stationary loads while the current matmul streams.
+    * **moving** (MultiplyMoving): ``N`` beats per matmul, beat ``n`` = ``moving[:, n]``
+      unskewed. A matmul starts once its stationary is loaded and the previous command has
+      sent all its beats into the array; then one beat per cycle.
+    * **result**: one beat per moving beat, in order: PSUM entry ``offset + n`` of the
+      command's bank after the matmul (``cols`` INT32 or FP32 lanes). ``accumulate`` adds the
       column into the stored entry, otherwise the entry is overwritten without being read.
+      A READ command sends stored entries ``offset .. offset + N - 1`` of its bank, one per
+      cycle, through the same pipeline (so it follows every earlier matmul's writes).
+      ``last`` marks each command's final beat.
+    * **status**: :func:`~.layouts.status_layout` (rejected-command count, last error).
 
-    The pipeline stalls as a whole while a result is offered and not taken. Latency from the
-    cycle a moving beat is accepted to the cycle its result is first offered is
-    :attr:`latency` = ``rows + cols`` cycles when nothing stalls.
+    The pipeline stalls as a whole while a result is offered and not taken (loads and
+    commands go on). Latency from the cycle a moving beat is accepted (or a READ beat
+    issued) to the cycle its result is first offered is :attr:`latency` = ``rows + cols``
+    cycles when nothing stalls.
 
     Parameters
     ----------
@@ -52,36 +70,50 @@ class Tile(wiring.Component):
         Partition (contraction, K) dimension, >= 1 (128 on the real engine).
     cols : int
         Stationary free size (M), >= 1 (128 on the real engine).
-    psum_depth : int
-        PSUM entries (the largest N that accumulates without wrapping), default 512.
+    psum_banks : int
+        PSUM banks, 1..256 (default 8, as on the real engine).
+    psum_entries : int
+        PSUM entries per bank, the largest N of one matmul, 1..65535 (default 512).
     pe_module : str or None
         Passed to :class:`SystolicArray`: ``None`` for Amaranth PE submodules, or the Verilog
         module name to instantiate each PE as.
 
     Members
     -------
+    command : In(stream.Signature(command_layout()))
     stationary : In(stream.Signature(stationary_layout(cols)))
     moving : In(stream.Signature(moving_layout(rows)))
     result : Out(stream.Signature(result_layout(cols)))
+    status : Out(status_layout())
 
     Raises
     ------
     ValueError
-        If ``rows``, ``cols`` or ``psum_depth`` is not a positive integer.
+        If a size is not a positive integer or is outside the ranges above.
     """
 
-    def __init__(self, rows, cols, *, psum_depth=PSUM_DEPTH, pe_module=None):
+    def __init__(self, rows, cols, *, psum_banks=PSUM_BANKS, psum_entries=PSUM_ENTRIES,
+                 pe_module=None):
         _check_positive("rows", rows)
         _check_positive("cols", cols)
-        _check_positive("psum_depth", psum_depth)
+        _check_positive("psum_banks", psum_banks)
+        _check_positive("psum_entries", psum_entries)
+        if psum_banks > 1 << BANK_WIDTH:
+            raise ValueError(f"psum_banks must be at most {1 << BANK_WIDTH}, not {psum_banks}")
+        if psum_entries >= 1 << SIZE_WIDTH:
+            raise ValueError(f"psum_entries must be less than {1 << SIZE_WIDTH}, "
+                             f"not {psum_entries}")
         self._rows = rows
         self._cols = cols
-        self._psum_depth = psum_depth
+        self._psum_banks = psum_banks
+        self._psum_entries = psum_entries
         self._pe_module = pe_module
         super().__init__({
+            "command": In(stream.Signature(command_layout())),
             "stationary": In(stream.Signature(stationary_layout(cols))),
             "moving": In(stream.Signature(moving_layout(rows))),
             "result": Out(stream.Signature(result_layout(cols))),
+            "status": Out(status_layout()),
         })
 
     @property
@@ -95,9 +127,14 @@ class Tile(wiring.Component):
         return self._cols
 
     @property
-    def psum_depth(self):
-        """PSUM entries (int, read-only)."""
-        return self._psum_depth
+    def psum_banks(self):
+        """PSUM banks (int, read-only)."""
+        return self._psum_banks
+
+    @property
+    def psum_entries(self):
+        """PSUM entries per bank (int, read-only)."""
+        return self._psum_entries
 
     @property
     def latency(self):
@@ -107,42 +144,81 @@ class Tile(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         rows, cols = self._rows, self._cols
+        banks, entries = self._psum_banks, self._psum_entries
+        depth = banks * entries
 
         m.submodules.array = array = SystolicArray(rows, cols, pe_module=self._pe_module)
         lane = data.StructLayout({"value": OPERAND_WIDTH, "sel": 1})
         m.submodules.skew = skew = SkewBuffer(lane, range(rows))
         m.submodules.deskew = deskew = SkewBuffer(PSUM_WIDTH, range(cols - 1, -1, -1))
-        m.submodules.psum = psum = Psum(cols, self._psum_depth)
+        m.submodules.psum = psum = Psum(cols, depth)
 
         # Pipeline advance: everything moves unless a result is offered and not taken.
         advance = Signal()
         m.d.comb += advance.eq(~self.result.valid | self.result.ready)
         m.d.comb += [array.en.eq(advance), skew.en.eq(advance), deskew.en.eq(advance)]
 
+        # ---- command check and queue ----------------------------------------------------
+        command = self.command.payload
+        is_read = command.op == Op.READ
+        error = Signal(ErrorCode)
+        with m.If(command.bank >= banks):
+            m.d.comb += error.eq(ErrorCode.BANK_RANGE)
+        with m.Elif(~is_read & ((command.k == 0) | (command.k > rows))):
+            m.d.comb += error.eq(ErrorCode.K_RANGE)
+        with m.Elif(~is_read & ((command.m == 0) | (command.m > cols))):
+            m.d.comb += error.eq(ErrorCode.M_RANGE)
+        with m.Elif((command.n == 0) | (command.offset + command.n > entries)):
+            m.d.comb += error.eq(ErrorCode.N_RANGE)
+
+        queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(2)]
+        queued = Signal(2)           # entry holds a command (entries fill from 0)
+        loaded = Signal(2)           # entry's stationary is loaded (always set for a READ)
+        command_beat = Signal()
+        accept = Signal()
+        m.d.comb += [
+            self.command.ready.eq(~queued[1]),
+            command_beat.eq(self.command.valid & self.command.ready),
+            accept.eq(command_beat & (error == ErrorCode.NONE)),
+        ]
+        with m.If(command_beat & (error != ErrorCode.NONE)):
+            m.d.sync += [self.status.rejected.eq(self.status.rejected + 1),
+                         self.status.error.eq(error)]
+
         # ---- stationary double buffer -------------------------------------------------
         load_buf = Signal()          # buffer the next LoadStationary writes
         load_row = Signal(range(rows))  # partition row the next stationary beat writes
-        use_buf = Signal()           # buffer the next MultiplyMoving uses
-        running = Signal()           # a matmul has started and not seen its last beat
-        full = Signal(2)             # buffer loaded and not yet taken by a matmul
+        use_buf = Signal()           # buffer the next matmul uses
         busy = Signal(2)             # buffer taken by a matmul whose results are in flight
         row_active = Signal(data.ArrayLayout(2, rows))
         buf_bf16 = Signal(2)         # per buffer: its matmul is BF16
         buf_ftz = Signal(2)          # per buffer: its matmul flushes subnormals
 
-        m.d.comb += self.stationary.ready.eq(
-            ~full.bit_select(load_buf, 1) & ~busy.bit_select(load_buf, 1))
+        # The load target is the oldest queued matmul whose stationary is not loaded.
+        target = Signal()
+        has_target = Signal()
+        target_k = Signal(SIZE_WIDTH)
+        target_m = Signal(SIZE_WIDTH)
+        m.d.comb += [
+            target.eq(~(queued[0] & ~loaded[0])),
+            has_target.eq((queued & ~loaded).any()),
+            target_k.eq(Mux(target, queue[1].k, queue[0].k)),
+            target_m.eq(Mux(target, queue[1].m, queue[0].m)),
+            self.stationary.ready.eq(has_target & ~busy.bit_select(load_buf, 1)),
+        ]
         load_beat = Signal()
         load_done = Signal()
         m.d.comb += [
             load_beat.eq(self.stationary.valid & self.stationary.ready),
-            load_done.eq(load_beat & (self.stationary.payload.last | (load_row == rows - 1))),
+            load_done.eq(load_beat & (load_row == target_k - 1)),
             array.load_buf.eq(load_buf),
-            array.load_data.eq(self.stationary.payload.data),
             array.row_active.eq(row_active),
             array.bf16.eq(buf_bf16),
             array.ftz.eq(buf_ftz),
         ]
+        for c in range(cols):
+            m.d.comb += array.load_data[c].eq(
+                Mux(target_m > c, self.stationary.payload.data[c], 0))
         for k in range(rows):
             m.d.comb += array.load_row_en[k].eq(load_beat & (load_row == k))
             with m.If(load_beat):
@@ -153,57 +229,90 @@ class Tile(wiring.Component):
         with m.If(load_beat):
             m.d.sync += load_row.eq(load_row + 1)
         with m.If(load_done):
+            m.d.sync += [load_row.eq(0), load_buf.eq(~load_buf)]
+        loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(2)]
+        for i in range(2):
+            m.d.comb += loaded_next[i].eq(loaded[i] | (load_done & (target == i)))
+
+        # ---- issue: moving beats of a matmul, or READ beats, in command order -------------
+        head = queue[0]
+        head_read = Signal()
+        can_start = Signal()
+        running = Signal()           # a command has issued beats and not its last one
+        cur_read, cur_sel, cur_bf16, cur_ftz, cur_acc = (Signal(name=f"cur_{n}") for n in (
+            "read", "sel", "bf16", "ftz", "accumulate"))
+        cur_addr = Signal(range(depth))
+        cur_left = Signal(SIZE_WIDTH)   # beats left after the current one
+        m.d.comb += [
+            head_read.eq(head.op == Op.READ),
+            can_start.eq(~running & queued[0] & loaded[0]),
+            self.moving.ready.eq(advance & Mux(running, ~cur_read, can_start & ~head_read)),
+        ]
+        moving_beat = Signal()
+        read_issue = Signal()
+        issue = Signal()
+        start = Signal()
+        m.d.comb += [
+            moving_beat.eq(self.moving.valid & self.moving.ready),
+            read_issue.eq(advance & Mux(running, cur_read, can_start & head_read)),
+            issue.eq(moving_beat | read_issue),
+            start.eq(issue & ~running),
+        ]
+        beat = {name: Signal(name=f"beat_{name}") for name in (
+            "read", "sel", "bf16", "ftz", "accumulate", "last")}
+        beat_addr = Signal(range(depth))
+        beat_left = Signal(SIZE_WIDTH)
+        m.d.comb += [
+            beat["read"].eq(Mux(running, cur_read, head_read)),
+            beat["sel"].eq(Mux(running, cur_sel, use_buf)),
+            beat["bf16"].eq(Mux(running, cur_bf16, head.dtype == DType.BF16)),
+            beat["ftz"].eq(Mux(running, cur_ftz, head.ftz)),
+            beat["accumulate"].eq(Mux(running, cur_acc, head.accumulate)),
+            beat_addr.eq(Mux(running, cur_addr, head.bank * entries + head.offset)),
+            beat_left.eq(Mux(running, cur_left, head.n - 1)),
+            beat["last"].eq(beat_left == 0),
+        ]
+        with m.If(issue):
             m.d.sync += [
-                load_row.eq(0),
-                full.bit_select(load_buf, 1).eq(1),
-                load_buf.eq(~load_buf),
+                running.eq(~beat["last"]),
+                cur_read.eq(beat["read"]), cur_sel.eq(beat["sel"]),
+                cur_bf16.eq(beat["bf16"]), cur_ftz.eq(beat["ftz"]),
+                cur_acc.eq(beat["accumulate"]),
+                cur_addr.eq(beat_addr + 1), cur_left.eq(beat_left - 1),
+            ]
+        with m.If(start & ~head_read):
+            m.d.sync += [
+                busy.bit_select(use_buf, 1).eq(1),
+                buf_bf16.bit_select(use_buf, 1).eq(beat["bf16"]),
+                buf_ftz.bit_select(use_buf, 1).eq(beat["ftz"]),
+                use_buf.eq(~use_buf),
             ]
 
-        # ---- moving stream: per-matmul mode, taken from the first beat ---------------------
-        moving = self.moving.payload
-        cur_bf16, cur_ftz, cur_acc = Signal(), Signal(), Signal()
-        beat_bf16, beat_ftz, beat_acc = Signal(), Signal(), Signal()
-        m.d.comb += [
-            beat_bf16.eq(Mux(running, cur_bf16, moving.dtype == DType.BF16)),
-            beat_ftz.eq(Mux(running, cur_ftz, moving.ftz)),
-            beat_acc.eq(Mux(running, cur_acc, moving.accumulate)),
-        ]
-        m.d.comb += self.moving.ready.eq(advance & (running | full.bit_select(use_buf, 1)))
-        moving_beat = Signal()
-        m.d.comb += moving_beat.eq(self.moving.valid & self.moving.ready)
-        with m.If(moving_beat):
-            with m.If(~running):
-                m.d.sync += [
-                    running.eq(1),
-                    full.bit_select(use_buf, 1).eq(0),
-                    busy.bit_select(use_buf, 1).eq(1),
-                    buf_bf16.bit_select(use_buf, 1).eq(beat_bf16),
-                    buf_ftz.bit_select(use_buf, 1).eq(beat_ftz),
-                    cur_bf16.eq(beat_bf16),
-                    cur_ftz.eq(beat_ftz),
-                    cur_acc.eq(beat_acc),
-                ]
-            with m.If(moving.last):
-                m.d.sync += [running.eq(0), use_buf.eq(~use_buf)]
+        # Queue update: the head leaves when it starts; an accepted command joins at the end.
+        with m.If(start):
+            m.d.sync += [queue[0].eq(queue[1]), queued[0].eq(queued[1]),
+                         loaded[0].eq(loaded_next[1]), queued[1].eq(0), loaded[1].eq(0)]
+        with m.Else():
+            m.d.sync += [loaded[0].eq(loaded_next[0]), loaded[1].eq(loaded_next[1])]
+        with m.If(accept):
+            slot = Mux(start, queued[1], queued[0])
+            for i in range(2):
+                with m.If(slot == i):
+                    m.d.sync += [queue[i].eq(command), queued[i].eq(1), loaded[i].eq(is_read)]
 
         # ---- token pipeline: what each beat in flight is, for the PSUM stage ------------
         token = data.StructLayout({"valid": 1, "last": 1, "sel": 1, "bf16": 1, "ftz": 1,
-                                   "accumulate": 1})
+                                   "accumulate": 1, "read": 1, "addr": range(depth)})
         tokens = [Signal(token, name=f"token_{i}") for i in range(self.latency)]
         # The operand vector only changes on a real beat, so bubbles do not toggle the array
         # (this also keeps event-driven simulators such as Icarus from evaluating garbage).
         in_vector = Signal(data.ArrayLayout(OPERAND_WIDTH, rows))
         with m.If(moving_beat):
-            m.d.sync += in_vector.eq(moving.data)
+            m.d.sync += in_vector.eq(self.moving.payload.data)
         with m.If(advance):
-            m.d.sync += [
-                tokens[0].valid.eq(moving_beat),
-                tokens[0].last.eq(moving.last),
-                tokens[0].sel.eq(use_buf),
-                tokens[0].bf16.eq(beat_bf16),
-                tokens[0].ftz.eq(beat_ftz),
-                tokens[0].accumulate.eq(beat_acc),
-            ]
+            m.d.sync += [tokens[0].valid.eq(issue), tokens[0].addr.eq(beat_addr)]
+            m.d.sync += [tokens[0][name].eq(beat[name]) for name in (
+                "last", "sel", "bf16", "ftz", "accumulate", "read")]
             for i in range(1, self.latency):
                 m.d.sync += tokens[i].eq(tokens[i - 1])
 
@@ -218,26 +327,21 @@ class Tile(wiring.Component):
 
         # ---- PSUM and the result stream -------------------------------------------------
         out_token = tokens[-1]
-        psum_addr = Signal(range(self._psum_depth))
         result_beat = Signal()
         m.d.comb += [
             result_beat.eq(self.result.valid & self.result.ready),
-            psum.addr.eq(psum_addr),
+            psum.addr.eq(out_token.addr),
             psum.column.eq(deskew.o),
+            psum.read.eq(out_token.read),
             psum.accumulate.eq(out_token.accumulate),
             psum.bf16.eq(out_token.bf16),
             psum.ftz.eq(out_token.ftz),
-            psum.write.eq(result_beat),
+            psum.write.eq(result_beat & ~out_token.read),
             self.result.valid.eq(out_token.valid),
             self.result.payload.data.eq(psum.result),
             self.result.payload.last.eq(out_token.last),
         ]
-        with m.If(result_beat):
-            if self._psum_depth > 1:
-                m.d.sync += psum_addr.eq(Mux(psum_addr == self._psum_depth - 1, 0,
-                                             psum_addr + 1))
-            with m.If(out_token.last):
-                m.d.sync += psum_addr.eq(0)
-                # The buffer is free once the matmul's last result leaves the tile.
-                m.d.sync += busy.bit_select(out_token.sel, 1).eq(0)
+        # A buffer is free once its matmul's last result leaves the tile.
+        with m.If(result_beat & out_token.last & ~out_token.read):
+            m.d.sync += busy.bit_select(out_token.sel, 1).eq(0)
         return m

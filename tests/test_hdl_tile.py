@@ -1,106 +1,224 @@
-"""Unit tier: the tile in Amaranth's own simulator against the golden model."""
+"""Unit tier: the tile in Amaranth's own simulator against the golden model and cycle model.
+
+Drivers offer every beat as soon as the previous one is taken, and every transfer is
+stamped, so the cycle model's stamps (including with result backpressure) are compared
+exactly, as well as every result word.
+"""
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from systolica.golden import nc_matmul, tile_latency
-from systolica.hdl import Tile, moving_layout, stationary_layout
+from systolica.golden import Command, command_error, command_schedule, nc_matmul
+from systolica.hdl import (
+    ErrorCode,
+    Tile,
+    command_layout,
+    moving_layout,
+    stationary_layout,
+)
+from systolica.tb.model import command_beat
 
 
-def run_tile(rows, cols, jobs, *, result_ready=lambda cycle: True, max_cycles=5000):
-    """Run ``jobs`` (list of (stationary [K,M], moving [K,N])) through a Tile in amaranth.sim.
+def run_tile(rows, cols, program, *, banks=2, entries=16, result_ready=lambda cycle: True,
+             max_cycles=5000):
+    """Run ``program`` (list of (Command, stationary [K, cols] int8 or None, moving [K, N] or
+    None)) through a Tile in amaranth.sim. Operands of rejected commands are not sent.
 
-    Returns (results, accept_cycles, offer_cycles): the result rows per job as int arrays
-    [M, N], the cycle each moving beat was accepted and each result first offered.
+    Returns (results, stamps, status): result words per command (uint32 [N, cols]), the
+    transfer cycles of every stream (dict of lists) and the final (rejected, error).
     """
-    dut = Tile(rows, cols)
+    dut = Tile(rows, cols, psum_banks=banks, psum_entries=entries)
     s_layout, m_layout = stationary_layout(cols), moving_layout(rows)
-    results = [[] for _ in jobs]
-    accepted, offered = [], []
+    legal = [command_error(c, rows=rows, cols=cols, banks=banks, entries=entries) is None
+             for c, _, _ in program]
+    s_beats, m_beats = [], []
+    for (command, stationary, moving), ok in zip(program, legal, strict=True):
+        if ok and command.op == "matmul":
+            s_beats += [[int(v) & 0xFF for v in row] for row in stationary]
+            m_beats += [[int(v) & 0xFF for v in moving[:, c]] + [0] * (rows - command.k)
+                        for c in range(command.n)]
+    expected_beats = sum(c.n for (c, _, _), ok in zip(program, legal, strict=True) if ok)
+    stamps = {"command": [], "stationary": [], "moving": [], "result": []}
+    words = []
 
-    async def load_and_stream(ctx):
-        for stationary, _moving in jobs:
-            k, m = stationary.shape
-            for r in range(k):
-                row = [int(v) & 0xFF for v in stationary[r]] + [0] * (cols - m)
-                ctx.set(dut.stationary.payload,
-                        s_layout.const({"data": row, "last": int(r == k - 1)}))
-                ctx.set(dut.stationary.valid, 1)
-                await ctx.tick().until(dut.stationary.ready)
-            ctx.set(dut.stationary.valid, 0)
-            await ctx.tick()
-
-    async def moving_driver(ctx):
-        cycle = 0
-        for _stationary, moving in jobs:
-            k, n = moving.shape
-            for c in range(n):
-                vec = [int(v) & 0xFF for v in moving[:, c]] + [0] * (rows - k)
-                ctx.set(dut.moving.payload, m_layout.const({"data": vec, "last": int(c == n - 1)}))
-                ctx.set(dut.moving.valid, 1)
+    def driver(stream, beats, name, layout):
+        async def process(ctx):
+            cycle = 0
+            for beat in beats:
+                ctx.set(stream.payload, layout(beat))
+                ctx.set(stream.valid, 1)
                 while True:
-                    _, _, ready = await ctx.tick().sample(dut.moving.ready)
+                    _, _, ready = await ctx.tick().sample(stream.ready)
                     cycle += 1
                     if ready:
-                        accepted.append(cycle - 1)
+                        stamps[name].append(cycle - 1)
                         break
-            ctx.set(dut.moving.valid, 0)
+            ctx.set(stream.valid, 0)
+        return process
 
-    async def result_monitor(ctx):
-        job, cycle, total = 0, 0, sum(mv.shape[1] for _, mv in jobs)
-        seen_valid = False
-        while sum(len(r) for r in results) < total:
-            ready = result_ready(cycle)
+    async def monitor(ctx):
+        cycle = 0
+        while len(words) < expected_beats:
+            ready = bool(result_ready(cycle))
             ctx.set(dut.result.ready, int(ready))
             _, _, valid, payload = await ctx.tick().sample(dut.result.valid, dut.result.payload)
-            if valid and not seen_valid:
-                offered.append(cycle)
-            seen_valid = bool(valid) and not ready
             if valid and ready:
-                results[job].append([int(v) for v in payload.data])
-                if payload.last:
-                    job += 1
+                words.append([int(v) for v in payload.data] + [int(payload.last)])
+                stamps["result"].append(cycle)
             cycle += 1
             assert cycle < max_cycles, "tile stopped producing results"
+        for _ in range(rows + cols + 4):   # an extra beat would show up here
+            ctx.set(dut.result.ready, 1)
+            _, _, valid = await ctx.tick().sample(dut.result.valid)
+            assert not valid, "tile sent more result beats than the commands ask for"
+        status.extend([ctx.get(dut.status.rejected), ctx.get(dut.status.error)])
 
+    status = []
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(load_and_stream, background=True)
-    sim.add_testbench(moving_driver, background=True)
-    sim.add_testbench(result_monitor)
+    sim.add_testbench(driver(dut.command, [c for c, _, _ in program], "command",
+                             lambda c: command_layout().const(command_beat(c))),
+                      background=True)
+    sim.add_testbench(driver(dut.stationary, s_beats, "stationary",
+                             lambda b: s_layout.const({"data": b})), background=True)
+    sim.add_testbench(driver(dut.moving, m_beats, "moving",
+                             lambda b: m_layout.const({"data": b})), background=True)
+    sim.add_testbench(monitor)
     sim.run()
-    arrays = [np.array(r, dtype=np.uint32).view(np.int32).T[: st.shape[1]]
-              for r, (st, _) in zip(results, jobs, strict=True)]
-    return arrays, accepted, offered
+    results, position = [], 0
+    for (command, _, _), ok in zip(program, legal, strict=True):
+        if ok:
+            block = words[position:position + command.n]
+            assert [w[-1] for w in block] == [0] * (command.n - 1) + [1], "last flags"
+            results.append(np.array([w[:-1] for w in block], dtype=np.uint32))
+            position += command.n
+        else:
+            results.append(None)
+    return results, stamps, status
 
 
-def random_job(rng, k, m, n):
-    return (rng.integers(-128, 128, size=(k, m), dtype=np.int8),
-            rng.integers(-128, 128, size=(k, n), dtype=np.int8))
+def expected_stamps(schedule):
+    """The cycle model's stamps in the layout run_tile measures."""
+    out = {"command": [t.accept for t in schedule], "stationary": [], "moving": [],
+           "result": []}
+    for t in schedule:
+        if t.error is None:
+            if t.load_start is not None:
+                out["stationary"] += list(range(t.load_start, t.load_end + 1))
+                out["moving"] += list(t.issues)
+            out["result"] += list(t.results)
+    return out
+
+
+def matmul(rng, k, m, n, cols, **fields):
+    stationary = np.zeros((k, cols), np.int8)
+    stationary[:, :m] = rng.integers(-128, 128, size=(k, m), dtype=np.int8)
+    moving = rng.integers(-128, 128, size=(k, n), dtype=np.int8)
+    return Command("matmul", k=k, m=m, n=n, **fields), stationary, moving
+
+
+def golden_psum(rows, cols, program, banks, entries):
+    """Expected result words per command (uint32 [N, cols]) from a shadow PSUM."""
+    psum = np.zeros((banks, entries, cols), np.int64)
+    out = []
+    for command, stationary, moving in program:
+        if command_error(command, rows=rows, cols=cols, banks=banks, entries=entries):
+            out.append(None)
+            continue
+        region = slice(command.offset, command.offset + command.n)
+        if command.op == "matmul":
+            masked = stationary.copy()
+            masked[:, command.m:] = 0
+            old = psum[command.bank, region].T.astype(np.int32)
+            new = nc_matmul(masked, moving, psum=old, accumulate=command.accumulate)
+            psum[command.bank, region] = new.T
+        out.append(psum[command.bank, region].astype(np.int32).view(np.uint32)
+                   .astype(np.uint32))
+    return out
+
+
+def check(rows, cols, program, banks=2, entries=16, result_ready=None):
+    results, stamps, status = run_tile(rows, cols, program, banks=banks, entries=entries,
+                                       **({} if result_ready is None
+                                          else {"result_ready": result_ready}))
+    for got, want in zip(results, golden_psum(rows, cols, program, banks, entries),
+                         strict=True):
+        if want is None:
+            assert got is None
+        else:
+            np.testing.assert_array_equal(got, want)
+    schedule = command_schedule(rows, cols, [c for c, _, _ in program], banks=banks,
+                                entries=entries, result_ready=result_ready)
+    assert stamps == expected_stamps(schedule)
+    return schedule, status
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (2, 3), (3, 2), (4, 4)])
-def test_tile_matches_golden(rows, cols):
+def test_matmuls_match_golden_and_cycle_model(rows, cols):
     rng = np.random.default_rng(rows * 10 + cols)
-    jobs = [random_job(rng, rows, cols, 5), random_job(rng, max(1, rows - 1), cols, 3),
-            random_job(rng, rows, max(1, cols - 1), 1)]
-    got, _, _ = run_tile(rows, cols, jobs)
-    for (st, mv), result in zip(jobs, got, strict=True):
-        np.testing.assert_array_equal(result, nc_matmul(st, mv))
+    program = [matmul(rng, rows, cols, 5, cols),
+               matmul(rng, max(1, rows - 1), cols, 3, cols, bank=1, offset=4),
+               matmul(rng, rows, max(1, cols - 1), 1, cols, offset=2)]
+    check(rows, cols, program)
 
 
-def test_tile_latency_matches_timing_model():
-    rows, cols = 3, 4
-    rng = np.random.default_rng(7)
-    _, accepted, offered = run_tile(rows, cols, [random_job(rng, rows, cols, 1)])
-    assert offered[0] - accepted[0] == tile_latency(rows, cols)
+def test_accumulate_and_read_out_regions_of_two_banks():
+    rng = np.random.default_rng(5)
+    program = [matmul(rng, 3, 3, 6, 3, bank=1, offset=10),
+               matmul(rng, 2, 3, 6, 3, bank=1, offset=10, accumulate=True),
+               matmul(rng, 3, 2, 4, 3, bank=0, offset=0),
+               (Command("read", bank=1, offset=8, n=8), None, None),
+               matmul(rng, 3, 3, 2, 3, bank=0, offset=1, accumulate=True),
+               (Command("read", bank=0, offset=0, n=16), None, None)]
+    check(3, 3, program)
 
 
-def test_tile_backpressure_keeps_every_result():
-    rows, cols = 3, 3
+def test_backpressure_keeps_every_result_and_the_stepped_model_follows_it():
     rng = np.random.default_rng(3)
-    jobs = [random_job(rng, rows, cols, 6), random_job(rng, 2, 2, 4)]
-    got, _, _ = run_tile(rows, cols, jobs, result_ready=lambda cycle: cycle % 3 == 0)
-    for (st, mv), result in zip(jobs, got, strict=True):
-        np.testing.assert_array_equal(result, nc_matmul(st, mv))
+    pattern = np.random.default_rng(11).random(4000) < 0.6
+    program = [matmul(rng, 3, 3, 6, 3), matmul(rng, 2, 2, 4, 3, bank=1),
+               (Command("read", n=6), None, None), matmul(rng, 1, 3, 1, 3, offset=15),
+               matmul(rng, 3, 1, 2, 3, accumulate=True)]
+    check(3, 3, program, result_ready=lambda cycle: bool(pattern[cycle]))
+
+
+@pytest.mark.parametrize("command,error", [
+    (Command("matmul", k=5, m=1, n=1), "K_RANGE"),
+    (Command("matmul", k=0, m=1, n=1), "K_RANGE"),
+    (Command("matmul", k=1, m=4, n=1), "M_RANGE"),
+    (Command("matmul", k=1, m=0, n=1), "M_RANGE"),
+    (Command("matmul", k=1, m=1, n=0), "N_RANGE"),
+    (Command("matmul", k=1, m=1, n=10, offset=7), "N_RANGE"),
+    (Command("read", n=17), "N_RANGE"),
+    (Command("read", n=1, bank=2), "BANK_RANGE"),
+    (Command("matmul", k=9, m=9, n=99, bank=7), "BANK_RANGE"),
+])
+def test_illegal_command_is_rejected_with_its_error_and_not_executed(command, error):
+    rng = np.random.default_rng(1)
+    program = [matmul(rng, 4, 3, 4, 3), (command, None, None), matmul(rng, 4, 3, 4, 3,
+                                                                       accumulate=True)]
+    schedule, status = check(4, 3, program)
+    assert command_error(command, rows=4, cols=3, banks=2, entries=16) == error
+    assert schedule[1].error == error
+    assert status == [1, ErrorCode[error]]
+
+
+def test_default_psum_geometry_is_the_neuroncore_one():
+    from systolica.golden import PSUM_BANKS, PSUM_ENTRIES
+    from systolica.hdl import layouts
+
+    tile = Tile(2, 2)
+    assert (tile.psum_banks, tile.psum_entries) == (PSUM_BANKS, PSUM_ENTRIES) == (
+        layouts.PSUM_BANKS, layouts.PSUM_ENTRIES) == (8, 512)
+    assert set(Command.__dataclass_fields__) >= set(command_layout().members) - {"op"} | {"op"}
+    assert [e.name for e in ErrorCode if e.name != "NONE"] == [
+        "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE"]
+
+
+@pytest.mark.parametrize("kwargs,match", [({"psum_banks": 0}, "psum_banks"),
+                                          ({"psum_banks": 257}, "at most 256"),
+                                          ({"psum_entries": 1 << 16}, "less than 65536")])
+def test_bad_psum_geometry_is_rejected(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Tile(2, 2, **kwargs)
