@@ -11,8 +11,8 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import nc_matmul
-from systolica.hdl.layouts import PSUM_DEPTH
+from systolica.golden import PSUM_BANKS, PSUM_ENTRIES, Command, CommandTiming, nc_matmul
+from systolica.golden.timing import command_schedule
 
 from .errors import SimulationError
 from .runner import Build, TestRun, build, run_tests
@@ -33,16 +33,42 @@ class Matmul:
     stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
     moving : numpy.ndarray, same dtype, shape [K, N]
     accumulate : bool
-        Add into PSUM entries ``0..N-1`` (left by earlier matmuls of the program, zero after
-        reset) instead of overwriting them.
+        Add into the PSUM region (left by earlier matmuls of the program, zero after reset)
+        instead of overwriting it.
     ftz : bool
         Flush subnormals to zero (BF16 only).
+    bank : int
+        PSUM bank, 0..7.
+    offset : int
+        First PSUM entry of the region in the bank; ``offset + N <= 512``.
     """
 
     stationary: np.ndarray
     moving: np.ndarray
     accumulate: bool = False
     ftz: bool = False
+    bank: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Read:
+    """A PSUM read-out command of a program for :func:`run_program`.
+
+    Streams PSUM entries ``offset .. offset + n - 1`` of ``bank`` out of the tile, after
+    every earlier command of the program has written them.
+
+    Attributes
+    ----------
+    n : int
+        Entries to read, 1..512 - offset.
+    bank, offset : int
+        PSUM bank (0..7) and first entry.
+    """
+
+    n: int
+    bank: int = 0
+    offset: int = 0
 
 
 class _PsumAndCycles(NamedTuple):
@@ -76,10 +102,21 @@ class ProgramResult:
 
     Attributes
     ----------
-    psums : list of numpy.ndarray (int32 or float32, [M, N])
-        The RTL's PSUM for every matmul, in order.
-    first_accept, last_result : list of int
-        Per matmul, the cycle its first moving beat was accepted and its last result taken.
+    psums : list of numpy.ndarray (int32 or float32)
+        Per command, in order: a matmul's PSUM region after it ([M, N]); a READ's entries
+        ([cols, N], int32 or float32 by the data type of the matmul that wrote its first
+        entry).
+    stamps : list of systolica.golden.CommandTiming
+        Per command, the measured cycle stamps: ``accept`` (command taken), ``issues`` (each
+        moving beat taken; empty for a READ, whose beats do not cross a stream) and
+        ``results`` (each result beat taken). Load stamps are not measured (None).
+    predicted : list of systolica.golden.CommandTiming
+        The cycle model's stamps for the same program with no stalls
+        (:func:`systolica.golden.command_schedule`); equal to ``stamps`` when ``idle`` and
+        ``backpressure`` are 0.
+    first_accept, last_result : list of int or None
+        Per command, the cycle its first moving beat was accepted (None for a READ) and its
+        last result taken.
     cycles : int
         Cycles from the end of reset until the last result was taken.
     seconds : float
@@ -96,6 +133,8 @@ class ProgramResult:
     """
 
     psums: list
+    stamps: list
+    predicted: list
     first_accept: list
     last_result: list
     cycles: int
@@ -105,11 +144,33 @@ class ProgramResult:
     run: TestRun
     free_seconds: float | None = None
 
+    def model_agrees(self):
+        """Whether every measured stamp equals the cycle model's (:attr:`predicted`): each
+        command's accept cycle and result cycles, and each matmul's moving-beat cycles
+        (bool; expected True when the run had no idle and no backpressure)."""
+        return all(
+            (m.accept, m.results) == (p.accept, p.results)
+            and (p.load_start is None or m.issues == p.issues)    # READs: no moving beats
+            for m, p in zip(self.stamps, self.predicted, strict=True))
+
 
 def _check_positive_int(name, value):
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name} must be a positive integer, not {value!r}")
     return int(value)
+
+
+def _check_region(what, bank, offset, n):
+    for name, value in (("bank", bank), ("offset", offset)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+    if bank >= PSUM_BANKS:
+        raise ValueError(f"bank must be between 0 and {PSUM_BANKS - 1} (the tile has "
+                         f"{PSUM_BANKS} PSUM banks), not {bank}")
+    if offset + n > PSUM_ENTRIES:
+        raise ValueError(f"{what} writes PSUM entries {offset}..{offset + n - 1}, past the "
+                         f"end of the {PSUM_ENTRIES}-entry bank (offset + N must be at most "
+                         f"{PSUM_ENTRIES})")
 
 
 def _check_operands(stationary, moving, rows, cols, ftz=False):
@@ -138,24 +199,43 @@ def _check_operands(stationary, moving, rows, cols, ftz=False):
                          f"several accumulating matmuls)")
     if not 1 <= m <= cols:
         raise ValueError(f"M = {m} must be between 1 and cols = {cols}")
-    if not 1 <= n <= PSUM_DEPTH:
-        raise ValueError(f"N (moving columns) must be between 1 and the PSUM depth "
-                         f"{PSUM_DEPTH}, not {n} (split larger N into several matmuls)")
+    if not 1 <= n <= PSUM_ENTRIES:
+        raise ValueError(f"N (moving columns) must be between 1 and the PSUM bank size "
+                         f"{PSUM_ENTRIES}, not {n} (split larger N into several matmuls)")
 
 
-def _as_matmul(job):
-    if isinstance(job, Matmul):
+def _as_job(job):
+    if isinstance(job, (Matmul, Read)):
         return job
     if isinstance(job, tuple) and len(job) == 2:
         return Matmul(*job)
-    raise TypeError(f"each job must be a Matmul or a (stationary, moving) pair, not "
-                    f"{type(job).__name__}")
+    raise TypeError(f"each job must be a Matmul, a Read or a (stationary, moving) pair, "
+                    f"not {type(job).__name__}")
+
+
+def _check_job(job, rows, cols):
+    if isinstance(job, Read):
+        n = _check_positive_int("Read.n", job.n)
+        _check_region("the READ", job.bank, job.offset, n)
+        return
+    _check_operands(job.stationary, job.moving, rows, cols, job.ftz)
+    _check_region("the matmul", job.bank, job.offset, job.moving.shape[1])
+
+
+def _command(job, cols):
+    """The golden Command of a job (for the cycle model)."""
+    if isinstance(job, Read):
+        return Command("read", n=int(job.n), bank=int(job.bank), offset=int(job.offset))
+    (k, m), n = job.stationary.shape, job.moving.shape[1]
+    return Command("matmul", k=k, m=m, n=n, bank=int(job.bank), offset=int(job.offset),
+                   dtype=_DTYPES[job.stationary.dtype], ftz=bool(job.ftz),
+                   accumulate=bool(job.accumulate))
 
 
 def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1, idle=0.0,
                 backpressure=0.0, build_root=None, keep=None, wave_format="fst", driver=None,
                 free_run=False):
-    """Run a sequence of matmuls back to back on one RTL tile.
+    """Run a command sequence (matmuls and PSUM reads) back to back on one RTL tile.
 
     Two testbenches give the same results and cycle stamps: ``driver="bulk"`` hands the
     whole program to the simulation as memory files (the harness of :mod:`systolica.tb.bulk`;
@@ -166,10 +246,11 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
 
     Parameters
     ----------
-    jobs : sequence of Matmul or (numpy.ndarray, numpy.ndarray)
-        Per matmul, ``stationary`` [K, M] and ``moving`` [K, N], both int8 or both
-        ``ml_dtypes.bfloat16``, K <= rows, M <= cols, 1 <= N <= 512; pairs run as
-        overwriting matmuls.
+    jobs : sequence of Matmul, Read or (numpy.ndarray, numpy.ndarray)
+        The commands in order. Per matmul, ``stationary`` [K, M] and ``moving`` [K, N], both
+        int8 or both ``ml_dtypes.bfloat16``, K <= rows, M <= cols, 1 <= N, and a PSUM region
+        (``bank`` < 8, ``offset + N`` <= 512); pairs run as overwriting matmuls into bank 0
+        from entry 0. A :class:`Read` streams a PSUM region out.
     rows, cols : int
         Tile size in PEs.
     simulator : {"verilator", "icarus"}
@@ -205,11 +286,12 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     rows = _check_positive_int("rows", rows)
     cols = _check_positive_int("cols", cols)
     check_simulator_name(simulator)
-    jobs = [_as_matmul(job) for job in jobs]
+    jobs = [_as_job(job) for job in jobs]
     if not jobs:
-        raise ValueError("jobs must hold at least one (stationary, moving) pair")
+        raise ValueError("jobs must hold at least one command")
     for job in jobs:
-        _check_operands(job.stationary, job.moving, rows, cols, job.ftz)
+        _check_job(job, rows, cols)
+    predicted = command_schedule(rows, cols, [_command(job, cols) for job in jobs])
     for name, p in (("idle", idle), ("backpressure", backpressure)):
         if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
@@ -219,7 +301,7 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
         raise ValueError(f"driver must be 'bulk' or 'cycle', not {driver!r}")
     if driver == "bulk":
         return _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure,
-                         build_root, keep, wave_format, free_run)
+                         build_root, keep, wave_format, free_run, predicted)
     tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
                  wave_format=wave_format)
     runs = tile.directory / "runs"
@@ -228,6 +310,11 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     program = {"count": np.int64(len(jobs)), "idle": np.float64(idle),
                "backpressure": np.float64(backpressure)}
     for i, job in enumerate(jobs):
+        program[f"bank_{i}"] = np.int64(job.bank)
+        program[f"offset_{i}"] = np.int64(job.offset)
+        if isinstance(job, Read):
+            program[f"read_{i}"] = np.int64(job.n)
+            continue
         bf16 = job.stationary.dtype != np.int8
         view = np.uint16 if bf16 else np.int8
         program[f"stationary_{i}"] = job.stationary.view(view)
@@ -248,12 +335,14 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
             raise SimulationError(
                 f"matmuls {missing} did not complete ({int(out['observed_beats'])} of "
                 f"{int(out['expected_beats'])} result beats arrived); see {run.log}")
-        result = ProgramResult(
-            psums=[out[f"psum_{i}"] for i in range(len(jobs))],
-            first_accept=[int(v) for v in out["first_accept"]],
-            last_result=[int(v) for v in out["last_result"]],
-            cycles=int(out["cycles"]), seconds=float(out["seconds"]),
-            mismatches=int(out["mismatches"]), build=tile, run=run)
+        stamps = [CommandTiming(int(out["accept"][i]), None, None, None,
+                                tuple(int(v) for v in out[f"issues_{i}"]),
+                                tuple(int(v) for v in out[f"results_{i}"]))
+                  for i in range(len(jobs))]
+        result = _program_result([out[f"psum_{i}"] for i in range(len(jobs))], stamps,
+                                 predicted, cycles=int(out["cycles"]),
+                                 seconds=float(out["seconds"]),
+                                 mismatches=int(out["mismatches"]), build=tile, run=run)
     if run.failed and not result.mismatches:
         raise SimulationError(f"the simulation failed; see {run.log}")
     if not (waves if keep is None else keep):
@@ -261,14 +350,23 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     return result
 
 
+def _program_result(psums, stamps, predicted, **kwargs):
+    return ProgramResult(
+        psums=psums, stamps=stamps, predicted=predicted,
+        first_accept=[t.first_issue for t in stamps], last_result=[t.last_result for t in stamps],
+        **kwargs)
+
+
 def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, build_root, keep,
-              wave_format, free_run=False):
+              wave_format, free_run, predicted):
     """:func:`run_program` through the bulk-stimulus harness."""
     from systolica.tb.bulk import BulkProgram
 
     program = BulkProgram(rows, cols)
-    records = [program.submit(job.stationary, job.moving, accumulate=job.accumulate,
-                              ftz=job.ftz) for job in jobs]
+    records = [program.submit_command(_command(job, cols)) if isinstance(job, Read) else
+               program.submit(job.stationary, job.moving, accumulate=job.accumulate,
+                              ftz=job.ftz, bank=job.bank, offset=job.offset)
+               for job in jobs]
     tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
                  wave_format=wave_format, harness_depth=program.depth)
     runs = tile.directory / "runs"
@@ -278,8 +376,8 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
         f"+seed={seed}", f"+idle={int(round(idle * 256))}",
         f"+bp={int(round(backpressure * 256))}"]
     slow = (1.0 - idle) * (1.0 - backpressure)
-    budget = int(200 + 8 * (len(program.stationary_beats) + len(program.moving_beats)
-                            + (rows + cols) * (len(jobs) + 1)) / slow)
+    budget = int(200 + 8 * (len(program.command_beats) + len(program.stationary_beats)
+                            + program.result_count + (rows + cols) * (len(jobs) + 1)) / slow)
     timing = run_dir / "timing.txt"
     run = run_tests(tile, "systolica.tb.test_bulk", run_dir, seed=seed, plusargs=plusargs,
                     testcase="run_bulk", extra_env={"SYSTOLICA_MAX_CYCLES": str(budget),
@@ -289,12 +387,13 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
         stuck = [line.strip() for line in tail if "tile stuck" in line]
         raise SimulationError((stuck[0] if stuck else "the harness run failed")
                               + f"; see {run.log}")
-    received = program.check(run_dir)
+    fields = timing.read_text().split() if timing.is_file() else []
+    received = program.check(run_dir, status=[int(v) for v in fields[2:4]] or None)
     scoreboard = program.scoreboard
-    if received != len(program.moving_beats) or scoreboard.outstanding:
-        raise SimulationError(f"{received} of {len(program.moving_beats)} result beats "
+    if received != program.result_count or scoreboard.outstanding:
+        raise SimulationError(f"{received} of {program.result_count} result beats "
                               f"arrived; see {run.log}")
-    seconds = float(timing.read_text().split()[1]) if timing.is_file() else run.seconds
+    seconds = float(fields[1]) if fields else run.seconds
     free_seconds = None
     if free_run:
         cycles = max(r.last_result for r in records) + 1
@@ -303,10 +402,10 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
                   extra_env={"SYSTOLICA_FREE_RUN_CYCLES": str(cycles),
                              "SYSTOLICA_BULK_TIMING": str(run_dir / "free.txt")})
         free_seconds = float((run_dir / "free.txt").read_text().split()[1])
-    result = ProgramResult(
-        psums=[program.model.results(r) for r in records],
-        first_accept=[r.first_accept for r in records],
-        last_result=[r.last_result for r in records],
+    stamps = [CommandTiming(r.accept, None, None, None, tuple(r.issues),
+                            tuple(r.result_cycles)) for r in records]
+    result = _program_result(
+        [program.model.results(r) for r in records], stamps, predicted,
         cycles=max(r.last_result for r in records) + 1, seconds=seconds,
         mismatches=len(scoreboard.mismatches) + scoreboard.unexpected, build=tile, run=run,
         free_seconds=free_seconds)
@@ -316,7 +415,7 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
 
 
 def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=None,
-               accumulate=False, waves=False, ftz=False):
+               accumulate=False, waves=False, ftz=False, bank=0, offset=0):
     """Run one ``nc_matmul`` on the RTL tile; return its PSUM and cycle count.
 
     Parameters
@@ -339,6 +438,10 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
         Keep an FST waveform of the run; its path is ``MatmulResult.waveform``.
     ftz : bool
         Flush subnormal inputs, products and sums to signed zero (BF16 only).
+    bank, offset : int
+        PSUM region the tile writes: entries ``offset .. offset + N - 1`` of bank ``bank``
+        (0..7; ``offset + N <= 512``). The result is read back from there with a READ
+        command after the matmul.
 
     Returns
     -------
@@ -349,8 +452,8 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     ------
     TypeError, ValueError
         Bad operands (not int8/bfloat16, mixed dtypes, not 2-D, K mismatch, K > rows,
-        M > cols, N > 512), bad sizes, an unknown simulator, ``ftz`` with INT8, or a bad
-        ``psum``.
+        M > cols, N > 512), bad sizes, a bank or offset outside PSUM, an unknown simulator,
+        ``ftz`` with INT8, or a bad ``psum``.
     SimulatorNotFoundError
         The simulator binary (or a build tool) is missing.
     BuildError, SimulationError
@@ -360,16 +463,19 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     cols = _check_positive_int("cols", cols)
     check_simulator_name(simulator)
     _check_operands(stationary, moving, rows, cols, ftz)
+    n = moving.shape[1]
+    _check_region("the matmul", bank, offset, n)
     mode = {"ftz": True} if ftz else {}
     if accumulate or psum is not None:
         # The golden model validates psum (dtype, shape) and accumulate before any build.
         nc_matmul(stationary, moving, psum=psum, accumulate=accumulate, **mode)
-    result = run_program([Matmul(stationary, moving, ftz=ftz)], rows=rows, cols=cols,
+    result = run_program([Matmul(stationary, moving, ftz=ftz, bank=bank, offset=offset),
+                          Read(n, bank=bank, offset=offset)], rows=rows, cols=cols,
                          simulator=simulator, waves=waves)
     if result.mismatches:
         raise SimulationError(f"the RTL result differs from the golden model in "
                               f"{result.mismatches} PSUM words; see {result.run.log}")
-    out = result.psums[0]
+    out = result.psums[1][: stationary.shape[1]]
     if accumulate:
         out = _psum_add(psum, out, ftz)
     return MatmulResult(out, result.last_result[0] - result.first_accept[0] + 1,

@@ -8,6 +8,15 @@ per-cycle driver (Python wakes every cycle), and the same harness build's free-r
 over the same stimulus (clock only, no Python at all) as the limit. Prints a table and writes JSON
 (``bench/results.json`` by default). Each configuration is measured in its own process so
 that peak memory is its own.
+
+Then the tile's throughput (``--throughput-tile``, default 16x16, Verilator): back-to-back
+BF16 matmuls with K = rows and M = cols for N in {1, 16, 128, 512}, as MACs per cycle over
+the peak ``rows * cols``, measured on the RTL (whole program, and steady state between the
+second and the last matmul) and checked against the cycle model, beside two peer models for
+the same shapes: SCALE-Sim's weight-stationary model (``2R + C + T - 2`` cycles per fold,
+folds not overlapped; SCALE-Sim v3 compute model) and the NKI cost model
+(``max(min(64, N_stationary), N_moving)`` cycles per matmul; AWS Neuron documentation,
+``nki.isa.nc_matmul``, "Estimated instruction cost").
 """
 
 import argparse
@@ -22,6 +31,8 @@ from pathlib import Path
 
 import ml_dtypes
 import numpy as np
+
+from systolica.golden import program_cycles
 
 from .api import Matmul, run_program
 from .errors import SystolicaError
@@ -78,6 +89,69 @@ def measure(simulator, rows, cols, matmuls, n, cycle_driver=True):
     return out
 
 
+#: Moving free sizes of the throughput table, and the matmuls run back to back for each.
+THROUGHPUT_N = {1: 64, 16: 32, 128: 16, 512: 8}
+
+
+def scalesim_ws_utilization(rows, cols, n):
+    """MACs per cycle over the peak for one fold of SCALE-Sim's WS model (K = R, M = C).
+
+    Each fold costs ``2R + C + T - 2`` cycles with ``T = n`` moving rows, and folds do not
+    overlap, so the fraction is ``n / (2R + C + n - 2)`` (float).
+    """
+    return n / (2 * rows + cols + n - 2)
+
+
+def nki_utilization(cols, n):
+    """MACs per cycle over the peak by the NKI cost model for ``M = cols`` (float).
+
+    A matmul costs ``max(min(64, N_stationary), N_moving)`` cycles once the pipeline runs,
+    with ``N_stationary = M`` and ``N_moving = n`` (AWS Neuron documentation,
+    ``nki.isa.nc_matmul``, "Estimated instruction cost"), so the fraction is
+    ``n / max(min(64, cols), n)``.
+    """
+    return n / max(min(64, cols), n)
+
+
+def throughput(rows, cols, simulator="verilator", seed=1):
+    """Measure back-to-back BF16 matmuls for each N of :data:`THROUGHPUT_N` on the RTL.
+
+    Returns a list of dicts: ``n``, ``matmuls``, ``cycles`` (RTL, cycle 0 to the last result
+    inclusive), ``model_cycles`` (``golden.program_cycles``), ``model_exact`` (every
+    command's measured stamps equal the model's), ``utilization`` (RTL MACs per cycle over
+    ``rows * cols``, whole program), ``steady`` (the same between the first moving beats of
+    the second and the last matmul), ``scalesim_ws`` and ``nki`` (the peer models'
+    fractions), ``mismatches``.
+    """
+    out = []
+    for n, matmuls in THROUGHPUT_N.items():
+        jobs = _jobs(rows, cols, "bf16", matmuls, n, seed)
+        result = run_program(jobs, rows=rows, cols=cols, simulator=simulator)
+        firsts = [t.first_issue for t in result.stamps]
+        steady_cycles = (firsts[-1] - firsts[1]) / (matmuls - 2)
+        out.append({
+            "rows": rows, "cols": cols, "n": n, "matmuls": matmuls, "cycles": result.cycles,
+            "model_cycles": program_cycles(rows, cols, [(rows, n)] * matmuls),
+            "model_exact": result.model_agrees(),
+            "utilization": round(matmuls * n / result.cycles, 4),
+            "steady": round(n / steady_cycles, 4),
+            "scalesim_ws": round(scalesim_ws_utilization(rows, cols, n), 4),
+            "nki": round(nki_utilization(cols, n), 4),
+            "mismatches": result.mismatches})
+    return out
+
+
+def _print_throughput(rows_out):
+    header = (f"{'N':>4} {'matmuls':>7} {'RTL cycles':>10} {'model':>7} {'exact':>5} "
+              f"{'RTL util':>8} {'steady':>7} {'SCALE-Sim WS':>12} {'NKI model':>9}")
+    print(header)
+    print("-" * len(header))
+    for r in rows_out:
+        print(f"{r['n']:>4} {r['matmuls']:>7} {r['cycles']:>10,} {r['model_cycles']:>7,} "
+              f"{'yes' if r['model_exact'] else 'NO':>5} {r['utilization']:>8.1%} "
+              f"{r['steady']:>7.1%} {r['scalesim_ws']:>12.1%} {r['nki']:>9.1%}", flush=True)
+
+
 def _one(argv):
     p = argparse.ArgumentParser()
     p.add_argument("simulator")
@@ -106,7 +180,23 @@ def main(argv=None):
     p.add_argument("--matmuls", type=int, default=8, help="matmuls per run (default: 8)")
     p.add_argument("--n", type=int, default=512, help="moving free size N (default: 512)")
     p.add_argument("--output", default="bench/results.json", help="JSON output path")
+    p.add_argument("--throughput-tile", default="16x16", metavar="ROWSxCOLS",
+                   help="tile of the throughput table (Verilator; default 16x16); 'none' "
+                        "skips it")
+    p.add_argument("--throughput-only", action="store_true",
+                   help="print only the throughput table (no speed measurements)")
     args = p.parse_args(argv)
+    throughput_tile = None
+    if args.throughput_tile.lower() != "none":
+        try:
+            throughput_tile = tuple(int(x) for x in args.throughput_tile.lower().split("x"))
+            if len(throughput_tile) != 2 or min(throughput_tile) < 1:
+                raise ValueError
+        except ValueError:
+            p.error(f"--throughput-tile must look like 16x16 or be 'none', not "
+                    f"{args.throughput_tile!r}")
+    elif args.throughput_only:
+        p.error("--throughput-only needs a --throughput-tile")
     try:
         sizes = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizes.split(",")]
         if any(len(s) != 2 or min(s) < 1 for s in sizes):
@@ -117,12 +207,15 @@ def main(argv=None):
     for sim in sims:
         if sim not in SIMULATORS:
             p.error(f"unknown simulator {sim!r} in --sims; choose from {', '.join(SIMULATORS)}")
+    rows_out, table = [], []
+    if args.throughput_only:
+        sims, sizes = [], []
     header = (f"{'sim':<9} {'tile':>7} {'dtype':>5} {'gen s':>6} {'build s':>8} {'peak MB':>8} "
               f"{'cycles':>7} {'bulk c/s':>9} {'MACs/s':>12} {'cycle c/s':>9} "
               f"{'free c/s':>9} {'bulk/free':>9} {'mism':>4}")
-    print(header)
-    print("-" * len(header), flush=True)
-    rows_out = []
+    if sims:
+        print(header)
+        print("-" * len(header), flush=True)
     for sim in sims:
         for rows, cols in sizes:
             if sim == "icarus" and rows * cols > ICARUS_MAX_PES:
@@ -148,14 +241,24 @@ def main(argv=None):
                       f"{cycle if cycle is not None else '-':>9} "
                       f"{r['free_cycles_per_s']:>9,} {r['bulk_vs_free']:>9.2f} "
                       f"{r['mismatches']:>4}", flush=True)
+    if throughput_tile:
+        rows, cols = throughput_tile
+        print(f"\nthroughput: back-to-back BF16 matmuls, K = {rows}, M = {cols}, on a "
+              f"{rows} x {cols} tile (Verilator), as a fraction of {rows * cols} MACs/cycle",
+              flush=True)
+        table = throughput(rows, cols)
+        _print_throughput(table)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "date": time.strftime("%Y-%m-%d"), "machine": platform.platform(),
         "processor": platform.processor() or platform.machine(), "results": rows_out,
+        "throughput": table,
     }, indent=2) + "\n")
     print(f"wrote {out}")
-    return 1 if any(r["mismatches"] for r in rows_out) else 0
+    bad = any(r["mismatches"] for r in rows_out + table) or not all(
+        r["model_exact"] for r in table)
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -12,8 +12,7 @@ import time
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import program_cycles
-from systolica.hdl.layouts import PSUM_DEPTH
+from systolica.golden import PSUM_ENTRIES, program_cycles
 
 from .api import Matmul, run_program
 from .errors import USER_FACING, report
@@ -97,8 +96,8 @@ def _check_args(p, args):
     for name in ("idle", "backpressure"):
         if not 0.0 <= getattr(args, name) < 1.0:
             p.error(f"--{name} must be a probability in [0, 1), not {getattr(args, name)}")
-    if args.n > PSUM_DEPTH:
-        p.error(f"--n must be at most the PSUM depth {PSUM_DEPTH}, not {args.n}")
+    if args.n > PSUM_ENTRIES:
+        p.error(f"--n must be at most the PSUM bank size {PSUM_ENTRIES}, not {args.n}")
     if args.ftz and args.dtype != "bf16":
         p.error("--ftz (FTZ=1) applies to --dtype bf16 only")
 
@@ -177,7 +176,9 @@ def main(argv=None):
         ("MACs", f"{macs:,}"),
         ("cycles", f"{cycles:,} from reset to the last result; the timing model predicts "
                    f"{predicted:,}" + ("" if args.idle or args.backpressure
-                                      else (" (equal)" if predicted == cycles else " (DIFFERS)"))
+                                      else (" (equal, every stamp)"
+                                            if predicted == cycles and result.model_agrees()
+                                            else " (DIFFERS)"))
                    + (" without stalls" if args.idle or args.backpressure else "")),
         ("MACs per cycle", f"{macs / cycles:.2f} of peak {peak} "
                            f"({100 * macs / cycles / peak:.1f}%)"),

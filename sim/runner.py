@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from systolica.hdl.layouts import command_layout
 from systolica.tb.bulk import HARNESS, HARNESS_TOPLEVEL
 
 from .errors import BuildError, SimulationError
@@ -221,7 +222,8 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None):
         sources.append(HARNESS)
         toplevel = HARNESS_TOPLEVEL
         rows, cols = (int(x) for x in directory.parent.name.split("x"))
-        parameters = {"ROWS": rows, "COLS": cols, "DEPTH": harness_depth}
+        parameters = {"ROWS": rows, "COLS": cols, "DEPTH": harness_depth,
+                      "CW": command_layout().size}
     args = list(VERILATOR_ARGS) if simulator == "verilator" else []
     if simulator == "verilator" and fst:
         args.append("--trace-fst")

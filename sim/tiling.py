@@ -23,8 +23,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import nc_matmul
-from systolica.hdl.layouts import PSUM_DEPTH
+from systolica.golden import PSUM_ENTRIES, nc_matmul
 
 from .api import Matmul, run_program
 
@@ -127,7 +126,7 @@ def _check_size(name, value):
     return int(value)
 
 
-def plan(k, m, n, rows, cols, psum_depth=PSUM_DEPTH):
+def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES):
     """The output blocks of a ``[K, M] x [K, N]`` problem on a ``rows x cols`` tile.
 
     Parameters
@@ -287,6 +286,6 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
                        run_seconds=float(result.run.seconds), rows=int(rows), cols=int(cols))
 
 
-def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_DEPTH):
+def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES):
     """Matmuls a ``[K, M] x [K, N]`` problem runs as on a ``rows x cols`` tile (int)."""
     return (math.ceil(k / rows) * math.ceil(m / cols) * math.ceil(n / psum_depth))

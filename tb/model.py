@@ -1,10 +1,11 @@
-"""The testbench's model of the tile: golden results and a shadow of PSUM, per matmul.
+"""The testbench's model of the tile: golden results and a shadow of PSUM, per command.
 
-:class:`TileModel` turns each submitted matmul into the stream beats that carry it (packed by
-the caller through the Amaranth layouts) and into the golden PSUM columns the scoreboard
-expects, keeping a shadow PSUM so that accumulating matmuls are predicted by
-``nc_matmul(..., psum=shadow, accumulate=True)``. It is shared by the per-cycle TB
-(:mod:`systolica.tb.tile_tb`) and the bulk-stimulus harness (:mod:`systolica.tb.bulk`).
+:class:`TileModel` turns each submitted command into the stream beats that carry it (as
+dicts for the Amaranth layouts) and into the golden PSUM entries the scoreboard expects,
+keeping a shadow PSUM (banks x entries x cols bit patterns) so that accumulating matmuls and
+READ commands are predicted from it. Illegal commands are predicted to be rejected (no
+beats, no results). It is shared by the per-cycle TB (:mod:`systolica.tb.tile_tb`) and the
+bulk-stimulus harness (:mod:`systolica.tb.bulk`).
 """
 
 import os
@@ -13,28 +14,41 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import nc_matmul
-from systolica.hdl.layouts import PSUM_DEPTH, DType
+from systolica.golden import PSUM_BANKS, PSUM_ENTRIES, Command, command_error, nc_matmul
+from systolica.hdl.layouts import DType, Op
 
 #: The two operand dtypes and their names in reports.
 DTYPES = {np.dtype(np.int8): "int8", np.dtype(ml_dtypes.bfloat16): "bf16"}
 
 
 @dataclass
-class MatmulRecord:
-    """What the TB knows about one submitted matmul (shapes, mode, golden result, timing)."""
+class CommandRecord:
+    """What the TB knows about one submitted command (fields, golden result, timing)."""
 
     index: int
-    k: int
-    m: int
-    n: int
-    dtype: str
-    accumulate: bool
-    ftz: bool
-    expected: np.ndarray           # uint32 bit patterns [cols, N]
+    command: Command
+    error: str | None               # predicted rejection, or None
+    expected: np.ndarray | None     # uint32 bit patterns [cols, N]
     results: list = field(default_factory=list)
-    first_accept: int | None = None
-    last_result: int | None = None
+    accept: int | None = None        # cycle the command beat was taken
+    issues: list = field(default_factory=list)          # moving-beat accept cycles
+    result_cycles: list = field(default_factory=list)   # result-beat cycles
+    psum_dtype: str = "int8"         # how the result words read: "int8" (INT32) or "bf16"
+
+    def __getattr__(self, name):
+        if name in ("op", "k", "m", "n", "bank", "offset", "dtype", "ftz", "accumulate"):
+            return getattr(self.command, name)
+        raise AttributeError(name)
+
+    @property
+    def first_accept(self):
+        """Cycle the first moving beat was accepted (matmul), or None."""
+        return self.issues[0] if self.issues else None
+
+    @property
+    def last_result(self):
+        """Cycle the last result beat was taken, or None."""
+        return self.result_cycles[-1] if self.result_cycles else None
 
 
 def operand_bits(array):
@@ -42,6 +56,15 @@ def operand_bits(array):
     if array.dtype == np.int8:
         return array.view(np.uint8).astype(np.uint16)
     return array.view(np.uint16)
+
+
+def command_beat(command):
+    """The command stream beat (dict for ``command_layout()``) of a :class:`Command`."""
+    return {"op": Op.READ if command.op == "read" else Op.MATMUL,
+            "dtype": DType.BF16 if command.dtype == "bf16" else DType.INT8,
+            "ftz": int(command.ftz), "accumulate": int(command.accumulate),
+            "bank": command.bank, "offset": command.offset,
+            "k": command.k, "m": command.m, "n": command.n}
 
 
 def _hex_list(values, limit=8):
@@ -57,35 +80,58 @@ class TileModel:
     rows, cols : int
         Tile size in PEs.
     scoreboard : systolica.tb.scoreboard.Scoreboard
-        Receives one expectation per moving beat.
+        Receives one expectation per result beat.
+    banks, entries : int
+        PSUM geometry of the tile under test (default 8 x 512).
+    psum_zeroed : bool
+        PSUM holds zeros at the start (true right after the simulator starts: the memory's
+        initial value). False when earlier tests of the same simulation may have written
+        it; then accumulating into, or reading, an entry this model has not seen written
+        is refused with ``ValueError`` (its content is unknown).
     """
 
-    def __init__(self, rows, cols, scoreboard):
+    def __init__(self, rows, cols, scoreboard, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
+                 psum_zeroed=True):
         self.rows, self.cols = rows, cols
+        self.banks, self.entries = banks, entries
         self.scoreboard = scoreboard
-        self.psum = np.zeros((PSUM_DEPTH, cols), np.uint32)
-        #: Submitted matmuls, in order.
-        self.matmuls = []
-        #: Matmul index of every expected result beat, in order.
+        self.psum = np.zeros((banks, entries, cols), np.uint32)
+        self._known = np.full((banks, entries), bool(psum_zeroed))
+        self._psum_dtype = np.full((banks, entries), "int8", dtype=object)
+        #: Submitted commands, in order (rejected ones included).
+        self.records = []
+        #: Record index of every expected result beat, in order.
         self.result_owner = []
 
-    def submit(self, stationary, moving, *, accumulate=False, ftz=False, expected=None):
-        """Model one matmul; return ``(record, stationary_beats, moving_beats)``.
+    @property
+    def matmuls(self):
+        """Records of the accepted matmuls, in order (list of :class:`CommandRecord`)."""
+        return [r for r in self.records if r.op == "matmul" and r.error is None]
 
-        Beats are dicts for the stream layouts. Operands are both int8 or both
-        ``ml_dtypes.bfloat16``; ``accumulate`` adds into PSUM entries ``0..N-1``; ``ftz``
-        flushes subnormals (BF16 only). ``expected`` overrides the golden PSUM [M, N]
-        (error-injection tests only). With ``SYSTOLICA_CORRUPT_GOLDEN=1`` in the environment,
-        the first matmul expects one wrong word (bit 4 of PSUM [0, 0] flipped), so every test
-        fails on purpose: the regression's reproduce-with-waves path is tested with it.
+    def error_of(self, command):
+        """Why the tile would reject ``command`` (str), or None."""
+        return command_error(command, rows=self.rows, cols=self.cols, banks=self.banks,
+                             entries=self.entries)
+
+    def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
+               expected=None):
+        """Model one matmul; return ``(record, command_beat, stationary_beats, moving_beats)``.
+
+        Operands are both int8 or both ``ml_dtypes.bfloat16``; ``accumulate`` adds into PSUM
+        entries ``offset .. offset + N - 1`` of ``bank``; ``ftz`` flushes subnormals (BF16
+        only). ``expected`` overrides the golden PSUM [M, N] (error-injection tests only).
+        With ``SYSTOLICA_CORRUPT_GOLDEN=1`` in the environment, the first matmul expects one
+        wrong word (bit 4 of PSUM [0, 0] flipped), so every test fails on purpose: the
+        regression's reproduce-with-waves path is tested with it.
 
         Raises
         ------
         TypeError
             If the dtypes differ or are not int8/bfloat16.
         ValueError
-            If the shapes do not fit the tile (K > rows, M > cols, N outside 1..PSUM depth)
-            or ``ftz`` is asked of an INT8 matmul.
+            If the matmul would be rejected by the tile (K, M, N, bank or offset out of
+            range; use :meth:`submit_command` to send an illegal command on purpose) or
+            ``ftz`` is asked of an INT8 matmul.
         """
         if stationary.dtype != moving.dtype or stationary.dtype not in DTYPES:
             raise TypeError(f"operands must both be int8 or both bfloat16, not "
@@ -93,41 +139,44 @@ class TileModel:
         dtype = DTYPES[stationary.dtype]
         k, m = stationary.shape
         k2, n = moving.shape
-        if k != k2 or not 1 <= k <= self.rows or not 1 <= m <= self.cols \
-                or not 1 <= n <= PSUM_DEPTH:
-            raise ValueError(f"matmul [K={k}, M={m}] x [K={k2}, N={n}] does not fit a "
-                             f"{self.rows} x {self.cols} tile with {PSUM_DEPTH} PSUM entries")
         if ftz and dtype != "bf16":
             raise ValueError("ftz applies to bfloat16 matmuls only")
+        command = Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=dtype,
+                          ftz=bool(ftz), accumulate=bool(accumulate))
+        error = self.error_of(command)
+        if k != k2 or error:
+            raise ValueError(f"matmul [K={k}, M={m}] x [K={k2}, N={n}] into bank {bank} "
+                             f"offset {offset} does not fit a {self.rows} x {self.cols} tile "
+                             f"with {self.banks} x {self.entries} PSUM ({error or 'K differs'})")
 
         padded = np.zeros((k, self.cols), stationary.dtype)
         padded[:, :m] = stationary
+        region = (bank, slice(offset, offset + n))
+        if accumulate:
+            self._require_known(region, "accumulate into")
+        self._known[region] = True
         view = np.int32 if dtype == "int8" else np.float32
-        old = np.ascontiguousarray(self.psum[:n].T).view(view)
+        old = np.ascontiguousarray(self.psum[region].T).view(view)
         kwargs = {"ftz": True} if ftz else {}
         golden = nc_matmul(padded, moving, psum=old, accumulate=bool(accumulate), **kwargs)
         golden = np.ascontiguousarray(golden).view(np.uint32)
         if expected is not None:
             golden = golden.copy()
             golden[:m] = np.ascontiguousarray(expected).view(np.uint32)
-        self.psum[:n] = golden.T
+        self.psum[region] = golden.T
+        self._psum_dtype[region] = dtype
         if not self.matmuls and os.environ.get("SYSTOLICA_CORRUPT_GOLDEN") == "1":
             golden = golden.copy()
             golden[0, 0] ^= 1 << 4
-        record = MatmulRecord(len(self.matmuls), k, m, n, dtype, bool(accumulate), bool(ftz),
-                              golden)
-        self.matmuls.append(record)
+        record = self._record(command, None, golden)
+        record.psum_dtype = dtype
 
         s_bits, m_bits = operand_bits(padded), operand_bits(moving)
-        stationary_beats = [{"data": [int(v) for v in s_bits[r]], "last": int(r == k - 1)}
-                            for r in range(k)]
+        stationary_beats = [{"data": [int(v) for v in s_bits[r]]} for r in range(k)]
         pad_k = [0] * (self.rows - k)
-        mode = {"dtype": DType.BF16 if dtype == "bf16" else DType.INT8, "ftz": int(ftz),
-                "accumulate": int(bool(accumulate))}
         moving_beats = []
         for c in range(n):
-            moving_beats.append({"data": [int(v) for v in m_bits[:, c]] + pad_k,
-                                 "last": int(c == n - 1), **mode})
+            moving_beats.append({"data": [int(v) for v in m_bits[:, c]] + pad_k})
 
             def describe(lane, c=c, s_bits=s_bits, m_bits=m_bits):
                 return (f"stationary[:, {lane}] = {_hex_list(s_bits[:, lane])}; "
@@ -136,25 +185,89 @@ class TileModel:
             self.scoreboard.expect(record.index, c, golden[:, c], c == n - 1, dtype=dtype,
                                    macs=k * m, describe=describe)
             self.result_owner.append(record.index)
-        return record, stationary_beats, moving_beats
+        return record, command_beat(command), stationary_beats, moving_beats
+
+    def submit_command(self, command):
+        """Model a READ or an illegal command; return ``(record, command_beat)``.
+
+        A legal READ expects the shadow PSUM region; an illegal command (any op) expects
+        to be rejected with :attr:`CommandRecord.error` and no result beats (send no
+        operand beats for it).
+
+        Raises
+        ------
+        ValueError
+            If ``command`` is a legal matmul (use :meth:`submit`, which needs operands).
+        """
+        error = self.error_of(command)
+        if error is None and command.op == "matmul":
+            raise ValueError("a legal matmul needs its operands: use submit()")
+        if error is not None:
+            return self._record(command, error, None), command_beat(command)
+        region = (command.bank, slice(command.offset, command.offset + command.n))
+        self._require_known(region, "read")
+        words = np.ascontiguousarray(self.psum[region].T)
+        record = self._record(command, None, words)
+        dtypes = self._psum_dtype[region]
+        record.psum_dtype = dtypes[0]
+        for c in range(command.n):
+            entry = command.offset + c
+
+            def describe(lane, entry=entry, bank=command.bank):
+                return f"READ of bank {bank} entry {entry}"
+
+            self.scoreboard.expect(record.index, c, words[:, c], c == command.n - 1,
+                                   dtype=dtypes[c], describe=describe)
+            self.result_owner.append(record.index)
+        return record, command_beat(command)
+
+    def read(self, *, n, bank=0, offset=0):
+        """Model a READ of PSUM entries ``offset .. offset + n - 1`` of ``bank``; see
+        :meth:`submit_command`. Raises ``ValueError`` if the tile would reject it."""
+        command = Command("read", n=n, bank=bank, offset=offset)
+        error = self.error_of(command)
+        if error:
+            raise ValueError(f"READ of bank {bank} entries {offset}..{offset + n - 1} does "
+                             f"not fit {self.banks} x {self.entries} PSUM ({error})")
+        return self.submit_command(command)
+
+    def _require_known(self, region, what):
+        unknown = np.flatnonzero(~self._known[region]) + region[1].start
+        if unknown.size:
+            raise ValueError(f"cannot {what} PSUM bank {region[0]} entries "
+                             f"{unknown.tolist()}: not written since this test began (earlier "
+                             f"tests of the simulation may have left anything there)")
+
+    def _record(self, command, error, expected):
+        record = CommandRecord(len(self.records), command, error, expected)
+        self.records.append(record)
+        return record
+
+    @property
+    def rejected(self):
+        """Records the tile should reject (list of :class:`CommandRecord`)."""
+        return [r for r in self.records if r.error is not None]
 
     def on_result(self, position, lanes, cycle):
-        """Record result beat number ``position`` (0-based) for its matmul."""
+        """Record result beat number ``position`` (0-based) for its command."""
         if position < len(self.result_owner):
-            record = self.matmuls[self.result_owner[position]]
-            record.results.append(list(lanes[: record.m]))
-            record.last_result = cycle
+            record = self.records[self.result_owner[position]]
+            record.results.append(list(lanes[: record.m if record.op == "matmul"
+                                             else self.cols]))
+            record.result_cycles.append(cycle)
 
-    def stamp_accepts(self, accept_cycles):
-        """Set each matmul's ``first_accept`` from the cycles moving beats were taken."""
+    def stamp(self, command_cycles, moving_cycles):
+        """Set each record's command accept cycle and its matmul's moving accept cycles."""
+        for record, cycle in zip(self.records, command_cycles, strict=False):
+            record.accept = cycle
         position = 0
         for record in self.matmuls:
-            if record.first_accept is None and position < len(accept_cycles):
-                record.first_accept = accept_cycles[position]
+            record.issues = list(moving_cycles[position:position + record.n])
             position += record.n
 
-    @staticmethod
-    def results(record):
-        """The PSUM the RTL produced for ``record``: [M, N], int32 (INT8) or float32 (BF16)."""
-        bits = np.array(record.results, dtype=np.uint32).reshape(-1, record.m).T
-        return bits.view(np.int32 if record.dtype == "int8" else np.float32)
+    def results(self, record):
+        """The PSUM the RTL produced for ``record``: [M, N] (matmul) or [cols, N] (READ),
+        int32 (INT8) or float32 (BF16; a READ uses the dtype of its first entry's writer)."""
+        width = record.m if record.op == "matmul" else self.cols
+        bits = np.array(record.results, dtype=np.uint32).reshape(-1, width).T
+        return bits.view(np.int32 if record.psum_dtype == "int8" else np.float32)

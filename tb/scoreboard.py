@@ -17,7 +17,7 @@ def format_word(bits, dtype):
 
 @dataclass(frozen=True)
 class Mismatch:
-    """One wrong PSUM word: matmul index, PSUM row ``m`` and column ``n``, bit patterns.
+    """One wrong PSUM word: command index, PSUM row ``m`` and column ``n``, bit patterns.
 
     ``m == -1`` marks a wrong ``last`` flag. ``context`` names the operands (hex).
     """
@@ -32,9 +32,9 @@ class Mismatch:
 
     def __str__(self):
         if self.m < 0:
-            return (f"matmul {self.matmul}: column n={self.n} has last={self.actual}, "
+            return (f"command {self.matmul}: column n={self.n} has last={self.actual}, "
                     f"expected {self.expected}")
-        text = (f"matmul {self.matmul} ({self.dtype}): psum[m={self.m}, n={self.n}] expected "
+        text = (f"command {self.matmul} ({self.dtype}): psum[m={self.m}, n={self.n}] expected "
                 f"{format_word(self.expected, self.dtype)}, got "
                 f"{format_word(self.actual, self.dtype)}")
         return f"{text}; {self.context}" if self.context else text

@@ -111,10 +111,13 @@ class StreamMonitor:
         self._ready_now = False
         #: Beats received so far.
         self.received = 0
+        #: ``ready`` as driven in every cycle so far (list of bool, index = cycle).
+        self.ready_cycles = []
 
     def drive(self, cycle):
         self._ready_now = self._backpressure == 0.0 or self._rng.random() >= self._backpressure
         self._ready.value = int(self._ready_now)
+        self.ready_cycles.append(self._ready_now)
 
     def sample(self, cycle):
         if self._ready_now and self._valid.value == 1:

@@ -24,7 +24,8 @@ async def run_bulk(dut):
     path = os.environ.get("SYSTOLICA_BULK_TIMING")
     if path:
         with open(path, "w") as handle:
-            handle.write(f"{cycles} {seconds}\n")
+            handle.write(f"{cycles} {seconds} {int(dut.rejected.value)} "
+                         f"{int(dut.error.value)}\n")
     dut._log.info("harness done: %d cycles in %.3f s", cycles, seconds)
 
 

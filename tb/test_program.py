@@ -1,14 +1,16 @@
-"""Run a matmul program from a file and write the RTL's results back (for ``systolica.sim``).
+"""Run a command program from a file and write the RTL's results back (for ``systolica.sim``).
 
 Environment:
 
-- ``SYSTOLICA_PROGRAM``: ``.npz`` with ``count`` and, for each matmul ``i``: ``stationary_i``
-  [K, M] and ``moving_i`` [K, N] (int8, or BF16 as uint16 bit patterns), ``bf16_i``,
-  ``accumulate_i`` and ``ftz_i`` flags; optional ``idle`` and ``backpressure`` floats.
-- ``SYSTOLICA_RESULTS``: ``.npz`` written here: ``psum_i`` ([M, N] int32 or float32),
-  ``first_accept`` and ``last_result`` (cycle stamps per matmul), ``cycles`` (first cycle
-  after reset to the last result, inclusive), ``seconds`` (wall time of that clock loop),
-  ``mismatches``, ``expected_beats``, ``observed_beats``.
+- ``SYSTOLICA_PROGRAM``: ``.npz`` with ``count`` and, for each command ``i``: ``bank_i``
+  and ``offset_i``; for a READ, ``read_i`` (entries to read); for a matmul,
+  ``stationary_i`` [K, M] and ``moving_i`` [K, N] (int8, or BF16 as uint16 bit patterns),
+  ``bf16_i``, ``accumulate_i`` and ``ftz_i`` flags; optional ``idle`` and ``backpressure``.
+- ``SYSTOLICA_RESULTS``: ``.npz`` written here: ``psum_i`` (int32 or float32), ``accept``
+  (command accept cycle per command), ``issues_i`` and ``results_i`` (moving-beat and
+  result-beat cycles), ``cycles`` (first cycle after reset to the last result, inclusive),
+  ``seconds`` (wall time of that clock loop), ``mismatches``, ``expected_beats``,
+  ``observed_beats``.
 """
 
 import os
@@ -34,22 +36,29 @@ async def run_program(dut):
     program = np.load(os.environ["SYSTOLICA_PROGRAM"])
     idle = float(program["idle"]) if "idle" in program else 0.0
     backpressure = float(program["backpressure"]) if "backpressure" in program else 0.0
-    tb = TileTB(dut, seed=cocotb.RANDOM_SEED, idle=idle, backpressure=backpressure)
+    tb = TileTB(dut, seed=cocotb.RANDOM_SEED, idle=idle, backpressure=backpressure,
+                psum_zeroed=True)   # one program per simulation: PSUM starts at zero
     await tb.start()
-    records = [tb.submit(*_operands(program, i), accumulate=bool(program[f"accumulate_{i}"]),
-                         ftz=bool(program[f"ftz_{i}"]))
-               for i in range(int(program["count"]))]
+    records = []
+    for i in range(int(program["count"])):
+        region = {"bank": int(program[f"bank_{i}"]), "offset": int(program[f"offset_{i}"])}
+        if f"read_{i}" in program:
+            records.append(tb.read(n=int(program[f"read_{i}"]), **region))
+        else:
+            records.append(tb.submit(*_operands(program, i),
+                                     accumulate=bool(program[f"accumulate_{i}"]),
+                                     ftz=bool(program[f"ftz_{i}"]), **region))
     start = tb.cycle
     started = time.perf_counter()
     try:
         await tb.run()
     finally:
         out = {f"psum_{r.index}": tb.results(r) for r in records if len(r.results) == r.n}
+        for r in records:
+            out[f"issues_{r.index}"] = np.array(r.issues, dtype=np.int64)
+            out[f"results_{r.index}"] = np.array(r.result_cycles, dtype=np.int64)
         out.update(
-            first_accept=np.array([r.first_accept if r.first_accept is not None else -1
-                                   for r in records]),
-            last_result=np.array([r.last_result if r.last_result is not None else -1
-                                  for r in records]),
+            accept=np.array([-1 if r.accept is None else r.accept for r in records]),
             cycles=np.int64(tb.finished - start),
             seconds=np.float64(time.perf_counter() - started),
             mismatches=np.int64(len(tb.scoreboard.mismatches)),

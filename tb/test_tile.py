@@ -10,6 +10,8 @@ import os
 import cocotb
 import numpy as np
 
+from systolica.golden import Command, command_schedule
+
 from . import stimulus
 from .stimulus import bf16, random_int8
 from .tile_tb import SimulationStuck, TileTB
@@ -285,7 +287,7 @@ async def test_bf16_bulk_random(dut):
 async def test_stuck_tile_times_out_with_message(dut):
     """A matmul whose stationary never comes: the tile waits, the TB gives up with a message."""
     tb = await _started(dut, 9)
-    tb.moving.send({"data": [1] * tb.rows, "last": 1})
+    tb.moving.send({"data": [1] * tb.rows})   # and no command, so it is never taken
     tb.scoreboard.expect(0, 0, [0] * tb.cols, last=True)
     try:
         await tb.run(max_cycles=40)
@@ -295,3 +297,76 @@ async def test_stuck_tile_times_out_with_message(dut):
         assert "1 missing" in str(error), str(error)
     else:
         raise AssertionError("the tile ran a matmul without a stationary, or the TB never gave up")
+
+
+@cocotb.test()
+async def test_psum_banks_offsets_and_read_out(dut):
+    """Matmuls into several banks and offsets, accumulating and overwriting, then READ
+    commands stream regions out (spanning several matmuls' writes); the TB's shadow PSUM
+    predicts every word."""
+    tb = await _started(dut, 20)
+    rng = _rng(20)
+    k, m = tb.rows, tb.cols
+    tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 6)), bank=3, offset=500)
+    tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 6)), bank=3, offset=500,
+              accumulate=True)
+    tb.submit(stimulus.bf16_normal(rng, (k, m)), stimulus.bf16_normal(rng, (k, 6)), bank=7,
+              offset=0)
+    tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), bank=0, offset=9)
+    tb.read(bank=3, offset=500, n=6)            # the sums of the first two
+    tb.submit(stimulus.bf16_normal(rng, (k, m)), stimulus.bf16_normal(rng, (k, 4)), bank=7,
+              offset=2, accumulate=True)
+    tb.read(bank=7, offset=0, n=6)
+    tb.read(bank=0, offset=9, n=3)
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_illegal_commands_are_rejected_with_status(dut):
+    """Each kind of illegal command, between legal ones: the tile drops it (no beats taken,
+    no results), counts it in ``status.rejected`` and names it in ``status.error``; the legal
+    matmuls around it run as if it had not been sent."""
+    tb = await _started(dut, 21)
+    rng = _rng(21)
+    k, m = tb.rows, tb.cols
+    illegal = [Command("matmul", k=k + 1, m=1, n=1), Command("matmul", k=1, m=m + 1, n=1),
+               Command("matmul", k=1, m=1, n=0), Command("matmul", k=1, m=1, n=8, offset=510),
+               Command("read", n=1, bank=8), Command("read", n=513)]
+    for i, command in enumerate(illegal):
+        tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), accumulate=i > 0)
+        record = tb.submit_command(command)
+        assert record.error is not None, command
+    tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), accumulate=True)
+    tb.submit_command(Command("matmul", k=0, m=1, n=1, bank=9))   # bank is checked first
+    await tb.run()
+    tb.check()
+    assert [r.error for r in tb.records if r.error] == [
+        "K_RANGE", "M_RANGE", "N_RANGE", "N_RANGE", "BANK_RANGE", "N_RANGE", "BANK_RANGE"]
+
+
+@cocotb.test()
+async def test_timing_model_follows_random_backpressure(dut):
+    """Under random result backpressure (inputs never idle), the stepped cycle model,
+    given the ready pattern the TB drove, predicts every command, moving and result stamp."""
+    tb = await _started(dut, 22, backpressure=0.35)
+    rng = _rng(22)
+    commands = []
+    for i in range(10):
+        k = int(rng.integers(1, tb.rows + 1))
+        n = int(rng.integers(1, 2 * (tb.rows + tb.cols)))
+        record = tb.submit(random_int8(rng, (k, tb.cols)), random_int8(rng, (k, n)),
+                           bank=i % 8)
+        commands.append(record.command)
+        if i % 4 == 3:
+            commands.append(tb.read(bank=i % 8, n=n).command)
+    await tb.run()
+    tb.check()
+    ready = tb.result.ready_cycles
+    schedule = command_schedule(tb.rows, tb.cols, commands,
+                                result_ready=lambda cycle: ready[cycle])
+    for record, predicted in zip(tb.records, schedule, strict=True):
+        measured = (record.accept, tuple(record.issues), tuple(record.result_cycles))
+        want = (predicted.accept, predicted.issues if record.op == "matmul" else (),
+                predicted.results)
+        assert measured == want, (record.index, measured, want)

@@ -7,7 +7,15 @@ import random
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from systolica.hdl.layouts import OPERAND_WIDTH, moving_layout, result_layout, stationary_layout
+from systolica.hdl.layouts import (
+    OPERAND_WIDTH,
+    ErrorCode,
+    command_layout,
+    moving_layout,
+    result_layout,
+    stationary_layout,
+    status_layout,
+)
 
 from .model import TileModel
 from .scoreboard import Scoreboard
@@ -17,24 +25,36 @@ from .streams import StreamDriver, StreamMonitor
 CLOCK_PERIOD_NS = 10
 
 
+def status_fields(raw):
+    """``(rejected, error code)`` of a raw ``status`` value (ints; an invalid code stays an
+    int so that it can be reported)."""
+    layout = status_layout()
+    rejected = layout["rejected"]
+    error = layout["error"]
+    return ((raw >> rejected.offset) & ((1 << rejected.width) - 1),
+            (raw >> error.offset) & ((1 << error.width) - 1))
+
+
 class SimulationStuck(AssertionError):
     """The tile stopped making progress before every expected result arrived."""
 
 
 def tile_shape(dut):
     """Return ``(rows, cols)`` of the DUT, read from its stream payload widths."""
-    rows = (len(dut.moving__payload) - 4) // OPERAND_WIDTH
-    cols = (len(dut.stationary__payload) - 1) // OPERAND_WIDTH
+    rows = len(dut.moving__payload) // OPERAND_WIDTH
+    cols = len(dut.stationary__payload) // OPERAND_WIDTH
     return rows, cols
 
 
 class TileTB:
-    """Drive matmuls through the tile and check every result against the golden model.
+    """Drive commands through the tile and check every result against the golden model.
 
-    The TB keeps a shadow of the tile's PSUM (bit patterns, ``psum_depth x cols``) so that
-    accumulating matmuls are checked against ``nc_matmul(..., psum=shadow, accumulate=True)``.
-    Every result lane is compared, including lanes ``>= M`` (the tile computes them with the
-    zero-padded stationary, and the golden model does the same).
+    The TB keeps a shadow of the tile's PSUM (bit patterns, ``banks x entries x cols``) so
+    that accumulating matmuls are checked against ``nc_matmul(..., psum=shadow,
+    accumulate=True)`` and READ commands against the shadow region. Every result lane is
+    compared, including lanes ``>= M`` (the tile computes them with the zero-padded
+    stationary, and the golden model does the same). Commands the tile must reject are
+    checked through its ``status`` output by :meth:`check`.
 
     Parameters
     ----------
@@ -46,21 +66,26 @@ class TileTB:
         Probability that a stream driver holds ``valid`` low in a cycle (see StreamDriver).
     backpressure : float
         Probability that the result monitor holds ``ready`` low in a cycle.
+    psum_zeroed : bool
+        Whether PSUM is known to hold zeros (the first run of a fresh simulation); see
+        :class:`TileModel`. Tests that share a simulation leave it False.
     """
 
-    def __init__(self, dut, seed, idle=0.0, backpressure=0.0):
+    def __init__(self, dut, seed, idle=0.0, backpressure=0.0, psum_zeroed=False):
         self.dut = dut
         self.rows, self.cols = tile_shape(dut)
         self.log = dut._log
         rng = random.Random(seed)
         self.scoreboard = Scoreboard(log=self.log)
+        self.command = StreamDriver(dut, "command", command_layout(),
+                                    random.Random(rng.random()), idle)
         self.stationary = StreamDriver(dut, "stationary", stationary_layout(self.cols),
                                        random.Random(rng.random()), idle)
         self.moving = StreamDriver(dut, "moving", moving_layout(self.rows),
                                    random.Random(rng.random()), idle)
         self.result = StreamMonitor(dut, "result", result_layout(self.cols),
                                     random.Random(rng.random()), backpressure, self._on_result)
-        self.model = TileModel(self.rows, self.cols, self.scoreboard)
+        self.model = TileModel(self.rows, self.cols, self.scoreboard, psum_zeroed=psum_zeroed)
         self._idle, self._backpressure = idle, backpressure
         #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
@@ -71,28 +96,49 @@ class TileTB:
         """Start the clock and hold reset for ``reset_cycles`` cycles."""
         Clock(self.dut.clk, CLOCK_PERIOD_NS, unit="ns").start()
         self.dut.rst.value = 1
-        for port in ("stationary__valid", "moving__valid", "result__ready"):
+        for port in ("command__valid", "stationary__valid", "moving__valid", "result__ready"):
             getattr(self.dut, port).value = 0
         for _ in range(reset_cycles):
             await FallingEdge(self.dut.clk)
         self.dut.rst.value = 0
 
     # ---- stimulus -------------------------------------------------------------------------
-    def submit(self, stationary, moving, *, accumulate=False, ftz=False, expected=None):
+    def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
+               expected=None):
         """Queue one matmul on the drivers; see :meth:`TileModel.submit` for the arguments
-        and errors. Returns the :class:`MatmulRecord`."""
-        record, stationary_beats, moving_beats = self.model.submit(
-            stationary, moving, accumulate=accumulate, ftz=ftz, expected=expected)
+        and errors. Returns the :class:`CommandRecord`."""
+        record, command, stationary_beats, moving_beats = self.model.submit(
+            stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank, offset=offset,
+            expected=expected)
+        self.command.send(command)
         for beat in stationary_beats:
             self.stationary.send(beat)
         for beat in moving_beats:
             self.moving.send(beat)
         return record
 
+    def submit_command(self, command):
+        """Queue a READ or an illegal command (a :class:`systolica.golden.Command`); see
+        :meth:`TileModel.submit_command`. Returns the :class:`CommandRecord`."""
+        record, beat = self.model.submit_command(command)
+        self.command.send(beat)
+        return record
+
+    def read(self, *, n, bank=0, offset=0):
+        """Queue a READ of PSUM entries ``offset .. offset + n - 1`` of ``bank``."""
+        record, beat = self.model.read(n=n, bank=bank, offset=offset)
+        self.command.send(beat)
+        return record
+
     @property
     def matmuls(self):
-        """Submitted matmuls (list of :class:`MatmulRecord`)."""
+        """Submitted matmuls that the tile accepts (list of :class:`CommandRecord`)."""
         return self.model.matmuls
+
+    @property
+    def records(self):
+        """Every submitted command (list of :class:`CommandRecord`)."""
+        return self.model.records
 
     def _on_result(self, beat, cycle):
         lanes = list(beat.data)
@@ -102,13 +148,13 @@ class TileTB:
     # ---- clock loop -----------------------------------------------------------------------
     def cycle_budget(self):
         """Cycles the queued work may take before the TB declares the tile stuck (int)."""
-        beats = sum(r.k + r.n for r in self.matmuls)
+        beats = sum(r.k + r.n + 1 for r in self.records)
         latency = self.rows + self.cols
         slow = (1.0 - self._idle) * (1.0 - self._backpressure)
-        return int(200 + 8 * (beats + latency * (len(self.matmuls) + 1)) / slow)
+        return int(200 + 8 * (beats + latency * (len(self.records) + 1)) / slow)
 
     async def _step(self):
-        parts = (self.stationary, self.moving, self.result)
+        parts = (self.command, self.stationary, self.moving, self.result)
         await FallingEdge(self.dut.clk)
         for part in parts:
             part.drive(self.cycle)
@@ -126,10 +172,11 @@ class TileTB:
         """
         budget = self.cycle_budget() if max_cycles is None else max_cycles
         start = self.cycle
-        while self.scoreboard.outstanding:
+        while self.scoreboard.outstanding or self.command.pending:
             if self.cycle - start > budget:
                 raise SimulationStuck(
                     f"tile stuck: no completion within {budget} cycles; "
+                    f"commands sent {self.command.sent} ({self.command.pending} pending), "
                     f"stationary beats sent {self.stationary.sent} "
                     f"({self.stationary.pending} pending), moving beats sent "
                     f"{self.moving.sent} ({self.moving.pending} pending), "
@@ -141,19 +188,28 @@ class TileTB:
         self._stamp_accepts()
 
     def _stamp_accepts(self):
-        self.model.stamp_accepts(self.moving.transfer_cycles)
+        self.model.stamp(self.command.transfer_cycles, self.moving.transfer_cycles)
 
     def results(self, record):
         """The PSUM the RTL produced for ``record``: [M, N], int32 (INT8) or float32 (BF16)."""
         return self.model.results(record)
 
     def check(self):
-        """Raise ``AssertionError`` unless every result arrived and matched.
+        """Raise ``AssertionError`` unless every result arrived and matched and the tile's
+        ``status`` counts exactly the rejections the model predicts (last error included).
 
         With ``SYSTOLICA_STATS`` set, appends one JSON line with the MACs checked to that
         file (the regression sums them).
         """
         self.scoreboard.check_complete()
+        rejected = self.model.rejected
+        got = status_fields(self.dut.status.value.to_unsigned())
+        want = (len(rejected) % 65536,
+                ErrorCode[rejected[-1].error].value if rejected else ErrorCode.NONE.value)
+        names = {e.value: e.name for e in ErrorCode}
+        assert got == want, (f"status: {got[0]} commands rejected, last error "
+                             f"{names.get(got[1], got[1])}; expected {want[0]}, "
+                             f"{names[want[1]]}")
         self.log.info("scoreboard: %s", self.scoreboard.summary())
         stats = os.environ.get("SYSTOLICA_STATS")
         if stats:

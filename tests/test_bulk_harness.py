@@ -37,7 +37,7 @@ def test_bulk_and_cycle_drivers_agree(simulator, seed):
         np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
     schedule = program_schedule(rows, cols, [(j.moving.shape[0], j.moving.shape[1])
                                              for j in jobs])
-    assert bulk.first_accept == cycle.first_accept == [t.first_accept for t in schedule]
+    assert bulk.first_accept == cycle.first_accept == [t.first_issue for t in schedule]
     assert bulk.last_result == cycle.last_result == [t.last_result for t in schedule]
 
 

@@ -33,7 +33,7 @@ def test_cli_bf16_ftz_run():
 
 @pytest.mark.parametrize("args,text", [
     (["--ftz"], "--ftz (FTZ=1) applies to --dtype bf16 only"),
-    (["--n", "600"], "--n must be at most the PSUM depth 512, not 600"),
+    (["--n", "600"], "--n must be at most the PSUM bank size 512, not 600"),
     (["--rows", "0"], "argument --rows: must be a positive integer (ROWS=... or the option), "
                       "not '0'"),
     (["--seed", "-1"], "argument --seed: must be an integer >= 0"),

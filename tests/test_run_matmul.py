@@ -6,7 +6,7 @@ import pytest
 
 from systolica.golden import matmul_cycles
 from systolica.golden.bf16 import fp32_bits
-from systolica.sim import Matmul, SimulatorNotFoundError, run_matmul, run_program
+from systolica.sim import Matmul, Read, SimulatorNotFoundError, run_matmul, run_program
 from systolica.sim.api import _check_operands
 
 BF16 = ml_dtypes.bfloat16
@@ -64,7 +64,7 @@ GOOD = np.zeros((2, 2), np.int8)
     (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, ftz=True), ValueError,
      "ftz applies to bfloat16 matmuls only"),
     (lambda: run_matmul(GOOD, np.zeros((2, 513), np.int8), rows=2, cols=2), ValueError,
-     "must be between 1 and the PSUM depth 512, not 513"),
+     "must be between 1 and the PSUM bank size 512, not 513"),
     (lambda: run_matmul(np.zeros((3, 2), np.int8), np.zeros((3, 1), np.int8), rows=2, cols=2),
      ValueError, "K = 3 must be between 1 and rows = 2"),
     (lambda: run_matmul(np.zeros((2, 3), np.int8), GOOD, rows=2, cols=2),
@@ -76,7 +76,19 @@ GOOD = np.zeros((2, 2), np.int8)
     (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, accumulate=True), ValueError,
      "accumulate=True needs psum"),
     (lambda: run_matmul(GOOD, np.zeros((2, 0), np.int8), rows=2, cols=2), ValueError,
-     "N \\(moving columns\\) must be between 1 and the PSUM depth 512, not 0"),
+     "N \\(moving columns\\) must be between 1 and the PSUM bank size 512, not 0"),
+    (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, bank=8), ValueError,
+     "bank must be between 0 and 7 \\(the tile has 8 PSUM banks\\), not 8"),
+    (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, offset=511), ValueError,
+     "writes PSUM entries 511..512, past the end of the 512-entry bank"),
+    (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, bank=-1), ValueError,
+     "bank must be a non-negative integer, not -1"),
+    (lambda: run_program([Read(0)], rows=2, cols=2), ValueError,
+     "Read.n must be a positive integer, not 0"),
+    (lambda: run_program([Read(4, offset=510)], rows=2, cols=2), ValueError,
+     "the READ writes PSUM entries 510..513"),
+    (lambda: run_program(["x"], rows=2, cols=2), TypeError,
+     "each job must be a Matmul, a Read or a \\(stationary, moving\\) pair, not str"),
 ])
 def test_bad_input_gives_one_line_error(call, error, text):
     with pytest.raises(error, match=text) as info:
@@ -123,3 +135,32 @@ def test_run_program_accumulates_in_the_rtl_psum():
     jobs = [Matmul(s[:2], mv[:2]), Matmul(s[2:], mv[2:], accumulate=True)]
     result = run_program(jobs, rows=2, cols=2, simulator="icarus")
     np.testing.assert_array_equal(result.psums[1], exact_bf16_reference(s, mv))
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_run_matmul_into_a_bank_and_offset(simulator):
+    """The region is written and read back with a READ command; its cycles are unchanged."""
+    rng = np.random.default_rng(8)
+    s = rng.integers(-128, 128, (3, 4), dtype=np.int8)
+    mv = rng.integers(-128, 128, (3, 7), dtype=np.int8)
+    psum, cycles = run_matmul(s, mv, rows=3, cols=4, simulator=simulator, bank=5, offset=505)
+    np.testing.assert_array_equal(psum, int64_reference(s, mv))
+    assert cycles == matmul_cycles(3, 4, 7)
+
+
+def test_run_program_reads_regions_written_by_several_matmuls():
+    rng = np.random.default_rng(9)
+    a = [rng.integers(-128, 128, (2, 3), dtype=np.int8) for _ in range(3)]
+    b = [rng.integers(-128, 128, (2, 4), dtype=np.int8) for _ in range(3)]
+    jobs = [Matmul(a[0], b[0], bank=1, offset=0), Matmul(a[1], b[1], bank=1, offset=4),
+            Matmul(a[2], b[2], bank=1, offset=2, accumulate=True), Read(8, bank=1),
+            Read(2, bank=0, offset=0)]
+    result = run_program(jobs, rows=2, cols=3, simulator="verilator")
+    assert result.mismatches == 0
+    want = np.zeros((3, 8), np.int64)
+    want[:, 0:4] = int64_reference(a[0], b[0])
+    want[:, 4:8] = int64_reference(a[1], b[1])
+    want[:, 2:6] += int64_reference(a[2], b[2])
+    np.testing.assert_array_equal(result.psums[3], want.astype(np.int32))
+    np.testing.assert_array_equal(result.psums[4], np.zeros((3, 2), np.int32))  # untouched
+    assert result.model_agrees()

@@ -21,7 +21,7 @@ def test_wrong_word_is_reported_with_its_position():
     sb.observe([10, 21], last=True)
     assert [(x.matmul, x.m, x.n, x.expected, x.actual) for x in sb.mismatches] == [
         (3, 1, 5, 20, 21)]
-    with pytest.raises(AssertionError, match=r"matmul 3 \(int8\): psum\[m=1, n=5\]"):
+    with pytest.raises(AssertionError, match=r"command 3 \(int8\): psum\[m=1, n=5\]"):
         sb.check_complete()
 
 

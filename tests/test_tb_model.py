@@ -1,0 +1,54 @@
+"""Unit tier: the testbench's tile model (shadow PSUM with banks, READs, rejections)."""
+
+import numpy as np
+import pytest
+
+from systolica.golden import Command
+from systolica.hdl.layouts import DType, Op
+from systolica.tb.model import TileModel
+from systolica.tb.scoreboard import Scoreboard
+
+
+def model(**kwargs):
+    return TileModel(2, 2, Scoreboard(), **kwargs)
+
+
+def test_read_expects_the_shadow_region_of_its_bank():
+    tm = model()
+    ones = np.ones((2, 2), np.int8)
+    tm.submit(ones, ones * 3, bank=4, offset=10)
+    record, beat = tm.read(bank=4, offset=9, n=3)
+    assert beat["op"] == Op.READ and (beat["bank"], beat["offset"], beat["n"]) == (4, 9, 3)
+    np.testing.assert_array_equal(record.expected, [[0, 6, 6], [0, 6, 6]])
+    assert tm.result_owner == [0, 0, 1, 1, 1]
+
+
+def test_matmul_beat_carries_the_command_fields():
+    tm = model()
+    s = np.ones((1, 2), np.int8)
+    record, beat, s_beats, m_beats = tm.submit(s, np.ones((1, 3), np.int8), bank=1, offset=5,
+                                               accumulate=False)
+    assert beat == {"op": Op.MATMUL, "dtype": DType.INT8, "ftz": 0, "accumulate": 0,
+                    "bank": 1, "offset": 5, "k": 1, "m": 2, "n": 3}
+    assert len(s_beats) == 1 and len(m_beats) == 3 and record.error is None
+
+
+def test_illegal_command_is_predicted_rejected_without_results():
+    tm = model()
+    record, _ = tm.submit_command(Command("read", n=1, bank=8))
+    assert record.error == "BANK_RANGE" and tm.result_owner == [] and tm.rejected == [record]
+    with pytest.raises(ValueError, match="use submit"):
+        tm.submit_command(Command("matmul", k=1, m=1, n=1))
+    with pytest.raises(ValueError, match="N_RANGE"):
+        tm.submit(np.ones((1, 1), np.int8), np.ones((1, 3), np.int8), offset=510)
+
+
+def test_unknown_psum_is_refused_when_earlier_tests_may_have_written_it():
+    tm = model(psum_zeroed=False)
+    ones = np.ones((2, 2), np.int8)
+    with pytest.raises(ValueError, match=r"cannot read PSUM bank 0 entries \[0, 1\]"):
+        tm.read(n=2)
+    tm.submit(ones, ones)                     # overwrites entries 0 and 1
+    with pytest.raises(ValueError, match=r"cannot accumulate into PSUM bank 0 entries \[2\]"):
+        tm.submit(ones, np.ones((2, 3), np.int8), accumulate=True)
+    tm.read(n=2)                              # entries 0 and 1 are known now
