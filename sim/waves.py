@@ -8,23 +8,34 @@ file generated for that run (tile size, simulator, data type), then opens
 ``gtkwave <dump> <save>`` when a display and GTKWave are there, or prints that command.
 
 The save file's groups, in order (all signals of the tile top ``systolica_tile``; both
-simulators put it at the root of the dump):
+simulators put it at the root of the dump; packed fields are picked out of their vectors at
+the offsets of :mod:`systolica.hdl.layouts`):
 
 - **Clock and reset**: ``clk``, ``rst``.
-- **Command**: the tile has no separate command stream yet; a matmul's command is the mode
-  carried by its first MultiplyMoving beat (``dtype`` as INT8/BF16, ``ftz``, ``accumulate``
-  as overwrite/accumulate) and the handshake that accepts it.
-- **LoadStationary stream**: valid, ready, last, the partition row being written and each
+- **Command stream**: valid, ready and each field of the beat: ``op`` (MATMUL/READ),
+  ``dtype`` (INT8/BF16), ``ftz`` (IEEE/FTZ), ``accumulate`` (overwrite/accumulate), and
+  ``bank``, ``offset``, ``k``, ``m``, ``n`` in decimal.
+- **Status**: ``rejected`` (commands rejected since reset, decimal) and ``error`` (the
+  :class:`~systolica.hdl.layouts.ErrorCode` of the latest rejection, by name).
+- **LoadStationary stream**: valid, ready, the partition row the next beat writes and each
   lane ``m`` of the stationary row, decoded.
-- **MultiplyMoving stream**: valid, ready, last and each lane ``k``, decoded.
+- **MultiplyMoving stream**: valid, ready and each lane ``k``, decoded.
 - **PSUM result stream**: valid, ready, last and each lane ``m``, decoded.
-- **PSUM bank**: write strobe, entry address, and the mode of the word being written
-  (overwrite/accumulate, INT32/FP32, FTZ), from the last stage of the token pipeline.
-- **Tile state**: the tile has no single state machine; its control state is the two
-  stationary buffers and the moving stream. Each buffer shows as ``empty`` / ``loaded`` /
-  ``in use`` (from its ``full`` and ``busy`` bits), the moving stream as ``idle`` /
-  ``streaming`` (``running``), which buffer the next load writes (``load_buf``) and the
-  next matmul uses (``use_buf``), and whether the pipeline advances or stalls.
+- **PSUM**: the write strobe, and from the last stage of the token pipeline (the beat whose
+  result is offered; meaningful while the result stream is valid) its ``op`` (READ for a
+  read-out, which writes nothing), the bank and entry it addresses (the flat address
+  ``bank * entries + entry`` where entries per bank is not a power of two) and the mode of
+  the word (overwrite/accumulate, INT32/FP32, IEEE/FTZ).
+- **Tile state**: the tile has no single state machine; its control state is the command
+  queue, the two stationary buffers and the issue of beats. The queue shows its occupancy
+  (from ``queued``) and each entry as ``empty`` / ``waiting for stationary`` / ``ready``
+  (from its ``queued`` and ``loaded`` bits; a READ is ready at once); each stationary buffer
+  as ``free`` / ``in use`` (``busy``: a started matmul's results are still in flight; a
+  stationary loaded for a matmul that has not started yet shows as ``free``); then whether a
+  command is part-way through issuing its beats (``running``), the op of the command issuing
+  (``cur_read``, meaningful while running), which buffer the next load writes
+  (``load_buf``) and the next matmul uses (``use_buf``), and whether the pipeline advances
+  or stalls (``advance``).
 - **PE row k** (arrays up to 8 x 8, collapsed): per PE ``pe_k_c`` its weight (the
   stationary value the current operand multiplies), its operand (``moving_in``) and its
   partial sum out (``psum_out``).
@@ -45,7 +56,24 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from amaranth.hdl import Shape
+from amaranth.lib import data
 from vcd.gtkw import GTKWSave, make_translation_filter
+
+from systolica.hdl.layouts import (
+    OPERAND_WIDTH,
+    PSUM_BANKS,
+    PSUM_ENTRIES,
+    PSUM_WIDTH,
+    DType,
+    ErrorCode,
+    Op,
+    command_layout,
+    moving_layout,
+    result_layout,
+    stationary_layout,
+    status_layout,
+)
 
 from .errors import USER_FACING, SimulationError, SystolicaError, report
 from .generate import TOPLEVEL
@@ -62,8 +90,8 @@ ZOOM = -15.0
 PE_GROUP_LIMIT = 8
 #: Lane decodings: one data type, or both for runs that mix them.
 LANE_MODES = ("int8", "bf16", "mixed")
-#: Bits per operand lane and per PSUM word (see systolica.hdl.layouts).
-OPERAND_BITS, PSUM_BITS = 16, 32
+#: Bits per operand lane and per PSUM word (from systolica.hdl.layouts).
+OPERAND_BITS, PSUM_BITS = OPERAND_WIDTH, PSUM_WIDTH
 #: The cocotb test module a regression failure is reproduced from.
 TEST_MODULE = "systolica.tb.test_tile"
 _TB_SOURCE = Path(__file__).resolve().parent.parent / "tb" / "test_tile.py"
@@ -89,23 +117,49 @@ def _filters(directory):
         launcher.chmod(0o755)
         paths[kind] = launcher
     names = {
-        "dtype": [(0, "INT8"), (1, "BF16")],
+        "op": _enum_names(Op),
+        "dtype": _enum_names(DType),
+        "error": _enum_names(ErrorCode),
         "psum_dtype": [(0, "INT32"), (1, "FP32")],
         "mode": [(0, "overwrite"), (1, "accumulate")],
         "ftz": [(0, "IEEE"), (1, "FTZ")],
         "buffer": [(0, "buffer 0"), (1, "buffer 1")],
-        "moving_state": [(0, "idle"), (1, "streaming")],
+        "busy": [(0, "free"), (1, "in use")],
+        "running": [(0, "between commands"), (1, "mid-command")],
         "pipeline": [(0, "stalled"), (1, "advancing")],
-        # {busy, full} of one stationary buffer.
-        "buffer_state": [(0, "empty"), (1, "loaded"), (2, "in use"),
-                         (3, "full and busy (illegal)")],
+        # queued[1:0]: entries fill from 0.
+        "queue": [(0, "empty"), (1, "1 command"), (2, "entry 1 only (illegal)"),
+                  (3, "2 commands (full)")],
+        # {queued, loaded} of one queue entry; a READ is loaded when it is queued.
+        "entry": [(0, "empty"), (1, "loaded, not queued (illegal)"),
+                  (2, "waiting for stationary"), (3, "ready")],
     }
     for name, table in names.items():
-        size = 2 if name == "buffer_state" else 1
+        size = max(1, max(value for value, _ in table).bit_length())
         path = directory / f"{name}.txt"
         path.write_text(make_translation_filter(table, datafmt="hex", size=size))
         paths[name] = path
     return paths
+
+
+def _enum_names(enum):
+    """A translate filter table naming each member of an Amaranth enum by its name."""
+    return [(member.value, member.name) for member in enum]
+
+
+def token_layout(depth):
+    """Layout of one entry ``token_<i>`` of the tile's token pipeline.
+
+    It mirrors the layout ``Tile.elaborate`` builds (it is not exported);
+    tests/test_waves_unit.py checks the two against the generated Verilog.
+    """
+    return data.StructLayout({"valid": 1, "last": 1, "sel": 1, "bf16": 1, "ftz": 1,
+                              "accumulate": 1, "read": 1, "addr": range(depth)})
+
+
+def _fields(layout):
+    """``{name: (lsb, width)}`` of the fields of a StructLayout."""
+    return {name: (field.offset, Shape.cast(field.shape).width) for name, field in layout}
 
 
 @dataclass(frozen=True)
@@ -134,9 +188,9 @@ class _Writer:
         """One signal (or one bit of it), optionally translated through a filter file."""
         filter_file = str(self.filters[table]) if table else None
         datafmt = "hex" if table else datafmt
-        if table and width == 1:
-            # GTKWave draws a one-bit signal as a line and ignores its filter; as a one-bit
-            # vector it shows the filter's names.
+        if width == 1 and (table or datafmt != "bin"):
+            # GTKWave draws a one-bit signal as a line and ignores its filter and format; as
+            # a one-bit vector it shows the filter's names or the value.
             self.save.trace(f"#{{{alias}}} {self.name(signal, width)}", datafmt=datafmt,
                             translate_filter_file=filter_file)
         elif bit is None:
@@ -145,6 +199,16 @@ class _Writer:
         else:
             self.save.trace(self.bits(alias, signal, width, bit, bit), datafmt=datafmt,
                             translate_filter_file=filter_file)
+
+    def field(self, alias, signal, width, lsb, bits, datafmt="dec", table=None):
+        """Bits ``lsb + bits - 1 .. lsb`` of a ``width``-bit ``signal`` as one vector ``alias``,
+        in ``datafmt`` or, with ``table``, named through that filter file."""
+        if bits == width:
+            self.wire(signal, alias, width, datafmt=datafmt, table=table)
+            return
+        self.save.trace(self.bits(alias, signal, width, lsb + bits - 1, lsb),
+                        datafmt="hex" if table else datafmt,
+                        translate_filter_file=str(self.filters[table]) if table else None)
 
     def state(self, alias, bits, table):
         """Single bits ``[(signal, width, bit), ...]`` (MSB first) as one named state."""
@@ -174,7 +238,8 @@ class _Writer:
                                 translate_filter_proc=proc)
 
 
-def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8"):
+def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
+                    psum_banks=PSUM_BANKS, psum_entries=PSUM_ENTRIES):
     """Write a GTKWave save file for ``dump_path`` of a ``rows x cols`` tile run.
 
     Translate filter launchers and filter files go into ``<save_path stem>-gtkwave/`` beside
@@ -191,6 +256,8 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8")
     mode : {"int8", "bf16", "mixed"}
         How operand and PSUM lanes are decoded: signed decimal (INT8 operands, INT32 PSUM),
         numbers through the filter process (BF16 operands, FP32 PSUM), or both.
+    psum_banks, psum_entries : int
+        The tile's PSUM banks and entries per bank (default: the tile's defaults).
 
     Returns
     -------
@@ -200,13 +267,15 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8")
     Raises
     ------
     ValueError
-        If ``rows``/``cols`` are not positive integers, or ``simulator`` or ``mode`` is
-        unknown.
+        If ``rows``/``cols``/``psum_banks``/``psum_entries`` are not positive integers, or
+        ``simulator`` or ``mode`` is unknown.
     """
     from systolica.hdl.layouts import _check_positive
 
     _check_positive("rows", rows)
     _check_positive("cols", cols)
+    _check_positive("psum_banks", psum_banks)
+    _check_positive("psum_entries", psum_entries)
     check_simulator_name(simulator)
     if mode not in LANE_MODES:
         raise ValueError(f"unknown lane mode {mode!r}; choose one of: {', '.join(LANE_MODES)}")
@@ -223,61 +292,84 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8")
         save.sst_expanded(True)
         save.treeopen(f"{SCOPE[simulator]}.")
         save.zoom_markers(ZOOM)
-        _groups(_Writer(save, SCOPE[simulator], filters), rows, cols, mode)
+        _groups(_Writer(save, SCOPE[simulator], filters), rows, cols, mode,
+                psum_banks, psum_entries)
     return save_path
 
 
-def _groups(w, rows, cols, mode):
-    from systolica.hdl.layouts import PSUM_DEPTH
-
+def _groups(w, rows, cols, mode, banks, entries):
     save = w.save
-    moving_bits = rows * OPERAND_BITS + 4       # lanes, then last, dtype, ftz, accumulate
-    stationary_bits = cols * OPERAND_BITS + 1   # lanes, then last
-    result_bits = cols * PSUM_BITS + 1          # lanes, then last
-    token = f"token_{rows + cols - 1}"          # the beat now at the PSUM stage
+    command = _fields(command_layout())
+    command_bits = command_layout().size
+    status = _fields(status_layout())
+    status_bits = status_layout().size
+    stationary_bits = stationary_layout(cols).size
+    stationary_lsb = stationary_layout(cols)["data"].offset
+    moving_bits = moving_layout(rows).size
+    moving_lsb = moving_layout(rows)["data"].offset
+    result_bits = result_layout(cols).size
+    result_lsb = result_layout(cols)["data"].offset
+    token = _fields(token_layout(banks * entries))
+    token_bits = token_layout(banks * entries).size
+    out_token = f"token_{rows + cols - 1}"      # the beat now at the PSUM stage
     with save.group("Clock and reset"):
         w.wire("clk", "clk")
         w.wire("rst", "rst")
-    with save.group("Command (matmul mode, first moving beat)"):
-        w.wire("moving__valid", "valid")
-        w.wire("moving__ready", "ready")
-        for offset, field, table in ((1, "dtype", "dtype"), (2, "ftz", "ftz"),
-                                     (3, "accumulate", "mode")):
-            w.wire("moving__payload", field, moving_bits, table=table,
-                   bit=rows * OPERAND_BITS + offset)
+    with save.group("Command stream"):
+        w.wire("command__valid", "valid")
+        w.wire("command__ready", "ready")
+        tables = {"op": "op", "dtype": "dtype", "ftz": "ftz", "accumulate": "mode"}
+        for name, (lsb, bits) in command.items():
+            w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
+    with save.group("Status"):
+        w.field("rejected", "status", status_bits, *status["rejected"])
+        w.field("error", "status", status_bits, *status["error"], table="error")
     with save.group("LoadStationary stream"):
         w.wire("stationary__valid", "valid")
         w.wire("stationary__ready", "ready")
-        w.wire("stationary__payload", "last", stationary_bits, bit=cols * OPERAND_BITS)
         if rows > 1:   # a 1-row tile has no row counter
             w.wire("load_row", "partition row k", (rows - 1).bit_length(), datafmt="dec")
         for m in range(cols):
             w.lane(f"stationary m{m}", "stationary__payload", stationary_bits,
-                   m * OPERAND_BITS, OPERAND_BITS, mode)
+                   stationary_lsb + m * OPERAND_BITS, OPERAND_BITS, mode)
     with save.group("MultiplyMoving stream"):
         w.wire("moving__valid", "valid")
         w.wire("moving__ready", "ready")
-        w.wire("moving__payload", "last", moving_bits, bit=rows * OPERAND_BITS)
         for k in range(rows):
-            w.lane(f"moving k{k}", "moving__payload", moving_bits, k * OPERAND_BITS,
-                   OPERAND_BITS, mode)
+            w.lane(f"moving k{k}", "moving__payload", moving_bits,
+                   moving_lsb + k * OPERAND_BITS, OPERAND_BITS, mode)
     with save.group("PSUM result stream"):
         w.wire("result__valid", "valid")
         w.wire("result__ready", "ready")
-        w.wire("result__payload", "last", result_bits, bit=cols * PSUM_BITS)
+        w.wire("result__payload", "last", result_bits, bit=result_layout(cols)["last"].offset)
         for m in range(cols):
-            w.lane(f"psum m{m}", "result__payload", result_bits, m * PSUM_BITS, PSUM_BITS, mode)
-    with save.group("PSUM bank"):
-        w.wire("result_beat", "write")
-        w.wire("psum_addr", "entry", (PSUM_DEPTH - 1).bit_length(), datafmt="dec")
-        w.wire(token, "mode", 6, table="mode", bit=5)
-        w.wire(token, "dtype", 6, table="psum_dtype", bit=3)
-        w.wire(token, "ftz", 6, table="ftz", bit=4)
+            w.lane(f"psum m{m}", "result__payload", result_bits,
+                   result_lsb + m * PSUM_BITS, PSUM_BITS, mode)
+    with save.group("PSUM"):
+        w.wire("write", "write")
+        w.field("op", out_token, token_bits, *token["read"], table="op")
+        addr_lsb, addr_bits = token["addr"]
+        entry_bits = (entries - 1).bit_length()
+        if entries == 1 << entry_bits:   # bank and entry are bit fields of the address
+            if addr_bits > entry_bits:
+                w.field("bank", out_token, token_bits, addr_lsb + entry_bits,
+                        addr_bits - entry_bits)
+            if entry_bits:
+                w.field("entry", out_token, token_bits, addr_lsb, entry_bits)
+        elif addr_bits:
+            w.field(f"address (bank * {entries} + entry)", out_token, token_bits, addr_lsb,
+                    addr_bits)
+        w.field("mode", out_token, token_bits, *token["accumulate"], table="mode")
+        w.field("dtype", out_token, token_bits, *token["bf16"], table="psum_dtype")
+        w.field("ftz", out_token, token_bits, *token["ftz"], table="ftz")
     with save.group("Tile state"):
+        w.wire("queued", "command queue", 2, table="queue")
+        for i in (0, 1):
+            w.state(f"queue entry {i}", [("queued", 2, i), ("loaded", 2, i)], "entry")
         for b in (0, 1):
-            w.state(f"stationary buffer {b}", [("busy", 2, b), ("full", 2, b)],
-                    "buffer_state")
-        w.wire("running", "moving stream", table="moving_state")
+            w.wire("busy", f"stationary buffer {b}", 2, table="busy", bit=b)
+        w.wire("running", "issue", table="running")
+        w.wire("cur_read", "issuing op", table="op")
         w.wire("load_buf", "next load into", table="buffer")
         w.wire("use_buf", "next matmul uses", table="buffer")
         w.wire("advance", "pipeline", table="pipeline")
@@ -393,7 +485,8 @@ def tile_test_names():
 
 def lane_mode(test):
     """How a cocotb test's lanes are best decoded: ``"int8"``, ``"bf16"`` or ``"mixed"``."""
-    if test in ("test_multi_slab_accumulation", "test_int8_and_bf16_interleaved"):
+    if test in ("test_multi_slab_accumulation", "test_int8_and_bf16_interleaved",
+                "test_psum_banks_offsets_and_read_out"):
         return "mixed"
     if "bf16" in test or "psum_keeps_nan" in test:
         return "bf16"

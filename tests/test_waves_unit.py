@@ -87,9 +87,9 @@ def _groups(save):
 def test_save_file_groups_in_order(tmp_path):
     groups = _groups(_generated(tmp_path))
     opened = groups[::2]
-    assert opened == ["Clock and reset", "Command (matmul mode, first moving beat)",
-                      "LoadStationary stream", "MultiplyMoving stream", "PSUM result stream",
-                      "PSUM bank", "Tile state", "PE row 0", "PE row 1"]
+    assert opened == ["Clock and reset", "Command stream", "Status", "LoadStationary stream",
+                      "MultiplyMoving stream", "PSUM result stream", "PSUM", "Tile state",
+                      "PE row 0", "PE row 1"]
     assert groups[1::2] == opened   # each group is closed again
 
 
@@ -122,9 +122,9 @@ def test_lanes_are_signed_decimal_for_int8_and_filtered_for_bf16(tmp_path):
     int8 = _generated(tmp_path, mode="int8").read_text()
     flags, line = flags_of(int8, "#{moving k1}")
     assert flags & GTKWFlag.signed.value and not flags & GTKWFlag.ptranslated.value
-    # Lane 1's low byte: bits 23..16 of the 36-bit payload, MSB-first positions 12..19.
-    assert line.split()[2:] == [f"({p})systolica_tile.moving__payload[35:0]"
-                                for p in range(12, 20)]
+    # Lane 1's low byte: bits 23..16 of the 32-bit payload, MSB-first positions 8..15.
+    assert line.split()[2:] == [f"({p})systolica_tile.moving__payload[31:0]"
+                                for p in range(8, 16)]
     flags, line = flags_of(int8, "#{psum m2}")
     assert flags & GTKWFlag.signed.value and len(line.split()) == 2 + 32
     bf16 = _generated(tmp_path, mode="bf16").read_text()
@@ -136,28 +136,206 @@ def test_lanes_are_signed_decimal_for_int8_and_filtered_for_bf16(tmp_path):
     assert "#{psum m0 int32}" in mixed and "#{psum m0 fp32}" in mixed
 
 
+def _traces(text, group):
+    """{alias: (flags, refs, filter file or None)} of the traces of one group of a save file."""
+    lines = text.splitlines()
+    begin = lines.index(f"-{group}")
+    lines = lines[begin + 1:lines.index(f"-{group}", begin + 1)]
+    traces, flags, filter_file = {}, None, None
+    for line in lines:
+        if line.startswith("@"):
+            flags = int(line[1:], 16)
+        elif line.startswith("^") and not line.startswith("^>"):
+            filter_file = line.split(None, 1)[1]
+        elif line.startswith(("#{", "+{")):
+            alias = line[2:line.index("}")]
+            traces[alias] = (flags, line[line.index("}") + 1:].split(), filter_file)
+            filter_file = None
+    return traces
+
+
+def _picked_bits(refs):
+    """The bit numbers (LSB = 0) a ``#{alias} (position)name[msb:0] ...`` trace picks."""
+    bits = []
+    for ref in refs:
+        position, _, name = ref[1:].partition(")")
+        width = int(name.split("[")[1].split(":")[0]) + 1
+        bits.append(width - 1 - int(position))
+    return bits
+
+
+def _table(path):
+    lines = Path(path).read_text().splitlines()
+    return dict(line.split(None, 1) for line in lines)
+
+
+def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
+    from vcd.gtkw import GTKWFlag
+
+    from systolica.hdl.layouts import command_layout
+
+    traces = _traces(_generated(tmp_path).read_text(), "Command stream")
+    layout = command_layout()
+    payload = f"systolica_tile.command__payload[{layout.size - 1}:0]"
+    for name, field in layout:
+        flags, refs, filter_file = traces[name]
+        assert {ref.partition(")")[2] for ref in refs} == {payload}, name
+        width = len(refs)
+        # MSB first, so the picked bits run from the field's top bit down to its offset.
+        assert _picked_bits(refs) == list(range(field.offset + width - 1, field.offset - 1, -1))
+        if name in ("bank", "offset", "k", "m", "n"):
+            assert flags & GTKWFlag.dec.value and filter_file is None, name
+        else:
+            assert width == 1 and filter_file, name
+    assert _table(traces["op"][2]) == {"0": "MATMUL", "1": "READ"}
+    assert _table(traces["dtype"][2]) == {"0": "INT8", "1": "BF16"}
+    assert _table(traces["accumulate"][2]) == {"0": "overwrite", "1": "accumulate"}
+    assert len(traces["bank"][1]) == 8 and len(traces["n"][1]) == 16
+    assert traces["valid"][1] == ["systolica_tile.command__valid"]
+
+
+def test_status_shows_the_count_and_the_error_by_name(tmp_path):
+    from vcd.gtkw import GTKWFlag
+
+    traces = _traces(_generated(tmp_path).read_text(), "Status")
+    flags, refs, _ = traces["rejected"]
+    assert flags & GTKWFlag.dec.value and _picked_bits(refs) == list(range(15, -1, -1))
+    _, refs, filter_file = traces["error"]
+    assert _picked_bits(refs) == [18, 17, 16]
+    assert _table(filter_file) == {"0": "NONE", "1": "BANK_RANGE", "2": "K_RANGE",
+                                   "3": "M_RANGE", "4": "N_RANGE"}
+
+
+def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
+    # 2 x 3: the token pipeline is 5 deep; token_4 = {addr[11:0], read, accumulate, ftz,
+    # bf16, sel, last, valid}, with 8 banks of 512 entries.
+    psum = _traces(_generated(tmp_path).read_text(), "PSUM")
+    assert psum["write"][1] == ["systolica_tile.write"]
+    for alias, bits in (("bank", [18, 17, 16]), ("entry", list(range(15, 6, -1))),
+                        ("op", [6]), ("mode", [5]), ("ftz", [4]), ("dtype", [3])):
+        refs = psum[alias][1]
+        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.token_4[18:0]"}
+        assert _picked_bits(refs) == bits, alias
+    assert _table(psum["dtype"][2]) == {"0": "INT32", "1": "FP32"}
+    assert _table(psum["op"][2]) == {"0": "MATMUL", "1": "READ"}
+
+
+@pytest.mark.parametrize("banks,entries,shown", [
+    (8, 512, {"bank": 3, "entry": 9}),
+    (1, 512, {"entry": 9}),                 # one bank: the address is the entry
+    (4, 1, {"bank": 2}),                    # one entry per bank: the address is the bank
+    (3, 100, {"address (bank * 100 + entry)": 9}),   # not a power of two: the flat address
+    (1, 1, {}),                             # a single word: no address bits at all
+])
+def test_psum_address_is_split_when_entries_is_a_power_of_two(tmp_path, banks, entries,
+                                                                shown):
+    save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=1, cols=1,
+                                 simulator="icarus", psum_banks=banks, psum_entries=entries)
+    psum = _traces(save.read_text(), "PSUM")
+    addressing = {alias: len(refs) for alias, (_, refs, _) in psum.items()
+                  if alias not in ("write", "op", "mode", "dtype", "ftz")}
+    assert addressing == shown
+    depth_bits = (banks * entries - 1).bit_length()
+    widths = {ref.partition(")")[2] for _, refs, _ in psum.values() for ref in refs
+              if ref.startswith("(")}
+    assert widths == {f"systolica_tile.token_1[{6 + depth_bits}:0]"}
+
+
+def test_partition_row_shows_as_a_number(tmp_path):
+    from vcd.gtkw import GTKWFlag
+
+    for rows, refs in ((2, ["systolica_tile.load_row"]), (5, ["systolica_tile.load_row[2:0]"])):
+        save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=rows,
+                                     cols=1, simulator="icarus")
+        flags, shown, _ = _traces(save.read_text(), "LoadStationary stream")["partition row k"]
+        # A one-bit row counter goes in as a one-bit vector, so GTKWave prints 0/1.
+        assert shown == refs and flags & GTKWFlag.dec.value
+    save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=1, cols=1,
+                                 simulator="icarus")
+    assert "load_row" not in save.read_text()   # a 1-row tile has no row counter
+
+
 def test_tile_state_is_named(tmp_path):
     save = _generated(tmp_path)
     text = save.read_text()
+    traces = _traces(text, "Tile state")
+    _, refs, filter_file = traces["command queue"]
+    assert refs == ["systolica_tile.queued[1:0]"]
+    assert _table(filter_file)["3"] == "2 commands (full)"
     # Bit 0 of a [1:0] vector is GTKWave's position 1.
-    assert "#{stationary buffer 0} (1)systolica_tile.busy[1:0] (1)systolica_tile.full[1:0]" \
+    assert "#{queue entry 0} (1)systolica_tile.queued[1:0] (1)systolica_tile.loaded[1:0]" \
         in text
-    assert "#{stationary buffer 1} (0)systolica_tile.busy[1:0] (0)systolica_tile.full[1:0]" \
+    assert "#{queue entry 1} (0)systolica_tile.queued[1:0] (0)systolica_tile.loaded[1:0]" \
         in text
-    table = (tmp_path / "tile-gtkwave" / "buffer_state.txt").read_text().split()
-    assert table[:6] == ["0", "empty", "1", "loaded", "2", "in"]
-    assert "#{moving stream} systolica_tile.running" in text
+    assert _table(traces["queue entry 0"][2]) == {
+        "0": "empty", "1": "loaded, not queued (illegal)", "2": "waiting for stationary",
+        "3": "ready"}
+    assert "#{stationary buffer 0} (1)systolica_tile.busy[1:0]" in text
+    assert "#{stationary buffer 1} (0)systolica_tile.busy[1:0]" in text
+    assert _table(traces["stationary buffer 1"][2]) == {"0": "free", "1": "in use"}
+    assert "#{issue} systolica_tile.running" in text
+    assert _table(traces["issuing op"][2]) == {"0": "MATMUL", "1": "READ"}
+    assert traces["issuing op"][1] == ["systolica_tile.cur_read"]
+    for alias, signal in (("next load into", "load_buf"), ("next matmul uses", "use_buf"),
+                          ("pipeline", "advance")):
+        assert traces[alias][1] == [f"systolica_tile.{signal}"]
     assert ("systolica_tile.running", 1, None) in waves.save_file_signals(save)
+    assert "full" not in text
 
 
 def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
-    assert ("systolica_tile.psum_addr", 9, None) in signals
-    assert ("systolica_tile.moving__payload", 36, 33) in signals          # dtype
-    assert ("systolica_tile.token_4", 6, 5) in signals                    # accumulate
+    assert ("systolica_tile.queued", 2, None) in signals
+    assert ("systolica_tile.command__payload", 76, 1) in signals          # dtype
+    assert ("systolica_tile.status", 19, 18) in signals                   # error MSB
+    assert ("systolica_tile.token_4", 19, 5) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
+
+
+def _verilog_top(rows, cols):
+    """``(declared, fields)`` of the generated tile top: {signal: width} and
+    {signal: {field: (lsb, width)}} from Amaranth's ``assign \\sig.field = sig[msb:lsb];``."""
+    import re
+
+    from systolica.sim.generate import TOPLEVEL, generate_verilog
+
+    text, _ = generate_verilog(rows, cols)
+    top = text[text.index(f"module {TOPLEVEL}("):]
+    top = top[:top.index("endmodule")]
+    declared = {}
+    for match in re.finditer(r"^\s*(?:input|output|wire|reg)\s+(?:\[(\d+):0\]\s+)?(\w+)\b",
+                             top, re.M):
+        declared[match[2]] = int(match[1]) + 1 if match[1] else 1
+    fields = {}
+    for match in re.finditer(r"assign \\(\w+)\.(\w+)\s+= \1\[(\d+)(?::(\d+))?\];", top):
+        msb = int(match[3])
+        lsb = int(match[4]) if match[4] else msb
+        fields.setdefault(match[1], {})[match[2]] = (lsb, msb - lsb + 1)
+    return declared, fields
+
+
+@pytest.mark.parametrize("rows,cols", [(2, 3), (1, 1)])
+def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols):
+    # The simulator-free half of tests/test_waves_savefile.py: every signal of the tile top
+    # that the save file names is declared there with that width.
+    declared, _ = _verilog_top(rows, cols)
+    top = [(name.removeprefix("systolica_tile."), width, bit) for name, width, bit
+           in waves.save_file_signals(_generated(tmp_path, rows=rows, cols=cols))
+           if name.count(".") == 1]
+    assert len(top) > 15
+    assert sorted((name, width) for name, width, _ in top
+                  if declared.get(name) != width) == []
+
+
+def test_token_layout_mirrors_the_tile():
+    from systolica.hdl.layouts import PSUM_BANKS, PSUM_ENTRIES
+
+    _, fields = _verilog_top(2, 2)
+    expected = waves._fields(waves.token_layout(PSUM_BANKS * PSUM_ENTRIES))
+    for i in range(4):
+        assert fields[f"token_{i}"] == expected
 
 
 def test_save_file_errors(tmp_path):
@@ -167,6 +345,9 @@ def test_save_file_errors(tmp_path):
         _generated(tmp_path, simulator="questa")
     with pytest.raises(ValueError, match="rows must be a positive integer, not 0"):
         _generated(tmp_path, rows=0)
+    with pytest.raises(ValueError, match="psum_entries must be a positive integer, not 0"):
+        waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=1, cols=1,
+                              simulator="icarus", psum_entries=0)
 
 
 # ---- viewer --------------------------------------------------------------------------------
@@ -290,3 +471,6 @@ def test_every_tile_test_has_a_lane_mode():
     modes = {name: waves.lane_mode(name) for name in names}
     assert set(modes.values()) == set(waves.LANE_MODES)
     assert modes["test_identity"] == "int8" and modes["test_bf16_directed_rules"] == "bf16"
+    # Banks and read-out: INT8 and BF16 matmuls in one run.
+    assert modes["test_psum_banks_offsets_and_read_out"] == "mixed"
+    assert modes["test_illegal_commands_are_rejected_with_status"] == "int8"
