@@ -2,18 +2,23 @@
 
 The model follows the RTL's rules (``systolica.hdl.tile``), with L = ``rows + cols``:
 
-- commands are taken one per cycle into a queue of two (:data:`COMMAND_QUEUE_DEPTH`); a
+- commands are taken one per cycle into a queue of three (:data:`COMMAND_QUEUE_DEPTH`); a
   rejected command (see :func:`~systolica.golden.command.command_error`) takes one cycle and
   nothing else; a queued command leaves the queue when it issues its first beat;
 - stationary loads run in command order, ``K`` beats one per cycle, from the cycle after
   their command was taken, once the previous load is done and once their buffer is free:
-  buffers alternate, and a buffer frees the cycle after the last result of the matmul
-  two loads back has been taken;
+  buffers alternate, and a buffer frees the cycle after the matmul two loads back has sent
+  its last moving beat (the load is skewed like the moving data, so it trails that beat
+  through the array);
 - a command issues its beats one per cycle (moving beats of a matmul, PSUM reads of a READ)
   once the previous command has issued all of its beats and, for a matmul, the cycle after
   its load completed;
 - a beat issued in cycle ``t`` has its result offered in cycle ``t + L``; the whole
-  pipeline (issue included) stalls in a cycle where a result is offered and not taken.
+  pipeline (issue and stationary loads included) stalls in a cycle where a result is
+  offered and not taken.
+
+So back-to-back matmuls take ``max(K, N)`` cycles each once the pipeline runs, plus one
+cycle to take the first command, the first load and the ``L``-cycle drain.
 
 :func:`command_schedule` computes the stamps by the recurrence above when no result is
 refused, and by stepping the same rules cycle by cycle when a ``result_ready`` pattern is
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 from .command import PSUM_BANKS, PSUM_ENTRIES, Command, command_error
 
 #: Commands accepted and not yet started that the tile holds.
-COMMAND_QUEUE_DEPTH = 2
+COMMAND_QUEUE_DEPTH = 3
 
 
 def _check_positive(name, value):
@@ -84,9 +89,9 @@ class CommandTiming:
     accept : int
         Cycle the command beat is taken.
     error : str or None
-        Why the tile rejected the command (then every other stamp is None).
-    load_start, load_end : int or None
-        Cycles the first and last stationary beats are taken (matmul only).
+        Why the tile rejected the command (then every other stamp is empty).
+    loads : tuple of int
+        Cycle each stationary beat is taken, in order (``K`` of them; matmul only).
     issues : tuple of int
         Cycle each beat enters the pipeline, in order (``N`` of them): a matmul's moving
         beats are accepted, a READ's beats are issued.
@@ -96,10 +101,19 @@ class CommandTiming:
 
     accept: int
     error: str | None = None
-    load_start: int | None = None
-    load_end: int | None = None
+    loads: tuple = ()
     issues: tuple = ()
     results: tuple = ()
+
+    @property
+    def load_start(self):
+        """Cycle the first stationary beat is taken (int, or None for a READ)."""
+        return self.loads[0] if self.loads else None
+
+    @property
+    def load_end(self):
+        """Cycle the last stationary beat is taken (int, or None for a READ)."""
+        return self.loads[-1] if self.loads else None
 
     @property
     def first_issue(self):
@@ -132,7 +146,7 @@ def _recurrence(commands, errors, latency):
     accept = -1
     started = []           # first_issue of each accepted legal command, in order
     prev_load_end = -1     # last load's end
-    matmul_results = []    # last_result of each legal matmul, in order
+    matmul_issues = []     # last_issue of each legal matmul, in order
     prev_issue = -1        # last_issue of the previous legal command
     for command, error in zip(commands, errors, strict=True):
         accept += 1
@@ -141,34 +155,34 @@ def _recurrence(commands, errors, latency):
         if error is not None:
             out.append(CommandTiming(accept, error))
             continue
-        load_start = load_end = None
+        loads = ()
         first = max(accept + 1, prev_issue + 1)
         if command.op == "matmul":
             load_start = max(accept + 1, prev_load_end + 1)
-            if len(matmul_results) >= 2:
-                load_start = max(load_start, matmul_results[-2] + 1)
-            load_end = prev_load_end = load_start + command.k - 1
-            first = max(first, load_end + 1)
+            if len(matmul_issues) >= 2:
+                load_start = max(load_start, matmul_issues[-2] + 1)
+            prev_load_end = load_start + command.k - 1
+            loads = tuple(range(load_start, prev_load_end + 1))
+            first = max(first, prev_load_end + 1)
         last = prev_issue = first + command.n - 1
         results = tuple(range(first + latency, last + latency + 1))
         if command.op == "matmul":
-            matmul_results.append(results[-1])
+            matmul_issues.append(last)
         started.append(first)
-        out.append(CommandTiming(accept, None, load_start, load_end,
-                                 tuple(range(first, last + 1)), results))
+        out.append(CommandTiming(accept, None, loads, tuple(range(first, last + 1)), results))
     return out
 
 
 def _stepped(commands, errors, latency, result_ready, max_cycles):
-    stamps = [dict(accept=None, error=e, load_start=None, load_end=None, issues=[],
-                   results=[]) for e in errors]
+    stamps = [dict(accept=None, error=e, loads=[], issues=[], results=[]) for e in errors]
     queue = []                  # [command index, loaded]
     offered = 0                 # next command the driver offers
     load_buf = use_buf = 0
     load_row = 0
-    busy = [False, False]
+    full = [False, False]       # buffer loaded for a matmul that has not started
+    busy = [False, False]       # buffer used by a matmul still sending moving beats
     running = None              # [command index, beats left after the current one, sel]
-    tokens = [None] * latency   # (command index, last, read, sel) or None; [-1] is offered
+    tokens = [None] * latency   # command index of each beat in flight; [-1] is offered
     remaining = sum(c.n for c, e in zip(commands, errors, strict=True) if e is None)
     cycle = 0
     while remaining:
@@ -180,7 +194,8 @@ def _stepped(commands, errors, latency, result_ready, max_cycles):
         # Combinational decisions from the current state.
         take_command = offered < len(commands) and len(queue) < COMMAND_QUEUE_DEPTH
         target = next((i for i, (j, done) in enumerate(queue) if not done), None)
-        load = target is not None and not busy[load_buf]
+        load = (advance and target is not None and not busy[load_buf]
+                and not full[load_buf])
         load_done = load and load_row == commands[queue[target][0]].k - 1
         head = queue[0] if queue else None
         issue = None
@@ -192,35 +207,34 @@ def _stepped(commands, errors, latency, result_ready, max_cycles):
                 issue = [j, commands[j].n - 1, use_buf]
         # Sequential update.
         if out is not None and ready:
-            j, last, read, sel = out
-            stamps[j]["results"].append(cycle)
+            stamps[out]["results"].append(cycle)
             remaining -= 1
-            if last and not read:
-                busy[sel] = False
         if advance:
             token = None
             if issue is not None:
                 j, left, sel = issue
                 read = commands[j].op == "read"
-                token = (j, left == 0, read, sel)
+                token = j
                 if not stamps[j]["issues"]:
                     queue.pop(0)
                     if target is not None:
                         target -= 1
                     if not read:
+                        full[use_buf] = False
                         busy[use_buf] = True
                         use_buf ^= 1
+                if left == 0 and not read:
+                    busy[sel] = False
                 stamps[j]["issues"].append(cycle)
                 running = None if left == 0 else [j, left - 1, sel]
             tokens = [token] + tokens[:-1]
         if load:
             j = queue[target][0]
-            if load_row == 0:
-                stamps[j]["load_start"] = cycle
+            stamps[j]["loads"].append(cycle)
             load_row += 1
             if load_done:
-                stamps[j]["load_end"] = cycle
                 queue[target][1] = True
+                full[load_buf] = True
                 load_row = 0
                 load_buf ^= 1
         if take_command:
@@ -234,7 +248,7 @@ def _stepped(commands, errors, latency, result_ready, max_cycles):
             stamps[offered]["accept"] = cycle
             offered += 1
         cycle += 1
-    return [CommandTiming(**{**s, "issues": tuple(s["issues"]), "results": tuple(s["results"])})
+    return [CommandTiming(**{**s, **{key: tuple(s[key]) for key in ("loads", "issues", "results")}})
             for s in stamps]
 
 

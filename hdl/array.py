@@ -10,6 +10,18 @@ from .layouts import OPERAND_WIDTH, PSUM_WIDTH, _check_positive
 from .pe import PE_SIGNATURE, ProcessingElement
 
 
+def operand_lane_layout():
+    """One partition row's moving operand with its matmul's mode (StructLayout)."""
+    return data.StructLayout({"value": OPERAND_WIDTH, "sel": 1, "active": 1, "bf16": 1,
+                              "ftz": 1})
+
+
+def load_lane_layout(rows):
+    """One column's stationary write: ``valid``, ``row``, ``buf``, ``value`` (StructLayout)."""
+    return data.StructLayout({"valid": 1, "row": range(rows), "buf": 1,
+                              "value": OPERAND_WIDTH})
+
+
 class SystolicArray(wiring.Component):
     """A ``rows x cols`` grid of :class:`ProcessingElement`, weight-stationary.
 
@@ -20,6 +32,12 @@ class SystolicArray(wiring.Component):
     ``sum_k stationary[k, m] * moving[k]`` when the inputs arrive skewed (row ``k`` delayed by
     ``k`` advances); the output of column ``m`` appears ``rows + m`` advances after row 0's
     operand entered.
+
+    Stationary rows are loaded skewed the same way, by column: the load lane of column ``m``
+    writes its value into ``PE[row][m]``'s stationary register ``buf`` in the advance it
+    arrives, so a load entering column 0 in the same advance as the last moving operand that
+    uses the buffer (or later) only ever overwrites PEs that operand has already passed. The
+    tile uses this to reload a buffer right behind its last matmul.
 
     PEs are submodules named ``pe_<row>_<col>``, so waveforms show
     ``pe_<row>_<col>.weight_0`` and friends.
@@ -40,22 +58,13 @@ class SystolicArray(wiring.Component):
     Members
     -------
     en : In(1)
-        Pipeline advance for every PE.
-    load_row_en : In(rows)
-        Bit ``k`` writes ``load_data`` into partition row ``k``'s stationary register
-        ``load_buf``.
-    load_buf : In(1)
-        Stationary buffer that loads write.
-    load_data : In(ArrayLayout(16, cols))
-        One partition row of stationary values (operand bits).
-    row_active : In(ArrayLayout(2, rows))
-        Per partition row, per stationary buffer: the row is inside ``K``.
-    bf16, ftz : In(2)
-        Per stationary buffer: BF16 data type / flush-to-zero mode.
-    moving : In(ArrayLayout(16, rows))
-        Skewed moving operands, one per partition row, entering column 0.
-    sel : In(rows)
-        Stationary buffer select travelling with each row's moving operand.
+        Pipeline advance for every PE (loads happen only on an advance too).
+    load : In(ArrayLayout(load_lane_layout(rows), cols))
+        Per column, skewed: ``valid``, the partition ``row`` and stationary ``buf`` to write,
+        and the ``value`` (operand bits).
+    moving : In(ArrayLayout(operand_lane_layout(), rows))
+        Skewed moving operands, one per partition row, entering column 0, each with its mode:
+        ``value``, ``sel`` (stationary buffer), ``active`` (row inside K), ``bf16``, ``ftz``.
     psum : Out(ArrayLayout(32, cols))
         Partial sums leaving the bottom row (still skewed by column).
 
@@ -76,14 +85,8 @@ class SystolicArray(wiring.Component):
         self._pe_module = pe_module
         super().__init__({
             "en": In(1),
-            "load_row_en": In(rows),
-            "load_buf": In(1),
-            "load_data": In(data.ArrayLayout(OPERAND_WIDTH, cols)),
-            "row_active": In(data.ArrayLayout(2, rows)),
-            "bf16": In(2),
-            "ftz": In(2),
-            "moving": In(data.ArrayLayout(OPERAND_WIDTH, rows)),
-            "sel": In(rows),
+            "load": In(data.ArrayLayout(load_lane_layout(rows), cols)),
+            "moving": In(data.ArrayLayout(operand_lane_layout(), rows)),
             "psum": Out(data.ArrayLayout(PSUM_WIDTH, cols)),
         })
 
@@ -107,25 +110,27 @@ class SystolicArray(wiring.Component):
         rows, cols = self._rows, self._cols
         members = PE_SIGNATURE.members
         # Outputs of every PE, named so waveforms read pe_<row>_<col>_<port>.
+        travelling = ("moving", "sel", "active", "bf16", "ftz")
         outs = [[{port: Signal(members[port].shape, name=f"pe_{k}_{c}_{port}")
-                  for port in ("moving_out", "sel_out", "psum_out")}
+                  for port in [f"{name}_out" for name in travelling] + ["psum_out"]}
                  for c in range(cols)] for k in range(rows)]
+        lane_field = {"moving": "value", "sel": "sel", "active": "active", "bf16": "bf16",
+                      "ftz": "ftz"}
         for k in range(rows):
             for c in range(cols):
+                load = self.load[c]
                 inputs = {
                     "en": self.en,
-                    "load_en": self.load_row_en[k],
-                    "load_buf": self.load_buf,
-                    "load_data": self.load_data[c],
-                    "row_active": self.row_active[k],
-                    "bf16": self.bf16,
-                    "ftz": self.ftz,
+                    "load_en": self.en & load.valid & (load.row == k),
+                    "load_buf": load.buf,
+                    "load_data": load.value,
                     "chain_start": Const(int(k == 0), 1),
-                    "moving_in": self.moving[k] if c == 0 else outs[k][c - 1]["moving_out"],
-                    "sel_in": self.sel[k] if c == 0 else outs[k][c - 1]["sel_out"],
                     "psum_in": (Const(0, PSUM_WIDTH) if k == 0
                                 else outs[k - 1][c]["psum_out"]),
                 }
+                for name in travelling:
+                    inputs[f"{name}_in"] = (self.moving[k][lane_field[name]] if c == 0
+                                            else outs[k][c - 1][f"{name}_out"])
                 name = f"pe_{k}_{c}"
                 if self._pe_module is None:
                     pe = m.submodules[name] = ProcessingElement()

@@ -14,15 +14,18 @@ PE_SIGNATURE = wiring.Signature({
     "load_en": In(1),
     "load_buf": In(1),
     "load_data": In(OPERAND_WIDTH),
-    "row_active": In(2),
-    "bf16": In(2),
-    "ftz": In(2),
     "chain_start": In(1),
     "moving_in": In(OPERAND_WIDTH),
     "sel_in": In(1),
+    "active_in": In(1),
+    "bf16_in": In(1),
+    "ftz_in": In(1),
     "psum_in": In(PSUM_WIDTH),
     "moving_out": Out(OPERAND_WIDTH),
     "sel_out": Out(1),
+    "active_out": Out(1),
+    "bf16_out": Out(1),
+    "ftz_out": Out(1),
     "psum_out": Out(PSUM_WIDTH),
 })
 
@@ -32,19 +35,20 @@ class ProcessingElement(wiring.Component):
 
     The PE holds two stationary values, ``weight_0`` and ``weight_1`` (the active and the
     shadow weight): one can be loaded while moving data that selects the other streams
-    through. Every moving operand carries the select bit ``sel`` of the stationary buffer it
-    is multiplied with, so a stationary switch travels through the array as a wavefront with
-    the data. The data type and FTZ mode are per stationary buffer (``bf16[sel]``,
-    ``ftz[sel]``), set by the tile when a matmul starts.
+    through. Every moving operand carries its matmul's mode with it: the select bit ``sel``
+    of the stationary buffer it is multiplied with, whether its partition row is inside K
+    (``active``), the data type (``bf16``) and the FTZ mode (``ftz``). So a stationary
+    switch travels through the array as a wavefront with the data, and a buffer can be
+    reloaded right behind the last operand that uses it.
 
     When ``en`` is high the PE registers, on the rising edge (``w = weight[sel_in]``)::
 
-        psum_out   <- product(moving_in, w)                 (row_active[sel_in], chain_start)
-        psum_out   <- psum_in + product(moving_in, w)       (row_active[sel_in], otherwise)
+        psum_out   <- product(moving_in, w)                 (active_in, chain_start)
+        psum_out   <- psum_in + product(moving_in, w)       (active_in, otherwise)
         psum_out   <- psum_in                                (row inactive: pass-through)
-        moving_out <- moving_in,  sel_out <- sel_in
+        moving_out, sel_out, active_out, bf16_out, ftz_out <- the same inputs
 
-    INT8 (``bf16[sel] = 0``): operands are bits [7:0], the product is exact and the sum wraps
+    INT8 (``bf16_in = 0``): operands are bits [7:0], the product is exact and the sum wraps
     modulo 2**32. BF16: :class:`Bf16Multiplier` then :class:`Fp32Adder` (one RNE rounding per
     add, ``docs/numerics.md``). The chain starts with the first product itself, so partition
     row 0 (``chain_start``) never adds a zero. When ``en`` is low the datapath registers
@@ -62,18 +66,16 @@ class ProcessingElement(wiring.Component):
         Pipeline advance (clock enable of the datapath registers).
     load_en, load_buf, load_data : In(1), In(1), In(16)
         Write ``load_data`` into stationary register ``load_buf``.
-    row_active : In(2)
-        Bit ``b``: this PE's partition row is inside ``K`` for stationary buffer ``b``.
-    bf16, ftz : In(2)
-        Bit ``b``: the matmul on stationary buffer ``b`` is BF16 / flushes subnormals.
     chain_start : In(1)
         This PE is in partition row 0: its sum starts with its own product.
     moving_in, sel_in : In(16), In(1)
         Moving operand from the left neighbour (or the skew buffer) and its buffer select.
+    active_in, bf16_in, ftz_in : In(1)
+        The operand's partition row is inside K; its matmul is BF16; it flushes subnormals.
     psum_in : In(32)
         Partial sum from the PE above (INT32 or FP32 bits).
-    moving_out, sel_out, psum_out : Out
-        Registered ``moving_in``, ``sel_in`` and partial sum.
+    moving_out, sel_out, active_out, bf16_out, ftz_out, psum_out : Out
+        Registered operand, its mode bits, and the partial sum.
     """
 
     def __init__(self, *, bf16=True):
@@ -102,9 +104,9 @@ class ProcessingElement(wiring.Component):
         ftz = Signal()
         m.d.comb += [
             weight.eq(Mux(self.sel_in, weight_1, weight_0)),
-            active.eq(self.row_active.bit_select(self.sel_in, 1)),
-            bf16.eq(self.bf16.bit_select(self.sel_in, 1)),
-            ftz.eq(self.ftz.bit_select(self.sel_in, 1)),
+            active.eq(self.active_in),
+            bf16.eq(self.bf16_in),
+            ftz.eq(self.ftz_in),
         ]
 
         int_product = Signal(signed(PSUM_WIDTH))
@@ -135,6 +137,9 @@ class ProcessingElement(wiring.Component):
             m.d.sync += [
                 self.moving_out.eq(self.moving_in),
                 self.sel_out.eq(self.sel_in),
+                self.active_out.eq(self.active_in),
+                self.bf16_out.eq(self.bf16_in),
+                self.ftz_out.eq(self.ftz_in),
             ]
             with m.If(~active):
                 m.d.sync += self.psum_out.eq(self.psum_in)

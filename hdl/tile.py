@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .array import SystolicArray
+from .array import SystolicArray, load_lane_layout, operand_lane_layout
 from .layouts import (
     BANK_WIDTH,
     OPERAND_WIDTH,
@@ -26,7 +26,19 @@ from .psum import Psum
 from .skew import SkewBuffer
 
 #: Commands the tile holds that have been accepted and not started (the command queue).
-COMMAND_QUEUE_DEPTH = 2
+#: Three is the fewest that never holds back a stationary load in a back-to-back program.
+COMMAND_QUEUE_DEPTH = 3
+
+
+def token_layout(psum_depth):
+    """What each beat in flight is, for the PSUM stage (StructLayout).
+
+    ``valid``, ``last`` (final beat of its command), ``bf16``, ``ftz``, ``accumulate``,
+    ``read`` (a READ beat) and ``addr``, the flat PSUM address ``bank * entries + entry``
+    (``range(psum_depth)``).
+    """
+    return data.StructLayout({"valid": 1, "last": 1, "bf16": 1, "ftz": 1, "accumulate": 1,
+                              "read": 1, "addr": range(psum_depth)})
 
 
 class Tile(wiring.Component):
@@ -46,8 +58,10 @@ class Tile(wiring.Component):
     * **stationary** (LoadStationary): ``K`` beats per matmul, beat ``k`` =
       ``stationary[k, :]``, lanes ``>= M`` ignored. Loads run in command order into two
       stationary buffers alternately, as soon as the matmul's command is queued and its
-      buffer is free: a buffer is free once the last result of the matmul that used it has
-      left the tile. So the next stationary loads while the current matmul streams.
+      buffer is free: a buffer is free once the matmul that used it has sent its last moving
+      beat (the load is skewed by column like the moving data, so it only overwrites PEs
+      that beat has passed). So the next stationary loads while the current matmul streams,
+      and back-to-back matmuls run at ``max(K, N)`` cycles each.
     * **moving** (MultiplyMoving): ``N`` beats per matmul, beat ``n`` = ``moving[:, n]``
       unskewed. A matmul starts once its stationary is loaded and the previous command has
       sent all its beats into the array; then one beat per cycle.
@@ -59,10 +73,10 @@ class Tile(wiring.Component):
       ``last`` marks each command's final beat.
     * **status**: :func:`~.layouts.status_layout` (rejected-command count, last error).
 
-    The pipeline stalls as a whole while a result is offered and not taken (loads and
-    commands go on). Latency from the cycle a moving beat is accepted (or a READ beat
-    issued) to the cycle its result is first offered is :attr:`latency` = ``rows + cols``
-    cycles when nothing stalls.
+    The pipeline, stationary loads included, stalls as a whole while a result is offered and
+    not taken (commands go on being queued). Latency from the cycle a moving beat is
+    accepted (or a READ beat issued) to the cycle its result is first offered is
+    :attr:`latency` = ``rows + cols`` cycles when nothing stalls.
 
     Parameters
     ----------
@@ -148,15 +162,16 @@ class Tile(wiring.Component):
         depth = banks * entries
 
         m.submodules.array = array = SystolicArray(rows, cols, pe_module=self._pe_module)
-        lane = data.StructLayout({"value": OPERAND_WIDTH, "sel": 1})
-        m.submodules.skew = skew = SkewBuffer(lane, range(rows))
+        m.submodules.skew = skew = SkewBuffer(operand_lane_layout(), range(rows))
+        m.submodules.load_skew = load_skew = SkewBuffer(load_lane_layout(rows), range(cols))
         m.submodules.deskew = deskew = SkewBuffer(PSUM_WIDTH, range(cols - 1, -1, -1))
         m.submodules.psum = psum = Psum(cols, depth)
 
         # Pipeline advance: everything moves unless a result is offered and not taken.
         advance = Signal()
         m.d.comb += advance.eq(~self.result.valid | self.result.ready)
-        m.d.comb += [array.en.eq(advance), skew.en.eq(advance), deskew.en.eq(advance)]
+        m.d.comb += [array.en.eq(advance), skew.en.eq(advance), deskew.en.eq(advance),
+                     load_skew.en.eq(advance)]
 
         # ---- command check and queue ----------------------------------------------------
         command = self.command.payload
@@ -171,13 +186,14 @@ class Tile(wiring.Component):
         with m.Elif((command.n == 0) | (command.offset + command.n > entries)):
             m.d.comb += error.eq(ErrorCode.N_RANGE)
 
-        queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(2)]
-        queued = Signal(2)           # entry holds a command (entries fill from 0)
-        loaded = Signal(2)           # entry's stationary is loaded (always set for a READ)
+        depth_q = COMMAND_QUEUE_DEPTH
+        queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(depth_q)]
+        queued = Signal(depth_q)     # entry holds a command (entries fill from 0)
+        loaded = Signal(depth_q)     # entry's stationary is loaded (always set for a READ)
         command_beat = Signal()
         accept = Signal()
         m.d.comb += [
-            self.command.ready.eq(~queued[1]),
+            self.command.ready.eq(~queued[depth_q - 1]),
             command_beat.eq(self.command.valid & self.command.ready),
             accept.eq(command_beat & (error == ErrorCode.NONE)),
         ]
@@ -189,50 +205,54 @@ class Tile(wiring.Component):
         load_buf = Signal()          # buffer the next LoadStationary writes
         load_row = Signal(range(rows))  # partition row the next stationary beat writes
         use_buf = Signal()           # buffer the next matmul uses
-        busy = Signal(2)             # buffer taken by a matmul whose results are in flight
-        row_active = Signal(data.ArrayLayout(2, rows))
-        buf_bf16 = Signal(2)         # per buffer: its matmul is BF16
-        buf_ftz = Signal(2)          # per buffer: its matmul flushes subnormals
+        full = Signal(2)             # buffer loaded for a matmul that has not started
+        busy = Signal(2)             # buffer used by a matmul still sending moving beats
 
         # The load target is the oldest queued matmul whose stationary is not loaded.
-        target = Signal()
-        has_target = Signal()
+        target = Signal(range(depth_q))
         target_k = Signal(SIZE_WIDTH)
         target_m = Signal(SIZE_WIDTH)
-        m.d.comb += [
-            target.eq(~(queued[0] & ~loaded[0])),
-            has_target.eq((queued & ~loaded).any()),
-            target_k.eq(Mux(target, queue[1].k, queue[0].k)),
-            target_m.eq(Mux(target, queue[1].m, queue[0].m)),
-            self.stationary.ready.eq(has_target & ~busy.bit_select(load_buf, 1)),
-        ]
+        has_target = Signal()
+        m.d.comb += has_target.eq((queued & ~loaded).any())
+        for i in reversed(range(depth_q)):     # the lowest index wins
+            with m.If(queued[i] & ~loaded[i]):
+                m.d.comb += [target.eq(i), target_k.eq(queue[i].k), target_m.eq(queue[i].m)]
+        m.d.comb += self.stationary.ready.eq(
+            advance & has_target & ~full.bit_select(load_buf, 1) & ~busy.bit_select(load_buf, 1))
         load_beat = Signal()
         load_done = Signal()
         m.d.comb += [
             load_beat.eq(self.stationary.valid & self.stationary.ready),
             load_done.eq(load_beat & (load_row == target_k - 1)),
-            array.load_buf.eq(load_buf),
-            array.row_active.eq(row_active),
-            array.bf16.eq(buf_bf16),
-            array.ftz.eq(buf_ftz),
         ]
-        for c in range(cols):
-            m.d.comb += array.load_data[c].eq(
-                Mux(target_m > c, self.stationary.payload.data[c], 0))
-        for k in range(rows):
-            m.d.comb += array.load_row_en[k].eq(load_beat & (load_row == k))
-            with m.If(load_beat):
-                with m.If(load_row == k):
-                    m.d.sync += row_active[k].bit_select(load_buf, 1).eq(1)
-                with m.Elif(load_done & (load_row < k)):
-                    m.d.sync += row_active[k].bit_select(load_buf, 1).eq(0)
         with m.If(load_beat):
             m.d.sync += load_row.eq(load_row + 1)
         with m.If(load_done):
-            m.d.sync += [load_row.eq(0), load_buf.eq(~load_buf)]
-        loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(2)]
-        for i in range(2):
+            m.d.sync += [load_row.eq(0), load_buf.eq(~load_buf),
+                         full.bit_select(load_buf, 1).eq(1)]
+        loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(depth_q)]
+        for i in range(depth_q):
             m.d.comb += loaded_next[i].eq(loaded[i] | (load_done & (target == i)))
+
+        # The load enters a column-skewed lane per column, one register behind the stream
+        # like the moving operands, and writes PE[row][c] as it passes column c.
+        load_in = Signal(load_lane_layout(rows))
+        load_values = Signal(data.ArrayLayout(OPERAND_WIDTH, cols))
+        with m.If(advance):
+            m.d.sync += load_in.valid.eq(load_beat)
+        with m.If(load_beat):
+            m.d.sync += [load_in.row.eq(load_row), load_in.buf.eq(load_buf)]
+            for c in range(cols):
+                m.d.sync += load_values[c].eq(
+                    Mux(target_m > c, self.stationary.payload.data[c], 0))
+        for c in range(cols):
+            m.d.comb += [
+                load_skew.i[c].valid.eq(load_in.valid),
+                load_skew.i[c].row.eq(load_in.row),
+                load_skew.i[c].buf.eq(load_in.buf),
+                load_skew.i[c].value.eq(load_values[c]),
+                array.load[c].eq(load_skew.o[c]),
+            ]
 
         # ---- issue: moving beats of a matmul, or READ beats, in command order -------------
         head = queue[0]
@@ -243,6 +263,7 @@ class Tile(wiring.Component):
             "read", "sel", "bf16", "ftz", "accumulate"))
         cur_addr = Signal(range(depth))
         cur_left = Signal(SIZE_WIDTH)   # beats left after the current one
+        cur_k = Signal(SIZE_WIDTH)      # partition rows of the current matmul (0 for a READ)
         m.d.comb += [
             head_read.eq(head.op == Op.READ),
             can_start.eq(~running & queued[0] & loaded[0]),
@@ -262,7 +283,9 @@ class Tile(wiring.Component):
             "read", "sel", "bf16", "ftz", "accumulate", "last")}
         beat_addr = Signal(range(depth))
         beat_left = Signal(SIZE_WIDTH)
+        beat_k = Signal(SIZE_WIDTH)
         m.d.comb += [
+            beat_k.eq(Mux(running, cur_k, Mux(head_read, 0, head.k))),
             beat["read"].eq(Mux(running, cur_read, head_read)),
             beat["sel"].eq(Mux(running, cur_sel, use_buf)),
             beat["bf16"].eq(Mux(running, cur_bf16, head.dtype == DType.BF16)),
@@ -278,50 +301,62 @@ class Tile(wiring.Component):
                 cur_read.eq(beat["read"]), cur_sel.eq(beat["sel"]),
                 cur_bf16.eq(beat["bf16"]), cur_ftz.eq(beat["ftz"]),
                 cur_acc.eq(beat["accumulate"]),
-                cur_addr.eq(beat_addr + 1), cur_left.eq(beat_left - 1),
+                cur_addr.eq(beat_addr + 1), cur_left.eq(beat_left - 1), cur_k.eq(beat_k),
             ]
         with m.If(start & ~head_read):
             m.d.sync += [
+                full.bit_select(use_buf, 1).eq(0),
                 busy.bit_select(use_buf, 1).eq(1),
-                buf_bf16.bit_select(use_buf, 1).eq(beat["bf16"]),
-                buf_ftz.bit_select(use_buf, 1).eq(beat["ftz"]),
                 use_buf.eq(~use_buf),
             ]
+        # A buffer is free once its matmul has sent its last moving beat (after the set
+        # above, so a one-beat matmul frees its buffer at once).
+        with m.If(issue & beat["last"] & ~beat["read"]):
+            m.d.sync += busy.bit_select(beat["sel"], 1).eq(0)
 
         # Queue update: the head leaves when it starts; an accepted command joins at the end.
         with m.If(start):
-            m.d.sync += [queue[0].eq(queue[1]), queued[0].eq(queued[1]),
-                         loaded[0].eq(loaded_next[1]), queued[1].eq(0), loaded[1].eq(0)]
+            for i in range(depth_q - 1):
+                m.d.sync += [queue[i].eq(queue[i + 1]), queued[i].eq(queued[i + 1]),
+                             loaded[i].eq(loaded_next[i + 1])]
+            m.d.sync += [queued[depth_q - 1].eq(0), loaded[depth_q - 1].eq(0)]
         with m.Else():
-            m.d.sync += [loaded[0].eq(loaded_next[0]), loaded[1].eq(loaded_next[1])]
+            m.d.sync += [loaded[i].eq(loaded_next[i]) for i in range(depth_q)]
         with m.If(accept):
-            slot = Mux(start, queued[1], queued[0])
-            for i in range(2):
+            slot = Signal(range(depth_q + 1))
+            m.d.comb += slot.eq(sum(queued[i] for i in range(depth_q)) - start)
+            for i in range(depth_q):
                 with m.If(slot == i):
                     m.d.sync += [queue[i].eq(command), queued[i].eq(1), loaded[i].eq(is_read)]
 
         # ---- token pipeline: what each beat in flight is, for the PSUM stage ------------
-        token = data.StructLayout({"valid": 1, "last": 1, "sel": 1, "bf16": 1, "ftz": 1,
-                                   "accumulate": 1, "read": 1, "addr": range(depth)})
-        tokens = [Signal(token, name=f"token_{i}") for i in range(self.latency)]
-        # The operand vector only changes on a real beat, so bubbles do not toggle the array
-        # (this also keeps event-driven simulators such as Icarus from evaluating garbage).
+        tokens = [Signal(token_layout(depth), name=f"token_{i}") for i in range(self.latency)]
+        # The operand vector and its mode only change on a real beat, so bubbles do not
+        # toggle the array (this also keeps event-driven simulators such as Icarus from
+        # evaluating garbage).
         in_vector = Signal(data.ArrayLayout(OPERAND_WIDTH, rows))
+        in_mode = Signal(data.StructLayout({"sel": 1, "bf16": 1, "ftz": 1,
+                                            "k": SIZE_WIDTH}))
         with m.If(moving_beat):
             m.d.sync += in_vector.eq(self.moving.payload.data)
+        with m.If(issue):
+            m.d.sync += [in_mode.sel.eq(beat["sel"]), in_mode.bf16.eq(beat["bf16"]),
+                         in_mode.ftz.eq(beat["ftz"]), in_mode.k.eq(beat_k)]
         with m.If(advance):
             m.d.sync += [tokens[0].valid.eq(issue), tokens[0].addr.eq(beat_addr)]
             m.d.sync += [tokens[0][name].eq(beat[name]) for name in (
-                "last", "sel", "bf16", "ftz", "accumulate", "read")]
+                "last", "bf16", "ftz", "accumulate", "read")]
             for i in range(1, self.latency):
                 m.d.sync += tokens[i].eq(tokens[i - 1])
 
         for k in range(rows):
             m.d.comb += [
                 skew.i[k].value.eq(in_vector[k]),
-                skew.i[k].sel.eq(tokens[0].sel),
-                array.moving[k].eq(skew.o[k].value),
-                array.sel[k].eq(skew.o[k].sel),
+                skew.i[k].sel.eq(in_mode.sel),
+                skew.i[k].active.eq(in_mode.k > k),
+                skew.i[k].bf16.eq(in_mode.bf16),
+                skew.i[k].ftz.eq(in_mode.ftz),
+                array.moving[k].eq(skew.o[k]),
             ]
         m.d.comb += deskew.i.eq(array.psum)
 
@@ -341,7 +376,4 @@ class Tile(wiring.Component):
             self.result.payload.data.eq(psum.result),
             self.result.payload.last.eq(out_token.last),
         ]
-        # A buffer is free once its matmul's last result leaves the tile.
-        with m.If(result_beat & out_token.last & ~out_token.read):
-            m.d.sync += busy.bit_select(out_token.sel, 1).eq(0)
         return m

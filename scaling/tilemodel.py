@@ -22,7 +22,8 @@ program, checked cycle for cycle against the RTL. Its recurrence is a max-plus l
 with ``e_j`` the cycle after load ``j`` completes, ``a_j`` the cycle after matmul ``j``'s last
 moving beat and ``L = rows + cols`` the tile latency::
 
-    e_j = max(e_{j-1}, a_{j-2} + L) + k_j        (shadow buffer j % 2 frees when j-2 drains)
+    e_j = max(e_{j-1}, a_{j-2}) + k_j            (shadow buffer j % 2 frees when j-2 has
+                                                  sent its last moving beat)
     a_j = max(e_j, a_{j-1}) + n_j
     cycles = a_last + L,     with e_{-1} = 1 (the first command is taken in cycle 0)
 
@@ -60,18 +61,14 @@ def _check(name, value):
 def uniform_program_cycles(rows, cols, k, n, count):
     """Exact cycles of ``count`` back-to-back matmuls, each ``(k, n)``, in closed form.
 
-    The program's cycles are ``1 + L + k + n`` (one cycle to take the first command) plus
-    the longest path through ``count - 1`` steps
-    of the schedule's recurrence, where each step is one of: the next load behind the previous
-    one (``k``), the next matmul's beats behind the previous one's (``n``), or, two matmuls at
-    once, a load waiting for its shadow buffer to drain (``L + k + n`` for two indices). The
-    best mix uses only the largest per-index weight, hence::
+    The first matmul takes one cycle to take its command, ``k`` to load and ``n`` to stream;
+    every further one adds ``max(k, n)`` (its load hides behind the previous stream, or the
+    stream waits for the load; a shadow buffer is free again as soon as the matmul two back
+    has streamed, which never binds in a uniform program); the last results drain ``L``
+    cycles later::
 
-        D = count - 1, m = max(k, n), L = rows + cols
-        cycles = 1 + L + k + n + max(D * m, (D // 2) * (L + k + n) + (D % 2) * m)
-
-    The second term wins when ``L + k + n > 2 * max(k, n)``: short matmuls (small N, e.g.
-    decode) whose next-but-one stationary waits for a buffer to drain.
+        L = rows + cols
+        cycles = 1 + L + k + n + (count - 1) * max(k, n)
 
     Parameters
     ----------
@@ -100,10 +97,7 @@ def uniform_program_cycles(rows, cols, k, n, count):
         _check(name, value)
     if k > rows:
         raise ValueError(f"k is {k}, more than rows = {rows}")
-    d = count - 1
-    m = max(k, n)
-    return (COMMAND_CYCLES + latency + k + n
-            + max(d * m, (d // 2) * (latency + k + n) + (d % 2) * m))
+    return COMMAND_CYCLES + latency + k + n + (count - 1) * max(k, n)
 
 
 # ----- max-plus algebra on 3 x 3 matrices over (e_j, a_j, a_{j-1}) ------------------------------
@@ -138,10 +132,10 @@ def _mp_pow(x, count):
     return result
 
 
-def _step(latency, k, n):
+def _step(k, n):
     """Matrix of one matmul (k, n): new (e, a, a_prev) from old (e, a, a_prev)."""
-    return ((k, NEG, latency + k),
-            (k + n, n, latency + k + n),
+    return ((k, NEG, k),
+            (k + n, n, k + n),
             (NEG, 0, NEG))
 
 
@@ -150,7 +144,7 @@ def _block(latency, runs):
     total = _IDENTITY
     for k, n, times in runs:
         if times:
-            total = _mp_mul(_mp_pow(_step(latency, k, n), times), total)
+            total = _mp_mul(_mp_pow(_step(k, n), times), total)
     return total
 
 

@@ -109,7 +109,8 @@ class ProgramResult:
     stamps : list of systolica.golden.CommandTiming
         Per command, the measured cycle stamps: ``accept`` (command taken), ``issues`` (each
         moving beat taken; empty for a READ, whose beats do not cross a stream) and
-        ``results`` (each result beat taken). Load stamps are not measured (None).
+        ``results`` (each result beat taken). Stationary beats are not stamped (``loads``
+        is empty).
     predicted : list of systolica.golden.CommandTiming
         The cycle model's stamps for the same program with no stalls
         (:func:`systolica.golden.command_schedule`); equal to ``stamps`` when ``idle`` and
@@ -150,7 +151,7 @@ class ProgramResult:
         (bool; expected True when the run had no idle and no backpressure)."""
         return all(
             (m.accept, m.results) == (p.accept, p.results)
-            and (p.load_start is None or m.issues == p.issues)    # READs: no moving beats
+            and (not p.loads or m.issues == p.issues)    # READs: no moving beats
             for m, p in zip(self.stamps, self.predicted, strict=True))
 
 
@@ -335,9 +336,9 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
             raise SimulationError(
                 f"matmuls {missing} did not complete ({int(out['observed_beats'])} of "
                 f"{int(out['expected_beats'])} result beats arrived); see {run.log}")
-        stamps = [CommandTiming(int(out["accept"][i]), None, None, None,
-                                tuple(int(v) for v in out[f"issues_{i}"]),
-                                tuple(int(v) for v in out[f"results_{i}"]))
+        stamps = [CommandTiming(int(out["accept"][i]),
+                                issues=tuple(int(v) for v in out[f"issues_{i}"]),
+                                results=tuple(int(v) for v in out[f"results_{i}"]))
                   for i in range(len(jobs))]
         result = _program_result([out[f"psum_{i}"] for i in range(len(jobs))], stamps,
                                  predicted, cycles=int(out["cycles"]),
@@ -402,8 +403,8 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
                   extra_env={"SYSTOLICA_FREE_RUN_CYCLES": str(cycles),
                              "SYSTOLICA_BULK_TIMING": str(run_dir / "free.txt")})
         free_seconds = float((run_dir / "free.txt").read_text().split()[1])
-    stamps = [CommandTiming(r.accept, None, None, None, tuple(r.issues),
-                            tuple(r.result_cycles)) for r in records]
+    stamps = [CommandTiming(r.accept, issues=tuple(r.issues), results=tuple(r.result_cycles))
+              for r in records]
     result = _program_result(
         [program.model.results(r) for r in records], stamps, predicted,
         cycles=max(r.last_result for r in records) + 1, seconds=seconds,

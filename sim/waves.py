@@ -30,8 +30,8 @@ the offsets of :mod:`systolica.hdl.layouts`):
   queue, the two stationary buffers and the issue of beats. The queue shows its occupancy
   (from ``queued``) and each entry as ``empty`` / ``waiting for stationary`` / ``ready``
   (from its ``queued`` and ``loaded`` bits; a READ is ready at once); each stationary buffer
-  as ``free`` / ``in use`` (``busy``: a started matmul's results are still in flight; a
-  stationary loaded for a matmul that has not started yet shows as ``free``); then whether a
+  as ``free`` / ``loaded`` (for a matmul that has not started, ``full``) / ``in use`` (a
+  started matmul is still sending moving beats, ``busy``); then whether a
   command is part-way through issuing its beats (``running``), the op of the command issuing
   (``cur_read``, meaningful while running), which buffer the next load writes
   (``load_buf``) and the next matmul uses (``use_buf``), and whether the pipeline advances
@@ -57,7 +57,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from amaranth.hdl import Shape
-from amaranth.lib import data
 from vcd.gtkw import GTKWSave, make_translation_filter
 
 from systolica.hdl.layouts import (
@@ -74,6 +73,7 @@ from systolica.hdl.layouts import (
     stationary_layout,
     status_layout,
 )
+from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, token_layout
 
 from .errors import USER_FACING, SimulationError, SystolicaError, report
 from .generate import TOPLEVEL
@@ -124,12 +124,14 @@ def _filters(directory):
         "mode": [(0, "overwrite"), (1, "accumulate")],
         "ftz": [(0, "IEEE"), (1, "FTZ")],
         "buffer": [(0, "buffer 0"), (1, "buffer 1")],
-        "busy": [(0, "free"), (1, "in use")],
+        # {busy, full} of one stationary buffer.
+        "buffer_state": [(0, "free"), (1, "loaded"), (2, "in use"),
+                         (3, "loaded and in use (illegal)")],
         "running": [(0, "between commands"), (1, "mid-command")],
         "pipeline": [(0, "stalled"), (1, "advancing")],
-        # queued[1:0]: entries fill from 0.
-        "queue": [(0, "empty"), (1, "1 command"), (2, "entry 1 only (illegal)"),
-                  (3, "2 commands (full)")],
+        # queued[2:0]: entries fill from 0.
+        "queue": [(0, "empty"), (1, "1 command"), (3, "2 commands"), (7, "3 commands (full)")]
+        + [(v, "gap (illegal)") for v in (2, 4, 5, 6)],
         # {queued, loaded} of one queue entry; a READ is loaded when it is queued.
         "entry": [(0, "empty"), (1, "loaded, not queued (illegal)"),
                   (2, "waiting for stationary"), (3, "ready")],
@@ -145,16 +147,6 @@ def _filters(directory):
 def _enum_names(enum):
     """A translate filter table naming each member of an Amaranth enum by its name."""
     return [(member.value, member.name) for member in enum]
-
-
-def token_layout(depth):
-    """Layout of one entry ``token_<i>`` of the tile's token pipeline.
-
-    It mirrors the layout ``Tile.elaborate`` builds (it is not exported);
-    tests/test_waves_unit.py checks the two against the generated Verilog.
-    """
-    return data.StructLayout({"valid": 1, "last": 1, "sel": 1, "bf16": 1, "ftz": 1,
-                              "accumulate": 1, "read": 1, "addr": range(depth)})
 
 
 def _fields(layout):
@@ -363,11 +355,14 @@ def _groups(w, rows, cols, mode, banks, entries):
         w.field("dtype", out_token, token_bits, *token["bf16"], table="psum_dtype")
         w.field("ftz", out_token, token_bits, *token["ftz"], table="ftz")
     with save.group("Tile state"):
-        w.wire("queued", "command queue", 2, table="queue")
-        for i in (0, 1):
-            w.state(f"queue entry {i}", [("queued", 2, i), ("loaded", 2, i)], "entry")
+        depth_q = COMMAND_QUEUE_DEPTH
+        w.wire("queued", "command queue", depth_q, table="queue")
+        for i in range(depth_q):
+            w.state(f"queue entry {i}", [("queued", depth_q, i), ("loaded", depth_q, i)],
+                    "entry")
         for b in (0, 1):
-            w.wire("busy", f"stationary buffer {b}", 2, table="busy", bit=b)
+            w.state(f"stationary buffer {b}", [("busy", 2, b), ("full", 2, b)],
+                    "buffer_state")
         w.wire("running", "issue", table="running")
         w.wire("cur_read", "issuing op", table="op")
         w.wire("load_buf", "next load into", table="buffer")

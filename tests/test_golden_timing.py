@@ -43,14 +43,23 @@ def test_schedule_hides_loads_behind_long_matmuls():
     schedule = program_schedule(4, 4, [(4, 20)] * 5)
     firsts = [t.first_issue for t in schedule]
     assert firsts == [5, 25, 45, 65, 85]
-    assert [t.accept for t in schedule] == [0, 1, 6, 26, 46]   # queue of two commands
+    assert [t.accept for t in schedule] == [0, 1, 2, 6, 26]   # queue of three commands
     assert program_cycles(4, 4, [(4, 20)] * 5) == 85 + 20 - 1 + 8 + 1
 
 
-def test_schedule_waits_for_buffer_when_matmuls_are_short():
-    # With N = 1 the third load must wait until matmul 0's result has left (buffer reuse).
-    schedule = program_schedule(2, 2, [(2, 1)] * 3)
-    assert schedule[2].load_start == schedule[0].last_result + 1
+def test_schedule_waits_for_buffer_until_its_matmul_sent_its_last_beat():
+    # The third load reuses matmul 0's buffer: it starts the cycle after matmul 0's last
+    # moving beat, long before that beat's result leaves.
+    schedule = program_schedule(2, 2, [(2, 10), (2, 1), (2, 1)])
+    assert schedule[2].load_start == schedule[0].last_issue + 1 < schedule[0].last_result
+
+
+@pytest.mark.parametrize("k,n", [(16, 16), (16, 1), (4, 16), (16, 4), (1, 1)])
+def test_back_to_back_matmuls_take_max_k_n_cycles_each(k, n):
+    schedule = program_schedule(16, 16, [(k, n)] * 10)
+    firsts = [t.first_issue for t in schedule]
+    gaps = {b - a for a, b in zip(firsts, firsts[1:], strict=False)}
+    assert gaps == {max(k, n)}
 
 
 def test_schedule_rejects_k_above_rows():
@@ -101,11 +110,11 @@ def test_read_follows_the_previous_command_and_takes_no_load():
     assert second.results[0] == second.issues[0] + 5           # rows + cols later
 
 
-def test_queue_of_two_holds_back_the_third_command():
+def test_queue_of_three_holds_back_the_fourth_command():
     long = Command("matmul", k=1, m=1, n=50)
-    schedule = command_schedule(1, 1, [long] * 4)
-    # Commands 0 and 1 are taken at once; 2 waits for 0 to start, 3 for 1 to start.
-    assert [t.accept for t in schedule] == [0, 1, schedule[0].first_issue + 1,
+    schedule = command_schedule(1, 1, [long] * 5)
+    # Commands 0 to 2 are taken at once; 3 waits for 0 to start, 4 for 1 to start.
+    assert [t.accept for t in schedule] == [0, 1, 2, schedule[0].first_issue + 1,
                                             schedule[1].first_issue + 1]
 
 

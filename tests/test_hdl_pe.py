@@ -41,7 +41,7 @@ def test_int8_mac_uses_selected_weight_and_wraps():
     async def bench(ctx, dut):
         await load(ctx, dut, 0, -128)
         await load(ctx, dut, 1, 7)
-        ctx.set(dut.row_active, 0b11)
+        ctx.set(dut.active_in, 1)
         ctx.set(dut.en, 1)
         ctx.set(dut.moving_in, -128 & 0xFF)
         ctx.set(dut.psum_in, 2**31 - 1)   # + 16384 wraps past INT32_MAX
@@ -54,28 +54,30 @@ def test_int8_mac_uses_selected_weight_and_wraps():
         await ctx.tick()
         assert ctx.get(dut.psum_out) == (-5 + 7 * -128) & MASK32
         assert ctx.get(dut.sel_out) == 1
+        assert (ctx.get(dut.active_out), ctx.get(dut.bf16_out)) == (1, 0)
     simulate(bench)
 
 
 def test_chain_start_takes_the_product_alone():
     async def bench(ctx, dut):
         await load(ctx, dut, 0, bf16_bits(-0.0))
-        ctx.set(dut.row_active, 0b01)
-        ctx.set(dut.bf16, 0b01)
+        ctx.set(dut.active_in, 1)
+        ctx.set(dut.bf16_in, 1)
         ctx.set(dut.chain_start, 1)
         ctx.set(dut.en, 1)
         ctx.set(dut.moving_in, bf16_bits(3.0))
         ctx.set(dut.psum_in, 0)           # +0 would turn the -0 product into +0
         await ctx.tick()
         assert ctx.get(dut.psum_out) == 0x80000000   # -0 stays -0
+        assert ctx.get(dut.bf16_out) == 1             # the mode travels with the operand
     simulate(bench)
 
 
 def test_bf16_mac_rounds_the_sum_to_nearest_even():
     async def bench(ctx, dut):
         await load(ctx, dut, 1, bf16_bits(1.0))
-        ctx.set(dut.row_active, 0b10)
-        ctx.set(dut.bf16, 0b10)
+        ctx.set(dut.active_in, 1)
+        ctx.set(dut.bf16_in, 1)
         ctx.set(dut.en, 1)
         ctx.set(dut.sel_in, 1)
         # 2**24 + 1 is a tie between 2**24 and 2**24 + 2: RNE keeps the even 2**24.
@@ -92,7 +94,7 @@ def test_bf16_mac_rounds_the_sum_to_nearest_even():
 def test_inactive_row_passes_psum_through():
     async def bench(ctx, dut):
         await load(ctx, dut, 1, 99)
-        ctx.set(dut.row_active, 0b01)   # buffer 1 inactive
+        ctx.set(dut.active_in, 0)       # row outside K
         ctx.set(dut.en, 1)
         ctx.set(dut.sel_in, 1)
         ctx.set(dut.moving_in, 3)
@@ -104,7 +106,7 @@ def test_inactive_row_passes_psum_through():
 
 def test_disabled_pe_holds_but_still_loads():
     async def bench(ctx, dut):
-        ctx.set(dut.row_active, 0b11)
+        ctx.set(dut.active_in, 1)
         ctx.set(dut.en, 1)
         await load(ctx, dut, 0, 2)
         ctx.set(dut.moving_in, 5)

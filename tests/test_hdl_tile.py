@@ -104,8 +104,8 @@ def expected_stamps(schedule):
            "result": []}
     for t in schedule:
         if t.error is None:
-            if t.load_start is not None:
-                out["stationary"] += list(range(t.load_start, t.load_end + 1))
+            if t.loads:
+                out["stationary"] += list(t.loads)
                 out["moving"] += list(t.issues)
             out["result"] += list(t.results)
     return out

@@ -208,13 +208,13 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
     # 2 x 3: the token pipeline is 5 deep; token_4 = {addr[11:0], read, accumulate, ftz,
-    # bf16, sel, last, valid}, with 8 banks of 512 entries.
+    # bf16, last, valid}, with 8 banks of 512 entries.
     psum = _traces(_generated(tmp_path).read_text(), "PSUM")
     assert psum["write"][1] == ["systolica_tile.write"]
-    for alias, bits in (("bank", [18, 17, 16]), ("entry", list(range(15, 6, -1))),
-                        ("op", [6]), ("mode", [5]), ("ftz", [4]), ("dtype", [3])):
+    for alias, bits in (("bank", [17, 16, 15]), ("entry", list(range(14, 5, -1))),
+                        ("op", [5]), ("mode", [4]), ("ftz", [3]), ("dtype", [2])):
         refs = psum[alias][1]
-        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.token_4[18:0]"}
+        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.token_4[17:0]"}
         assert _picked_bits(refs) == bits, alias
     assert _table(psum["dtype"][2]) == {"0": "INT32", "1": "FP32"}
     assert _table(psum["op"][2]) == {"0": "MATMUL", "1": "READ"}
@@ -238,7 +238,7 @@ def test_psum_address_is_split_when_entries_is_a_power_of_two(tmp_path, banks, e
     depth_bits = (banks * entries - 1).bit_length()
     widths = {ref.partition(")")[2] for _, refs, _ in psum.values() for ref in refs
               if ref.startswith("(")}
-    assert widths == {f"systolica_tile.token_1[{6 + depth_bits}:0]"}
+    assert widths == {f"systolica_tile.token_1[{5 + depth_bits}:0]"}   # 6 flags + addr
 
 
 def test_partition_row_shows_as_a_number(tmp_path):
@@ -260,19 +260,22 @@ def test_tile_state_is_named(tmp_path):
     text = save.read_text()
     traces = _traces(text, "Tile state")
     _, refs, filter_file = traces["command queue"]
-    assert refs == ["systolica_tile.queued[1:0]"]
-    assert _table(filter_file)["3"] == "2 commands (full)"
-    # Bit 0 of a [1:0] vector is GTKWave's position 1.
-    assert "#{queue entry 0} (1)systolica_tile.queued[1:0] (1)systolica_tile.loaded[1:0]" \
+    assert refs == ["systolica_tile.queued[2:0]"]
+    assert _table(filter_file)["7"] == "3 commands (full)"
+    # Bit 0 of a [2:0] vector is GTKWave's position 2.
+    assert "#{queue entry 0} (2)systolica_tile.queued[2:0] (2)systolica_tile.loaded[2:0]" \
         in text
-    assert "#{queue entry 1} (0)systolica_tile.queued[1:0] (0)systolica_tile.loaded[1:0]" \
+    assert "#{queue entry 2} (0)systolica_tile.queued[2:0] (0)systolica_tile.loaded[2:0]" \
         in text
     assert _table(traces["queue entry 0"][2]) == {
         "0": "empty", "1": "loaded, not queued (illegal)", "2": "waiting for stationary",
         "3": "ready"}
-    assert "#{stationary buffer 0} (1)systolica_tile.busy[1:0]" in text
-    assert "#{stationary buffer 1} (0)systolica_tile.busy[1:0]" in text
-    assert _table(traces["stationary buffer 1"][2]) == {"0": "free", "1": "in use"}
+    assert "#{stationary buffer 0} (1)systolica_tile.busy[1:0] (1)systolica_tile.full[1:0]" \
+        in text
+    assert "#{stationary buffer 1} (0)systolica_tile.busy[1:0] (0)systolica_tile.full[1:0]" \
+        in text
+    assert _table(traces["stationary buffer 1"][2]) == {
+        "0": "free", "1": "loaded", "2": "in use", "3": "loaded and in use (illegal)"}
     assert "#{issue} systolica_tile.running" in text
     assert _table(traces["issuing op"][2]) == {"0": "MATMUL", "1": "READ"}
     assert traces["issuing op"][1] == ["systolica_tile.cur_read"]
@@ -280,16 +283,15 @@ def test_tile_state_is_named(tmp_path):
                           ("pipeline", "advance")):
         assert traces[alias][1] == [f"systolica_tile.{signal}"]
     assert ("systolica_tile.running", 1, None) in waves.save_file_signals(save)
-    assert "full" not in text
 
 
 def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
-    assert ("systolica_tile.queued", 2, None) in signals
+    assert ("systolica_tile.queued", 3, None) in signals
     assert ("systolica_tile.command__payload", 76, 1) in signals          # dtype
     assert ("systolica_tile.status", 19, 18) in signals                   # error MSB
-    assert ("systolica_tile.token_4", 19, 5) in signals                   # accumulate
+    assert ("systolica_tile.token_4", 18, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
 
