@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from amaranth.hdl import Shape
@@ -19,12 +20,34 @@ _HDL_DIR = Path(__file__).resolve().parent.parent / "hdl"
 
 
 def hdl_fingerprint():
-    """Hash of the HDL sources, so generated files are redone when the RTL changes (str)."""
+    """Hash of the HDL sources and of this generator, so generated files are redone when
+    either changes (str)."""
     digest = hashlib.sha256()
-    for path in sorted(_HDL_DIR.glob("*.py")):
+    for path in sorted(_HDL_DIR.glob("*.py")) + [Path(__file__).resolve()]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+_ZERO_INIT = re.compile(
+    r"  initial begin\n((?:    (\w+)\[\d+\] = \d+'h0+;\n)+)  end\n")
+
+
+def _compact_zero_init(text):
+    """Replace a memory's all-zero ``initial`` block (one line per entry, as Yosys writes
+    it: 4,096 lines of 4,096-bit constants for a 128-column PSUM) with an equivalent loop, so
+    that the Verilog and the simulators' builds do not grow with the PSUM size."""
+    def loop(match):
+        lines = match.group(1).splitlines()
+        name = match.group(2)
+        indices = [int(line.split("[", 1)[1].split("]", 1)[0]) for line in lines]
+        if indices != list(range(len(indices))) or any(
+                not line.strip().startswith(f"{name}[") for line in lines):
+            return match.group(0)
+        index = f"{name}__init_i"
+        return (f"  integer {index};\n  initial begin\n    for ({index} = 0; {index} < "
+                f"{len(indices)}; {index} = {index} + 1) {name}[{index}] = 0;\n  end\n")
+    return _ZERO_INIT.sub(loop, text)
 
 
 def generate_verilog(rows, cols):
@@ -53,7 +76,7 @@ def generate_verilog(rows, cols):
         }
     meta = {"toplevel": TOPLEVEL, "rows": rows, "cols": cols, "latency": tile.latency,
             "hdl": hdl_fingerprint(), "ports": ports}
-    top = verilog.convert(tile, name=TOPLEVEL, emit_src=False)
+    top = _compact_zero_init(verilog.convert(tile, name=TOPLEVEL, emit_src=False))
     return pe + "\n" + top, meta
 
 
