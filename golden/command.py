@@ -19,6 +19,8 @@ PSUM_BANKS = 8
 PSUM_ENTRIES = 512
 #: Command opcodes.
 OPS = ("matmul", "read")
+#: Operand data types of a matmul command.
+DTYPES = ("int8", "bf16")
 #: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
 ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE")
 
@@ -64,6 +66,11 @@ class Command:
                 raise ValueError(f"{name} must be an integer in 0..65535, not {value!r}")
         if self.bank >= 256:
             raise ValueError(f"bank must be in 0..255 (8-bit field), not {self.bank}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
+        for name in ("ftz", "accumulate"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name} must be a bool, not {type(getattr(self, name)).__name__}")
 
 
 def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES):

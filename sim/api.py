@@ -162,6 +162,7 @@ def _check_positive_int(name, value):
 
 
 def _check_region(what, bank, offset, n):
+    """``what`` is "the matmul writes" or "the READ reads"."""
     for name, value in (("bank", bank), ("offset", offset)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
@@ -169,8 +170,8 @@ def _check_region(what, bank, offset, n):
         raise ValueError(f"bank must be between 0 and {PSUM_BANKS - 1} (the tile has "
                          f"{PSUM_BANKS} PSUM banks), not {bank}")
     if offset + n > PSUM_ENTRIES:
-        raise ValueError(f"{what} writes PSUM entries {offset}..{offset + n - 1}, past the "
-                         f"end of the {PSUM_ENTRIES}-entry bank (offset + N must be at most "
+        raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1}, past the end of "
+                         f"the {PSUM_ENTRIES}-entry bank (offset + n must be at most "
                          f"{PSUM_ENTRIES})")
 
 
@@ -217,10 +218,12 @@ def _as_job(job):
 def _check_job(job, rows, cols):
     if isinstance(job, Read):
         n = _check_positive_int("Read.n", job.n)
-        _check_region("the READ", job.bank, job.offset, n)
+        _check_region("the READ reads", job.bank, job.offset, n)
         return
+    if not isinstance(job.accumulate, (bool, np.bool_)):
+        raise TypeError(f"Matmul.accumulate must be a bool, not {type(job.accumulate).__name__}")
     _check_operands(job.stationary, job.moving, rows, cols, job.ftz)
-    _check_region("the matmul", job.bank, job.offset, job.moving.shape[1])
+    _check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1])
 
 
 def _command(job, cols):
@@ -465,7 +468,10 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     check_simulator_name(simulator)
     _check_operands(stationary, moving, rows, cols, ftz)
     n = moving.shape[1]
-    _check_region("the matmul", bank, offset, n)
+    _check_region("the matmul writes", bank, offset, n)
+    if psum is not None and not accumulate:
+        raise ValueError("psum is only used with accumulate=True (an overwriting matmul "
+                         "ignores it); pass accumulate=True or leave psum out")
     mode = {"ftz": True} if ftz else {}
     if accumulate or psum is not None:
         # The golden model validates psum (dtype, shape) and accumulate before any build.

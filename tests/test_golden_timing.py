@@ -83,9 +83,11 @@ def test_command_error_rules_in_order():
     ({"k": -1}, "k must be an integer in 0..65535"),
     ({"n": 1 << 16}, "n must be an integer in 0..65535"),
     ({"bank": 256}, "bank must be in 0..255"),
+    ({"dtype": "fp8"}, "dtype must be one of int8, bf16, not 'fp8'"),
+    ({"ftz": 1}, "ftz must be a bool, not int"),
 ])
 def test_bad_command_fields_are_refused(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         Command(**kwargs)
 
 
