@@ -15,7 +15,6 @@ import math
 from pathlib import Path
 
 from systolica.hdl.layouts import (
-    ErrorCode,
     command_layout,
     moving_layout,
     result_layout,
@@ -147,9 +146,7 @@ class BulkProgram:
         self.model.stamp([s - 1 for s in cstamps], [s - 1 for s in mstamps])
         if status is not None:
             self.status = tuple(status)
-            rejected = self.model.rejected
-            want = (len(rejected) % 65536,
-                    ErrorCode[rejected[-1].error].value if rejected else ErrorCode.NONE.value)
+            want = self.model.expected_status()
             assert self.status == want, (
                 f"status: {self.status[0]} commands rejected (last error code "
                 f"{self.status[1]}); the model expects {want[0]} (code {want[1]})")

@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from systolica.golden import PSUM_BANKS, PSUM_ENTRIES, Command, command_error, nc_matmul
-from systolica.hdl.layouts import DType, Op
+from systolica.hdl.layouts import DType, ErrorCode, Op
 
 #: The two operand dtypes and their names in reports.
 DTYPES = {np.dtype(np.int8): "int8", np.dtype(ml_dtypes.bfloat16): "bf16"}
@@ -247,6 +247,13 @@ class TileModel:
     def rejected(self):
         """Records the tile should reject (list of :class:`CommandRecord`)."""
         return [r for r in self.records if r.error is not None]
+
+    def expected_status(self):
+        """The tile's ``status`` after these commands: ``(rejected count mod 2**16, error
+        code)``, the code of the last rejection or ``ErrorCode.NONE`` (ints)."""
+        rejected = self.rejected
+        code = ErrorCode[rejected[-1].error] if rejected else ErrorCode.NONE
+        return len(rejected) % 65536, code.value
 
     def on_result(self, position, lanes, cycle):
         """Record result beat number ``position`` (0-based) for its command."""

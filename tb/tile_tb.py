@@ -202,10 +202,8 @@ class TileTB:
         file (the regression sums them).
         """
         self.scoreboard.check_complete()
-        rejected = self.model.rejected
         got = status_fields(self.dut.status.value.to_unsigned())
-        want = (len(rejected) % 65536,
-                ErrorCode[rejected[-1].error].value if rejected else ErrorCode.NONE.value)
+        want = self.model.expected_status()
         names = {e.value: e.name for e in ErrorCode}
         assert got == want, (f"status: {got[0]} commands rejected, last error "
                              f"{names.get(got[1], got[1])}; expected {want[0]}, "

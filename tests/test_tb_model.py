@@ -37,6 +37,9 @@ def test_illegal_command_is_predicted_rejected_without_results():
     tm = model()
     record, _ = tm.submit_command(Command("read", n=1, bank=8))
     assert record.error == "BANK_RANGE" and tm.result_owner == [] and tm.rejected == [record]
+    assert model().expected_status() == (0, 0)                 # NONE after reset
+    tm.submit_command(Command("matmul", k=3, m=1, n=1))
+    assert tm.expected_status() == (2, 2)                      # two rejected, last K_RANGE
     with pytest.raises(ValueError, match="use submit"):
         tm.submit_command(Command("matmul", k=1, m=1, n=1))
     with pytest.raises(ValueError, match="N_RANGE"):
