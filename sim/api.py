@@ -113,8 +113,9 @@ class ProgramResult:
         is empty).
     predicted : list of systolica.golden.CommandTiming
         The cycle model's stamps for the same program with no stalls
-        (:func:`systolica.golden.command_schedule`); equal to ``stamps`` when ``idle`` and
-        ``backpressure`` are 0.
+        (:func:`systolica.golden.command_schedule`), with ``loads`` and a READ's ``issues``
+        filled in; :meth:`model_agrees` compares it with ``stamps`` (True when ``idle`` and
+        ``backpressure`` are 0).
     first_accept, last_result : list of int or None
         Per command, the cycle its first moving beat was accepted (None for a READ) and its
         last result taken.
@@ -226,7 +227,7 @@ def _check_job(job, rows, cols):
     _check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1])
 
 
-def _command(job, cols):
+def _command(job):
     """The golden Command of a job (for the cycle model)."""
     if isinstance(job, Read):
         return Command("read", n=int(job.n), bank=int(job.bank), offset=int(job.offset))
@@ -295,7 +296,7 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
         raise ValueError("jobs must hold at least one command")
     for job in jobs:
         _check_job(job, rows, cols)
-    predicted = command_schedule(rows, cols, [_command(job, cols) for job in jobs])
+    predicted = command_schedule(rows, cols, [_command(job) for job in jobs])
     for name, p in (("idle", idle), ("backpressure", backpressure)):
         if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
@@ -367,7 +368,7 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
     from systolica.tb.bulk import BulkProgram
 
     program = BulkProgram(rows, cols)
-    records = [program.submit_command(_command(job, cols)) if isinstance(job, Read) else
+    records = [program.submit_command(_command(job)) if isinstance(job, Read) else
                program.submit(job.stationary, job.moving, accumulate=job.accumulate,
                               ftz=job.ftz, bank=job.bank, offset=job.offset)
                for job in jobs]
