@@ -255,12 +255,15 @@ class TileModel:
         code = ErrorCode[rejected[-1].error] if rejected else ErrorCode.NONE
         return len(rejected) % 65536, code.value
 
+    def _lanes(self, record):
+        """PSUM lanes a record keeps: M for a matmul, every column for a READ."""
+        return record.m if record.op == "matmul" else self.cols
+
     def on_result(self, position, lanes, cycle):
         """Record result beat number ``position`` (0-based) for its command."""
         if position < len(self.result_owner):
             record = self.records[self.result_owner[position]]
-            record.results.append(list(lanes[: record.m if record.op == "matmul"
-                                             else self.cols]))
+            record.results.append(list(lanes[: self._lanes(record)]))
             record.result_cycles.append(cycle)
 
     def stamp(self, command_cycles, moving_cycles):
@@ -275,6 +278,5 @@ class TileModel:
     def results(self, record):
         """The PSUM the RTL produced for ``record``: [M, N] (matmul) or [cols, N] (READ),
         int32 (INT8) or float32 (BF16; a READ uses the dtype of its first entry's writer)."""
-        width = record.m if record.op == "matmul" else self.cols
-        bits = np.array(record.results, dtype=np.uint32).reshape(-1, width).T
+        bits = np.array(record.results, dtype=np.uint32).reshape(-1, self._lanes(record)).T
         return bits.view(np.int32 if record.psum_dtype == "int8" else np.float32)
