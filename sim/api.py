@@ -365,15 +365,21 @@ def _program_result(psums, stamps, predicted, **kwargs):
 def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, build_root, keep,
               wave_format, free_run, predicted):
     """:func:`run_program` through the bulk-stimulus harness."""
-    from systolica.tb.bulk import BulkProgram
+    from systolica.hdl.layouts import command_layout
+    from systolica.tb.bulk import BulkProgram, resident_depth
 
     program = BulkProgram(rows, cols)
     records = [program.submit_command(_command(job)) if isinstance(job, Read) else
                program.submit(job.stationary, job.moving, accumulate=job.accumulate,
                               ftz=job.ftz, bank=job.bank, offset=job.offset)
                for job in jobs]
+    depth = program.depth
+    if simulator == "verilator":
+        # One build per tile size serves every program that fits: a Verilator build costs
+        # seconds to minutes, an Icarus one almost nothing (and Icarus memories cost more).
+        depth = max(depth, resident_depth(rows, cols, command_layout().size))
     tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
-                 wave_format=wave_format, harness_depth=program.depth)
+                 wave_format=wave_format, harness_depth=depth)
     runs = tile.directory / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))
@@ -381,7 +387,7 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
         f"+seed={seed}", f"+idle={int(round(idle * 256))}",
         f"+bp={int(round(backpressure * 256))}"]
     slow = (1.0 - idle) * (1.0 - backpressure)
-    budget = int(200 + 8 * (len(program.command_beats) + len(program.stationary_beats)
+    budget = int(200 + 8 * (program.command_count + program.stationary_count
                             + program.result_count + (rows + cols) * (len(jobs) + 1)) / slow)
     timing = run_dir / "timing.txt"
     run = run_tests(tile, "systolica.tb.test_bulk", run_dir, seed=seed, plusargs=plusargs,

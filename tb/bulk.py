@@ -4,15 +4,16 @@ The per-cycle TB (:mod:`systolica.tb.tile_tb`) wakes Python twice per clock cycl
 harness ``tb/harness.v`` holds the stimulus in memories loaded with ``$readmemh``, drives
 the tile's streams itself (with seeded idle and backpressure), and captures every result
 beat and cycle stamp, so Python wakes once per program. The host side of this module packs
-the beats through the Amaranth layouts and checks every captured result with the same
-model and scoreboard as the per-cycle TB; :func:`run_harness` is the cocotb side.
-
-This module imports cocotb only inside :func:`run_harness`, so the host side works outside a
-simulator.
+whole programs with numpy from the Amaranth layouts' field offsets and checks every captured
+result with the same model and scoreboard as the per-cycle TB. The cocotb side is
+:mod:`systolica.tb.test_bulk`, which imports nothing of the host side (so the simulator
+process starts quickly).
 """
 
 import math
 from pathlib import Path
+
+import numpy as np
 
 from systolica.hdl.layouts import (
     command_layout,
@@ -22,6 +23,7 @@ from systolica.hdl.layouts import (
 )
 
 from .model import TileModel
+from .packing import LayoutPacker
 from .scoreboard import Scoreboard
 
 #: Verilog source of the harness (top module ``systolica_harness``).
@@ -32,13 +34,38 @@ HARNESS_TOPLEVEL = "systolica_harness"
 MIN_DEPTH = 4096
 
 
+#: Memory the harness's stimulus and capture memories may take in a Verilator build, in
+#: bytes: :func:`resident_depth` sizes them to it, so that one build serves every program
+#: that fits instead of one build per program size.
+RESIDENT_BYTES = 64 << 20
+
+
 def harness_depth(beats):
     """Memory depth a harness needs for ``beats`` beats per stream (int, power of two)."""
     return max(MIN_DEPTH, 1 << math.ceil(math.log2(max(1, beats))))
 
 
+def resident_depth(rows, cols, command_width):
+    """The largest power-of-two memory depth whose harness memories fit in
+    :data:`RESIDENT_BYTES` for a ``rows x cols`` tile (int, at least :data:`MIN_DEPTH`).
+
+    Per beat the harness holds a command, a stationary row, a moving vector and a result,
+    each rounded up to 32-bit words as Verilator stores them, plus three 32-bit stamps.
+    """
+    def words(bits):
+        return (bits + 31) // 32
+
+    per_beat = 4 * (words(command_width) + words(16 * cols) + words(16 * rows)
+                    + words(32 * cols + 1) + 3)
+    return max(MIN_DEPTH, 1 << int(math.log2(RESIDENT_BYTES // per_beat)))
+
+
 class BulkProgram:
     """A program for the harness: beats for its memories and the expectations to check.
+
+    Beats are kept as arrays and packed into memory files in one numpy pass
+    (:class:`~systolica.tb.packing.LayoutPacker`); the captured results are unpacked and
+    checked per program, with no Python object per beat.
 
     Parameters
     ----------
@@ -52,56 +79,77 @@ class BulkProgram:
         self.rows, self.cols = rows, cols
         self.scoreboard = Scoreboard(log=log)
         self.model = TileModel(rows, cols, self.scoreboard)
-        self._layouts = (stationary_layout(cols), moving_layout(rows), result_layout(cols),
-                         command_layout())
-        self.command_beats, self.stationary_beats, self.moving_beats = [], [], []
+        self._packers = {"commands": LayoutPacker(command_layout()),
+                         "stationary": LayoutPacker(stationary_layout(cols)),
+                         "moving": LayoutPacker(moving_layout(rows)),
+                         "results": LayoutPacker(result_layout(cols))}
+        self._commands = []              # command beats (dicts of ints)
+        self._stationary = []            # uint16 [K, cols] per matmul
+        self._moving = []                # uint16 [N, rows] per matmul
+        self.stationary_count = self.moving_count = 0
         #: Status the harness reported: (rejected count, last error code), after check().
         self.status = None
 
+    def _add_command(self, beat):
+        self._commands.append({name: int(getattr(v, "value", v)) for name, v in beat.items()})
+
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0):
         """Add one matmul (see :meth:`TileModel.submit`); returns its record."""
-        record, command, s_beats, m_beats = self.model.submit(
+        record, command, s_bits, m_bits = self.model.submit(
             stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank, offset=offset)
-        s_layout, m_layout, _, c_layout = self._layouts
-        self.command_beats.append(c_layout.const(command).as_bits())
-        self.stationary_beats += [s_layout.const(b).as_bits() for b in s_beats]
-        self.moving_beats += [m_layout.const(b).as_bits() for b in m_beats]
+        self._add_command(command)
+        self._stationary.append(s_bits)
+        self._moving.append(m_bits)
+        self.stationary_count += len(s_bits)
+        self.moving_count += len(m_bits)
         return record
 
     def submit_command(self, command):
         """Add a READ or an illegal command (see :meth:`TileModel.submit_command`); returns
         its record."""
         record, beat = self.model.submit_command(command)
-        self.command_beats.append(self._layouts[3].const(beat).as_bits())
+        self._add_command(beat)
         return record
+
+    def drop_stationary(self):
+        """Send no stationary beats at all (tests of the stuck-tile timeout only)."""
+        self._stationary, self.stationary_count = [], 0
+
+    @property
+    def command_count(self):
+        """Command beats of the program (int)."""
+        return len(self._commands)
 
     @property
     def result_count(self):
         """Result beats the program expects (int)."""
-        return len(self.model.result_owner)
+        return self.model.result_count
 
     @property
     def depth(self):
         """Harness memory depth this program needs (int)."""
-        return harness_depth(max(len(self.command_beats), len(self.stationary_beats),
-                                 len(self.moving_beats), self.result_count))
+        return harness_depth(max(self.command_count, self.stationary_count,
+                                 self.moving_count, self.result_count))
 
     def write(self, folder):
         """Write the memory files into ``folder``; return the harness plusargs (list of str)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        s_layout, m_layout, _, c_layout = self._layouts
+        names = self._commands[0].keys() if self._commands else ()
+        commands = {name: np.array([c[name] for c in self._commands]) for name in names}
+        contents = {
+            "commands": (self.command_count, commands),
+            "stationary": (self.stationary_count, {"data": _stack(self._stationary, self.cols)}),
+            "moving": (self.moving_count, {"data": _stack(self._moving, self.rows)}),
+        }
         files = {}
-        for name, beats, layout in (("commands", self.command_beats, c_layout),
-                                    ("stationary", self.stationary_beats, s_layout),
-                                    ("moving", self.moving_beats, m_layout)):
-            digits = (layout.size + 3) // 4
+        for name, (beats, values) in contents.items():
             path = folder / f"{name}.hex"
-            path.write_text("".join(f"{b:0{digits}x}\n" for b in beats) or "0\n")
+            path.write_text(self._packers[name].pack_hex(beats, **values) or "0\n")
             files[name] = path
-        return [f"+commands={files['commands']}", f"+c_count={len(self.command_beats)}",
-                f"+stationary={files['stationary']}", f"+s_count={len(self.stationary_beats)}",
-                f"+moving={files['moving']}", f"+m_count={len(self.moving_beats)}",
+        return [f"+commands={files['commands']}", f"+c_count={self.command_count}",
+                f"+stationary={files['stationary']}", f"+s_count={self.stationary_count}",
+                f"+moving={files['moving']}", f"+m_count={self.moving_count}",
                 f"+r_count={self.result_count}",
                 f"+results={folder / 'results.hex'}", f"+rstamps={folder / 'rstamps.hex'}",
                 f"+mstamps={folder / 'mstamps.hex'}", f"+cstamps={folder / 'cstamps.hex'}"]
@@ -122,56 +170,39 @@ class BulkProgram:
             If ``status`` differs from the rejections the model predicts.
         """
         folder = Path(folder)
-        r_layout = self._layouts[2]
 
-        def words(name):
-            values = []
+        def stamps(name):
             path = folder / name
-            if not path.is_file() and name != "results.hex":
-                return values
-            for line in path.read_text().splitlines():
-                text = line.split("//", 1)[0].strip()   # $writememh adds address comments
-                if text:
-                    values += [int(x, 16) for x in text.split()]
-            return values
+            if not path.is_file():
+                return np.zeros(0, np.int64)
+            return _read_words(path.read_text()) - 1
 
-        results = words("results.hex") if self.result_count else []
-        rstamps, mstamps, cstamps = (words(n) for n in
-                                     ("rstamps.hex", "mstamps.hex", "cstamps.hex"))
-        for position, (raw, stamp) in enumerate(zip(results, rstamps, strict=False)):
-            beat = r_layout.from_bits(raw)
-            lanes = list(beat.data)
-            self.scoreboard.observe(lanes, bool(beat.last))
-            self.model.on_result(position, lanes, stamp - 1)
-        self.model.stamp([s - 1 for s in cstamps], [s - 1 for s in mstamps])
+        if self.result_count:
+            results = self._packers["results"].unpack_hex((folder / "results.hex").read_text())
+        else:
+            results = {"data": np.zeros((0, self.cols), np.uint64),
+                       "last": np.zeros(0, np.uint64)}
+        lanes, last = results["data"].astype(np.uint32), results["last"].astype(bool)
+        rstamps = stamps("rstamps.hex")
+        count = min(len(lanes), len(rstamps))
+        self.scoreboard.observe_block(lanes[:count], last[:count])
+        self.model.on_results(lanes[:count], rstamps[:count])
+        self.model.stamp(stamps("cstamps.hex"), stamps("mstamps.hex"))
         if status is not None:
             self.status = tuple(status)
             want = self.model.expected_status()
             assert self.status == want, (
                 f"status: {self.status[0]} commands rejected (last error code "
                 f"{self.status[1]}); the model expects {want[0]} (code {want[1]})")
-        return len(results)
+        return count
 
 
-async def run_harness(dut, *, max_cycles, clock_period_ns=10, reset_cycles=3):
-    """cocotb side: clock the harness (GPI clock, no Python per cycle) until it has dumped
-    its results, or raise ``AssertionError`` naming its counters after ``max_cycles``.
+def _stack(blocks, lanes):
+    """Concatenate per-matmul ``[beats, lanes]`` arrays (an empty ``[0, lanes]`` if none)."""
+    return np.concatenate(blocks) if blocks else np.zeros((0, lanes), np.uint16)
 
-    Returns the harness's final cycle count (int).
-    """
-    from cocotb.clock import Clock
-    from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
 
-    Clock(dut.clk, clock_period_ns, unit="ns", impl="gpi").start()
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, reset_cycles)
-    dut.rst.value = 0
-    finished = RisingEdge(dut.dumped)
-    timeout = Timer(max_cycles * clock_period_ns, unit="ns")
-    if await First(finished, timeout) is timeout and not dut.dumped.value:
-        raise AssertionError(
-            f"tile stuck: harness not done after {max_cycles} cycles; commands sent "
-            f"{int(dut.c_sent.value)}, stationary beats sent {int(dut.s_sent.value)}, "
-            f"moving beats sent {int(dut.m_sent.value)}, results "
-            f"received {int(dut.r_received.value)}")
-    return int(dut.cycle.value)
+def _read_words(text):
+    """The 32-bit words of a ``$writememh`` file (int64 array; ``//`` comments skipped)."""
+    words = [line.split("//", 1)[0].strip() for line in text.splitlines()]
+    return np.array([int(w, 16) for w in words if w], dtype=np.int64)

@@ -23,7 +23,12 @@ DTYPES = {np.dtype(np.int8): "int8", np.dtype(ml_dtypes.bfloat16): "bf16"}
 
 @dataclass
 class CommandRecord:
-    """What the TB knows about one submitted command (fields, golden result, timing)."""
+    """What the TB knows about one submitted command (fields, golden result, timing).
+
+    ``results`` holds the result beats received, each the ``M`` (matmul) or ``cols`` (READ)
+    lanes kept: a list of rows from the per-cycle TB, a ``[beats, lanes]`` array from the
+    bulk harness.
+    """
 
     index: int
     command: Command
@@ -35,20 +40,25 @@ class CommandRecord:
     result_cycles: list = field(default_factory=list)   # result-beat cycles
     psum_dtype: str = "int8"         # how the result words read: "int8" (INT32) or "bf16"
 
-    def __getattr__(self, name):
-        if name in ("op", "k", "m", "n", "bank", "offset", "dtype", "ftz", "accumulate"):
-            return getattr(self.command, name)
-        raise AttributeError(name)
+    op = property(lambda self: self.command.op)
+    k = property(lambda self: self.command.k)
+    m = property(lambda self: self.command.m)
+    n = property(lambda self: self.command.n)
+    bank = property(lambda self: self.command.bank)
+    offset = property(lambda self: self.command.offset)
+    dtype = property(lambda self: self.command.dtype)
+    ftz = property(lambda self: self.command.ftz)
+    accumulate = property(lambda self: self.command.accumulate)
 
     @property
     def first_accept(self):
         """Cycle the first moving beat was accepted (matmul), or None."""
-        return self.issues[0] if self.issues else None
+        return self.issues[0] if len(self.issues) else None
 
     @property
     def last_result(self):
         """Cycle the last result beat was taken, or None."""
-        return self.result_cycles[-1] if self.result_cycles else None
+        return self.result_cycles[-1] if len(self.result_cycles) else None
 
 
 def operand_bits(array):
@@ -100,8 +110,12 @@ class TileModel:
         self._psum_dtype = np.full((banks, entries), "int8", dtype=object)
         #: Submitted commands, in order (rejected ones included).
         self.records = []
-        #: Record index of every expected result beat, in order.
-        self.result_owner = []
+        self._owners = []           # (record index, result beats) per command with results
+        self._owner_starts = None
+        #: Result beats the commands so far expect (int).
+        self.result_count = 0
+        self._matmul_count = 0
+        self._corrupt = os.environ.get("SYSTOLICA_CORRUPT_GOLDEN") == "1"
 
     @property
     def matmuls(self):
@@ -115,7 +129,7 @@ class TileModel:
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
                expected=None):
-        """Model one matmul; return ``(record, command_beat, stationary_beats, moving_beats)``.
+        """Model one matmul; return ``(record, command_beat, stationary_bits, moving_bits)``.
 
         Operands are both int8 or both ``ml_dtypes.bfloat16``; ``accumulate`` adds into PSUM
         entries ``offset .. offset + N - 1`` of ``bank``; ``ftz`` flushes subnormals (BF16
@@ -123,6 +137,10 @@ class TileModel:
         With ``SYSTOLICA_CORRUPT_GOLDEN=1`` in the environment, the first matmul expects one
         wrong word (bit 4 of PSUM [0, 0] flipped), so every test fails on purpose: the
         regression's reproduce-with-waves path is tested with it.
+
+        ``command_beat`` is a dict for ``command_layout()``; ``stationary_bits`` (uint16
+        ``[K, cols]``, lanes >= M zero) and ``moving_bits`` (uint16 ``[N, rows]``, lanes >= K
+        zero) are the ``data`` lanes of the LoadStationary and MultiplyMoving beats.
 
         Raises
         ------
@@ -165,27 +183,26 @@ class TileModel:
             golden[:m] = np.ascontiguousarray(expected).view(np.uint32)
         self.psum[region] = golden.T
         self._psum_dtype[region] = dtype
-        if not self.matmuls and os.environ.get("SYSTOLICA_CORRUPT_GOLDEN") == "1":
+        if self._corrupt and not self._matmul_count:
             golden = golden.copy()
             golden[0, 0] ^= 1 << 4
+        self._matmul_count += 1
         record = self._record(command, None, golden)
         record.psum_dtype = dtype
 
-        s_bits, m_bits = operand_bits(padded), operand_bits(moving)
-        stationary_beats = [{"data": [int(v) for v in s_bits[r]]} for r in range(k)]
-        pad_k = [0] * (self.rows - k)
-        moving_beats = []
-        for c in range(n):
-            moving_beats.append({"data": [int(v) for v in m_bits[:, c]] + pad_k})
+        s_bits = operand_bits(padded)
+        m_bits = np.zeros((n, self.rows), np.uint16)
+        m_bits[:, :k] = operand_bits(moving).T
 
-            def describe(lane, c=c, s_bits=s_bits, m_bits=m_bits):
-                return (f"stationary[:, {lane}] = {_hex_list(s_bits[:, lane])}; "
-                        f"moving[:, {c}] = {_hex_list(m_bits[:, c])}")
+        def describe(lane, c):
+            return (f"stationary[:, {lane}] = {_hex_list(s_bits[:, lane])}; "
+                    f"moving[:, {c}] = {_hex_list(m_bits[c, :k])}")
 
-            self.scoreboard.expect(record.index, c, golden[:, c], c == n - 1, dtype=dtype,
-                                   macs=k * m, describe=describe)
-            self.result_owner.append(record.index)
-        return record, command_beat(command), stationary_beats, moving_beats
+        self.scoreboard.expect_block(record.index, golden.T, dtype=dtype, macs=k * m,
+                                     describe=describe)
+        self._owners.append((record.index, n))
+        self.result_count += n
+        return record, command_beat(command), s_bits, m_bits
 
     def submit_command(self, command):
         """Model a READ or an illegal command; return ``(record, command_beat)``.
@@ -210,15 +227,14 @@ class TileModel:
         record = self._record(command, None, words)
         dtypes = self._psum_dtype[region]
         record.psum_dtype = dtypes[0]
-        for c in range(command.n):
-            entry = command.offset + c
 
-            def describe(lane, entry=entry, bank=command.bank):
-                return f"READ of bank {bank} entry {entry}"
+        def describe(lane, c, bank=command.bank, offset=command.offset):
+            return f"READ of bank {bank} entry {offset + c}"
 
-            self.scoreboard.expect(record.index, c, words[:, c], c == command.n - 1,
-                                   dtype=dtypes[c], describe=describe)
-            self.result_owner.append(record.index)
+        self.scoreboard.expect_block(record.index, words.T, dtype=dtypes.astype(str),
+                                     describe=describe)
+        self._owners.append((record.index, command.n))
+        self.result_count += command.n
         return record, command_beat(command)
 
     def read(self, *, n, bank=0, offset=0):
@@ -259,24 +275,47 @@ class TileModel:
         """PSUM lanes a record keeps: M for a matmul, every column for a READ."""
         return record.m if record.op == "matmul" else self.cols
 
+    @property
+    def result_owner(self):
+        """Record index of every expected result beat, in order (list of int)."""
+        return [index for index, count in self._owners for _ in range(count)]
+
     def on_result(self, position, lanes, cycle):
-        """Record result beat number ``position`` (0-based) for its command."""
-        if position < len(self.result_owner):
-            record = self.records[self.result_owner[position]]
+        """Record result beat number ``position`` (0-based) for its command (per-cycle TB;
+        beats arrive in order)."""
+        if position < self.result_count:
+            record = self.records[self._owner_of(position)]
             record.results.append(list(lanes[: self._lanes(record)]))
             record.result_cycles.append(cycle)
+
+    def _owner_of(self, position):
+        if self._owner_starts is None or len(self._owner_starts) != len(self._owners):
+            self._owner_starts = np.cumsum([0] + [count for _, count in self._owners])
+        return self._owners[int(np.searchsorted(self._owner_starts, position, "right")) - 1][0]
+
+    def on_results(self, lanes, cycles):
+        """Hand every captured result beat to its command at once (bulk harness): ``lanes``
+        ``[beats, cols]`` uint32, ``cycles`` ``[beats]``; beats past the expected ones are
+        ignored here (the scoreboard counts them)."""
+        position = 0
+        for index, count in self._owners:
+            record = self.records[index]
+            record.results = lanes[position:position + count, : self._lanes(record)]
+            record.result_cycles = [int(c) for c in cycles[position:position + count]]
+            position += count
 
     def stamp(self, command_cycles, moving_cycles):
         """Set each record's command accept cycle and its matmul's moving accept cycles."""
         for record, cycle in zip(self.records, command_cycles, strict=False):
-            record.accept = cycle
+            record.accept = int(cycle)
         position = 0
+        moving_cycles = [int(c) for c in moving_cycles]
         for record in self.matmuls:
-            record.issues = list(moving_cycles[position:position + record.n])
+            record.issues = moving_cycles[position:position + record.n]
             position += record.n
 
     def results(self, record):
         """The PSUM the RTL produced for ``record``: [M, N] (matmul) or [cols, N] (READ),
         int32 (INT8) or float32 (BF16; a READ uses the dtype of its first entry's writer)."""
-        bits = np.array(record.results, dtype=np.uint32).reshape(-1, self._lanes(record)).T
+        bits = np.asarray(record.results, dtype=np.uint32).reshape(-1, self._lanes(record)).T
         return bits.view(np.int32 if record.psum_dtype == "int8" else np.float32)

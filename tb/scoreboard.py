@@ -1,13 +1,24 @@
-"""Scoreboard: compare every result beat with the golden model, account for every beat."""
+"""Scoreboard: compare every result beat with the golden model, account for every beat.
+
+Expectations and observations are arrays: a command's whole result (``[beats, lanes]`` 32-bit
+patterns) is one expected block, and a whole program's captured results can be observed in
+one call, so checking costs numpy operations per command, not Python per word. The
+per-cycle testbench uses the same class one beat at a time.
+"""
 
 import struct
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+
+#: Data types the scoreboard counts MACs for (names used in reports).
+DTYPE_NAMES = ("int8", "bf16")
+
 
 def format_word(bits, dtype):
     """``0x3f800000 (1.0)`` for FP32, ``0xffffffff (-1)`` for INT32 (str)."""
-    bits &= 0xFFFFFFFF
+    bits = int(bits) & 0xFFFFFFFF
     if dtype == "bf16":
         value = struct.unpack("<f", struct.pack("<I", bits))[0]
         return f"0x{bits:08x} ({value!r})"
@@ -40,19 +51,39 @@ class Mismatch:
         return f"{text}; {self.context}" if self.context else text
 
 
+@dataclass
+class _Block:
+    """Expected result beats of one command, consumed front to back."""
+
+    matmul: int
+    n0: int                 # moving column of the first beat
+    words: np.ndarray       # uint32 [beats, lanes]
+    last: np.ndarray        # bool [beats]
+    dtypes: np.ndarray      # str [beats]
+    macs: int               # per beat
+    describe: object        # describe(m, n) -> str, or None
+    taken: int = 0
+
+    @property
+    def left(self):
+        return self.words.shape[0] - self.taken
+
+
 class Scoreboard:
     """In-order checker of PSUM result beats, bit for bit.
 
-    The TB calls :meth:`expect` once per moving beat sent (with the golden model's PSUM
-    column as 32-bit patterns) and :meth:`observe` once per result beat received. Every
-    expected beat must be matched by exactly one observed beat: :meth:`check_complete`
-    reports beats still missing, and an observed beat with nothing expected is itself an
-    error. NaNs are compared by bit pattern (the canonical NaN is specified), never by
-    NaN-ness.
+    The TB calls :meth:`expect_block` once per command (or :meth:`expect` once per moving
+    beat) with the golden model's PSUM columns as 32-bit patterns, and :meth:`observe_block`
+    (or :meth:`observe`) with the result beats received. Every expected beat must be matched
+    by exactly one observed beat: :meth:`check_complete` reports beats still missing, and an
+    observed beat with nothing expected is itself an error. NaNs are compared by bit pattern
+    (the canonical NaN is specified), never by NaN-ness. Lanes beyond an expectation's width
+    are not compared.
     """
 
     def __init__(self, log=None, max_reports=20):
         self._expected = deque()
+        self._outstanding = 0
         self._log = log
         self._max_reports = max_reports
         #: Every wrong word seen, in order.
@@ -63,49 +94,108 @@ class Scoreboard:
         self.expected_count = 0
         self.observed_count = 0
         self.matched_count = 0
-        self.macs_checked = {"int8": 0, "bf16": 0}
+        self.macs_checked = dict.fromkeys(DTYPE_NAMES, 0)
+
+    def expect_block(self, matmul, words, last=None, *, dtype="int8", macs=0, describe=None,
+                     n0=0):
+        """Expect a command's result beats.
+
+        Parameters
+        ----------
+        matmul : int
+            Command index (for reports).
+        words : array_like of int, shape [beats, lanes]
+            32-bit patterns; beat ``i`` is the result for moving column ``n0 + i``.
+        last : array_like of bool, shape [beats], optional
+            Expected ``last`` flags (default: only on the final beat).
+        dtype : str or sequence of str
+            ``"int8"`` or ``"bf16"``, for all beats or per beat (reports and MAC counts).
+        macs : int
+            Multiply-accumulates behind each beat.
+        describe : callable, optional
+            ``describe(m, n)`` returns the operands of lane ``m``, column ``n`` as text.
+        """
+        words = np.asarray(words, dtype=np.uint64).astype(np.uint32)
+        beats = words.shape[0]
+        if last is None:
+            last = np.zeros(beats, bool)
+            if beats:
+                last[-1] = True
+        dtypes = np.broadcast_to(np.asarray(dtype), (beats,))
+        self._expected.append(_Block(matmul, n0, words, np.asarray(last, bool), dtypes,
+                                     int(macs), describe))
+        self.expected_count += beats
+        self._outstanding += beats
 
     def expect(self, matmul, n, column, last, *, dtype="int8", macs=0, describe=None):
-        """Expect the result beat for matmul ``matmul``, moving column ``n``.
-
-        ``column``: the golden PSUM column (ints, 32-bit patterns; every lane is compared).
-        ``last``: the expected ``last`` flag. ``dtype``: ``"int8"`` or ``"bf16"`` (for
-        reports). ``macs``: multiply-accumulates behind this beat (for the count of checked
-        MACs). ``describe(m)``: returns the operands of lane ``m`` as text, for reports.
-        """
-        self._expected.append((matmul, n, [int(v) & 0xFFFFFFFF for v in column], bool(last),
-                               dtype, macs, describe))
-        self.expected_count += 1
+        """Expect one result beat (matmul ``matmul``, moving column ``n``); ``describe(m)``
+        names lane ``m``'s operands. See :meth:`expect_block`."""
+        wrapped = None if describe is None else (lambda m, _n: describe(m))
+        self.expect_block(matmul, [list(column)], [bool(last)], dtype=dtype, macs=macs,
+                          describe=wrapped, n0=n)
 
     @property
     def outstanding(self):
         """Expected beats not yet observed (int)."""
-        return len(self._expected)
+        return self._outstanding
 
     def observe(self, lanes, last):
         """Check one received result beat (``lanes``: sequence of int, ``last``: bool)."""
-        self.observed_count += 1
-        if not self._expected:
-            self.unexpected += 1
-            self._report(f"unexpected result beat #{self.observed_count} with nothing "
-                         f"outstanding: {[hex(int(v)) for v in lanes]}")
-            return
-        matmul, n, column, want_last, dtype, macs, describe = self._expected.popleft()
-        ok = True
-        for m, want in enumerate(column):
-            got = int(lanes[m]) & 0xFFFFFFFF
-            if got != want:
-                ok = False
-                context = describe(m) if describe is not None else ""
-                self.mismatches.append(Mismatch(matmul, m, n, want, got, dtype, context))
-                self._report(str(self.mismatches[-1]))
-        if bool(last) != want_last:
-            ok = False
-            self.mismatches.append(Mismatch(matmul, -1, n, int(want_last), int(bool(last))))
+        self.observe_block([list(lanes)], [bool(last)])
+
+    def observe_block(self, lanes, last):
+        """Check received result beats in order: ``lanes`` ``[beats, cols]`` (ints, 32-bit
+        patterns), ``last`` ``[beats]`` (bools)."""
+        lanes = np.asarray(lanes, dtype=np.uint64).astype(np.uint32)
+        if lanes.ndim == 1:
+            lanes = lanes[None, :]
+        last = np.asarray(last, dtype=bool)
+        position = 0
+        total = lanes.shape[0]
+        self.observed_count += total
+        while position < total:
+            if not self._expected:
+                extra = total - position
+                self.unexpected += extra
+                self._report(f"unexpected result beat #{self.observed_count - extra + 1} with "
+                             f"nothing outstanding: {[hex(int(v)) for v in lanes[position]]}")
+                return
+            block = self._expected[0]
+            count = min(block.left, total - position)
+            self._compare(block, lanes[position:position + count],
+                          last[position:position + count])
+            block.taken += count
+            self._outstanding -= count
+            position += count
+            if not block.left:
+                self._expected.popleft()
+
+    def _compare(self, block, got, got_last):
+        start = block.taken
+        want = block.words[start:start + len(got)]
+        width = want.shape[1]
+        if got.shape[1] < width:
+            got = np.pad(got, ((0, 0), (0, width - got.shape[1])))
+        wrong = got[:, :width] != want
+        wrong_last = got_last != block.last[start:start + len(got)]
+        bad_beat = wrong.any(axis=1) | wrong_last
+        dtypes = block.dtypes[start:start + len(got)]
+        for beat, m in zip(*np.nonzero(wrong), strict=True):
+            n = block.n0 + start + int(beat)
+            context = block.describe(int(m), n) if block.describe is not None else ""
+            self.mismatches.append(Mismatch(block.matmul, int(m), n, int(want[beat, m]),
+                                            int(got[beat, m]), str(dtypes[beat]), context))
             self._report(str(self.mismatches[-1]))
-        if ok:
-            self.matched_count += 1
-            self.macs_checked[dtype] += macs
+        for beat in np.flatnonzero(wrong_last):
+            n = block.n0 + start + int(beat)
+            self.mismatches.append(Mismatch(block.matmul, -1, n,
+                                            int(block.last[start + beat]), int(got_last[beat])))
+            self._report(str(self.mismatches[-1]))
+        good = ~bad_beat
+        self.matched_count += int(good.sum())
+        if block.macs:
+            for name in DTYPE_NAMES:
+                self.macs_checked[name] += block.macs * int((good & (dtypes == name)).sum())
 
     def _report(self, text):
         if self._log is not None and len(self.mismatches) + self.unexpected <= self._max_reports:

@@ -24,7 +24,7 @@ class StreamDriver:
     name : str
         Stream name (port prefix), e.g. ``"moving"``.
     layout : amaranth.lib.data.Layout
-        Payload layout; beats are dicts accepted by ``layout.const``.
+        Payload layout; beats are dicts accepted by ``layout.const``, or raw ints.
     rng : random.Random
         Source of the idle pattern.
     idle : float
@@ -52,8 +52,9 @@ class StreamDriver:
         self.transfer_cycles = []
 
     def send(self, beat):
-        """Queue one beat (a dict for ``layout.const``)."""
-        self._queue.append(self._layout.const(beat).as_bits())
+        """Queue one beat: a dict for ``layout.const``, or the raw payload bits (int)."""
+        self._queue.append(beat if isinstance(beat, int) else
+                           self._layout.const(beat).as_bits())
 
     @property
     def pending(self):
@@ -87,13 +88,14 @@ class StreamMonitor:
     name : str
         Stream name (port prefix), e.g. ``"result"``.
     layout : amaranth.lib.data.Layout
-        Payload layout; received beats are ``layout.from_bits(raw)`` views.
+        Payload layout (of the beats the callback receives as raw ints).
     rng : random.Random
         Source of the backpressure pattern.
     backpressure : float
         Probability of holding ``ready`` low in a cycle (0 <= backpressure < 1).
     callback : callable
-        Called as ``callback(beat, cycle)`` for every received beat.
+        Called as ``callback(raw, cycle)`` for every received beat (``raw``: the payload
+        bits, int).
     """
 
     def __init__(self, dut, name, layout, rng, backpressure=0.0, callback=None):
@@ -121,7 +123,7 @@ class StreamMonitor:
 
     def sample(self, cycle):
         if self._ready_now and self._valid.value == 1:
-            beat = self._layout.from_bits(self._payload.value.to_unsigned())
+            raw = self._payload.value.to_unsigned()
             self.received += 1
             if self._callback is not None:
-                self._callback(beat, cycle)
+                self._callback(raw, cycle)

@@ -1,15 +1,37 @@
 """cocotb entry point of the bulk-stimulus harness (see :mod:`systolica.tb.bulk`).
 
 Environment: ``SYSTOLICA_MAX_CYCLES`` bounds the run; the stimulus and result files are
-named by the harness's plusargs. Checking happens on the host after the run.
+named by the harness's plusargs. Checking happens on the host after the run. This module
+imports only cocotb: the simulator process should not pay for numpy, ml_dtypes or Amaranth.
 """
 
 import os
 import time
 
 import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
 
-from .bulk import run_harness
+
+async def run_harness(dut, *, max_cycles, clock_period_ns=10, reset_cycles=3):
+    """cocotb side: clock the harness (GPI clock, no Python per cycle) until it has dumped
+    its results, or raise ``AssertionError`` naming its counters after ``max_cycles``.
+
+    Returns the harness's final cycle count (int).
+    """
+    Clock(dut.clk, clock_period_ns, unit="ns", impl="gpi").start()
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, reset_cycles)
+    dut.rst.value = 0
+    finished = RisingEdge(dut.dumped)
+    timeout = Timer(max_cycles * clock_period_ns, unit="ns")
+    if await First(finished, timeout) is timeout and not dut.dumped.value:
+        raise AssertionError(
+            f"tile stuck: harness not done after {max_cycles} cycles; commands sent "
+            f"{int(dut.c_sent.value)}, stationary beats sent {int(dut.s_sent.value)}, "
+            f"moving beats sent {int(dut.m_sent.value)}, results "
+            f"received {int(dut.r_received.value)}")
+    return int(dut.cycle.value)
 
 
 @cocotb.test()
@@ -36,9 +58,6 @@ async def free_run(dut):
     Runs when ``SYSTOLICA_FREE_RUN_CYCLES`` is set (``make bench``) and writes
     ``<cycles> <seconds>`` to ``SYSTOLICA_BULK_TIMING``.
     """
-    from cocotb.clock import Clock
-    from cocotb.triggers import ClockCycles, Timer
-
     cycles = int(os.environ.get("SYSTOLICA_FREE_RUN_CYCLES", "0"))
     if not cycles:
         return

@@ -18,6 +18,7 @@ from systolica.hdl.layouts import (
 )
 
 from .model import TileModel
+from .packing import LayoutPacker
 from .scoreboard import Scoreboard
 from .streams import StreamDriver, StreamMonitor
 
@@ -86,6 +87,9 @@ class TileTB:
         self.result = StreamMonitor(dut, "result", result_layout(self.cols),
                                     random.Random(rng.random()), backpressure, self._on_result)
         self.model = TileModel(self.rows, self.cols, self.scoreboard, psum_zeroed=psum_zeroed)
+        self._packers = {name: LayoutPacker(layout) for name, layout in (
+            ("stationary", stationary_layout(self.cols)), ("moving", moving_layout(self.rows)),
+            ("result", result_layout(self.cols)))}
         self._idle, self._backpressure = idle, backpressure
         #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
@@ -107,13 +111,13 @@ class TileTB:
                expected=None):
         """Queue one matmul on the drivers; see :meth:`TileModel.submit` for the arguments
         and errors. Returns the :class:`CommandRecord`."""
-        record, command, stationary_beats, moving_beats = self.model.submit(
+        record, command, s_bits, m_bits = self.model.submit(
             stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank, offset=offset,
             expected=expected)
         self.command.send(command)
-        for beat in stationary_beats:
+        for beat in self._packers["stationary"].pack_ints(len(s_bits), data=s_bits):
             self.stationary.send(beat)
-        for beat in moving_beats:
+        for beat in self._packers["moving"].pack_ints(len(m_bits), data=m_bits):
             self.moving.send(beat)
         return record
 
@@ -140,9 +144,10 @@ class TileTB:
         """Every submitted command (list of :class:`CommandRecord`)."""
         return self.model.records
 
-    def _on_result(self, beat, cycle):
-        lanes = list(beat.data)
-        self.scoreboard.observe(lanes, bool(beat.last))
+    def _on_result(self, raw, cycle):
+        beat = self._packers["result"].unpack_ints([raw])
+        lanes = [int(v) for v in beat["data"][0]]
+        self.scoreboard.observe(lanes, bool(beat["last"][0]))
         self.model.on_result(self.result.received - 1, lanes, cycle)
 
     # ---- clock loop -----------------------------------------------------------------------

@@ -63,7 +63,7 @@ def test_bulk_stuck_tile_times_out_with_message(tmp_path):
     program = BulkProgram(2, 2)
     ones = np.ones((2, 2), np.int8)
     program.submit(ones, ones)
-    program.stationary_beats = []          # the matmul's stationary never comes
+    program.drop_stationary()              # the matmul's stationary never comes
     tile = build(2, 2, "icarus", harness_depth=program.depth)
     run = run_tests(tile, "systolica.tb.test_bulk", tmp_path, testcase="run_bulk",
                     plusargs=program.write(tmp_path),
@@ -75,13 +75,14 @@ def test_bulk_stuck_tile_times_out_with_message(tmp_path):
     assert "moving beats sent 0" in log
 
 
-def test_hierarchical_verilator_build_gives_the_same_results(monkeypatch, tmp_path):
-    """The full-size tile is verilated with the PE as a hierarchical block; prove the flow on
-    a small tile (forced with SYSTOLICA_HIERARCHICAL=1)."""
-    monkeypatch.setenv("SYSTOLICA_HIERARCHICAL", "1")
-    jobs = mixed_program(np.random.default_rng(7), 2, 3)
-    result = run_program(jobs, rows=2, cols=3, simulator="verilator", build_root=tmp_path)
+def test_blocked_hierarchical_verilator_build_gives_the_same_results(monkeypatch, tmp_path):
+    """Large tiles are verilated as a grid of sub-array blocks, each a Verilator
+    hierarchical block; prove the flow on a small tile (forced with SYSTOLICA_BLOCK=2)."""
+    monkeypatch.setenv("SYSTOLICA_BLOCK", "2")
+    jobs = mixed_program(np.random.default_rng(7), 4, 4)
+    result = run_program(jobs, rows=4, cols=4, simulator="verilator", build_root=tmp_path)
     assert result.mismatches == 0
-    assert (result.build.directory / "Vsystolica_pe").is_dir()   # the PE block was built
-    schedule = program_schedule(2, 3, [j.moving.shape for j in jobs])
+    assert (result.build.directory / "Vsystolica_block").is_dir()   # the block was built
+    assert result.model_agrees()
+    schedule = program_schedule(4, 4, [j.moving.shape for j in jobs])
     assert result.last_result == [t.last_result for t in schedule]
