@@ -1,6 +1,6 @@
 """Triangular delay lines: skew a vector into the array, de-skew results out of it."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -53,13 +53,23 @@ class SkewBuffer(wiring.Component):
         return self._delays
 
     def elaborate(self, platform):
+        # Stage d is one register holding every lane delayed by at least d (in lane order),
+        # loaded from stage d - 1: a triangle of max(delays) wide registers rather than one
+        # register per lane and cycle, so that Verilog generation and simulation of a
+        # 128-lane skew handle 128 signals, not 8,128.
         m = Module()
+        width = data.ArrayLayout(self._shape, 1).size
+        previous = {lane: Value.cast(self.i[lane]) for lane in range(len(self._delays))}
         for lane, delay in enumerate(self._delays):
-            stage = self.i[lane]
-            for k in range(delay):
-                reg = Signal(self._shape, name=f"lane{lane}_stage{k}")
-                with m.If(self.en):
-                    m.d.sync += reg.eq(stage)
-                stage = reg
-            m.d.comb += self.o[lane].eq(stage)
+            if delay == 0:
+                m.d.comb += self.o[lane].eq(previous[lane])
+        for d in range(1, max(self._delays) + 1):
+            lanes = [lane for lane, delay in enumerate(self._delays) if delay >= d]
+            stage = Signal(width * len(lanes), name=f"stage{d}")
+            with m.If(self.en):
+                m.d.sync += stage.eq(Cat(previous[lane] for lane in lanes))
+            previous = {lane: stage[width * i:width * (i + 1)] for i, lane in enumerate(lanes)}
+            for lane in lanes:
+                if self._delays[lane] == d:
+                    m.d.comb += Value.cast(self.o[lane]).eq(previous[lane])
         return m

@@ -88,9 +88,9 @@ class Tile(wiring.Component):
         PSUM banks, 1..256 (default 8, as on the real engine).
     psum_entries : int
         PSUM entries per bank, the largest N of one matmul, 1..65535 (default 512).
-    pe_module : str or None
-        Passed to :class:`SystolicArray`: ``None`` for Amaranth PE submodules, or the Verilog
-        module name to instantiate each PE as.
+    pe_module, block, block_module : optional
+        Passed to :class:`SystolicArray`: how the PE grid is built (Amaranth submodules, or
+        Verilog ``Instance`` s of a PE module or of ``block x block`` sub-array modules).
 
     Members
     -------
@@ -107,7 +107,7 @@ class Tile(wiring.Component):
     """
 
     def __init__(self, rows, cols, *, psum_banks=PSUM_BANKS, psum_entries=PSUM_ENTRIES,
-                 pe_module=None):
+                 pe_module=None, block=None, block_module=None):
         _check_positive("rows", rows)
         _check_positive("cols", cols)
         _check_positive("psum_banks", psum_banks)
@@ -121,7 +121,9 @@ class Tile(wiring.Component):
         self._cols = cols
         self._psum_banks = psum_banks
         self._psum_entries = psum_entries
-        self._pe_module = pe_module
+        # Built here so that a bad grid option is refused by the constructor.
+        self._array = SystolicArray(rows, cols, pe_module=pe_module, block=block,
+                                    block_module=block_module)
         super().__init__({
             "command": In(stream.Signature(command_layout())),
             "stationary": In(stream.Signature(stationary_layout(cols))),
@@ -161,7 +163,8 @@ class Tile(wiring.Component):
         banks, entries = self._psum_banks, self._psum_entries
         depth = banks * entries
 
-        m.submodules.array = array = SystolicArray(rows, cols, pe_module=self._pe_module)
+        m.submodules.array = array = self._array
+        m.d.comb += array.chain_start.eq(1)     # psum_in stays 0: the tile's row 0 starts
         m.submodules.skew = skew = SkewBuffer(operand_lane_layout(), range(rows))
         m.submodules.load_skew = load_skew = SkewBuffer(load_lane_layout(rows), range(cols))
         m.submodules.deskew = deskew = SkewBuffer(PSUM_WIDTH, range(cols - 1, -1, -1))

@@ -21,6 +21,10 @@ def test_native_tile_elaborates(rows, cols):
     (lambda: Tile(4, -1), "cols must be a positive integer, not -1"),
     (lambda: Tile(2.5, 4), "rows must be a positive integer, not 2.5"),
     (lambda: SystolicArray(2, 2, pe_module="1bad name"), "pe_module must be None or a Verilog"),
+    (lambda: SystolicArray(4, 4, block=3), "block must be a power of two dividing rows = 4"),
+    (lambda: SystolicArray(4, 6, block=4), "block must be a power of two dividing rows = 4"),
+    (lambda: Tile(4, 4, block=0), "block must be a positive integer, not 0"),
+    (lambda: SystolicArray(4, 4, block_module="blk"), "block_module needs block"),
     (lambda: SkewBuffer(8, []), "delays must name at least one lane"),
     (lambda: SkewBuffer(8, [0, -1]), "every delay must be a non-negative integer"),
 ])

@@ -21,14 +21,14 @@ from systolica.tb.model import command_beat
 
 
 def run_tile(rows, cols, program, *, banks=2, entries=16, result_ready=lambda cycle: True,
-             max_cycles=5000):
+             max_cycles=5000, block=None):
     """Run ``program`` (list of (Command, stationary [K, cols] int8 or None, moving [K, N] or
     None)) through a Tile in amaranth.sim. Operands of rejected commands are not sent.
 
     Returns (results, stamps, status): result words per command (uint32 [N, cols]), the
     transfer cycles of every stream (dict of lists) and the final (rejected, error).
     """
-    dut = Tile(rows, cols, psum_banks=banks, psum_entries=entries)
+    dut = Tile(rows, cols, psum_banks=banks, psum_entries=entries, block=block)
     s_layout, m_layout = stationary_layout(cols), moving_layout(rows)
     legal = [command_error(c, rows=rows, cols=cols, banks=banks, entries=entries) is None
              for c, _, _ in program]
@@ -138,8 +138,9 @@ def golden_psum(rows, cols, program, banks, entries):
     return out
 
 
-def check(rows, cols, program, banks=2, entries=16, result_ready=None):
+def check(rows, cols, program, banks=2, entries=16, result_ready=None, block=None):
     results, stamps, status = run_tile(rows, cols, program, banks=banks, entries=entries,
+                                       block=block,
                                        **({} if result_ready is None
                                           else {"result_ready": result_ready}))
     for got, want in zip(results, golden_psum(rows, cols, program, banks, entries),
@@ -161,6 +162,17 @@ def test_matmuls_match_golden_and_cycle_model(rows, cols):
                matmul(rng, max(1, rows - 1), cols, 3, cols, bank=1, offset=4),
                matmul(rng, rows, max(1, cols - 1), 1, cols, offset=2)]
     check(rows, cols, program)
+
+
+@pytest.mark.parametrize("rows,cols,block", [(4, 4, 2), (4, 2, 2), (2, 4, 1)])
+def test_array_built_from_blocks_matches_golden_and_cycle_model(rows, cols, block):
+    """A grid of B x B sub-arrays (how large tiles are verilated) is the same tile."""
+    rng = np.random.default_rng(rows * 100 + cols * 10 + block)
+    program = [matmul(rng, rows, cols, 5, cols),
+               matmul(rng, rows - 1, cols, 3, cols, bank=1, offset=4),
+               matmul(rng, rows, cols - 1, 2, cols, offset=2, accumulate=True),
+               (Command("read", n=6), None, None)]
+    check(rows, cols, program, block=block)
 
 
 def test_accumulate_and_read_out_regions_of_two_banks():
