@@ -36,8 +36,7 @@ from systolica.golden import program_cycles
 
 from .api import Matmul, run_program
 from .errors import SystolicaError
-from .generate import write_configuration
-from .runner import HIERARCHICAL_PES
+from .generate import BLOCKED_PES, write_configuration
 from .toolchain import SIMULATORS
 
 #: Largest tile Icarus is benchmarked on (it is an event-driven interpreter).
@@ -222,7 +221,7 @@ def main(argv=None):
             if sim == "icarus" and rows * cols > ICARUS_MAX_PES:
                 continue
             small = sim == "icarus" and rows * cols > 8 * 8
-            full_size = rows * cols >= HIERARCHICAL_PES   # one hierarchical build, ~35 min
+            full_size = rows * cols >= BLOCKED_PES   # one hierarchical build, ~35 min
             matmuls, n = (2, 64) if small else (2, args.n) if full_size else (args.matmuls,
                                                                               args.n)
             command = [sys.executable, "-m", "systolica.sim.bench", "--one", sim, str(rows),

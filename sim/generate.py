@@ -2,19 +2,30 @@
 
 import hashlib
 import json
+import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
-from systolica.hdl import ProcessingElement, Tile
+from systolica.hdl import ProcessingElement, SystolicArray, Tile
 from systolica.hdl.layouts import _check_positive
 
 #: Name of the tile's top-level Verilog module.
 TOPLEVEL = "systolica_tile"
 #: Name of the PE's Verilog module, emitted once and instanced rows x cols times.
 PE_MODULE = "systolica_pe"
+#: Name of the B x B sub-array module of blocked tiles (see :func:`grid_block`).
+BLOCK_MODULE = "systolica_block"
+#: From this many PEs on, a tile is generated as a grid of B x B sub-array modules, which
+#: Verilator compiles once as a hierarchical block: a flat build of 128 x 128 BF16 PEs
+#: needs more memory than a 24 GB machine has.
+BLOCKED_PES = 64 * 64
+#: Side of the sub-arrays of blocked tiles, chosen by measurement (``make bench``, README
+#: "Benchmarks"): the largest block that still verilates and compiles in about a minute.
+BLOCK_SIDE = 16
 
 _HDL_DIR = Path(__file__).resolve().parent.parent / "hdl"
 
@@ -29,61 +40,122 @@ def hdl_fingerprint():
     return digest.hexdigest()[:16]
 
 
-_ZERO_INIT = re.compile(
-    r"  initial begin\n((?:    (\w+)\[\d+\] = \d+'h0+;\n)+)  end\n")
+_MEMORY = re.compile(r"^  reg (\[\d+:0\] )?(\w+) \[(\d+):0\];\n", re.M)
 
 
-def _compact_zero_init(text):
-    """Replace a memory's all-zero ``initial`` block (one line per entry, as Yosys writes
-    it: 4,096 lines of 4,096-bit constants for a 128-column PSUM) with an equivalent loop, so
-    that the Verilog and the simulators' builds do not grow with the PSUM size."""
+@contextmanager
+def _zero_init_as_loop():
+    """Convert Verilog with every all-zero memory initialised by a loop.
+
+    Amaranth writes a memory's initial contents into the netlist bit by bit (16.7 million
+    bits for a 128-column PSUM: minutes of generation) and Yosys then writes one line per
+    entry. Inside this context a memory whose initial contents are all zero gets no
+    initialiser from Amaranth; :func:`_add_zero_init` then adds an ``initial`` loop to every
+    memory declaration, the same contents for both simulators. (Every memory of the tile
+    starts at zero: PSUM.)
+    """
+    from amaranth.back import rtlil
+
+    emit = rtlil.ModuleEmitter.emit_memory
+
+    def emit_nonzero(self, cell_idx, cell):
+        if any(cell.init):
+            raise AssertionError("a memory with non-zero initial contents: the generator "
+                                 "initialises every memory to zero")
+    rtlil.ModuleEmitter.emit_memory = emit_nonzero
+    try:
+        yield
+    finally:
+        rtlil.ModuleEmitter.emit_memory = emit
+
+
+def _add_zero_init(text):
+    """Add an all-zero ``initial`` loop after each memory declaration of ``text``."""
     def loop(match):
-        lines = match.group(1).splitlines()
-        name = match.group(2)
-        indices = [int(line.split("[", 1)[1].split("]", 1)[0]) for line in lines]
-        if indices != list(range(len(indices))) or any(
-                not line.strip().startswith(f"{name}[") for line in lines):
-            return match.group(0)
+        name, depth = match.group(2), int(match.group(3)) + 1
         index = f"{name}__init_i"
-        return (f"  integer {index};\n  initial begin\n    for ({index} = 0; {index} < "
-                f"{len(indices)}; {index} = {index} + 1) {name}[{index}] = 0;\n  end\n")
-    return _ZERO_INIT.sub(loop, text)
+        return (f"{match.group(0)}  integer {index};\n  initial begin\n    for ({index} = 0; "
+                f"{index} < {depth}; {index} = {index} + 1) {name}[{index}] = 0;\n  end\n")
+    return _MEMORY.sub(loop, text)
 
 
-def generate_verilog(rows, cols):
-    """Return ``(verilog_text, metadata)`` of a ``rows x cols`` tile.
+def grid_block(rows, cols):
+    """Side of the sub-array blocks a ``rows x cols`` tile is generated from, or ``None``
+    for a flat grid of PEs (int or None).
 
-    The Verilog holds the PE module once and the top that instances it. ``metadata`` is a
-    JSON-ready dict: ``toplevel``, ``rows``, ``cols``, ``latency`` (cycles), ``hdl`` (source
-    hash) and ``ports`` (direction and width in bits of each top-level port).
+    ``$SYSTOLICA_BLOCK`` forces it (``0``: flat; ``B``: blocks of ``B x B``, a power of two
+    dividing both sizes). Otherwise tiles of :data:`BLOCKED_PES` PEs or more use the largest
+    power of two up to :data:`BLOCK_SIDE` that divides both sizes.
 
     Raises
     ------
     ValueError
-        If ``rows`` or ``cols`` is not a positive integer.
+        If ``$SYSTOLICA_BLOCK`` is not ``0`` or such a power of two.
+    """
+    forced = os.environ.get("SYSTOLICA_BLOCK", "")
+    if forced:
+        try:
+            block = int(forced)
+        except ValueError:
+            block = -1
+        if block == 0:
+            return None
+        if block < 1 or block & (block - 1) or rows % block or cols % block:
+            raise ValueError(f"SYSTOLICA_BLOCK must be 0 (flat) or a power of two dividing "
+                             f"rows = {rows} and cols = {cols}, not {forced!r}")
+        return block
+    if rows * cols < BLOCKED_PES:
+        return None
+    block = BLOCK_SIDE
+    while rows % block or cols % block:
+        block //= 2
+    return block
+
+
+def generate_verilog(rows, cols, block=None):
+    """Return ``(verilog_text, metadata)`` of a ``rows x cols`` tile.
+
+    The Verilog holds the PE module once and the top that instances it; with ``block``, also
+    the ``block x block`` sub-array module (:data:`BLOCK_MODULE`, built of PE instances),
+    which the top instances ``(rows / block) x (cols / block)`` times. ``metadata`` is a
+    JSON-ready dict: ``toplevel``, ``rows``, ``cols``, ``block``, ``latency`` (cycles),
+    ``hdl`` (source hash) and ``ports`` (direction and width in bits of each top-level
+    port).
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` or ``cols`` is not a positive integer, or ``block`` is not a power of
+        two dividing both.
     """
     from amaranth.back import verilog
 
     _check_positive("rows", rows)
     _check_positive("cols", cols)
-    pe = verilog.convert(ProcessingElement(), name=PE_MODULE, emit_src=False)
-    tile = Tile(rows, cols, pe_module=PE_MODULE)
+    parts = [verilog.convert(ProcessingElement(), name=PE_MODULE, emit_src=False)]
+    if block is not None:
+        sub = SystolicArray(block, block, pe_module=PE_MODULE)
+        parts.append(verilog.convert(sub, name=BLOCK_MODULE, emit_src=False))
+    tile = Tile(rows, cols, pe_module=PE_MODULE, block=block,
+                block_module=None if block is None else BLOCK_MODULE)
     ports = {"clk": {"direction": "in", "width": 1}, "rst": {"direction": "in", "width": 1}}
     for path, member, _ in tile.signature.flatten(tile):
         ports["__".join(str(part) for part in path)] = {
             "direction": "in" if member.flow == wiring.In else "out",
             "width": Shape.cast(member.shape).width,
         }
-    meta = {"toplevel": TOPLEVEL, "rows": rows, "cols": cols, "latency": tile.latency,
-            "hdl": hdl_fingerprint(), "ports": ports}
-    top = _compact_zero_init(verilog.convert(tile, name=TOPLEVEL, emit_src=False))
-    return pe + "\n" + top, meta
+    meta = {"toplevel": TOPLEVEL, "rows": rows, "cols": cols, "block": block,
+            "latency": tile.latency, "hdl": hdl_fingerprint(), "ports": ports}
+    with _zero_init_as_loop():
+        parts.append(_add_zero_init(verilog.convert(tile, name=TOPLEVEL, emit_src=False)))
+    return "\n".join(parts), meta
 
 
-def write_configuration(rows, cols, directory):
+def write_configuration(rows, cols, directory, block=None):
     """Write ``tile.v`` and ``ports.json`` for one configuration into ``directory``.
 
-    Files are rewritten only when the HDL sources changed since they were made.
+    Files are rewritten only when the HDL sources (or ``block``) changed since they were
+    made; ``tile.v`` keeps its modification time when the new text is the same.
 
     Returns
     -------
@@ -96,12 +168,13 @@ def write_configuration(rows, cols, directory):
     if ports_path.is_file() and verilog_path.is_file():
         try:
             meta = json.loads(ports_path.read_text())
-            if (meta.get("rows"), meta.get("cols"), meta.get("hdl")) == (
-                    rows, cols, hdl_fingerprint()):
+            if (meta.get("rows"), meta.get("cols"), meta.get("block"), meta.get("hdl")) == (
+                    rows, cols, block, hdl_fingerprint()):
                 return verilog_path, ports_path
         except json.JSONDecodeError:
             pass
-    text, meta = generate_verilog(rows, cols)
-    verilog_path.write_text(text)
+    text, meta = generate_verilog(rows, cols, block)
+    if not verilog_path.is_file() or verilog_path.read_text() != text:
+        verilog_path.write_text(text)
     ports_path.write_text(json.dumps(meta, indent=2) + "\n")
     return verilog_path, ports_path

@@ -2,8 +2,10 @@
 
 Build folders: ``<build_root>/<rows>x<cols>/verilog`` holds ``tile.v`` and ``ports.json``;
 ``<build_root>/<rows>x<cols>/<simulator>[-waves]`` the simulator build. Each configuration is
-built once and reused (a stamp records the HDL hash and the build options); a file lock makes
-that safe when several processes (``pytest -n auto``) ask for the same configuration.
+built once and reused: a stamp records a hash of the generated Verilog and the build options,
+so an edit of ``hdl/`` that leaves the Verilog as it was (a docstring) regenerates but does
+not rebuild. A file lock makes that safe when several processes (``pytest -n auto``) ask for
+the same configuration.
 """
 
 import fcntl
@@ -19,7 +21,7 @@ from systolica.hdl.layouts import command_layout
 from systolica.tb.bulk import HARNESS, HARNESS_TOPLEVEL
 
 from .errors import BuildError, SimulationError
-from .generate import PE_MODULE, TOPLEVEL, hdl_fingerprint, write_configuration
+from .generate import BLOCK_MODULE, TOPLEVEL, grid_block, write_configuration
 from .toolchain import check_simulator_name, check_wave_support, prepare_environment
 
 #: Timescale passed to every build (Amaranth emits none).
@@ -147,11 +149,13 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
         suffix = f"-bulk{harness_depth}" + suffix
     directory = config / (simulator + suffix)
     started = time.perf_counter()
+    block = grid_block(rows, cols)
     with _locked(config / ".lock"):
-        verilog, ports = write_configuration(rows, cols, config / "verilog")
+        verilog, ports = write_configuration(rows, cols, config / "verilog", block)
         stamp = directory / "systolica.stamp"
-        want = (f"{hdl_fingerprint()} {simulator} waves={int(waves)} env-safe "
-                f"{' '.join(VERILATOR_ARGS)} hier={int(_hierarchical(directory))}")
+        verilog_hash = hashlib.sha256(verilog.read_bytes()).hexdigest()[:16]
+        want = (f"{verilog_hash} {simulator} waves={int(waves)} env-safe "
+                f"{' '.join(VERILATOR_ARGS)} block={block}")
         if harness_depth is not None:
             harness_hash = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
             want += f" harness={harness_hash} depth={harness_depth}"
@@ -160,7 +164,7 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
         if stamp.is_file() and stamp.read_text() == want:
             return result
         _run_build(simulator, verilog, directory, waves and wave_format == "fst", waves,
-                   harness_depth)
+                   harness_depth, block)
         stamp.write_text(want)
     return replace(result, seconds=time.perf_counter() - started)
 
@@ -199,21 +203,7 @@ def _runner(simulator, wave_format="fst"):
     return PortsOnlyVerilator()
 
 
-#: From this many PEs on, Verilator builds the PE as a hierarchical block.
-HIERARCHICAL_PES = 64 * 64
-
-
-def _hierarchical(directory):
-    """Whether the Verilator build in ``directory`` (``.../<rows>x<cols>/...``) is
-    hierarchical: ``$SYSTOLICA_HIERARCHICAL`` (0/1) if set, else rows*cols >= 64*64."""
-    forced = os.environ.get("SYSTOLICA_HIERARCHICAL", "")
-    if forced in ("0", "1"):
-        return forced == "1"
-    rows, cols = (int(x) for x in directory.parent.name.split("x"))
-    return rows * cols >= HIERARCHICAL_PES
-
-
-def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None):
+def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, block=None):
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "build.log"
     sources = [verilog]
@@ -227,14 +217,14 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None):
     args = list(VERILATOR_ARGS) if simulator == "verilator" else []
     if simulator == "verilator" and fst:
         args.append("--trace-fst")
-    if simulator == "verilator" and _hierarchical(directory):
-        # Verilate the PE once as a hierarchical block: a flat 128 x 128 BF16 tile needed
-        # more than 13 GB and kept growing; hierarchical builds it in about 4 GB. Verilator
-        # then builds the blocks itself (--build); cocotb's make step finds them built.
+    if simulator == "verilator" and block is not None:
+        # Verilate the B x B sub-array once as a hierarchical block: a flat 128 x 128 BF16
+        # tile needed more than 13 GB and kept growing. Verilator then builds the block
+        # itself (--build); cocotb's make step finds it built.
         from cocotb_tools.runner import VerilatorControlFile
 
         control = directory / "hier_blocks.vlt"
-        control.write_text(f'`verilator_config\nhier_block -module "{PE_MODULE}"\n')
+        control.write_text(f'`verilator_config\nhier_block -module "{BLOCK_MODULE}"\n')
         sources.insert(0, VerilatorControlFile(control))
         args += ["--hierarchical", "--build", "--build-jobs", "0"]
     runner = _runner(simulator)
