@@ -144,6 +144,7 @@ class Breakdown:
     overhead_s: float = 0.0
     flop: float = 0.0
     hbm_bytes: float = 0.0
+    gemms: list = field(default_factory=list)   # (Gemm, time, compute, memory, bytes)
 
     @property
     def total_s(self):
@@ -186,6 +187,7 @@ class LLMEstimate:
     mfu: float | None = None
     terms: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    gemms: list = field(default_factory=list)   # per-GEMM rows of one pass (see Breakdown)
 
     @property
     def fits(self):
@@ -212,7 +214,7 @@ def rank_view(hw):
     }
 
 
-def check_layout(hw, layout):
+def check_layout(hw, layout, model=None):
     """Chips the layout occupies; ValueError naming the degree and the allowed range."""
     if hw.tile is None or hw.instance is None:
         raise ValueError(f"{hw.name} is a datasheet GPU preset; allowed: a NeuronCore preset "
@@ -224,6 +226,12 @@ def check_layout(hw, layout):
     if layout.recompute not in RECOMPUTE:
         raise ValueError(f"recompute {layout.recompute!r} is not allowed; allowed: "
                          + ", ".join(RECOMPUTE))
+    if model is not None and layout.tp > model.heads:
+        raise ValueError(f"tp {layout.tp} is more than {model.name}'s {model.heads} attention "
+                         f"heads; allowed: 1 to {model.heads}")
+    if model is not None and layout.pp > model.layers:
+        raise ValueError(f"pp {layout.pp} is more than {model.name}'s {model.layers} layers; "
+                         f"allowed: 1 to {model.layers}")
     per_chip = hw.chip.logical_cores
     most = per_chip * hw.max_chips
     if layout.ranks > most:
@@ -371,6 +379,7 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes):
         gemms += [replace(g, name=g.name + ".recompute") for g in again]
     for g in gemms:
         t, c, m, nbytes = gemm_s(hw, g, wbytes if g.weight else ACT_BYTES, cal)
+        out.gemms.append((g, t, c, m, nbytes))
         out.gemm_s += t
         out.gemm_compute_s += c
         out.gemm_memory_s += m
@@ -436,14 +445,14 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
         On a bad degree, a layout larger than the hardware, a model that does not decode, or a
         size below 1; the message names the argument and the allowed values.
     """
-    chips = check_layout(hw, layout)
+    chips = check_layout(hw, layout, model)
     for name, value in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
     if weights not in WEIGHT_BYTES:
         raise ValueError(f"weights {weights!r} is not allowed; allowed: "
                          + ", ".join(WEIGHT_BYTES))
-    if not model.decoder:
+    if not model.decoder and output_len > 1:
         raise ValueError(f"{model.name} is an encoder (no LM head): it does not decode; "
                          "allowed: --phase prefill or train")
     wbytes = WEIGHT_BYTES[weights]
@@ -477,18 +486,20 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
             mean.add(b, 1 / len(steps))
         tpot = sum(pipeline(b) for b in steps) / len(steps)
     else:
-        mean, tpot = Breakdown(), 0.0
+        mean, tpot = Breakdown(), None
     view = rank_view(hw)
     if cal.ideal:
         notes.add("uncalibrated: HBM and tensor engine at 100% of their figures, collectives "
                   "without latency: a lower limit")
-    est = LLMEstimate(hardware=hw, model=model, layout=layout, phase="decode", calibration=cal,
+    est = LLMEstimate(hardware=hw, model=model, layout=layout,
+                      phase="decode" if output_len > 1 else "prefill", calibration=cal,
                       chips=chips,
                       memory_bytes=_inference_memory(model, layout, per_replica, total, wbytes),
                       memory_capacity=view["hbm_bytes"], ttft_s=ttft, tpot_s=tpot,
                       tokens_per_s=batch / tpot if tpot else None,
                       terms={"prefill": prefill.as_dict(), "decode_step": mean.as_dict()},
-                      notes=sorted(notes))
+                      notes=sorted(notes), gemms=(steps[-1] if output_len > 1 else
+                                                  prefill).gemms)
     _memory_note(est)
     return est
 
@@ -524,7 +535,7 @@ def training(hw, model, layout, global_batch, seq, cal=IDEAL):
         If ``global_batch`` is not a multiple of ``dp x micro_batch``, or as
         :func:`inference`.
     """
-    chips = check_layout(hw, layout)
+    chips = check_layout(hw, layout, model)
     for name, value in (("global_batch", global_batch), ("seq", seq)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
@@ -580,6 +591,35 @@ def training(hw, model, layout, global_batch, seq, cal=IDEAL):
                              "pipeline_s": pipeline_s,
                              "bubble_s": (layout.pp - 1) * mb.total_s, "dp_comm_s": dp_s,
                              "optimizer_s": optimizer_s},
-                      notes=sorted(notes))
+                      notes=sorted(notes), gemms=mb.gemms)
     _memory_note(est)
     return est
+
+
+def training_scaling(hw, model, layout, global_batch, seq, cal=IDEAL, max_ranks=None):
+    """Training throughput from one replica up to the cluster, global batch fixed.
+
+    ``dp`` takes the powers of two (and the layout's own ``dp``) for which ``tp x pp x dp``
+    fits ``max_ranks`` (default: the whole hardware) and ``dp x micro_batch`` divides the
+    global batch. Efficiency is sequences/s per rank relative to the smallest point.
+
+    Returns
+    -------
+    list of dict
+        ``chips``, ``tp``, ``pp``, ``dp``, ``step_s``, ``seq_per_s``, ``efficiency``, ``mfu``.
+    """
+    most = max_ranks or hw.chip.logical_cores * hw.max_chips
+    per_replica = layout.tp * layout.pp
+    options = {1 << i for i in range(64) if per_replica << i <= most} | {layout.dp}
+    out = []
+    base = None
+    for dp in sorted(options):
+        if per_replica * dp > most or global_batch % (dp * layout.micro_batch):
+            continue
+        est = training(hw, model, replace(layout, dp=dp), global_batch, seq, cal)
+        per_rank = est.seq_per_s / (per_replica * dp)
+        base = base or per_rank
+        out.append({"chips": est.chips, "tp": layout.tp, "pp": layout.pp, "dp": dp,
+                    "step_s": est.step_s, "seq_per_s": est.seq_per_s,
+                    "efficiency": per_rank / base, "mfu": est.mfu})
+    return out
