@@ -12,17 +12,20 @@ from systolica.scaling.workloads import (
 )
 
 
-@pytest.mark.parametrize("name, published, layers, d, ffn_mats, ffn, kv, heads, vocab", [
-    # 12 * L * d^2-style count by hand: attention 4 d^2 (GQA: 2 d^2 + 2 d * kv * 128),
-    # FFN matrices * d * ffn, embeddings + LM head 2 * vocab * d.
-    ("llama2-7b", 7e9, 32, 4096, 3, 11008, 32, 32, 32000),
-    ("llama2-70b", 70e9, 80, 8192, 3, 28672, 8, 64, 32000),
-    ("gpt3-175b", 175e9, 96, 12288, 2, 49152, 96, 96, 50257),
+@pytest.mark.parametrize("name, published, layers, d, ffn_mats, ffn, kv, heads, vocab, tied, pos", [
+    # By hand: attention 2 d^2 + 2 d * kv * 128 (GQA), FFN matrices * d * ffn, embeddings
+    # (plus the LM head unless tied, plus learned positions for GPT-3).
+    ("llama2-7b", 7e9, 32, 4096, 3, 11008, 32, 32, 32000, False, 0),
+    ("llama2-13b", 13e9, 40, 5120, 3, 13824, 40, 40, 32000, False, 0),
+    ("llama2-70b", 70e9, 80, 8192, 3, 28672, 8, 64, 32000, False, 0),
+    ("llama3.1-8b", 8e9, 32, 4096, 3, 14336, 8, 32, 128256, False, 0),
+    ("gpt3-175b", 175e9, 96, 12288, 2, 49152, 96, 96, 50257, True, 2048),
 ])
 def test_transformer_parameter_counts_match_papers(name, published, layers, d, ffn_mats, ffn,
-                                                   kv, heads, vocab):
+                                                   kv, heads, vocab, tied, pos):
     model = load_transformer(name)
-    by_hand = layers * (2 * d * d + 2 * d * kv * 128 + ffn_mats * d * ffn) + 2 * vocab * d
+    by_hand = layers * (2 * d * d + 2 * d * kv * 128 + ffn_mats * d * ffn) \
+        + (1 if tied else 2) * vocab * d + pos * d
     assert model.params == by_hand
     assert abs(by_hand - published) / published < 0.04   # papers round (6.74B -> "7B")
 
@@ -130,10 +133,8 @@ def test_single_gemm():
 
 
 def test_bad_model_file(tmp_path):
-    path = tmp_path / "m.toml"
-    path.write_text('name = "m"\ntitle = "m"\npublished_params = 1e6\nlayers = 2\n'
-                    'd_model = 64\nheads = 4\nkv_heads = 3\nd_head = 16\nffn = 128\n'
-                    'ffn_kind = "swiglu"\nvocab = 100\ncontext = 64\n')
-    with pytest.raises(SpecError, match="m.toml: field ffn_kind: 'swiglu' is not allowed; "
-                                        "allowed: 'gated', 'mlp'"):
+    path = tmp_path / "m.json"
+    path.write_text('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
+                    '"num_attention_heads": 4}')
+    with pytest.raises(SpecError, match="m.json: field intermediate_size: missing; allowed: "):
         load_transformer(path)
