@@ -7,6 +7,7 @@ from systolica.scaling.workloads import (
     load_gemm_csv,
     load_scalesim_topology,
     load_transformer,
+    parse_hf_config,
     single_gemm,
     transformer_workload,
 )
@@ -138,3 +139,39 @@ def test_bad_model_file(tmp_path):
                     '"num_attention_heads": 4}')
     with pytest.raises(SpecError, match="m.json: field intermediate_size: missing; allowed: "):
         load_transformer(path)
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+         "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+         "vocab_size": 128256, "max_position_embeddings": 131072}
+
+
+def test_hf_config_fields_of_each_family():
+    m = parse_hf_config(LLAMA, "config.json", "x")
+    assert (m.kv_heads, m.d_head, m.ffn_kind, m.tied, m.decoder) == (8, 128, "gated", False,
+                                                                       True)
+    gpt2 = parse_hf_config({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+                            "vocab_size": 50257, "n_positions": 1024}, "gpt2.json")
+    # GPT-2 small by hand: 12 x (4 d^2 + 8 d^2) + 50257 d (tied) + 1024 d positions = 124.0M
+    # (the released 124M also counts biases and norms, which the model leaves out).
+    assert gpt2.ffn == 4 * 768 and gpt2.tied and gpt2.params == 12 * 12 * 768**2 + \
+        (50257 + 1024) * 768
+    bert = load_transformer("bert-base")
+    assert not bert.decoder and bert.ffn_kind == "mlp"
+    assert abs(bert.params - 110e6) / 110e6 < 0.03
+
+
+@pytest.mark.parametrize("change, field, allowed", [
+    ({"model_type": "falcon"}, "model_type", "'llama', 'mistral', 'gpt2', 'bert'"),
+    ({"hidden_size": None}, "hidden_size", "a value must be given"),
+    ({"num_hidden_layers": 0}, "num_hidden_layers", "an integer >= 1"),
+    ({"num_attention_heads": 24}, "num_attention_heads", "a divisor of 4096"),
+    ({"tie_word_embeddings": "yes"}, "tie_word_embeddings", "true or false"),
+])
+def test_hf_config_errors_name_the_field(change, field, allowed):
+    data = {**LLAMA, **change}
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(SpecError) as info:
+        parse_hf_config(data, "config.json")
+    assert str(info.value).startswith(f"config.json: field {field}:")
+    assert allowed in str(info.value) and "\n" not in str(info.value)
