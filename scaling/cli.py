@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .calibration import fit, format_calibration, load_calibration, load_points, validate
-from .claims import all_rows, format_value
+from .claims import all_rows, format_value, workload_rows
 from .hardware import DTYPE_BYTES, load_hardware, preset_names
 from .llm import IDEAL, RECOMPUTE, WEIGHT_BYTES, Layout, inference, training, training_scaling
 from .model import step_estimate
@@ -416,12 +416,19 @@ def plot(est, path):
 
 def run_claims(args):
     rows = all_rows(args.claims)
+    work = workload_rows()
     if args.json:
-        print(json.dumps([{"preset": r.preset, "subject": r.subject, "what": r.what,
-                           "stated": r.stated_text, "stated_value": r.stated,
-                           "computed_value": r.computed, "difference": r.difference,
-                           "agrees": r.agrees, "would_take": r.would_take,
-                           "source": r.source} for r in rows], indent=2))
+        print(json.dumps({
+            "figures": [{"preset": r.preset, "subject": r.subject, "what": r.what,
+                         "stated": r.stated_text, "stated_value": r.stated,
+                         "computed_value": r.computed, "difference": r.difference,
+                         "agrees": r.agrees, "would_take": r.would_take,
+                         "source": r.source} for r in rows],
+            "workloads": [{"subject": w.subject, "claim": w.claim,
+                           "assumptions": w.assumptions, "computed": w.computed,
+                           "adds_up": w.adds_up, "would_take": w.would_take,
+                           "source": w.source, "values": w.values} for w in work]},
+            indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -440,7 +447,17 @@ def run_claims(args):
         agrees = {True: "yes", False: "NO", None: "-"}[r.agrees]
         table.add_row(r.preset, r.subject, r.what, r.stated_text,
                       format_value(r.kind, r.computed), diff_text, agrees, r.would_take)
-    Console(width=220).print(table)
+    console = Console(width=220)
+    console.print(table)
+    wt = Table(title="Workload claims of the press article, with the calibrated model",
+               title_justify="left")
+    for col in ("subject", "claim", "assumptions", "model gives", "adds up",
+                "what it would take / note"):
+        wt.add_column(col)
+    for w in work:
+        wt.add_row(w.subject, w.claim, w.assumptions, w.computed,
+                   "yes" if w.adds_up else "NO", w.would_take)
+    console.print(wt)
     return 0
 
 

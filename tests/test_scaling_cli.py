@@ -87,7 +87,7 @@ def test_single_gemm(capsys):
 
 def test_claims(capsys):
     code, out, _ = run(capsys, "claims", "--json")
-    rows = json.loads(out)
+    rows = json.loads(out)["figures"]
     assert code == 0
     chip = next(r for r in rows if r["preset"] == "trn2" and r["what"] == "chip peak bf16")
     assert chip["stated"] == "667 TFLOPS" and chip["agrees"] is False
