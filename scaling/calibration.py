@@ -13,13 +13,12 @@ model reads them from there; ``systolica validate --refit`` fits afresh and comp
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 
 import numpy as np
 
 from .hardware import load_hardware
 from .llm import Calibration, Layout, inference, training
-from .spec import SpecError, Table, load_toml
+from .spec import SpecError, Table, load_packaged_toml
 from .workloads import load_transformer
 
 METRICS = {"tpot": ("tpot_s", "ms"), "ttft": ("ttft_s", "ms"), "seq_per_s": ("seq_per_s",
@@ -86,12 +85,7 @@ def load_points(path=None):
     SpecError
         On a missing or malformed field, naming the file and the field.
     """
-    if path is None:
-        with resources.as_file(resources.files("systolica.scaling").joinpath(
-                "presets", "published.toml")) as p:
-            data, name = load_toml(p), "published.toml"
-    else:
-        data, name = load_toml(path), str(path)
+    data, name = load_packaged_toml(path, "published.toml")
     entries = data.get("point")
     if not isinstance(entries, list):
         raise SpecError(name, "point", "missing or not an array of tables", "[[point]] entries")
@@ -221,10 +215,6 @@ def fit(points=None, names=FITTED):
     return cal, math.sqrt(best / len(points))
 
 
-def calibration_path():
-    return resources.files("systolica.scaling").joinpath("presets", "calibration.toml")
-
-
 def load_calibration(path=None):
     """The stored calibration (``presets/calibration.toml`` unless ``path`` is given).
 
@@ -233,11 +223,7 @@ def load_calibration(path=None):
     SpecError
         On a missing field or a value outside its physical bounds (:data:`BOUNDS`).
     """
-    if path is None:
-        with resources.as_file(calibration_path()) as p:
-            data, name = load_toml(p), "calibration.toml"
-    else:
-        data, name = load_toml(path), str(path)
+    data, name = load_packaged_toml(path, "calibration.toml")
     t = Table(name, data)
     values = {}
     for key in (*FITTED, "layer_overhead_s"):

@@ -10,10 +10,9 @@ size, or the core count that reaches it with everything else unchanged.
 
 import math
 from dataclasses import dataclass
-from importlib import resources
 
 from .hardware import load_hardware, preset_names
-from .spec import SpecError, Table, load_toml
+from .spec import SpecError, Table, load_packaged_toml
 from .units import half_unit
 
 
@@ -112,12 +111,7 @@ def load_claims(path=None):
     SpecError
         On a missing or malformed field (file, field and allowed values in the message).
     """
-    if path is None:
-        with resources.as_file(resources.files("systolica.scaling").joinpath(
-                "presets", "claims.toml")) as p:
-            data, name = load_toml(p), "claims.toml"
-    else:
-        data, name = load_toml(path), str(path)
+    data, name = load_packaged_toml(path, "claims.toml")
     top = Table(name, data)
     source = top.str("source")
     claims = top._get("claim", True)

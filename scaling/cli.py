@@ -24,6 +24,7 @@ from .report import (
     plot_validation,
     print_llm,
     print_validation,
+    seconds,
     validation_json,
 )
 from .spec import SpecError
@@ -252,12 +253,18 @@ def run_model(args, hw, start):
             measured = [r for r in validate(cal, points)
                         if args.phase != "prefill" or r.point.metric == "ttft"]
     elapsed = time.perf_counter() - start
+    return _emit(args, lambda: llm_json(est, measured, elapsed),
+                 lambda: print_llm(est, measured, elapsed), lambda: plot_llm(est, args.plot))
+
+
+def _emit(args, as_json, as_tables, draw):
+    """Print JSON or tables, then write the plot if asked; exit status 0."""
     if args.json:
-        print(json.dumps(llm_json(est, measured, elapsed), indent=2))
+        print(json.dumps(as_json(), indent=2))
     else:
-        print_llm(est, measured, elapsed)
+        as_tables()
     if args.plot:
-        plot_llm(est, args.plot)
+        draw()
         if not args.json:
             print(f"plot written to {args.plot}")
     return 0
@@ -275,15 +282,9 @@ def run_validate(args):
     else:
         cal = load_calibration(args.calibration)
     rows = validate(cal, points)
-    if args.json:
-        print(json.dumps(validation_json(rows, cal, rms), indent=2))
-    else:
-        print_validation(rows, cal, rms)
-    if args.plot:
-        plot_validation(rows, args.plot)
-        if not args.json:
-            print(f"plot written to {args.plot}")
-    return 0
+    return _emit(args, lambda: validation_json(rows, cal, rms),
+                 lambda: print_validation(rows, cal, rms),
+                 lambda: plot_validation(rows, args.plot))
 
 
 def hbm_limit_s(est):
@@ -326,14 +327,6 @@ def write_csv(est, stream):
         writer.writerow(gemm_row(g))
 
 
-def _t(seconds):
-    if seconds >= 1:
-        return f"{seconds:,.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:,.3f} ms"
-    return f"{seconds * 1e6:,.2f} µs"
-
-
 def _c(value):
     return "-" if value is None else f"{value:,}"
 
@@ -357,18 +350,18 @@ def print_tables(est, elapsed=None):
         copies = f"{x.count}" + (f" x{x.repeat}" if x.repeat > 1 else "")
         table.add_row(x.name, f"{x.m} x {x.k} x {x.n}", copies, f"{g.flop / 1e9:,.2f}",
                       f"{g.intensity:,.1f}", _c(g.tile_cycles), _c(g.single_tile_cycles),
-                      _c(g.scalesim_cycles), _t(g.compute_s), _t(g.memory_s), g.bound)
+                      _c(g.scalesim_cycles), seconds(g.compute_s), seconds(g.memory_s), g.bound)
     console.print(table)
     summary = Table(title="Step", title_justify="left", show_header=False)
     summary.add_column("", style="bold")
     summary.add_column("")
     rows = [
         ("chips", f"{est.chips:,} (tp {est.tp} x dp {est.dp})"),
-        ("step time", _t(est.step_s)),
-        ("  GEMMs (roofline)", _t(est.compute_s)),
-        ("  tensor-parallel AllReduce", _t(est.tp_comm_s)),
-        ("  data-parallel AllReduce", _t(est.dp_comm_s)),
-        ("HBM lower limit", f"{_t(hbm_limit_s(est))} (all bytes once at "
+        ("step time", seconds(est.step_s)),
+        ("  GEMMs (roofline)", seconds(est.compute_s)),
+        ("  tensor-parallel AllReduce", seconds(est.tp_comm_s)),
+        ("  data-parallel AllReduce", seconds(est.dp_comm_s)),
+        ("HBM lower limit", f"{seconds(hbm_limit_s(est))} (all bytes once at "
                             f"{hw.chip.hbm_bandwidth / 1e9:,.0f} GB/s)"),
         ("achieved per chip", f"{est.achieved_flops / 1e12:,.2f} TFLOPS of "
                               f"{est.chip_peak / 1e12:,.2f} peak"),
