@@ -526,8 +526,9 @@ def training(hw, model, layout, global_batch, seq, cal=IDEAL):
     -------
     LLMEstimate
         ``step_s`` (s), ``seq_per_s``, ``mfu`` (fraction of the ranks' BF16 peak), memory per
-        rank (bytes: BF16 weights, FP32 gradients, FP32 Adam state and master weights, sharded
-        by ZeRO-1 when on, plus activations of the micro-batches in flight).
+        rank (bytes: BF16 weights 2 and FP32 gradients 4 per weight; FP32 master weights and
+        Adam moments 12 per weight, divided by dp under ZeRO-1; activations of the
+        micro-batches in flight).
 
     Raises
     ------
@@ -571,7 +572,7 @@ def training(hw, model, layout, global_batch, seq, cal=IDEAL):
                                 seq, tp=1, dtype_bytes=ACT_BYTES)
     model_flop = sum(g.flop for g in full.gemms) * global_batch
     mfu = model_flop / step / (layout.ranks * view["peak"])
-    state = 2 + 4 + (12 + 4) / (layout.dp if layout.zero1 else 1)   # bytes per owned weight
+    state = 2 + 4 + 12 / (layout.dp if layout.zero1 else 1)   # bytes per owned weight
     in_flight = min(layout.pp, micro)
     per_layer_act = {"none": 34 + 5 * model.heads * seq / model.d_model, "selective": 34,
                      "full": 2}[layout.recompute]

@@ -119,10 +119,11 @@ def test_zero1_shards_the_optimizer_state():
     model = load_transformer("llama3.1-8b")
     plain = training(hw, model, Layout(tp=32, dp=32), 1024, 8192)
     zero = training(hw, model, Layout(tp=32, dp=32, zero1=True), 1024, 8192)
-    # Per rank it owns 1/32 of the weights; FP32 master weight and two moments (12 bytes)
-    # plus the FP32 gradient copy (4 bytes) of them are split 32 ways by ZeRO-1.
+    # Per rank it owns 1/32 of the weights (TP 32); their FP32 master copy and two Adam
+    # moments (12 bytes each) are split 32 ways by ZeRO-1; BF16 weights and FP32 gradients
+    # are not.
     owned = (32 * model.block_params + model.embedding_params) / 32
-    assert plain.memory_bytes - zero.memory_bytes == pytest.approx(owned * 16 * (1 - 1 / 32))
+    assert plain.memory_bytes - zero.memory_bytes == pytest.approx(owned * 12 * (1 - 1 / 32))
 
 
 def test_mfu_counts_model_flop_against_the_peak():
