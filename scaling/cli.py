@@ -229,6 +229,9 @@ def run_model(args, hw, start):
     if args.csv:
         raise ValueError("--csv applies to GEMM workloads; allowed for --model: --json or "
                          "the tables")
+    if args.scaling and args.phase != "train":
+        raise ValueError("--scaling applies to --phase train; allowed: --phase train "
+                         "--scaling")
     cal = IDEAL if args.uncalibrated else load_calibration(args.calibration)
     layout = Layout(tp=args.tp, pp=args.pp, dp=args.dp, micro_batch=args.micro_batch,
                     zero1=args.zero1, recompute=args.recompute)
