@@ -365,7 +365,9 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes):
 
     ``phase`` ``prefill``: ``batch`` prompts of ``seq`` tokens; ``decode``: one token per
     sequence with ``seq`` tokens of KV cache; ``train``: forward and backward of ``batch``
-    sequences of ``seq`` tokens (one micro-batch), with the layout's recomputation.
+    sequences of ``seq`` tokens (one micro-batch), with the layout's recomputation. The
+    attention GEMMs compute whole score blocks (no causal skipping); the softmax counts the
+    causal half.
     """
     stage = _stage_model(model, layout, seq)
     L, tp = stage.layers, layout.tp
@@ -373,9 +375,11 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes):
     work = transformer_workload(stage, phase, batch, seq, tp=tp, dtype_bytes=ACT_BYTES)
     gemms = list(work.gemms)
     if phase == "train" and layout.recompute != "none":
-        again = [g for g in gemms if "." in g.name and g.name.count(".") == 1
-                 and (layout.recompute == "full" or g.name.startswith("attn.s")
-                      or g.name.startswith("attn.c")) and g.name != "lm_head"]
+        # Forward GEMMs run again in the backward pass: the attention core (selective) or
+        # every block GEMM (full); backward GEMMs end in .dX / .dW, the LM head is kept.
+        forward = [g for g in gemms if g.name.count(".") == 1]
+        again = forward if layout.recompute == "full" else [
+            g for g in forward if g.name in ("attn.scores", "attn.context")]
         gemms += [replace(g, name=g.name + ".recompute") for g in again]
     for g in gemms:
         t, c, m, nbytes = gemm_s(hw, g, wbytes if g.weight else ACT_BYTES, cal)
