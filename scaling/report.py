@@ -214,6 +214,7 @@ def plot_validation(rows, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 5))
     for ax, metrics, unit in ((axes[0], ("ttft", "tpot"), "s"),
@@ -241,6 +242,8 @@ def plot_validation(rows, path):
         ax.set_ylim(lo, hi)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[0].set_title("Inference: TTFT and TPOT")
     axes[1].set_title("Training throughput")
     fig.tight_layout()
