@@ -10,10 +10,9 @@ size, or the core count that reaches it with everything else unchanged.
 
 import math
 from dataclasses import dataclass
-from importlib import resources
 
 from .hardware import load_hardware, preset_names
-from .spec import SpecError, Table, load_toml
+from .spec import SpecError, Table, load_packaged_toml
 from .units import half_unit
 
 
@@ -112,12 +111,7 @@ def load_claims(path=None):
     SpecError
         On a missing or malformed field (file, field and allowed values in the message).
     """
-    if path is None:
-        with resources.as_file(resources.files("systolica.scaling").joinpath(
-                "presets", "claims.toml")) as p:
-            data, name = load_toml(p), "claims.toml"
-    else:
-        data, name = load_toml(path), str(path)
+    data, name = load_packaged_toml(path, "claims.toml")
     top = Table(name, data)
     source = top.str("source")
     claims = top._get("claim", True)
@@ -244,3 +238,127 @@ def format_value(kind, value):
         return f"{value / 1e9:,.1f} GB/s"
     return f"{value:,.0f}"
 
+
+
+# ----- workload claims, checked with the calibrated transformer model ----------------------
+
+#: GPT-3's training tokens: Brown et al. 2020 (arXiv:2005.14165), section 2.2 and Table 2.2:
+#: 300 billion tokens.
+GPT3_TOKENS = 300e9
+#: GPT-3 175B's batch: 3.2M tokens (Table 2.1) = 1,536 sequences of 2,048 tokens.
+GPT3_BATCH_SEQS = 1536
+MONTH_S = 30 * 86400
+
+
+@dataclass
+class WorkloadRow:
+    """One workload claim: what is claimed, the assumptions, what the model gives."""
+
+    subject: str
+    claim: str
+    assumptions: str
+    computed: str
+    adds_up: bool | None
+    would_take: str
+    source: str = "a press article (presets/claims.toml lists its peak claims)"
+    values: dict = None
+
+
+def workload_rows(cal=None):
+    """The press article's workload claims against the calibrated model (see README).
+
+    Parameters
+    ----------
+    cal : Calibration or None
+        Default: the stored calibration (``presets/calibration.toml``).
+    """
+    from .calibration import load_calibration
+    from .llm import Layout, inference, training
+    from .workloads import load_transformer
+
+    cal = cal or load_calibration()
+    trn1, trn2, inf2 = (load_hardware(n) for n in ("trn1", "trn2", "inf2"))
+    rows = []
+
+    # 1. GPT-3 175B in less than a month on up to 100,000 Trainium2 chips.
+    gpt3 = load_transformer("gpt3-175b")
+    tp, pp = 32, 8
+    dp = trn2.chip.logical_cores * trn2.max_chips // (tp * pp)
+    batch = dp * pp                 # pp micro-batches per replica: a 1F1B bubble of (pp-1)/(2pp-1)
+    est = training(trn2, gpt3, Layout(tp=tp, pp=pp, dp=dp, zero1=True), batch, 2048, cal)
+    days = GPT3_TOKENS / (est.seq_per_s * 2048) / 86400
+    rows.append(WorkloadRow(
+        "Trainium2 UltraCluster", "GPT-3 175B trained in less than a month on up to 100,000 "
+        "chips",
+        f"{GPT3_TOKENS / 1e9:.0f}B tokens (GPT-3 paper, section 2.2), sequences of 2,048; TP "
+        f"{tp} x PP {pp} x DP {dp:,} NeuronCores = {est.chips:,.0f} chips, ZeRO-1, "
+        f"micro-batch 1, global batch {batch:,} sequences ({est.terms['micro_batches']} "
+        f"micro-batches per replica; GPT-3 itself used {GPT3_BATCH_SEQS:,}, too few to give "
+        "100,000 chips a micro-batch each); calibration fitted on NeuronCore-v2 data, applied "
+        "to NeuronCore-v3",
+        f"{days:,.1f} days ({est.seq_per_s:,.0f} sequences/s, MFU {est.mfu:.1%}; "
+        f"{'fits' if est.fits else 'does not fit'} in HBM)",
+        days < 30,
+        f"{math.ceil(est.chips * days / 30):,} chips at this efficiency for exactly 30 days"
+        if days < 30 else f"{days / 30:.1f}x the chips or the efficiency",
+        values={"days": days, "chips": est.chips, "seq_per_s": est.seq_per_s,
+                "mfu": est.mfu}))
+
+    # 2. Up to 500 inferences per second per chip, 7B model, Inferentia2.
+    llama7 = load_transformer("llama2-7b")
+    best, best_batch, batch = None, 0, 1
+    while batch <= 4096:
+        e = inference(inf2, llama7, Layout(tp=inf2.chip.logical_cores), batch, 128, 128,
+                      "bf16", cal)
+        if not e.fits:
+            break
+        if best is None or e.tokens_per_s > best.tokens_per_s:
+            best, best_batch = e, batch
+        batch *= 2
+    per_chip = best.tokens_per_s / best.chips
+    rows.append(WorkloadRow(
+        "Inferentia2 chip", "up to 500 inferences per second per chip for 7B-parameter models",
+        "an inference = one generated token; Llama 2 7B, BF16 weights, one chip (TP 2), prompt "
+        "128 / 128 generated tokens, the largest power-of-two batch whose weights and KV cache "
+        "fit the chip's HBM",
+        f"{per_chip:,.0f} tokens/s per chip at batch {best_batch} "
+        f"(TPOT {best.tpot_s * 1e3:.1f} ms)",
+        per_chip >= 500,
+        "" if per_chip >= 500 else f"{500 / per_chip:.1f}x the throughput",
+        values={"tokens_per_s_per_chip": per_chip, "batch": best_batch,
+                "tpot_s": best.tpot_s}))
+
+    # 3. Sub-10 ms language-model latency on Inferentia2.
+    e = inference(inf2, llama7, Layout(tp=24), 1, 128, 128, "bf16", cal)
+    rows.append(WorkloadRow(
+        "Inferentia2 instance", "sub-10 ms latency for language models",
+        "Llama 2 7B on inf2.48xlarge, TP 24, batch 1, prompt 128 / 128 generated tokens; "
+        "both TPOT and TTFT must be under 10 ms",
+        f"TPOT {e.tpot_s * 1e3:.2f} ms, TTFT {e.ttft_s * 1e3:.2f} ms",
+        e.tpot_s < 10e-3 and e.ttft_s < 10e-3,
+        "holds per output token (TPOT), not for the first token (TTFT)"
+        if e.tpot_s < 10e-3 <= e.ttft_s else "",
+        values={"tpot_s": e.tpot_s, "ttft_s": e.ttft_s}))
+
+    # 4. Trainium2 up to four times Trainium1: per-chip peak and a measured-style step.
+    llama8 = load_transformer("llama3.1-8b")
+    peak = trn2.chip_peak("bf16") / trn1.chip_peak("bf16")
+    chips = 512
+    one = training(trn1, llama8, Layout(tp=32, dp=chips * trn1.chip.logical_cores // 32,
+                                        zero1=True), 1024, 8192, cal)
+    two = training(trn2, llama8, Layout(tp=32, dp=chips * trn2.chip.logical_cores // 32,
+                                        zero1=True), 1024, 8192, cal)
+    ratio = (two.seq_per_s / two.chips) / (one.seq_per_s / one.chips)
+    rows.append(WorkloadRow(
+        "Trainium2 vs Trainium1", "Trainium2 up to four times Trainium1",
+        "per chip: BF16 peak from first principles; and Llama 3.1 8B pretraining as AWS "
+        "measured it on trn1 (TP 32, ZeRO-1, global batch 1,024, sequence 8,192) on 512 chips "
+        "of each (TP 32 NeuronCores on both; trn2's efficiencies are NeuronCore-v2's)",
+        f"peak {peak:.2f}x ({trn2.chip_peak('bf16') / 1e12:.1f} vs "
+        f"{trn1.chip_peak('bf16') / 1e12:.1f} TFLOPS); training {ratio:.2f}x "
+        f"({two.seq_per_s:,.1f} vs {one.seq_per_s:,.1f} sequences/s)",
+        peak >= 4 and ratio >= 4,
+        "peak: " + _would_take(trn2, "chip", "bf16", 4 * trn1.chip_peak("bf16"))
+        + (f"; the training step is {ratio:.1f}x" if ratio >= 4 else ""),
+        values={"peak_ratio": peak, "training_ratio": ratio}))
+    return rows

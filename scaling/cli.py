@@ -9,11 +9,24 @@ import csv
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from .claims import all_rows, format_value
+from .calibration import fit, format_calibration, load_calibration, load_points, validate
+from .claims import all_rows, format_value, workload_rows
 from .hardware import DTYPE_BYTES, load_hardware, preset_names
-from .model import chip_counts, scaling_curve, step_estimate
+from .llm import IDEAL, RECOMPUTE, WEIGHT_BYTES, Layout, inference, training, training_scaling
+from .model import step_estimate
+from .report import (
+    llm_json,
+    matching,
+    plot_llm,
+    plot_validation,
+    print_llm,
+    print_validation,
+    seconds,
+    validation_json,
+)
 from .spec import SpecError
 from .units import parse_quantity
 from .workloads import (
@@ -23,25 +36,7 @@ from .workloads import (
     load_transformer,
     model_names,
     single_gemm,
-    transformer_workload,
 )
-
-#: Measured figures printed beside matching estimates: (hw, model, phase, batch) -> (s, source).
-REFERENCES = {
-    ("inf2", "llama2-7b", "decode", 1): (
-        6.47e-3,
-        "AWS Neuron docs, inference performance page for Inf2: Llama-2-7b on inf2.48xlarge, "
-        "6.47 ms per output token"),
-}
-
-REFERENCE_NOTE = (
-    "The estimate is close to the memory-bound lower limit: at batch 1 every weight is read "
-    "from HBM once per token, so no implementation can beat bytes / bandwidth. A measured "
-    "per-token latency also pays for what this model leaves out: the tensor-parallel "
-    "AllReduces (2 per layer, each a latency-bound collective across chips), non-GEMM work "
-    "(norms, rotary embedding, softmax, sampling), HBM efficiency below 100%, and "
-    "synchronisation and host overheads. The ratio measured / estimate is how far the "
-    "measured run is from the lower limit.")
 
 
 def _positive_int(text):
@@ -69,113 +64,159 @@ def build_parser():
                     "tile -> NeuronCore -> chip -> instance -> cluster.")
     sub = parser.add_subparsers(dest="command", required=True)
     est = sub.add_parser(
-        "estimate", help="estimate a workload on a hardware preset",
-        description="Estimate a workload: per-GEMM tile cycles (native and SCALE-Sim WS "
-                    "compatibility), roofline against HBM, chip time and MFU, collectives, "
-                    "step time and scaling efficiency.",
+        "estimate", help="estimate a model or a GEMM workload on a hardware preset",
+        description="Estimate a transformer (a Hugging Face config.json or a model preset) for "
+                    "decode (TTFT, TPOT), prefill or training (step time, sequences/s, MFU) "
+                    "with the calibrated model, or a GEMM workload (per-GEMM tile cycles, "
+                    "roofline against HBM). --tp, --pp and --dp count NeuronCores as Neuron's "
+                    "tp_degree does (logical NeuronCores on trn2).",
         epilog="examples:\n"
-               "  systolica estimate --hw inf2 --workload llama2-7b --phase decode --batch 1 "
-               "--tp 12\n"
-               "  systolica estimate --hw trn2 --workload gpt3-175b --phase train --batch 1536"
-               " --tp 8 --dp 12500 --scaling\n"
+               "  systolica estimate --hw trn1 --model llama2-7b --tp 32 --input-len 128 "
+               "--output-len 8064\n"
+               "  systolica estimate --hw inf2 --model path/to/config.json --tp 24 --weights "
+               "int8\n"
+               "  systolica estimate --hw trn1 --model llama3.1-70b --phase train --tp 32 "
+               "--pp 8 --dp 4 --global-batch 1024 --seq 8192\n"
                "  systolica estimate --hw trn2 --gemm 4096,4096,2048 --json\n"
                "  systolica estimate --hw trn2 --workload topology.csv --csv",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     est.add_argument("--hw", required=True,
                      help=f"hardware preset ({', '.join(preset_names())}) or a .toml file")
     src = est.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model",
+                     help=f"a Hugging Face config.json, or a model preset "
+                          f"({', '.join(model_names())})")
     src.add_argument("--workload",
-                     help=f"transformer preset ({', '.join(model_names())}), a model .toml, "
-                          "a GEMM-list CSV (header name,M,K,N[,count]) or a SCALE-Sim "
-                          "topology CSV (conv or GEMM format)")
+                     help="a GEMM-list CSV (header name,M,K,N[,count]) or a SCALE-Sim "
+                          "topology CSV (conv or GEMM format); a model preset name is taken "
+                          "as --model")
     src.add_argument("--gemm", type=_gemm_shape, metavar="M,K,N",
                      help="a single GEMM [M, K] x [K, N] (M stationary, N moving)")
     est.add_argument("--topology-format", choices=("conv", "gemm"),
                      help="SCALE-Sim topology format (default: from the header)")
     est.add_argument("--phase", choices=PHASES, default="decode",
-                     help="transformer step (default: decode)")
+                     help="decode: TTFT and TPOT; prefill: TTFT only; train: one optimizer "
+                          "step (default: decode)")
     est.add_argument("--batch", type=_positive_int, default=1,
-                     help="sequences (global batch for train; default 1)")
-    est.add_argument("--seq", type=_positive_int,
-                     help="tokens per sequence / KV-cache length (default: model context)")
-    est.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel chips")
+                     help="requests decoded together (decode, prefill; default 1)")
+    est.add_argument("--input-len", type=_positive_int, default=128,
+                     help="prompt tokens (default 128)")
+    est.add_argument("--output-len", type=_positive_int, default=128,
+                     help="generated tokens; the KV cache grows from input to input + output "
+                          "(default 128)")
+    est.add_argument("--weights", choices=tuple(WEIGHT_BYTES), default="bf16",
+                     help="weight storage type (default bf16; compute stays BF16)")
+    est.add_argument("--global-batch", type=_positive_int, default=1024,
+                     help="sequences per optimizer step (train; default 1024)")
+    est.add_argument("--seq", type=_positive_int, default=None,
+                     help="tokens per training sequence (train; default: the model's "
+                          "max_position_embeddings, at most 8192)")
+    est.add_argument("--micro-batch", type=_positive_int, default=1,
+                     help="sequences per micro-batch (train; default 1)")
+    est.add_argument("--zero1", action="store_true",
+                     help="shard the optimizer state over the dp replicas (ZeRO-1)")
+    est.add_argument("--recompute", choices=RECOMPUTE, default="selective",
+                     help="activation recomputation in training (default selective: the "
+                          "attention core)")
+    est.add_argument("--tp", type=_positive_int, default=1,
+                     help="tensor-parallel degree in NeuronCores (Neuron's tp_degree)")
+    est.add_argument("--pp", type=_positive_int, default=1,
+                     help="pipeline stages (each tp NeuronCores)")
     est.add_argument("--dp", type=_positive_int, default=1, help="data-parallel replicas")
+    est.add_argument("--uncalibrated", action="store_true",
+                     help="the lower limit: HBM and tensor engine at 100%%, collectives "
+                          "without latency")
+    est.add_argument("--calibration", metavar="TOML",
+                     help="calibration file (default: the packaged presets/calibration.toml)")
     est.add_argument("--dtype", default="bf16", choices=sorted(DTYPE_BYTES),
-                     help="data type (default bf16)")
+                     help="data type of GEMM workloads (default bf16)")
     est.add_argument("--link-bandwidth", metavar="FIGURE",
-                     help="chip-to-chip bandwidth per chip, e.g. '1.28 TB/s' (not in presets)")
+                     help="override the preset's NeuronLink bandwidth per chip, e.g. "
+                          "'1.28 TB/s'")
     est.add_argument("--scaling", action="store_true",
-                     help="also print step time and scaling efficiency from 1 chip up to the "
-                          "cluster (transformer presets)")
+                     help="training: also print throughput and scaling efficiency from one "
+                          "replica up to the cluster")
     est.add_argument("--max-chips", type=_positive_int,
                      help="largest chip count of the scaling sweep (default: the cluster)")
     out = est.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of tables")
     out.add_argument("--csv", action="store_true", help="print the per-GEMM rows as CSV")
-    est.add_argument("--plot", metavar="PNG", help="write a roofline and scaling plot")
+    est.add_argument("--plot", metavar="PNG", help="write a plot (roofline and scaling for "
+                                                   "GEMMs; time terms for models)")
+    val = sub.add_parser(
+        "validate", help="the model against every published measurement the project carries",
+        description="For every published AWS figure in presets/published.toml: the "
+                    "configuration, the published value and its source, the prediction, the "
+                    "error and whether the point was used for calibration; then the "
+                    "calibrated parameters.")
+    val.add_argument("--refit", action="store_true",
+                     help="fit the calibrated parameters afresh on the calibration points "
+                          "(a few seconds) instead of reading presets/calibration.toml")
+    val.add_argument("--write", metavar="TOML",
+                     help="with --refit: write the fitted calibration to this file")
+    val.add_argument("--calibration", metavar="TOML", help="calibration file to validate")
+    val.add_argument("--points", metavar="TOML", help="published points file (default: "
+                                                      "presets/published.toml)")
+    val.add_argument("--plot", metavar="PNG", help="write predicted against published")
+    val.add_argument("--json", action="store_true", help="print JSON instead of tables")
     cl = sub.add_parser(
-        "claims", help="published and claimed peaks vs first principles",
+        "claims", help="published and claimed peaks and workload claims vs the model",
         description="For each preset, published or claimed peak vs what its configuration "
                     "computes from first principles; for each figure that does not add up, the "
-                    "clock, array size or core count it would take.")
+                    "clock, array size or core count it would take. Then the press article's "
+                    "workload claims checked with the calibrated model.")
     cl.add_argument("--claims", metavar="TOML", help="claims file (default: packaged claims)")
     cl.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
-def _load_workload(args, hw):
-    """(workload, make(tp, dp) or None, model or None)."""
+def _load_gemm_workload(args):
     if args.gemm:
-        return single_gemm(*args.gemm), None, None
+        return single_gemm(*args.gemm)
     text = args.workload
     path = Path(text)
-    if text.endswith(".csv"):
-        if not path.exists():
-            raise SpecError(text, "", "file not found", "an existing CSV file")
-        header = path.read_text().splitlines()[:1]
-        if header and header[0].replace(" ", "").lower().startswith("name,m,k,n"):
-            return load_gemm_csv(path), None, None
-        return load_scalesim_topology(path, args.topology_format), None, None
-    model = load_transformer(text)
-    seq = args.seq or model.context
-    dbytes = DTYPE_BYTES[args.dtype]
+    if not text.endswith(".csv"):
+        raise SpecError(text, "", "not a CSV workload", "a GEMM-list or SCALE-Sim topology "
+                        ".csv; for a transformer use --model (" + ", ".join(model_names())
+                        + ", or a config.json)")
+    if not path.exists():
+        raise SpecError(text, "", "file not found", "an existing CSV file")
+    header = path.read_text().splitlines()[:1]
+    if header and header[0].replace(" ", "").lower().startswith("name,m,k,n"):
+        return load_gemm_csv(path)
+    return load_scalesim_topology(path, args.topology_format)
 
-    def make(tp, dp):
-        return transformer_workload(model, args.phase, args.batch, seq, tp, dp, dbytes)
 
-    return make(args.tp, args.dp), make, model
+def _with_link(hw, args):
+    if not args.link_bandwidth:
+        return hw
+    try:
+        link = parse_quantity(args.link_bandwidth, "bandwidth")
+    except ValueError as e:
+        raise ValueError(f"--link-bandwidth: {e}") from None
+    return replace(hw, chip=replace(hw.chip, link_bandwidth=link))
 
 
 def run_estimate(args):
     start = time.perf_counter()
-    hw = load_hardware(args.hw)
+    hw = _with_link(load_hardware(args.hw), args)
+    if args.workload and not args.workload.endswith(".csv"):
+        args.model, args.workload = args.workload, None
+    if args.model:
+        return run_model(args, hw, start)
     hw.check_dtype(args.dtype)
-    link = None
-    if args.link_bandwidth:
-        try:
-            link = parse_quantity(args.link_bandwidth, "bandwidth")
-        except ValueError as e:
-            raise ValueError(f"--link-bandwidth: {e}") from None
-    workload, make, model = _load_workload(args, hw)
-    if make is None and (args.tp, args.dp) != (1, 1):
-        raise ValueError("--tp and --dp apply to transformer presets; allowed: 1 for GEMM "
-                         "workloads")
-    est = step_estimate(hw, workload, args.dtype, args.tp, args.dp, link)
-    if make is not None and (args.scaling or args.plot):
-        top = args.max_chips or hw.max_chips
-        est.scaling = scaling_curve(hw, make, args.dtype, args.tp,
-                                    chip_counts(top, args.tp * args.dp if args.tp * args.dp
-                                                <= top else None), link)
-    reference = None
-    if model is not None:
-        reference = REFERENCES.get((hw.name, model.name, args.phase, args.batch))
+    workload = _load_gemm_workload(args)
+    if (args.tp, args.pp, args.dp) != (1, 1, 1):
+        raise ValueError("--tp, --pp and --dp apply to --model estimates; allowed: 1 for "
+                         "GEMM workloads")
+    est = step_estimate(hw, workload, args.dtype)
     elapsed = time.perf_counter() - start
     if args.json:
-        print(json.dumps(to_json(est, reference, elapsed), indent=2))
+        print(json.dumps(to_json(est, elapsed), indent=2))
     elif args.csv:
         write_csv(est, sys.stdout)
     else:
-        print_tables(est, reference, elapsed)
+        print_tables(est, elapsed)
     if args.plot:
         plot(est, args.plot)
         if not (args.json or args.csv):
@@ -183,12 +224,78 @@ def run_estimate(args):
     return 0
 
 
+def run_model(args, hw, start):
+    model = load_transformer(args.model)
+    if args.csv:
+        raise ValueError("--csv applies to GEMM workloads; allowed for --model: --json or "
+                         "the tables")
+    if args.scaling and args.phase != "train":
+        raise ValueError("--scaling applies to --phase train; allowed: --phase train "
+                         "--scaling")
+    cal = IDEAL if args.uncalibrated else load_calibration(args.calibration)
+    layout = Layout(tp=args.tp, pp=args.pp, dp=args.dp, micro_batch=args.micro_batch,
+                    zero1=args.zero1, recompute=args.recompute)
+    if args.phase == "train":
+        seq = args.seq or min(model.context, 8192)
+        est = training(hw, model, layout, args.global_batch, seq, cal)
+        config = {"global_batch": args.global_batch, "seq": seq}
+        if args.scaling or args.plot:
+            most = None if args.max_chips is None else args.max_chips * hw.chip.logical_cores
+            est.scaling = training_scaling(hw, model, layout, args.global_batch, seq, cal,
+                                           most)
+    else:
+        output_len = 1 if args.phase == "prefill" else args.output_len
+        est = inference(hw, model, layout, args.batch, args.input_len, output_len,
+                        args.weights, cal)
+        config = {"batch": args.batch, "input_len": args.input_len,
+                  "output_len": args.output_len, "weights": args.weights}
+    measured = []
+    if not args.uncalibrated and args.calibration is None and not args.link_bandwidth:
+        points = matching(load_points(), hw.name, model.name, layout, args.phase, **config)
+        if points:
+            measured = [r for r in validate(cal, points)
+                        if args.phase != "prefill" or r.point.metric == "ttft"]
+    elapsed = time.perf_counter() - start
+    return _emit(args, lambda: llm_json(est, measured, elapsed),
+                 lambda: print_llm(est, measured, elapsed), lambda: plot_llm(est, args.plot))
+
+
+def _emit(args, as_json, as_tables, draw):
+    """Print JSON or tables, then write the plot if asked; exit status 0."""
+    if args.json:
+        print(json.dumps(as_json(), indent=2))
+    else:
+        as_tables()
+    if args.plot:
+        draw()
+        if not args.json:
+            print(f"plot written to {args.plot}")
+    return 0
+
+
+def run_validate(args):
+    points = load_points(args.points)
+    rms = None
+    if args.write and not args.refit:
+        raise ValueError("--write needs --refit; allowed: --refit --write FILE")
+    if args.refit:
+        cal, rms = fit(points)
+        if args.write:
+            Path(args.write).write_text(format_calibration(cal, rms))
+    else:
+        cal = load_calibration(args.calibration)
+    rows = validate(cal, points)
+    return _emit(args, lambda: validation_json(rows, cal, rms),
+                 lambda: print_validation(rows, cal, rms),
+                 lambda: plot_validation(rows, args.plot))
+
+
 def hbm_limit_s(est):
     """Seconds to move every GEMM's bytes once at the chip's HBM bandwidth (lower limit)."""
     return sum(g.bytes for g in est.gemms) / est.hardware.chip.hbm_bandwidth
 
 
-def to_json(est, reference=None, elapsed=None):
+def to_json(est, elapsed=None):
     hw = est.hardware
     out = {
         "hardware": hw.name, "workload": est.workload.name, "dtype": est.dtype,
@@ -197,13 +304,9 @@ def to_json(est, reference=None, elapsed=None):
         "dp_comm_s": est.dp_comm_s, "hbm_limit_s": hbm_limit_s(est),
         "chip_peak_flops": est.chip_peak, "achieved_flops_per_chip": est.achieved_flops,
         "mfu": est.mfu, "memory_bytes_per_chip": est.memory_bytes, "fits_in_hbm": est.fits,
-        "notes": est.notes, "scaling": est.scaling, "wall_s": elapsed,
+        "notes": est.notes, "wall_s": elapsed,
         "gemms": [gemm_row(g) for g in est.gemms],
     }
-    if reference:
-        out["reference"] = {"measured_s": reference[0], "source": reference[1],
-                            "ratio_measured_to_estimate": reference[0] / est.step_s,
-                            "note": REFERENCE_NOTE}
     return out
 
 
@@ -227,19 +330,11 @@ def write_csv(est, stream):
         writer.writerow(gemm_row(g))
 
 
-def _t(seconds):
-    if seconds >= 1:
-        return f"{seconds:,.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:,.3f} ms"
-    return f"{seconds * 1e6:,.2f} µs"
-
-
 def _c(value):
     return "-" if value is None else f"{value:,}"
 
 
-def print_tables(est, reference=None, elapsed=None):
+def print_tables(est, elapsed=None):
     from rich.console import Console
     from rich.table import Table
 
@@ -258,18 +353,18 @@ def print_tables(est, reference=None, elapsed=None):
         copies = f"{x.count}" + (f" x{x.repeat}" if x.repeat > 1 else "")
         table.add_row(x.name, f"{x.m} x {x.k} x {x.n}", copies, f"{g.flop / 1e9:,.2f}",
                       f"{g.intensity:,.1f}", _c(g.tile_cycles), _c(g.single_tile_cycles),
-                      _c(g.scalesim_cycles), _t(g.compute_s), _t(g.memory_s), g.bound)
+                      _c(g.scalesim_cycles), seconds(g.compute_s), seconds(g.memory_s), g.bound)
     console.print(table)
     summary = Table(title="Step", title_justify="left", show_header=False)
     summary.add_column("", style="bold")
     summary.add_column("")
     rows = [
         ("chips", f"{est.chips:,} (tp {est.tp} x dp {est.dp})"),
-        ("step time", _t(est.step_s)),
-        ("  GEMMs (roofline)", _t(est.compute_s)),
-        ("  tensor-parallel AllReduce", _t(est.tp_comm_s)),
-        ("  data-parallel AllReduce", _t(est.dp_comm_s)),
-        ("HBM lower limit", f"{_t(hbm_limit_s(est))} (all bytes once at "
+        ("step time", seconds(est.step_s)),
+        ("  GEMMs (roofline)", seconds(est.compute_s)),
+        ("  tensor-parallel AllReduce", seconds(est.tp_comm_s)),
+        ("  data-parallel AllReduce", seconds(est.dp_comm_s)),
+        ("HBM lower limit", f"{seconds(hbm_limit_s(est))} (all bytes once at "
                             f"{hw.chip.hbm_bandwidth / 1e9:,.0f} GB/s)"),
         ("achieved per chip", f"{est.achieved_flops / 1e12:,.2f} TFLOPS of "
                               f"{est.chip_peak / 1e12:,.2f} peak"),
@@ -280,30 +375,16 @@ def print_tables(est, reference=None, elapsed=None):
             f" of {hw.chip.hbm_bytes / 2**30:,.0f} GiB ({'fits' if est.fits else 'does not fit'})"
             )),
     ]
-    if reference:
-        rows += [("AWS measured", f"{_t(reference[0])} ({reference[1]})"),
-                 ("measured / estimate", f"{reference[0] / est.step_s:.2f}x")]
     if elapsed is not None:
         rows.append(("computed in", f"{elapsed:.3f} s"))
     for r in rows:
         summary.add_row(*r)
     console.print(summary)
-    if est.scaling:
-        sc = Table(title="Scaling (global batch fixed)", title_justify="left")
-        for col in ("chips", "tp", "dp", "step time", "efficiency", "MFU"):
-            sc.add_column(col, justify="right")
-        for p in est.scaling:
-            sc.add_row(f"{p['chips']:,}", str(p["tp"]), f"{p['dp']:,}", _t(p["step_s"]),
-                       f"{p['efficiency']:.1%}", f"{p['mfu']:.1%}")
-        console.print(sc)
     for note in est.notes:
         console.print(f"note: {note}", highlight=False)
-    if reference:
-        console.print(f"note: {REFERENCE_NOTE}", highlight=False)
-
 
 def plot(est, path):
-    """Write a PNG: roofline with one point per GEMM, and scaling efficiency vs chips."""
+    """Write a PNG: roofline with one point per GEMM."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -311,8 +392,7 @@ def plot(est, path):
     import numpy as np
 
     hw = est.hardware
-    panels = 2 if est.scaling else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, 1, figsize=(6, 4.5), squeeze=False)
     ax = axes[0][0]
     xs = np.array([g.intensity for g in est.gemms])
     lo, hi = max(xs.min() / 4, 1e-2), xs.max() * 4
@@ -325,15 +405,6 @@ def plot(est, path):
     ax.set_ylabel("TFLOPS per chip")
     ax.set_title(f"Roofline: {hw.chip.name}, {est.dtype}")
     ax.legend(fontsize=7)
-    if est.scaling:
-        ax2 = axes[0][1]
-        chips = [p["chips"] for p in est.scaling]
-        ax2.semilogx(chips, [100 * p["efficiency"] for p in est.scaling], "o-")
-        ax2.set_xlabel("chips")
-        ax2.set_ylabel("scaling efficiency (%)")
-        ax2.set_ylim(0, 105)
-        ax2.set_title("Scaling efficiency (global batch fixed)")
-        ax2.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -341,12 +412,19 @@ def plot(est, path):
 
 def run_claims(args):
     rows = all_rows(args.claims)
+    work = workload_rows()
     if args.json:
-        print(json.dumps([{"preset": r.preset, "subject": r.subject, "what": r.what,
-                           "stated": r.stated_text, "stated_value": r.stated,
-                           "computed_value": r.computed, "difference": r.difference,
-                           "agrees": r.agrees, "would_take": r.would_take,
-                           "source": r.source} for r in rows], indent=2))
+        print(json.dumps({
+            "figures": [{"preset": r.preset, "subject": r.subject, "what": r.what,
+                         "stated": r.stated_text, "stated_value": r.stated,
+                         "computed_value": r.computed, "difference": r.difference,
+                         "agrees": r.agrees, "would_take": r.would_take,
+                         "source": r.source} for r in rows],
+            "workloads": [{"subject": w.subject, "claim": w.claim,
+                           "assumptions": w.assumptions, "computed": w.computed,
+                           "adds_up": w.adds_up, "would_take": w.would_take,
+                           "source": w.source, "values": w.values} for w in work]},
+            indent=2))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -365,7 +443,17 @@ def run_claims(args):
         agrees = {True: "yes", False: "NO", None: "-"}[r.agrees]
         table.add_row(r.preset, r.subject, r.what, r.stated_text,
                       format_value(r.kind, r.computed), diff_text, agrees, r.would_take)
-    Console(width=220).print(table)
+    console = Console(width=220)
+    console.print(table)
+    wt = Table(title="Workload claims of the press article, with the calibrated model",
+               title_justify="left")
+    for col in ("subject", "claim", "assumptions", "model gives", "adds up",
+                "what it would take / note"):
+        wt.add_column(col)
+    for w in work:
+        wt.add_row(w.subject, w.claim, w.assumptions, w.computed,
+                   "yes" if w.adds_up else "NO", w.would_take)
+    console.print(wt)
     return 0
 
 
@@ -375,6 +463,8 @@ def main(argv=None):
     try:
         if args.command == "estimate":
             return run_estimate(args)
+        if args.command == "validate":
+            return run_validate(args)
         return run_claims(args)
     except (SpecError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

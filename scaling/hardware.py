@@ -63,18 +63,31 @@ class Tile:
 
 @dataclass(frozen=True)
 class Core:
-    """A NeuronCore: ``tiles`` tensor-engine tiles plus its SBUF and PSUM (bytes, optional)."""
+    """A NeuronCore: ``tiles`` tensor-engine tiles plus its SBUF and PSUM (bytes, optional).
+
+    ``vector_flops`` and ``scalar_flops`` are the published FP32 rates (FLOP/s) of the Vector
+    and Scalar engines, which run the non-GEMM work (norms, softmax, activations); None when
+    the preset has none (that work is then left out, and the estimate says so).
+    """
 
     name: str
     tiles: int
     sbuf_bytes: float | None
     psum_bytes: float | None
     published_peak: dict = field(default_factory=dict)  # dtype -> Published
+    vector_flops: float | None = None
+    scalar_flops: float | None = None
 
 
 @dataclass(frozen=True)
 class Chip:
-    """A chip. Bandwidths in bytes/s, capacity in bytes, power in W (None when not given)."""
+    """A chip. Bandwidths in bytes/s, capacity in bytes, power in W (None when not given).
+
+    ``link_bandwidth`` is the chip's NeuronLink bandwidth to the other chips of its instance;
+    ``lnc`` the physical NeuronCores per logical NeuronCore that Neuron uses by default (its
+    Logical NeuronCore Configuration: 2 on Trainium2, 1 before): parallel degrees count
+    logical cores.
+    """
 
     name: str
     cores: int
@@ -83,6 +96,12 @@ class Chip:
     link_bandwidth: float | None
     power_w: float | None
     published_peak: dict = field(default_factory=dict)  # dtype -> Published
+    lnc: int = 1
+
+    @property
+    def logical_cores(self):
+        """Logical NeuronCores per chip (``cores // lnc``)."""
+        return self.cores // self.lnc
 
 
 @dataclass(frozen=True)
@@ -233,7 +252,9 @@ def parse_hardware(data, source):
         core = Core(name=c.str("name"), tiles=c.int("tiles"),
                     sbuf_bytes=c.quantity("sbuf", "bytes", required=False),
                     psum_bytes=c.quantity("psum", "bytes", required=False),
-                    published_peak=_peaks(c, "published_peak"))
+                    published_peak=_peaks(c, "published_peak"),
+                    vector_flops=c.quantity("vector_fp32", "flops", required=False),
+                    scalar_flops=c.quantity("scalar_fp32", "flops", required=False))
         c.finish()
     ch = top.table("chip")
     chip = Chip(name=ch.str("name"), cores=ch.int("cores"),
@@ -241,8 +262,12 @@ def parse_hardware(data, source):
                 hbm_bandwidth=ch.quantity("hbm_bandwidth", "bandwidth"),
                 link_bandwidth=ch.quantity("link_bandwidth", "bandwidth", required=False),
                 power_w=ch.quantity("power", "power", required=False),
-                published_peak=_peaks(ch, "published_peak"))
+                published_peak=_peaks(ch, "published_peak"),
+                lnc=ch.int("lnc", required=False) or 1)
     ch.finish()
+    if chip.cores % chip.lnc:
+        raise SpecError(source, "chip.lnc", f"{chip.lnc} does not divide chip.cores = "
+                        f"{chip.cores}", f"a divisor of {chip.cores}")
     if kind == "gpu" and not chip.published_peak:
         raise SpecError(source, "chip.published_peak", "missing (a GPU has no tile to compute "
                         "its peak from)", "a table of dtype = '<number> TFLOPS'")

@@ -1,4 +1,7 @@
-"""The estimate: per-GEMM tile cycles, per-layer roofline, per-chip time, cluster step time.
+"""GEMM workloads on one chip (and the chip-level collectives of a GEMM step).
+
+Transformers with Neuron-style tp/pp/dp, calibrated, live in :mod:`.llm`; this module times
+GEMM lists (single GEMMs, CSVs, SCALE-Sim topologies) and keeps the chip-level step model.
 
 Per GEMM (one chip): the folds are dealt over the chip's tiles (:func:`tilemodel.split_gemm`),
 the busiest tile's cycles come from the validated timing model
@@ -205,42 +208,3 @@ def step_estimate(hw, workload, dtype, tp=1, dp=1, link_bandwidth=None):
                     compute_s=compute_s, tp_comm_s=tp_comm, dp_comm_s=dp_comm, step_s=step,
                     chip_peak=peak, achieved_flops=achieved, mfu=achieved / peak,
                     memory_bytes=workload.memory_bytes, fits=fits, notes=sorted(notes))
-
-
-def chip_counts(max_chips, target=None):
-    """Powers of two from 1 to ``max_chips``, plus ``max_chips`` and ``target`` (sorted)."""
-    points = {1 << i for i in range(max_chips.bit_length()) if 1 << i <= max_chips}
-    points.add(max_chips)
-    if target:
-        points.add(target)
-    return sorted(points)
-
-
-def scaling_curve(hw, make_workload, dtype, tp, chips_list, link_bandwidth=None):
-    """Step time and scaling efficiency at each chip count (global batch fixed).
-
-    At ``n`` chips the replica uses ``min(tp, n)`` tensor-parallel chips and
-    ``n // min(tp, n)`` data-parallel replicas. Efficiency is throughput per chip relative
-    to one chip: ``step(1) / (n_used * step(n))`` where a step processes the same global
-    batch at every size.
-
-    Parameters
-    ----------
-    make_workload : callable (tp, dp) -> Workload
-
-    Returns
-    -------
-    list of dict
-        ``chips``, ``tp``, ``dp``, ``step_s``, ``efficiency``, ``mfu``.
-    """
-    out = []
-    base = None
-    for n in chips_list:
-        t = min(tp, n)
-        d = n // t
-        est = step_estimate(hw, make_workload(t, d), dtype, t, d, link_bandwidth)
-        if base is None:
-            base = est.step_s * t * d
-        out.append({"chips": t * d, "tp": t, "dp": d, "step_s": est.step_s,
-                    "efficiency": base / (t * d * est.step_s), "mfu": est.mfu})
-    return out

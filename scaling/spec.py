@@ -41,6 +41,15 @@ def load_toml(path):
         raise SpecError(path, "", f"not valid TOML ({e})", "a TOML document") from None
 
 
+def load_packaged_toml(path, filename):
+    """``(data, name)`` of ``path``, or of the packaged ``presets/<filename>`` when None."""
+    if path is not None:
+        return load_toml(path), str(path)
+    folder = resources.files("systolica.scaling").joinpath("presets", filename)
+    with resources.as_file(folder) as p:
+        return load_toml(p), filename
+
+
 def preset_names_in(folder):
     """Stems of the ``.toml`` files in a packaged preset folder (a ``Traversable``), sorted."""
     return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml"))

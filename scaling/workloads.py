@@ -6,12 +6,13 @@ stationary free size (output features, filters), ``k`` the contraction (partitio
 """
 
 import csv
+import json
 import math
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
-from .spec import SpecError, Table, load_preset_or_file, preset_names_in
+from .spec import SpecError
 
 PHASES = ("prefill", "decode", "train")
 
@@ -30,6 +31,9 @@ class Gemm:
         Independent copies that may run in parallel (e.g. batch x heads of attention).
     repeat : int
         Sequential repetitions (e.g. one per transformer block).
+    weight : bool
+        The stationary operand is a model weight (read once per repetition whatever ``count``
+        and ``n``; its bytes follow the weight storage type), not an activation or KV cache.
     """
 
     name: str
@@ -38,6 +42,7 @@ class Gemm:
     n: int
     count: int = 1
     repeat: int = 1
+    weight: bool = False
 
     @property
     def flop(self):
@@ -220,16 +225,40 @@ def load_scalesim_topology(path, fmt=None):
     return Workload(name=path.stem, gemms=tuple(gemms))
 
 
-# ----- transformer presets ----------------------------------------------------------------------
+# ----- transformer models (Hugging Face config.json) -------------------------------------------
+
+#: model_type -> (architecture family, FFN kind, decoder): the config families that are read.
+MODEL_TYPES = {"llama": "gated", "mistral": "gated", "gpt2": "mlp", "bert": "mlp"}
 
 
 @dataclass(frozen=True)
 class Transformer:
-    """Architecture hyper-parameters of a decoder-only transformer (from its paper)."""
+    """Architecture hyper-parameters of a transformer, read from a Hugging Face ``config.json``.
+
+    Attributes
+    ----------
+    name, title : str
+        Preset or file stem, and a readable title.
+    published_params : float or None
+        Parameter count as its paper states it (from the ``_systolica`` block), for comparison.
+    layers, d_model, heads, kv_heads, d_head, ffn, vocab, context : int
+        Blocks, hidden size, query heads, key/value heads (grouped-query attention when fewer
+        than ``heads``), head width, FFN width, vocabulary, maximum positions.
+    ffn_kind : str
+        ``"gated"`` (SwiGLU: gate, up and down matrices) or ``"mlp"`` (up and down).
+    tied : bool
+        Input embedding and LM head share one matrix.
+    decoder : bool
+        Causal LM with an LM head (Llama, Mistral, GPT-2/3); False for ``BertModel``.
+    learned_positions : bool
+        A learned position-embedding table (GPT-2/3, BERT) rather than rotary embeddings.
+    source_file, source : str
+        File the config came from, and the citation of its figures.
+    """
 
     name: str
     title: str
-    published_params: float
+    published_params: float | None
     layers: int
     d_model: int
     heads: int
@@ -239,15 +268,30 @@ class Transformer:
     ffn_kind: str
     vocab: int
     context: int
+    tied: bool
+    decoder: bool
+    learned_positions: bool
     source_file: str
+    source: str = ""
 
     @property
     def params(self):
-        """Weight count from the hyper-parameters (attention, FFN, embedding and LM head)."""
+        """Weight count: attention, FFN, embeddings and LM head (norms and biases left out)."""
+        return self.layers * self.block_params + self.embedding_params
+
+    @property
+    def block_params(self):
+        """Weights of one block: Q, K, V, O projections and the FFN matrices."""
         attn = self.d_model * (self.heads + 2 * self.kv_heads) * self.d_head \
             + self.heads * self.d_head * self.d_model
-        ffn = (3 if self.ffn_kind == "gated" else 2) * self.d_model * self.ffn
-        return self.layers * (attn + ffn) + 2 * self.vocab * self.d_model
+        return attn + (3 if self.ffn_kind == "gated" else 2) * self.d_model * self.ffn
+
+    @property
+    def embedding_params(self):
+        """Token embedding, LM head unless tied (decoders only), learned positions if any."""
+        head = self.vocab * self.d_model if self.decoder and not self.tied else 0
+        pos = self.context * self.d_model if self.learned_positions else 0
+        return self.vocab * self.d_model + head + pos
 
 
 def model_dir():
@@ -255,29 +299,112 @@ def model_dir():
 
 
 def model_names():
-    """Names of the packaged transformer presets, sorted."""
-    return preset_names_in(model_dir())
+    """Names of the packaged model configs (``presets/models/*.json``), sorted."""
+    return sorted(p.name[:-5] for p in model_dir().iterdir() if p.name.endswith(".json"))
 
 
-def parse_transformer(data, source):
-    """Build a :class:`Transformer` from a parsed TOML dict; :class:`SpecError` when invalid."""
-    t = Table(source, data)
-    model = Transformer(
-        name=t.str("name"), title=t.str("title"), published_params=t.number("published_params"),
-        layers=t.int("layers"), d_model=t.int("d_model"), heads=t.int("heads"),
-        kv_heads=t.int("kv_heads"), d_head=t.int("d_head"), ffn=t.int("ffn"),
-        ffn_kind=t.str("ffn_kind", choices=("gated", "mlp")), vocab=t.int("vocab"),
-        context=t.int("context"), source_file=str(source))
-    t.finish()
-    if model.heads % model.kv_heads:
-        raise SpecError(source, "kv_heads", f"{model.kv_heads} does not divide heads = "
-                        f"{model.heads}", f"a divisor of {model.heads}")
-    return model
+def _cfg_int(source, data, key, default=None, fallback=None):
+    """A positive integer field of a config; ``fallback`` names the key's other spelling."""
+    for name in (key, fallback):
+        if name is not None and name in data and data[name] is not None:
+            value = data[name]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SpecError(source, name, f"{value!r} is not allowed", "an integer >= 1")
+            return value
+    if default is not None:
+        return default
+    raise SpecError(source, key, "missing", "a value must be given (an integer >= 1)")
+
+
+def parse_hf_config(data, source, name=None):
+    """Build a :class:`Transformer` from a parsed Hugging Face ``config.json``.
+
+    Reads the fields of ``LlamaForCausalLM`` / ``MistralForCausalLM`` (``hidden_size``,
+    ``intermediate_size``, ``num_hidden_layers``, ``num_attention_heads``,
+    ``num_key_value_heads``, ``head_dim``, ``vocab_size``, ``max_position_embeddings``,
+    ``tie_word_embeddings``), GPT-2/GPT-3 (``n_embd``, ``n_layer``, ``n_head``, ``n_inner``,
+    ``n_positions``) and ``BertModel`` (as Llama's names, MLP FFN, no LM head). An optional
+    ``_systolica`` block holds ``title``, ``published_params`` and ``source``.
+
+    Raises
+    ------
+    SpecError
+        On a missing field, a non-positive size, an unknown ``model_type``, heads that
+        ``num_key_value_heads`` does not divide, or ``hidden_size`` not divisible by the heads
+        without a ``head_dim``; the one-line message names the file and the field.
+    """
+    if not isinstance(data, dict):
+        raise SpecError(source, "", "not a JSON object", "a Hugging Face config.json")
+    model_type = data.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise SpecError(source, "model_type", f"{model_type!r} is not allowed",
+                        ", ".join(repr(t) for t in MODEL_TYPES))
+    gpt2 = model_type == "gpt2"
+    d = _cfg_int(source, data, "n_embd" if gpt2 else "hidden_size")
+    layers = _cfg_int(source, data, "n_layer" if gpt2 else "num_hidden_layers")
+    heads = _cfg_int(source, data, "n_head" if gpt2 else "num_attention_heads")
+    kv_heads = heads if gpt2 or model_type == "bert" else _cfg_int(
+        source, data, "num_key_value_heads", default=heads)
+    if heads % kv_heads:
+        raise SpecError(source, "num_key_value_heads", f"{kv_heads} does not divide "
+                        f"num_attention_heads = {heads}", f"a divisor of {heads}")
+    if "head_dim" in data and data["head_dim"] is not None:
+        d_head = _cfg_int(source, data, "head_dim")
+    elif d % heads:
+        raise SpecError(source, "n_head" if gpt2 else "num_attention_heads",
+                        f"{heads} does not divide the hidden size {d} (and no head_dim)",
+                        f"a divisor of {d}, or a head_dim field")
+    else:
+        d_head = d // heads
+    ffn = _cfg_int(source, data, "n_inner", default=4 * d) if gpt2 else \
+        _cfg_int(source, data, "intermediate_size")
+    vocab = _cfg_int(source, data, "vocab_size")
+    context = _cfg_int(source, data, "n_positions" if gpt2 else "max_position_embeddings")
+    tied = data.get("tie_word_embeddings", gpt2)
+    if not isinstance(tied, bool):
+        raise SpecError(source, "tie_word_embeddings", f"{tied!r} is not allowed",
+                        "true or false")
+    meta = data.get("_systolica", {})
+    if not isinstance(meta, dict):
+        raise SpecError(source, "_systolica", f"{meta!r} is not allowed",
+                        "an object with title, published_params, source")
+    published = meta.get("published_params")
+    if published is not None and (not isinstance(published, int | float) or published <= 0):
+        raise SpecError(source, "_systolica.published_params", f"{published!r} is not allowed",
+                        "a number > 0")
+    stem = name or Path(str(source)).stem
+    return Transformer(
+        name=stem, title=str(meta.get("title", stem)), published_params=published,
+        layers=layers, d_model=d, heads=heads, kv_heads=kv_heads, d_head=d_head, ffn=ffn,
+        ffn_kind=MODEL_TYPES[model_type], vocab=vocab, context=context, tied=tied,
+        decoder=model_type != "bert", learned_positions=model_type in ("gpt2", "bert"),
+        source_file=str(source), source=str(meta.get("source", "")))
 
 
 def load_transformer(name_or_path):
-    """Load a transformer preset by name (``"llama2-7b"``) or a TOML file by path."""
-    return load_preset_or_file(name_or_path, model_dir(), "model", parse_transformer)
+    """Load a packaged model config by name (``"llama2-7b"``) or a ``config.json`` by path.
+
+    Raises
+    ------
+    SpecError
+        If the text names neither a preset nor an existing ``.json`` file (the message lists
+        the presets), if the file is not JSON, or as :func:`parse_hf_config`.
+    """
+    text = str(name_or_path)
+    if text in model_names():
+        with resources.as_file(model_dir().joinpath(text + ".json")) as path:
+            return parse_hf_config(json.loads(path.read_text()), f"{text}.json", text)
+    path = Path(text)
+    if not path.is_file() or path.suffix != ".json":
+        raise SpecError(text, "", "no such model preset or config.json file",
+                        ", ".join(model_names()) + ", or a path to a Hugging Face config.json")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SpecError(path.name, "", f"not valid JSON ({e})", "a Hugging Face config.json") \
+            from None
+    return parse_hf_config(data, path.name, path.parent.name if path.name == "config.json"
+                           else path.stem)
 
 
 def _backward(g):
@@ -286,7 +413,7 @@ def _backward(g):
             replace(g, name=g.name + ".dW", k=g.n, n=g.k))
 
 
-def transformer_workload(model, phase, batch, seq, tp=1, dp=1, dtype_bytes=2):
+def transformer_workload(model, phase, batch, seq, tp=1, dp=1, dtype_bytes=2, lm_head=True):
     """The GEMMs one chip runs for one step of ``model``, and the step's communication.
 
     Parameters
@@ -304,6 +431,8 @@ def transformer_workload(model, phase, batch, seq, tp=1, dp=1, dtype_bytes=2):
         the busiest chip takes the ceiling) and data-parallel replicas.
     dtype_bytes : int
         Bytes per element of weights, activations and gradients.
+    lm_head : bool
+        Include the LM head (False for a pipeline stage that does not hold it).
 
     Returns
     -------
@@ -319,6 +448,9 @@ def transformer_workload(model, phase, batch, seq, tp=1, dp=1, dtype_bytes=2):
     for label, value in (("batch", batch), ("seq", seq), ("tp", tp), ("dp", dp)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{label} must be a positive integer, not {value!r}")
+    if phase == "decode" and not model.decoder:
+        raise ValueError(f"{model.name} is an encoder (no LM head): it does not decode; "
+                         "allowed phases: prefill, train")
     if seq > model.context:
         raise ValueError(f"seq {seq} is more than {model.name}'s context of {model.context}; "
                          f"allowed: 1 to {model.context}")
@@ -339,28 +471,29 @@ def transformer_workload(model, phase, batch, seq, tp=1, dp=1, dtype_bytes=2):
     d, dh, L = model.d_model, model.d_head, model.layers
     heads = math.ceil(model.heads / tp)
     kv_heads = math.ceil(model.kv_heads / tp)
-    group = model.heads // model.kv_heads          # query heads sharing one K/V head (GQA)
+    group = math.ceil(heads / kv_heads)   # query heads per K/V head on one shard (GQA)
     ffn = math.ceil(model.ffn / tp)
     vocab = math.ceil(model.vocab / tp)
     if model.heads % tp or model.ffn % tp:
         notes.append(f"tp={tp} does not divide heads ({model.heads}) or FFN ({model.ffn}): "
                      "the busiest chip takes the larger share")
     block = [
-        Gemm("attn.qkv", m=(heads + 2 * kv_heads) * dh, k=d, n=tokens, repeat=L),
+        Gemm("attn.qkv", m=(heads + 2 * kv_heads) * dh, k=d, n=tokens, repeat=L, weight=True),
         # Scores: stationary K cache [d_head, s_kv] per K/V head, the group's queries moving.
         Gemm("attn.scores", m=s_kv, k=dh, n=s_q * group, count=seqs * kv_heads, repeat=L),
         # Context: stationary V [s_kv, d_head], probabilities moving.
         Gemm("attn.context", m=dh, k=s_kv, n=s_q * group, count=seqs * kv_heads, repeat=L),
-        Gemm("attn.out", m=d, k=heads * dh, n=tokens, repeat=L),
+        Gemm("attn.out", m=d, k=heads * dh, n=tokens, repeat=L, weight=True),
     ]
     if model.ffn_kind == "gated":
-        block += [Gemm("ffn.gate_up", m=2 * ffn, k=d, n=tokens, repeat=L),
-                  Gemm("ffn.down", m=d, k=ffn, n=tokens, repeat=L)]
+        block += [Gemm("ffn.gate_up", m=2 * ffn, k=d, n=tokens, repeat=L, weight=True),
+                  Gemm("ffn.down", m=d, k=ffn, n=tokens, repeat=L, weight=True)]
     else:
-        block += [Gemm("ffn.up", m=ffn, k=d, n=tokens, repeat=L),
-                  Gemm("ffn.down", m=d, k=ffn, n=tokens, repeat=L)]
-    head_n = tokens if phase == "train" else seqs     # logits of the last token only
-    block.append(Gemm("lm_head", m=vocab, k=d, n=head_n))
+        block += [Gemm("ffn.up", m=ffn, k=d, n=tokens, repeat=L, weight=True),
+                  Gemm("ffn.down", m=d, k=ffn, n=tokens, repeat=L, weight=True)]
+    if model.decoder and lm_head:
+        head_n = tokens if phase == "train" else seqs     # logits of the last token only
+        block.append(Gemm("lm_head", m=vocab, k=d, n=head_n, weight=True))
     gemms = list(block)
     if phase == "train":
         for g in block:

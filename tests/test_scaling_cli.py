@@ -17,24 +17,56 @@ def run(capsys, *argv):
     return code, out.out, out.err
 
 
-def test_estimate_table_prints_reference_for_llama_decode(capsys):
-    code, out, _ = run(capsys, "estimate", "--hw", "inf2", "--workload", "llama2-7b",
-                       "--phase", "decode", "--batch", "1", "--tp", "12")
+def test_estimate_table_prints_published_figure_for_a_measured_configuration(capsys):
+    # --tp counts NeuronCores (Neuron's tp_degree): 24 cores = the 12 chips of inf2.48xlarge.
+    code, out, _ = run(capsys, "estimate", "--hw", "inf2", "--model", "llama2-7b", "--tp", "24",
+                       "--input-len", "128", "--output-len", "3968")
     assert code == 0
-    assert "6.470 ms" in out and "measured / estimate" in out
-    assert "memory-bound lower limit" in out
-    assert "attn.qkv" in out and "HBM lower limit" in out
+    assert "AWS published tpot" in out and "6.470 ms" in out and "calibration point" in out
+    assert "TTFT (prefill)" in out and "TPOT (mean decode step)" in out
+    assert "attn.qkv" in out and "12 chips" in out
 
 
-def test_estimate_json(capsys):
-    code, out, _ = run(capsys, "estimate", "--hw", "inf2", "--workload", "llama2-7b",
-                       "--phase", "decode", "--tp", "12", "--json")
+def test_estimate_json_carries_the_inference_fields(capsys):
+    code, out, _ = run(capsys, "estimate", "--hw", "inf2", "--model", "llama2-7b",
+                       "--tp", "24", "--input-len", "128", "--output-len", "3968", "--json")
     data = json.loads(out)
-    assert code == 0 and data["chips"] == 12
-    assert data["reference"]["measured_s"] == 6.47e-3
-    assert data["reference"]["ratio_measured_to_estimate"] == pytest.approx(
-        6.47e-3 / data["step_s"])
-    assert data["step_s"] >= data["hbm_limit_s"]
+    assert code == 0 and data["chips"] == 12 and data["tp"] == 24
+    assert data["tokens_per_s"] == pytest.approx(1 / data["tpot_s"])    # batch 1
+    assert data["step_s"] == data["tpot_s"] and data["seq_per_s"] is None
+    (pub,) = data["published"]
+    assert pub["value"] == pytest.approx(6.47e-3)
+    assert pub["error"] == pytest.approx(data["tpot_s"] / 6.47e-3 - 1)
+    assert 0 < data["calibration"]["hbm_efficiency"] <= 1
+
+
+def test_uncalibrated_decode_is_the_hbm_lower_limit(capsys):
+    code, out, _ = run(capsys, "estimate", "--hw", "inf2", "--model", "llama2-7b", "--tp", "24",
+                       "--input-len", "128", "--output-len", "2", "--uncalibrated", "--json")
+    data = json.loads(out)
+    # Every bf16 weight of the 32 blocks read once per token, shared by 24 NeuronCores at
+    # 820 GiB/s / 2 each; the embedding table is not read by the GEMMs.
+    d, ffn = 4096, 11008
+    block = 4 * d * d + 3 * d * ffn
+    per_core = (32 * block / 24 + 32000 * d / 24) * 2
+    limit = per_core / (820 * 2**30 / 2)
+    assert data["calibration"]["ideal"] is True
+    assert limit * 0.98 < data["tpot_s"] < limit * 1.25
+
+
+def test_estimate_training_json_and_scaling_plot(capsys, tmp_path):
+    png = tmp_path / "out.png"
+    code, out, _ = run(capsys, "estimate", "--hw", "trn1", "--model", "llama3.1-8b",
+                       "--phase", "train", "--tp", "32", "--dp", "32", "--zero1",
+                       "--global-batch", "1024", "--seq", "8192", "--json", "--scaling",
+                       "--plot", str(png))
+    data = json.loads(out)
+    assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert data["chips"] == 512 and data["seq_per_s"] == pytest.approx(1024 / data["step_s"])
+    assert 0 < data["mfu"] < 1 and data["ttft_s"] is None
+    assert data["published"][0]["value"] == 47.95
+    assert [p["dp"] for p in data["scaling"]][:3] == [1, 2, 4]
+    assert data["scaling"][0]["efficiency"] == 1.0
 
 
 def test_estimate_csv_from_scalesim_topology(capsys, tmp_path):
@@ -47,16 +79,6 @@ def test_estimate_csv_from_scalesim_topology(capsys, tmp_path):
     assert rows[0]["scalesim_ws_cycles"] == "445"
 
 
-def test_estimate_plot_and_scaling(capsys, tmp_path):
-    png = tmp_path / "out.png"
-    code, out, _ = run(capsys, "estimate", "--hw", "trn2", "--workload", "gpt3-175b",
-                       "--phase", "train", "--batch", "1536", "--seq", "2048", "--tp", "8",
-                       "--dp", "12500", "--scaling", "--plot", str(png))
-    assert code == 0
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "100,000" in out and "efficiency" in out
-
-
 def test_single_gemm(capsys):
     code, out, _ = run(capsys, "estimate", "--hw", "trn2", "--gemm", "256,256,1024", "--json")
     data = json.loads(out)
@@ -65,7 +87,7 @@ def test_single_gemm(capsys):
 
 def test_claims(capsys):
     code, out, _ = run(capsys, "claims", "--json")
-    rows = json.loads(out)
+    rows = json.loads(out)["figures"]
     assert code == 0
     chip = next(r for r in rows if r["preset"] == "trn2" and r["what"] == "chip peak bf16")
     assert chip["stated"] == "667 TFLOPS" and chip["agrees"] is False
@@ -78,9 +100,17 @@ def test_claims(capsys):
     (["estimate", "--hw", "trn9", "--gemm", "1,1,1"], "trn9: no such hardware preset"),
     (["estimate", "--hw", "inf2", "--gemm", "1,1,1", "--dtype", "fp8"],
      "inf2.toml: field dtype: 'fp8' has no rate in this hardware; allowed: bf16"),
-    (["estimate", "--hw", "inf2", "--workload", "llama3"], "allowed: gpt3-175b, llama2-70b"),
-    (["estimate", "--hw", "inf2", "--workload", "llama2-7b", "--tp", "24"],
-     "allowed: 1 to 12"),
+    (["estimate", "--hw", "inf2", "--model", "llama3"], "allowed: bert-base, gpt3-175b"),
+    (["estimate", "--hw", "inf2", "--model", "llama2-70b", "--tp", "48"],
+     "48 NeuronCores is more than inf2 describes; allowed: 1 to 24"),
+    (["estimate", "--hw", "trn1", "--model", "llama2-7b", "--tp", "64"],
+     "tp 64 is more than llama2-7b's 32 attention heads; allowed: 1 to 32"),
+    (["estimate", "--hw", "trn1", "--model", "llama2-7b", "--phase", "train", "--dp", "3",
+      "--global-batch", "100"], "global batch 100 is not a multiple of dp x micro-batch = 3"),
+    (["estimate", "--hw", "trn1", "--model", "bert-base", "--phase", "decode"],
+     "bert-base is an encoder"),
+    (["estimate", "--hw", "h100", "--model", "llama2-7b"], "allowed: a NeuronCore preset"),
+    (["validate", "--write", "x.toml"], "--write needs --refit"),
     (["estimate", "--hw", "trn2", "--gemm", "1,1,1", "--link-bandwidth", "9 furlongs"],
      "--link-bandwidth: '9 furlongs' is not a bandwidth figure; allowed: '<number> <unit>'"),
 ])
@@ -102,7 +132,8 @@ def test_bad_hardware_file_through_cli(capsys, tmp_path):
 def test_console_script_and_module_help():
     for cmd in (["-m", "systolica.scaling", "--help"],
                 ["-m", "systolica.scaling", "estimate", "--help"],
-                ["-m", "systolica.scaling", "claims", "--help"]):
+                ["-m", "systolica.scaling", "claims", "--help"],
+                ["-m", "systolica.scaling", "validate", "--help"]):
         result = subprocess.run([sys.executable, *cmd], capture_output=True, text=True,
                                 check=False)
         assert result.returncode == 0 and "usage:" in result.stdout
@@ -112,3 +143,38 @@ def test_gemm_list_memory_is_reported_as_not_modelled(capsys):
     assert main(["estimate", "--hw", "trn2", "--gemm", "256,256,256", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["memory_bytes_per_chip"] is None and out["fits_in_hbm"] is None
+
+
+def test_model_from_a_config_file_and_its_errors(capsys, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 2048,
+                               "intermediate_size": 5632, "num_hidden_layers": 22,
+                               "num_attention_heads": 32, "num_key_value_heads": 4,
+                               "vocab_size": 32000, "max_position_embeddings": 2048}))
+    code, out, _ = run(capsys, "estimate", "--hw", "trn2", "--model", str(cfg), "--tp", "4",
+                       "--json")
+    data = json.loads(out)
+    # trn2: LNC=2, so 4 logical NeuronCores are one chip of 8 physical cores.
+    assert code == 0 and data["chips"] == 1 and data["ttft_s"] > 0
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 2048,
+                               "intermediate_size": 5632, "num_hidden_layers": 22,
+                               "num_attention_heads": 32, "num_key_value_heads": 5,
+                               "vocab_size": 32000, "max_position_embeddings": 2048}))
+    code, _, err = run(capsys, "estimate", "--hw", "trn2", "--model", str(cfg))
+    assert code == 2 and err == ("error: config.json: field num_key_value_heads: 5 does not "
+                                 "divide num_attention_heads = 32; allowed: a divisor of 32\n")
+
+
+def test_validate_json_lists_every_point(capsys, tmp_path):
+    png = tmp_path / "v.png"
+    code, out, _ = run(capsys, "validate", "--json", "--plot", str(png))
+    data = json.loads(out)
+    assert code == 0 and png.exists()
+    used = [p for p in data["points"] if p["calibration"]]
+    assert len(used) == 8 and len(data["points"]) > 8
+    for p in data["points"]:
+        assert p["error"] == pytest.approx(p["predicted"] / p["published"] - 1)
+        assert "AWS Neuron docs" in p["source"]
+    assert data["summary"]["calibration_max_abs_error"] < 0.15
+    code, out, _ = run(capsys, "validate")
+    assert code == 0 and "held out" in out and "collective_latency_s" in out

@@ -2,7 +2,7 @@
 
 import pytest
 
-from systolica.scaling.claims import all_rows, claim_rows
+from systolica.scaling.claims import all_rows, claim_rows, workload_rows
 from systolica.scaling.hardware import load_hardware, preset_names
 from systolica.scaling.spec import SpecError
 from systolica.scaling.units import half_unit, parse_quantity
@@ -132,3 +132,20 @@ def test_unknown_preset_lists_presets():
 def test_dtype_without_rate_is_refused():
     with pytest.raises(SpecError, match="field dtype: 'fp8'.*allowed: bf16"):
         load_hardware("inf2").core_peak("fp8")
+
+
+def test_workload_claims_rows():
+    rows = {r.subject: r for r in workload_rows()}
+    gpt3 = rows["Trainium2 UltraCluster"]
+    v = gpt3.values
+    # 300e9 tokens at seq_per_s x 2,048 tokens per second, in days; at most 100,000 chips.
+    assert v["days"] == pytest.approx(300e9 / (v["seq_per_s"] * 2048) / 86400)
+    assert 90_000 < v["chips"] <= 100_000 and gpt3.adds_up == (v["days"] < 30)
+    peak = rows["Trainium2 vs Trainium1"].values["peak_ratio"]
+    assert peak == pytest.approx((8 * 2.4) / (2 * 2.8))        # same 128 x 128 array per core
+    assert rows["Trainium2 vs Trainium1"].adds_up is False       # 3.43x < 4x
+    lat = rows["Inferentia2 instance"]
+    assert lat.adds_up == (lat.values["tpot_s"] < 10e-3 and lat.values["ttft_s"] < 10e-3)
+    inf = rows["Inferentia2 chip"].values
+    assert inf["batch"] >= 1 and inf["tokens_per_s_per_chip"] == pytest.approx(
+        inf["batch"] / inf["tpot_s"])                          # one chip, batch / TPOT

@@ -7,22 +7,26 @@ from systolica.scaling.workloads import (
     load_gemm_csv,
     load_scalesim_topology,
     load_transformer,
+    parse_hf_config,
     single_gemm,
     transformer_workload,
 )
 
 
-@pytest.mark.parametrize("name, published, layers, d, ffn_mats, ffn, kv, heads, vocab", [
-    # 12 * L * d^2-style count by hand: attention 4 d^2 (GQA: 2 d^2 + 2 d * kv * 128),
-    # FFN matrices * d * ffn, embeddings + LM head 2 * vocab * d.
-    ("llama2-7b", 7e9, 32, 4096, 3, 11008, 32, 32, 32000),
-    ("llama2-70b", 70e9, 80, 8192, 3, 28672, 8, 64, 32000),
-    ("gpt3-175b", 175e9, 96, 12288, 2, 49152, 96, 96, 50257),
+@pytest.mark.parametrize("name, published, layers, d, ffn_mats, ffn, kv, heads, vocab, tied, pos", [
+    # By hand: attention 2 d^2 + 2 d * kv * 128 (GQA), FFN matrices * d * ffn, embeddings
+    # (plus the LM head unless tied, plus learned positions for GPT-3).
+    ("llama2-7b", 7e9, 32, 4096, 3, 11008, 32, 32, 32000, False, 0),
+    ("llama2-13b", 13e9, 40, 5120, 3, 13824, 40, 40, 32000, False, 0),
+    ("llama2-70b", 70e9, 80, 8192, 3, 28672, 8, 64, 32000, False, 0),
+    ("llama3.1-8b", 8e9, 32, 4096, 3, 14336, 8, 32, 128256, False, 0),
+    ("gpt3-175b", 175e9, 96, 12288, 2, 49152, 96, 96, 50257, True, 2048),
 ])
 def test_transformer_parameter_counts_match_papers(name, published, layers, d, ffn_mats, ffn,
-                                                   kv, heads, vocab):
+                                                   kv, heads, vocab, tied, pos):
     model = load_transformer(name)
-    by_hand = layers * (2 * d * d + 2 * d * kv * 128 + ffn_mats * d * ffn) + 2 * vocab * d
+    by_hand = layers * (2 * d * d + 2 * d * kv * 128 + ffn_mats * d * ffn) \
+        + (1 if tied else 2) * vocab * d + pos * d
     assert model.params == by_hand
     assert abs(by_hand - published) / published < 0.04   # papers round (6.74B -> "7B")
 
@@ -130,10 +134,44 @@ def test_single_gemm():
 
 
 def test_bad_model_file(tmp_path):
-    path = tmp_path / "m.toml"
-    path.write_text('name = "m"\ntitle = "m"\npublished_params = 1e6\nlayers = 2\n'
-                    'd_model = 64\nheads = 4\nkv_heads = 3\nd_head = 16\nffn = 128\n'
-                    'ffn_kind = "swiglu"\nvocab = 100\ncontext = 64\n')
-    with pytest.raises(SpecError, match="m.toml: field ffn_kind: 'swiglu' is not allowed; "
-                                        "allowed: 'gated', 'mlp'"):
+    path = tmp_path / "m.json"
+    path.write_text('{"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, '
+                    '"num_attention_heads": 4}')
+    with pytest.raises(SpecError, match="m.json: field intermediate_size: missing; allowed: "):
         load_transformer(path)
+
+
+LLAMA = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+         "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+         "vocab_size": 128256, "max_position_embeddings": 131072}
+
+
+def test_hf_config_fields_of_each_family():
+    m = parse_hf_config(LLAMA, "config.json", "x")
+    assert (m.kv_heads, m.d_head, m.ffn_kind, m.tied, m.decoder) == (8, 128, "gated", False,
+                                                                       True)
+    gpt2 = parse_hf_config({"model_type": "gpt2", "n_embd": 768, "n_layer": 12, "n_head": 12,
+                            "vocab_size": 50257, "n_positions": 1024}, "gpt2.json")
+    # GPT-2 small by hand: 12 x (4 d^2 + 8 d^2) + 50257 d (tied) + 1024 d positions = 124.0M
+    # (the released 124M also counts biases and norms, which the model leaves out).
+    assert gpt2.ffn == 4 * 768 and gpt2.tied and gpt2.params == 12 * 12 * 768**2 + \
+        (50257 + 1024) * 768
+    bert = load_transformer("bert-base")
+    assert not bert.decoder and bert.ffn_kind == "mlp"
+    assert abs(bert.params - 110e6) / 110e6 < 0.03
+
+
+@pytest.mark.parametrize("change, field, allowed", [
+    ({"model_type": "falcon"}, "model_type", "'llama', 'mistral', 'gpt2', 'bert'"),
+    ({"hidden_size": None}, "hidden_size", "a value must be given"),
+    ({"num_hidden_layers": 0}, "num_hidden_layers", "an integer >= 1"),
+    ({"num_attention_heads": 24}, "num_attention_heads", "a divisor of 4096"),
+    ({"tie_word_embeddings": "yes"}, "tie_word_embeddings", "true or false"),
+])
+def test_hf_config_errors_name_the_field(change, field, allowed):
+    data = {**LLAMA, **change}
+    data = {k: v for k, v in data.items() if v is not None}
+    with pytest.raises(SpecError) as info:
+        parse_hf_config(data, "config.json")
+    assert str(info.value).startswith(f"config.json: field {field}:")
+    assert allowed in str(info.value) and "\n" not in str(info.value)

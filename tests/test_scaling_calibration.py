@@ -1,0 +1,100 @@
+"""Scaling layer: published points, the calibration fit and the validation."""
+
+from dataclasses import replace
+
+import pytest
+
+from systolica.scaling.calibration import (
+    fit,
+    format_calibration,
+    load_calibration,
+    load_points,
+    validate,
+)
+from systolica.scaling.spec import SpecError
+
+#: The calibration figures issue 17 names (value as the issue rounds it, in s or seq/s).
+ISSUE_17 = {
+    ("trn1", "llama2-7b", 128, 8064, "tpot"): 6.70e-3,
+    ("trn1", "llama2-7b", 128, 8064, "ttft"): 13.3e-3,
+    ("trn1", "llama2-70b", 128, 128, "tpot"): 25.18e-3,
+    ("trn1", "llama2-70b", 128, 128, "ttft"): 53.9e-3,
+    ("trn1", "llama2-70b", 128, 1024, "tpot"): 25.45e-3,
+    ("trn1", "llama2-70b", 128, 1024, "ttft"): 57.8e-3,
+    ("inf2", "llama2-7b", 128, 3968, "tpot"): 6.47e-3,
+    ("trn1", "llama3.1-8b", 0, 0, "seq_per_s"): 47.95,
+}
+
+
+def _key(p):
+    return (p.hw, p.model, p.input_len, p.output_len, p.metric)
+
+
+def test_calibration_points_are_exactly_the_issue_17_figures():
+    points = load_points()
+    used = {_key(p): p for p in points if p.calibration}
+    assert set(used) == set(ISSUE_17)
+    for key, value in ISSUE_17.items():
+        assert used[key].published == pytest.approx(value, rel=0.005)
+    train = used[("trn1", "llama3.1-8b", 0, 0, "seq_per_s")]
+    assert (train.layout.tp, train.layout.pp, train.layout.dp, train.layout.zero1) == \
+        (32, 1, 32, True)
+    assert (train.global_batch, train.seq) == (1024, 8192)
+    assert all(p.source.startswith("AWS Neuron docs") for p in points)
+    assert sum(not p.calibration for p in points) >= 20
+
+
+def test_stored_calibration_is_physically_plausible():
+    cal = load_calibration()
+    assert 0 < cal.hbm_efficiency <= 1
+    assert 0 < cal.tensor_efficiency <= 1
+    assert 0 < cal.link_efficiency <= 1
+    assert 1e-7 < cal.collective_latency_s < 1e-4        # microseconds, not milliseconds
+    assert cal.layer_overhead_s == 0                      # the data do not need one
+    assert set(cal.fitted_on) == {p.key for p in load_points() if p.calibration}
+
+
+def test_every_calibration_figure_within_15_percent():
+    rows = validate()
+    for row in rows:
+        if row.point.calibration:
+            assert abs(row.error) < 0.15, row.point.key
+
+
+def test_refit_reproduces_the_stored_values_and_ignores_held_out_points():
+    points = load_points()
+    # Held-out figures made absurd: a fit that used them would move.
+    spoiled = [p if p.calibration else replace(p, published=p.published * 10) for p in points]
+    cal, rms = fit(spoiled)
+    stored = load_calibration()
+    for name in ("hbm_efficiency", "tensor_efficiency", "collective_latency_s",
+                 "link_efficiency"):
+        assert getattr(cal, name) == pytest.approx(getattr(stored, name), rel=0.02), name
+    assert rms < 0.1
+    assert "fitted_on = [" in format_calibration(cal, rms)
+
+
+@pytest.mark.parametrize("text, field, allowed", [
+    ("hbm_efficiency = 1.2", "hbm_efficiency", "(0, 1]"),
+    ("collective_latency_s = 0.01", "collective_latency_s", "[0, 0.0001]"),
+])
+def test_implausible_calibration_files_are_refused(tmp_path, text, field, allowed):
+    good = format_calibration(load_calibration())
+    name = text.split(" =")[0]
+    bad = "\n".join(text if line.startswith(name + " =") else line
+                    for line in good.splitlines())
+    path = tmp_path / "cal.toml"
+    path.write_text(bad)
+    with pytest.raises(SpecError) as info:
+        load_calibration(path)
+    assert f"field {field}:" in str(info.value) and allowed in str(info.value)
+
+
+def test_bad_points_file(tmp_path):
+    path = tmp_path / "p.toml"
+    path.write_text('[[point]]\nkey = "x"\nhw = "trn1"\nmodel = "llama2-7b"\nphase = "decode"\n'
+                    'metric = "tpot"\npublished = "6.7 furlongs"\nsource = "s"\n'
+                    'calibration = true\n')
+    with pytest.raises(SpecError, match=r"field point\[0\].published: '6.7 furlongs' is not a "
+                                        r"figure; allowed: '<number> ms'"):
+        load_points(path)
