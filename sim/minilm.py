@@ -405,6 +405,9 @@ class GemmReport:
         own rounding or quantisation error, without what earlier GEMMs passed on).
     seconds : float
         Wall time of the RTL run, simulator start-up included, in seconds.
+    build_seconds, sim_seconds, clock_seconds : float
+        Of ``seconds``: generating and building the tile (0 when reused), the simulator
+        process (start-up included), and its clock loop alone, in seconds.
     """
 
     layer: int
@@ -424,6 +427,9 @@ class GemmReport:
     cosine: float
     own_rel_fro: float
     seconds: float
+    build_seconds: float = 0.0
+    sim_seconds: float = 0.0
+    clock_seconds: float = 0.0
 
 
 @dataclass
@@ -437,12 +443,25 @@ class PrecisionRun:
     cosines : numpy.ndarray, float64, shape [sentences]
         Cosine similarity of each sentence's embedding with the FP32 model's.
     gemms : list of GemmReport
+    seconds : float
+        Wall time of the pass, in seconds.
     """
 
     dtype: str
     embeddings: np.ndarray
     cosines: np.ndarray
     gemms: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def time_split(self):
+        """``(build, simulator, clock loop, host)`` seconds of the pass: generating and
+        building the tile, the simulator processes (start-up included) and their clock
+        loops alone, and everything else (Python on the host: stimulus, golden model,
+        checking, the FP32 parts of the model)."""
+        build = sum(g.build_seconds for g in self.gemms)
+        sim = sum(g.sim_seconds for g in self.gemms)
+        clock = sum(g.clock_seconds for g in self.gemms)
+        return build, sim, clock, max(0.0, self.seconds - build - sim)
 
     @property
     def exact(self):
@@ -548,7 +567,9 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
         else:
             psum = result.out
         ran = {"matmuls": result.matmuls, "cycles": result.cycles, "macs": result.macs,
-               "mismatches": result.mismatches, "differing": result.differing} if result \
+               "mismatches": result.mismatches, "differing": result.differing,
+               "build_seconds": result.build_seconds, "sim_seconds": result.run_seconds,
+               "clock_seconds": result.seconds} if result \
             else dict.fromkeys(("matmuls", "cycles", "macs", "mismatches", "differing"), 0)
         seconds = time.perf_counter() - started
         psum = psum.astype(np.float32)
@@ -570,10 +591,12 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
                      f"{seconds:.1f} s")
         return y
 
+    started = time.perf_counter()
     embeddings, _ = encode(weights, ids, linear=linear)
     cosines = np.array([_cosine(e, r) for e, r in zip(embeddings, reference_embeddings,
                                                        strict=True)])
-    return PrecisionRun(dtype=dtype, embeddings=embeddings, cosines=cosines, gemms=reports)
+    return PrecisionRun(dtype=dtype, embeddings=embeddings, cosines=cosines, gemms=reports,
+                        seconds=time.perf_counter() - started)
 
 
 # ---- the whole run and its report -------------------------------------------------------------
@@ -774,6 +797,11 @@ def format_report(run):
                      f"{(macs / cycles if cycles else 0.0):>9.1f}{mism:>7}"
                      f"   (peak {peak} MACs/cycle; {macs:,} MACs on the RTL; "
                      f"{sum(g.seconds for g in prec.gemms):.0f} s)")
+        build, sim, clock, host = prec.time_split()
+        lines.append(f"  time: {prec.seconds:.1f} s = build {build:.1f} s + simulator "
+                     f"{sim:.1f} s (clock loop {clock:.1f} s, start-up {sim - clock:.1f} s) "
+                     f"+ host {host:.1f} s ({100 * host / max(prec.seconds, 1e-9):.0f}%: "
+                     f"stimulus, golden model, checking, the FP32 rest of the model)")
         cos = ", ".join(f"{c:.6f}" for c in prec.cosines)
         lines.append(f"  embeddings vs FP32 model: cosine min {prec.cosines.min():.6f} "
                      f"(per sentence {cos}); target >= {TARGETS[dtype]}: "

@@ -76,6 +76,8 @@ class TiledResult:
         Wall time of the simulation's clock loop, in seconds.
     run_seconds : float
         Wall time of the simulator run including its start-up, in seconds.
+    build_seconds : float
+        Wall time spent generating and building the tile for this call (0 when reused).
     rows, cols : int
         The tile the problem ran on.
     """
@@ -89,6 +91,7 @@ class TiledResult:
     cycles: int
     seconds: float
     run_seconds: float
+    build_seconds: float
     rows: int
     cols: int
 
@@ -283,7 +286,8 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
     return TiledResult(out=out, golden=golden, mismatches=int(result.mismatches),
                        differing=differing, matmuls=len(jobs), macs=k * m * moving.shape[1],
                        cycles=int(result.cycles), seconds=float(result.seconds),
-                       run_seconds=float(result.run.seconds), rows=int(rows), cols=int(cols))
+                       run_seconds=float(result.run.seconds),
+                       build_seconds=float(result.build.seconds), rows=int(rows), cols=int(cols))
 
 
 def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES):

@@ -19,3 +19,13 @@ def pytest_report_header(config):
 @pytest.fixture(scope="session")
 def seed():
     return SEED
+
+
+#: Tests that build the full-size tile (minutes): run first, so that the build overlaps the
+#: rest of the regression on the other workers instead of ending it.
+_LONG_FIRST = ("test_full_size_tile.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+               not in _LONG_FIRST)
