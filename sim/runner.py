@@ -142,7 +142,7 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
     prepare_environment(simulator)
     if waves and wave_format == "fst":
         check_wave_support(simulator)
-    root = Path(build_root) if build_root is not None else default_build_root()
+    root = Path(build_root).resolve() if build_root is not None else default_build_root()
     config = root / f"{rows}x{cols}"
     suffix = ("-waves" + ("" if wave_format == "fst" else f"-{wave_format}")) if waves else ""
     if harness_depth is not None:

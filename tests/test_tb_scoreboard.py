@@ -45,3 +45,26 @@ def test_wrong_last_flag_fails():
     sb.observe([1], last=False)
     with pytest.raises(AssertionError):
         sb.check_complete()
+
+
+def test_blocks_observed_in_one_call_are_checked_word_by_word_across_commands():
+    sb = Scoreboard()
+    sb.expect_block(0, [[1, 2], [3, 4]], dtype="int8", macs=4)
+    sb.expect_block(1, [[5], [6], [7]], dtype="bf16", macs=2, n0=10,
+                    describe=lambda m, n: f"lane {m} column {n}")
+    observed = [[1, 2, 0], [3, 4, 0], [5, 9, 9], [66, 0, 0], [7, 0, 0]]
+    sb.observe_block(observed, [False, True, False, False, True])
+    assert sb.observed_count == 5 and sb.outstanding == 0 and sb.matched_count == 4
+    assert [(x.matmul, x.m, x.n, x.expected, x.actual, x.context) for x in sb.mismatches] == [
+        (1, 0, 11, 6, 66, "lane 0 column 11")]
+    assert sb.macs_checked == {"int8": 8, "bf16": 4}
+
+
+def test_beats_past_the_expected_ones_are_unexpected_and_last_flags_are_checked():
+    sb = Scoreboard()
+    sb.expect_block(0, [[1], [2]])
+    sb.observe_block([[1], [2], [3]], [True, True, True])   # last on beat 0 is wrong
+    assert sb.unexpected == 1
+    assert [(x.m, x.n, x.expected, x.actual) for x in sb.mismatches] == [(-1, 0, 0, 1)]
+    with pytest.raises(AssertionError, match="1 unexpected"):
+        sb.check_complete()
