@@ -132,6 +132,9 @@ class ProgramResult:
     free_seconds : float or None
         With ``free_run=True`` (bulk driver only): wall time of the same build clocking the
         same number of cycles over the same stimulus with no Python at all, in seconds.
+    cpu_seconds, free_cpu_seconds : float or None
+        Bulk driver only: CPU time of the simulator process over the clock loop and over
+        the free run, in seconds (steadier than wall time on a loaded machine).
     """
 
     psums: list
@@ -145,6 +148,8 @@ class ProgramResult:
     build: Build
     run: TestRun
     free_seconds: float | None = None
+    cpu_seconds: float | None = None
+    free_cpu_seconds: float | None = None
 
     def model_agrees(self):
         """Whether every measured stamp equals the cycle model's (:attr:`predicted`): each
@@ -405,21 +410,23 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
         raise SimulationError(f"{received} of {program.result_count} result beats "
                               f"arrived; see {run.log}")
     seconds = float(fields[1]) if fields else run.seconds
-    free_seconds = None
+    cpu_seconds = float(fields[4]) if len(fields) > 4 else None
+    free_seconds = free_cpu_seconds = None
     if free_run:
         cycles = max(r.last_result for r in records) + 1
         run_tests(tile, "systolica.tb.test_bulk", run_dir / "free", seed=seed,
                   plusargs=plusargs, testcase="free_run",
                   extra_env={"SYSTOLICA_FREE_RUN_CYCLES": str(cycles),
                              "SYSTOLICA_BULK_TIMING": str(run_dir / "free.txt")})
-        free_seconds = float((run_dir / "free.txt").read_text().split()[1])
+        free_fields = (run_dir / "free.txt").read_text().split()
+        free_seconds, free_cpu_seconds = float(free_fields[1]), float(free_fields[2])
     stamps = [CommandTiming(r.accept, issues=tuple(r.issues), results=tuple(r.result_cycles))
               for r in records]
     result = _program_result(
         [program.model.results(r) for r in records], stamps, predicted,
         cycles=max(r.last_result for r in records) + 1, seconds=seconds,
         mismatches=len(scoreboard.mismatches) + scoreboard.unexpected, build=tile, run=run,
-        free_seconds=free_seconds)
+        free_seconds=free_seconds, cpu_seconds=cpu_seconds, free_cpu_seconds=free_cpu_seconds)
     if not (waves if keep is None else keep):
         shutil.rmtree(run_dir, ignore_errors=True)
     return result
