@@ -4,6 +4,8 @@ import itertools
 import os
 import shutil
 import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -244,7 +246,7 @@ def _command(job):
 
 def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1, idle=0.0,
                 backpressure=0.0, build_root=None, keep=None, wave_format="fst", driver=None,
-                free_run=False):
+                free_run=False, progress=None):
     """Run a command sequence (matmuls and PSUM reads) back to back on one RTL tile.
 
     Two testbenches give the same results and cycle stamps: ``driver="bulk"`` hands the
@@ -281,6 +283,10 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     free_run : bool
         Bulk driver only: also time the same build free-running over the same stimulus
         (``ProgramResult.free_seconds``), the limit for ``make bench``'s ratio.
+    progress : callable, optional
+        Bulk driver only: called as ``progress(results, total, cycle)`` about four times a
+        second while the simulator runs (result beats received so far, result beats the
+        program expects, the harness's cycle), for long runs on large tiles.
 
     Returns
     -------
@@ -310,8 +316,10 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     if driver not in ("bulk", "cycle"):
         raise ValueError(f"driver must be 'bulk' or 'cycle', not {driver!r}")
     if driver == "bulk":
-        return _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure,
-                         build_root, keep, wave_format, free_run, predicted)
+        return _run_bulk(jobs, rows, cols, simulator=simulator, waves=waves, seed=seed,
+                         idle=idle, backpressure=backpressure, build_root=build_root,
+                         keep=keep, wave_format=wave_format, free_run=free_run,
+                         predicted=predicted, progress=progress)
     tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
                  wave_format=wave_format)
     runs = tile.directory / "runs"
@@ -367,8 +375,8 @@ def _program_result(psums, stamps, predicted, **kwargs):
         **kwargs)
 
 
-def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, build_root, keep,
-              wave_format, free_run, predicted):
+def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, build_root,
+              keep, wave_format, free_run, predicted, progress):
     """:func:`run_program` through the bulk-stimulus harness."""
     from systolica.hdl.layouts import command_layout
     from systolica.tb.bulk import BulkProgram, resident_depth
@@ -395,9 +403,15 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
     budget = int(200 + 8 * (program.command_count + program.stationary_count
                             + program.result_count + (rows + cols) * (len(jobs) + 1)) / slow)
     timing = run_dir / "timing.txt"
-    run = run_tests(tile, "systolica.tb.test_bulk", run_dir, seed=seed, plusargs=plusargs,
-                    testcase="run_bulk", extra_env={"SYSTOLICA_MAX_CYCLES": str(budget),
-                               "SYSTOLICA_BULK_TIMING": str(timing)})
+    env = {"SYSTOLICA_MAX_CYCLES": str(budget), "SYSTOLICA_BULK_TIMING": str(timing)}
+    if progress is not None:
+        # Wake Python about every millisecond of simulation: Icarus runs ~100x slower.
+        pe_cycles = 65536 if simulator == "verilator" else 655
+        env.update(SYSTOLICA_PROGRESS=str(run_dir / "progress.txt"),
+                   SYSTOLICA_PROGRESS_CYCLES=str(max(16, pe_cycles // (rows * cols))))
+    with _polling(run_dir / "progress.txt", progress, program.result_count):
+        run = run_tests(tile, "systolica.tb.test_bulk", run_dir, seed=seed, plusargs=plusargs,
+                        testcase="run_bulk", extra_env=env)
     if run.failed or not (run_dir / "results.hex").is_file():
         tail = run.log.read_text(errors="replace").splitlines()[-5:]
         stuck = [line.strip() for line in tail if "tile stuck" in line]
@@ -430,6 +444,35 @@ def _run_bulk(jobs, rows, cols, simulator, waves, seed, idle, backpressure, buil
     if not (waves if keep is None else keep):
         shutil.rmtree(run_dir, ignore_errors=True)
     return result
+
+
+@contextmanager
+def _polling(path, progress, total):
+    """While the block runs, hand ``progress`` the harness's reports from ``path`` (a
+    thread polls the file four times a second)."""
+    if progress is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def poll():
+        seen = None
+        while not stop.wait(0.25):
+            try:
+                fields = path.read_text().split()
+            except OSError:
+                continue
+            if len(fields) == 2 and fields != seen:
+                seen = fields
+                progress(int(fields[0]), total, int(fields[1]))
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=None,

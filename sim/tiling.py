@@ -235,7 +235,7 @@ def golden_tiled_matmul(stationary, moving, rows, ftz=False):
 
 
 def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=False,
-              build_root=None, waves=False):
+              build_root=None, waves=False, progress=None):
     """Run ``stationary.T @ moving`` of any size on the RTL tile and reassemble the result.
 
     Parameters
@@ -253,6 +253,9 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
         Build folder (default ``$SYSTOLICA_BUILD_DIR`` or ``./build``).
     waves : bool
         Write an FST waveform of the whole program.
+    progress : callable, optional
+        Passed to :func:`~systolica.sim.run_program`: ``progress(results, total, cycle)``
+        while the simulator runs.
 
     Returns
     -------
@@ -271,7 +274,7 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
     jobs, blocks = tiled_jobs(stationary, moving, rows, cols, ftz)
     golden = golden_tiled_matmul(stationary, moving, rows, ftz)
     result = run_program(jobs, rows=rows, cols=cols, simulator=simulator, waves=waves,
-                         build_root=build_root)
+                         build_root=build_root, progress=progress)
     out = np.empty_like(golden)
     index = 0
     for b in blocks:

@@ -1,6 +1,7 @@
 """cocotb entry point of the bulk-stimulus harness (see :mod:`systolica.tb.bulk`).
 
-Environment: ``SYSTOLICA_MAX_CYCLES`` bounds the run; the stimulus and result files are
+Environment: ``SYSTOLICA_MAX_CYCLES`` bounds the run; ``SYSTOLICA_PROGRESS`` (a file) and
+``SYSTOLICA_PROGRESS_CYCLES`` ask for progress reports; the stimulus and result files are
 named by the harness's plusargs. Checking happens on the host after the run. This module
 imports only cocotb: the simulator process should not pay for numpy, ml_dtypes or Amaranth.
 """
@@ -13,9 +14,21 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, First, RisingEdge, Timer
 
 
-async def run_harness(dut, *, max_cycles, clock_period_ns=10, reset_cycles=3):
+def _report_progress(dut, path):
+    """Write ``<results received> <cycle>`` to ``path`` (replaced atomically)."""
+    partial = f"{path}.part"
+    with open(partial, "w") as handle:
+        handle.write(f"{int(dut.r_received.value)} {int(dut.cycle.value)}\n")
+    os.replace(partial, path)
+
+
+async def run_harness(dut, *, max_cycles, clock_period_ns=10, reset_cycles=3,
+                      progress=None, progress_cycles=1024):
     """cocotb side: clock the harness (GPI clock, no Python per cycle) until it has dumped
     its results, or raise ``AssertionError`` naming its counters after ``max_cycles``.
+
+    With ``progress`` (a file path), Python wakes every ``progress_cycles`` cycles and, at
+    most four times a second, writes the results received so far and the cycle there.
 
     Returns the harness's final cycle count (int).
     """
@@ -24,8 +37,17 @@ async def run_harness(dut, *, max_cycles, clock_period_ns=10, reset_cycles=3):
     await ClockCycles(dut.clk, reset_cycles)
     dut.rst.value = 0
     finished = RisingEdge(dut.dumped)
-    timeout = Timer(max_cycles * clock_period_ns, unit="ns")
-    if await First(finished, timeout) is timeout and not dut.dumped.value:
+    step = progress_cycles if progress else max_cycles
+    elapsed, reported = 0, time.monotonic()
+    while not dut.dumped.value and elapsed < max_cycles:
+        chunk = min(step, max_cycles - elapsed)
+        if await First(finished, Timer(chunk * clock_period_ns, unit="ns")) is finished:
+            break
+        elapsed += chunk
+        if progress and time.monotonic() - reported >= 0.25:
+            _report_progress(dut, progress)
+            reported = time.monotonic()
+    if not dut.dumped.value:
         raise AssertionError(
             f"tile stuck: harness not done after {max_cycles} cycles; commands sent "
             f"{int(dut.c_sent.value)}, stationary beats sent {int(dut.s_sent.value)}, "
@@ -41,7 +63,10 @@ async def run_bulk(dut):
     if os.environ.get("SYSTOLICA_FREE_RUN_CYCLES"):
         return
     started, cpu = time.perf_counter(), time.process_time()
-    cycles = await run_harness(dut, max_cycles=int(os.environ["SYSTOLICA_MAX_CYCLES"]))
+    cycles = await run_harness(
+        dut, max_cycles=int(os.environ["SYSTOLICA_MAX_CYCLES"]),
+        progress=os.environ.get("SYSTOLICA_PROGRESS"),
+        progress_cycles=int(os.environ.get("SYSTOLICA_PROGRESS_CYCLES", "1024")))
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     path = os.environ.get("SYSTOLICA_BULK_TIMING")
     if path:

@@ -86,3 +86,18 @@ def test_blocked_hierarchical_verilator_build_gives_the_same_results(monkeypatch
     assert result.model_agrees()
     schedule = program_schedule(4, 4, [j.moving.shape for j in jobs])
     assert result.last_result == [t.last_result for t in schedule]
+
+
+def test_progress_reports_arrive_while_the_simulator_runs(seed):
+    rng = np.random.default_rng([seed, 9])
+    jobs = [Matmul(rng.integers(-128, 128, (4, 4), dtype=np.int8),
+                   rng.integers(-128, 128, (4, 300), dtype=np.int8)) for _ in range(8)]
+    reports = []
+    result = run_program(jobs, rows=4, cols=4, simulator="icarus",
+                         progress=lambda *report: reports.append(report))
+    assert result.mismatches == 0
+    total = 8 * 300
+    assert reports, "no progress report during a run of several seconds"
+    assert all(t == total and 0 <= done <= total and 0 < cycle <= result.cycles + 8
+               for done, t, cycle in reports)
+    assert [r[0] for r in reports] == sorted(r[0] for r in reports)
