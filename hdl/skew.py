@@ -56,20 +56,29 @@ class SkewBuffer(wiring.Component):
         # Stage d is one register holding every lane delayed by at least d (in lane order),
         # loaded from stage d - 1: a triangle of max(delays) wide registers rather than one
         # register per lane and cycle, so that Verilog generation and simulation of a
-        # 128-lane skew handle 128 signals, not 8,128.
+        # 128-lane skew handle 128 signals, not 8,128. Lanes that sit side by side in the
+        # previous stage move as one slice.
         m = Module()
         width = data.ArrayLayout(self._shape, 1).size
-        previous = {lane: Value.cast(self.i[lane]) for lane in range(len(self._delays))}
+        source = Value.cast(self.i)
+        where = {lane: lane * width for lane in range(len(self._delays))}   # offset in source
         for lane, delay in enumerate(self._delays):
             if delay == 0:
-                m.d.comb += self.o[lane].eq(previous[lane])
+                m.d.comb += Value.cast(self.o[lane]).eq(source[where[lane]:where[lane] + width])
         for d in range(1, max(self._delays) + 1):
             lanes = [lane for lane, delay in enumerate(self._delays) if delay >= d]
+            runs = []                           # [start offset, length] in source
+            for lane in lanes:
+                if runs and runs[-1][0] + runs[-1][1] == where[lane]:
+                    runs[-1][1] += width
+                else:
+                    runs.append([where[lane], width])
             stage = Signal(width * len(lanes), name=f"stage{d}")
             with m.If(self.en):
-                m.d.sync += stage.eq(Cat(previous[lane] for lane in lanes))
-            previous = {lane: stage[width * i:width * (i + 1)] for i, lane in enumerate(lanes)}
+                m.d.sync += stage.eq(Cat(source[start:start + length] for start, length in runs))
+            source, where = stage, {lane: i * width for i, lane in enumerate(lanes)}
             for lane in lanes:
                 if self._delays[lane] == d:
-                    m.d.comb += Value.cast(self.o[lane]).eq(previous[lane])
+                    m.d.comb += Value.cast(self.o[lane]).eq(
+                        source[where[lane]:where[lane] + width])
         return m
