@@ -418,7 +418,11 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
         raise SimulationError((stuck[0] if stuck else "the harness run failed")
                               + f"; see {run.log}")
     fields = timing.read_text().split() if timing.is_file() else []
-    received = program.check(run_dir, status=[int(v) for v in fields[2:4]] or None)
+    try:
+        received = program.check(run_dir, status=[int(v) for v in fields[2:4]] or None)
+    except ValueError as error:   # x/z bits or a malformed line in the captured results
+        raise SimulationError(f"the harness's captured results are unreadable ({error}); "
+                              f"see {run_dir}") from None
     scoreboard = program.scoreboard
     if received != program.result_count or scoreboard.outstanding:
         raise SimulationError(f"{received} of {program.result_count} result beats "
