@@ -578,10 +578,10 @@ def _check_args(p, args):
     if args.test is not None and args.test not in tile_test_names():
         p.error(f"--test: no cocotb test {args.test!r} in {TEST_MODULE}; choose one of: "
                 f"{', '.join(tile_test_names())}")
-    if args.open_viewer and shutil.which("gtkwave") is None:
-        p.error("--open: gtkwave is not on PATH; install it with 'apt-get install gtkwave'")
     if args.open_viewer and not os.environ.get("DISPLAY"):
         p.error("--open: no display ($DISPLAY is unset); drop --open to print the command")
+    if args.open_viewer and shutil.which("gtkwave") is None:
+        p.error("--open: gtkwave is not on PATH; install it with 'apt-get install gtkwave'")
 
 
 def _run_workload(args):
