@@ -112,6 +112,25 @@ def grid_block(rows, cols):
     return block
 
 
+#: Yosys passes between Amaranth's netlist and the Verilog: Amaranth's own (processes as
+#: ``always @*`` next-state blocks), then ``opt_dff``, which folds each register's enable
+#: and synchronous reset into the flip-flop (``if (rst) .. else if (en) ..``). The same
+#: logic; Verilator then keeps a register's hold path out of the combinational code (the
+#: 128 x 128 tile's C++ was mostly next-state copies of the skew registers).
+YOSYS_PASSES = ("proc -norom", "memory_collect", "opt_clean", "opt_dff", "opt_clean")
+
+
+def _to_verilog(elaboratable, name):
+    """Verilog of an Amaranth component (str), through :data:`YOSYS_PASSES`."""
+    from amaranth._toolchain.yosys import find_yosys
+    from amaranth.back import rtlil
+
+    text = rtlil.convert(elaboratable, name=name, emit_src=False)
+    yosys = find_yosys(lambda version: version >= (0, 40))
+    script = [f"read_rtlil <<rtlil\n{text}\nrtlil", *YOSYS_PASSES, "write_verilog -norename"]
+    return yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
+
+
 def generate_verilog(rows, cols, block=None):
     """Return ``(verilog_text, metadata)`` of a ``rows x cols`` tile.
 
@@ -128,14 +147,12 @@ def generate_verilog(rows, cols, block=None):
         If ``rows`` or ``cols`` is not a positive integer, or ``block`` is not a power of
         two dividing both.
     """
-    from amaranth.back import verilog
-
     _check_positive("rows", rows)
     _check_positive("cols", cols)
-    parts = [verilog.convert(ProcessingElement(), name=PE_MODULE, emit_src=False)]
+    parts = [_to_verilog(ProcessingElement(), PE_MODULE)]
     if block is not None:
-        sub = SystolicArray(block, block, pe_module=PE_MODULE)
-        parts.append(verilog.convert(sub, name=BLOCK_MODULE, emit_src=False))
+        parts.append(_to_verilog(SystolicArray(block, block, pe_module=PE_MODULE),
+                                 BLOCK_MODULE))
     tile = Tile(rows, cols, pe_module=PE_MODULE, block=block,
                 block_module=None if block is None else BLOCK_MODULE)
     ports = {"clk": {"direction": "in", "width": 1}, "rst": {"direction": "in", "width": 1}}
@@ -147,7 +164,7 @@ def generate_verilog(rows, cols, block=None):
     meta = {"toplevel": TOPLEVEL, "rows": rows, "cols": cols, "block": block,
             "latency": tile.latency, "hdl": hdl_fingerprint(), "ports": ports}
     with _zero_init_as_loop():
-        parts.append(_add_zero_init(verilog.convert(tile, name=TOPLEVEL, emit_src=False)))
+        parts.append(_add_zero_init(_to_verilog(tile, TOPLEVEL)))
     return "\n".join(parts), meta
 
 
