@@ -17,7 +17,7 @@ from .bf16 import (
     from_fp32_bits,
 )
 from .command import PSUM_BANKS, PSUM_ENTRIES, Command, command_error
-from .matmul import nc_matmul, wrap_int32
+from .matmul import nc_matmul, nc_matmul_batch, wrap_int32
 from .timing import (
     CommandTiming,
     command_schedule,
@@ -30,4 +30,4 @@ from .timing import (
 __all__ = ["CANONICAL_NAN", "PSUM_BANKS", "PSUM_ENTRIES", "Command", "CommandTiming",
            "bf16_bits", "command_error", "command_schedule", "bf16_product", "flush_subnormals",
            "fp32_add", "fp32_bits", "from_bf16_bits", "from_fp32_bits", "matmul_cycles",
-           "nc_matmul", "program_cycles", "program_schedule", "tile_latency", "wrap_int32"]
+           "nc_matmul", "nc_matmul_batch", "program_cycles", "program_schedule", "tile_latency", "wrap_int32"]

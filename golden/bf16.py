@@ -306,3 +306,17 @@ def bf16_matmul(stationary, moving, psum, accumulate, ftz):
     # NaN in gives NaN out of every step, so canonicalising once at the end is the same as
     # canonicalising after each step.
     return _canonical(acc)
+
+
+def bf16_matmul_batch(stationary, moving, ftz):
+    """:func:`bf16_matmul` without PSUM over a batch: ``stationary`` bfloat16 [B, K, M] with
+    K >= 1, ``moving`` bfloat16 [B, K, N]; returns float32 [B, M, N], each ``[b]`` bit for
+    bit what ``bf16_matmul(stationary[b], moving[b], None, False, ftz)`` returns (the same
+    steps, vectorised over the batch as well)."""
+    check_fp_environment()
+    s = _bf16_to_fp32(stationary)
+    m = _bf16_to_fp32(moving)
+    acc = _mul(s[:, 0, :, None], m[:, 0, None, :], ftz)
+    for k in range(1, s.shape[1]):
+        acc = _add(acc, _mul(s[:, k, :, None], m[:, k, None, :], ftz), ftz)
+    return _canonical(acc)

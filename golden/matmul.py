@@ -12,7 +12,7 @@ is not used.
 
 import numpy as np
 
-from .bf16 import BF16, FP32, bf16_matmul
+from .bf16 import BF16, FP32, bf16_matmul, bf16_matmul_batch
 
 _INT32_MOD = 1 << 32
 
@@ -140,4 +140,49 @@ def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False):
     wide = stationary.astype(np.int64).T @ moving.astype(np.int64)
     if accumulate:
         wide = wide + psum.astype(np.int64)
+    return wrap_int32(wide)
+
+
+def nc_matmul_batch(stationary, moving, *, ftz=False):
+    """``nc_matmul(stationary[b], moving[b], ftz=ftz)`` for every ``b`` of a batch at once
+    (overwriting: no PSUM), bit for bit the same.
+
+    The testbench computes a whole program's matmuls of one shape with it; accumulating into
+    PSUM is one more :func:`~systolica.golden.fp32_add` (BF16) or :func:`wrap_int32` (INT8)
+    of the stored value and this result, which is what ``nc_matmul(..., accumulate=True)``
+    computes.
+
+    Parameters
+    ----------
+    stationary : numpy.ndarray, int8 or bfloat16, shape [B, K, M]
+    moving : numpy.ndarray, same dtype, shape [B, K, N]
+    ftz : bool
+        As :func:`nc_matmul` (bfloat16 only).
+
+    Returns
+    -------
+    numpy.ndarray, int32 or float32, shape [B, M, N]
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`nc_matmul`, for the stacks (which must be 3-D with equal B and K).
+    RuntimeError
+        bfloat16 only: the CPU's FP mode (FTZ/DAZ) would make the model inexact.
+    """
+    dtype = _operand_dtype("stationary", stationary)
+    if _operand_dtype("moving", moving) != dtype:
+        raise TypeError(f"stationary and moving must have the same dtype (both int8 or both "
+                        f"bfloat16); got {stationary.dtype} and {moving.dtype}")
+    if stationary.ndim != 3 or moving.ndim != 3 or stationary.shape[:2] != moving.shape[:2]:
+        raise ValueError(f"stationary [B, K, M] and moving [B, K, N] must be 3-D with the same "
+                         f"B and K; got {stationary.shape} and {moving.shape}")
+    _check_bool("ftz", ftz)
+    if ftz and dtype != BF16:
+        raise ValueError("ftz applies to bfloat16 matmuls only")
+    if dtype == BF16:
+        if stationary.shape[1] == 0:
+            raise ValueError("a bfloat16 matmul needs K >= 1")
+        return bf16_matmul_batch(stationary, moving, ftz)
+    wide = np.einsum("bkm,bkn->bmn", stationary.astype(np.int64), moving.astype(np.int64))
     return wrap_int32(wide)

@@ -382,10 +382,13 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
     from systolica.tb.bulk import BulkProgram, resident_depth
 
     program = BulkProgram(rows, cols)
-    records = [program.submit_command(_command(job)) if isinstance(job, Read) else
-               program.submit(job.stationary, job.moving, accumulate=job.accumulate,
-                              ftz=job.ftz, bank=job.bank, offset=job.offset)
-               for job in jobs]
+    records = []
+    for is_read, run in itertools.groupby(jobs, key=lambda job: isinstance(job, Read)):
+        if is_read:
+            records += [program.submit_command(_command(job)) for job in run]
+        else:   # a run of matmuls: one batched golden computation per shape
+            records += program.submit_many([(j.stationary, j.moving, j.accumulate, j.ftz,
+                                             j.bank, j.offset) for j in run])
     depth = program.depth
     if simulator == "verilator":
         # One build per tile size serves every program that fits: a Verilator build costs
@@ -403,7 +406,10 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
     budget = int(200 + 8 * (program.command_count + program.stationary_count
                             + program.result_count + (rows + cols) * (len(jobs) + 1)) / slow)
     timing = run_dir / "timing.txt"
-    env = {"SYSTOLICA_MAX_CYCLES": str(budget), "SYSTOLICA_BULK_TIMING": str(timing)}
+    # The harness's cocotb side has no assertions for pytest to rewrite (that hook costs the
+    # simulator process a good part of its start-up).
+    env = {"SYSTOLICA_MAX_CYCLES": str(budget), "SYSTOLICA_BULK_TIMING": str(timing),
+           "COCOTB_REWRITE_ASSERTION_FILES": ""}
     if progress is not None:
         # Wake Python about every millisecond of simulation: Icarus runs ~100x slower.
         pe_cycles = 65536 if simulator == "verilator" else 655

@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+from amaranth.lib import data
 
 from systolica.hdl.layouts import (
     command_layout,
@@ -95,14 +96,20 @@ class BulkProgram:
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0):
         """Add one matmul (see :meth:`TileModel.submit`); returns its record."""
-        record, command, s_bits, m_bits = self.model.submit(
-            stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank, offset=offset)
-        self._add_command(command)
-        self._stationary.append(s_bits)
-        self._moving.append(m_bits)
-        self.stationary_count += len(s_bits)
-        self.moving_count += len(m_bits)
-        return record
+        return self.submit_many([(stationary, moving, accumulate, ftz, bank, offset)])[0]
+
+    def submit_many(self, matmuls):
+        """Add matmuls that follow each other (``(stationary, moving, accumulate, ftz, bank,
+        offset)`` tuples; see :meth:`TileModel.submit_many`); returns their records."""
+        records = []
+        for record, command, s_bits, m_bits in self.model.submit_many(matmuls):
+            self._add_command(command)
+            self._stationary.append(s_bits)
+            self._moving.append(m_bits)
+            self.stationary_count += len(s_bits)
+            self.moving_count += len(m_bits)
+            records.append(record)
+        return records
 
     def submit_command(self, command):
         """Add a READ or an illegal command (see :meth:`TileModel.submit_command`); returns
@@ -202,7 +209,9 @@ def _stack(blocks, lanes):
     return np.concatenate(blocks) if blocks else np.zeros((0, lanes), np.uint16)
 
 
+_STAMPS = LayoutPacker(data.StructLayout({"cycle": 32}))
+
+
 def _read_words(text):
     """The 32-bit words of a ``$writememh`` file (int64 array; ``//`` comments skipped)."""
-    words = [line.split("//", 1)[0].strip() for line in text.splitlines()]
-    return np.array([int(w, 16) for w in words if w], dtype=np.int64)
+    return _STAMPS.unpack_hex(text)["cycle"].astype(np.int64)

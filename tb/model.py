@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import PSUM_BANKS, PSUM_ENTRIES, Command, command_error, nc_matmul
+from systolica.golden import (
+    PSUM_BANKS,
+    PSUM_ENTRIES,
+    Command,
+    command_error,
+    fp32_add,
+    nc_matmul_batch,
+    wrap_int32,
+)
 from systolica.hdl.layouts import DType, ErrorCode, Op
 
 #: The two operand dtypes and their names in reports.
@@ -151,6 +159,36 @@ class TileModel:
             range; use :meth:`submit_command` to send an illegal command on purpose) or
             ``ftz`` is asked of an INT8 matmul.
         """
+        return self.submit_many([(stationary, moving, accumulate, ftz, bank, offset)],
+                                expected=expected)[0]
+
+    def submit_many(self, matmuls, expected=None):
+        """Model matmuls that follow each other in the program, as :meth:`submit` each.
+
+        ``matmuls``: ``(stationary, moving, accumulate, ftz, bank, offset)`` tuples. Every
+        one is checked before any is modelled; the column sums of all matmuls of the same
+        data type, mode and shape come from one batched golden call
+        (:func:`~systolica.golden.nc_matmul_batch`), then each is accumulated into the
+        shadow PSUM in program order. Returns the list of what :meth:`submit` returns.
+        """
+        prepared = [self._prepare(*matmul) for matmul in matmuls]
+        groups = {}
+        for i, item in enumerate(prepared):
+            key = (item["command"].dtype, item["command"].ftz, item["padded"].shape,
+                   item["moving"].shape)
+            groups.setdefault(key, []).append(i)
+        columns = [None] * len(prepared)
+        for (_, ftz, _, _), indices in groups.items():
+            out = nc_matmul_batch(np.stack([prepared[i]["padded"] for i in indices]),
+                                  np.stack([prepared[i]["moving"] for i in indices]),
+                                  **({"ftz": True} if ftz else {}))
+            for j, i in enumerate(indices):
+                columns[i] = out[j]
+        return [self._commit(item, column, expected)
+                for item, column in zip(prepared, columns, strict=True)]
+
+    def _prepare(self, stationary, moving, accumulate, ftz, bank, offset):
+        """Check one matmul and build its command and zero-padded stationary (no state)."""
         if stationary.dtype != moving.dtype or stationary.dtype not in DTYPES:
             raise TypeError(f"operands must both be int8 or both bfloat16, not "
                             f"{stationary.dtype} and {moving.dtype}")
@@ -166,18 +204,25 @@ class TileModel:
             raise ValueError(f"matmul [K={k}, M={m}] x [K={k2}, N={n}] into bank {bank} "
                              f"offset {offset} does not fit a {self.rows} x {self.cols} tile "
                              f"with {self.banks} x {self.entries} PSUM ({error or 'K differs'})")
-
         padded = np.zeros((k, self.cols), stationary.dtype)
         padded[:, :m] = stationary
-        region = (bank, slice(offset, offset + n))
-        if accumulate:
+        return {"command": command, "padded": padded, "moving": moving}
+
+    def _commit(self, item, column, expected=None):
+        """Accumulate one prepared matmul's column sums (``[cols, N]``) into the shadow PSUM,
+        record it and tell the scoreboard what to expect."""
+        command, padded, moving = item["command"], item["padded"], item["moving"]
+        k, m, n, dtype = command.k, command.m, command.n, command.dtype
+        region = (command.bank, slice(command.offset, command.offset + n))
+        if command.accumulate:
             self._require_known(region, "accumulate into")
+            old = np.ascontiguousarray(self.psum[region].T)
+            if dtype == "int8":
+                column = wrap_int32(old.view(np.int32).astype(np.int64) + column)
+            else:
+                column = fp32_add(old.view(np.float32), column, ftz=command.ftz)
         self._known[region] = True
-        view = np.int32 if dtype == "int8" else np.float32
-        old = np.ascontiguousarray(self.psum[region].T).view(view)
-        kwargs = {"ftz": True} if ftz else {}
-        golden = nc_matmul(padded, moving, psum=old, accumulate=bool(accumulate), **kwargs)
-        golden = np.ascontiguousarray(golden).view(np.uint32)
+        golden = np.ascontiguousarray(column).view(np.uint32)
         if expected is not None:
             golden = golden.copy()
             golden[:m] = np.ascontiguousarray(expected).view(np.uint32)

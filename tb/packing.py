@@ -153,31 +153,52 @@ class LayoutPacker:
         ValueError
             If a line is not a hex number of at most :attr:`digits` digits.
         """
+        raw = text.encode("ascii")
+        width = self.digits + 1
+        if b"/" not in raw and len(raw) % width == 0 and (
+                raw[width - 1::width] == b"\n" * (len(raw) // width)):
+            # One full-width word per line, as Verilator writes them: no Python per line.
+            table = np.frombuffer(raw, np.uint8).reshape(-1, width)[:, :-1]
+            return self._unpack_nibbles(self._nibbles(table))
         lines = [line.split("//", 1)[0].strip() for line in text.splitlines()]
         lines = [line for line in lines if line]
         return self._unpack_nibbles(self._hex_nibbles(lines))
+
+    def _nibbles(self, table):
+        """``[beats, digits]`` ASCII hex digits -> their values, least significant first."""
+        nibbles = _HEX_VALUES[table]
+        if (nibbles == 255).any():
+            raise ValueError("a line holds a character that is not a hex digit (x or z "
+                             "bits from the simulation?)")
+        return nibbles[:, ::-1]
 
     def _hex_nibbles(self, lines):
         if any(len(line) > self.digits for line in lines):
             raise ValueError(f"a line has more than {self.digits} hex digits")
         raw = "".join(line.rjust(self.digits, "0") for line in lines).encode("ascii")
-        nibbles = _HEX_VALUES[np.frombuffer(raw, dtype=np.uint8)]
-        if (nibbles == 255).any():
-            raise ValueError("a line holds a character that is not a hex digit (x or z "
-                             "bits from the simulation?)")
-        return nibbles.reshape(len(lines), self.digits)[:, ::-1]
+        return self._nibbles(np.frombuffer(raw, np.uint8).reshape(len(lines), self.digits))
 
     def _unpack_nibbles(self, nibbles):
         """Fields of ``[beats, digits]`` hex digit values, least significant first."""
         beats = nibbles.shape[0]
         out = {}
-        bits = None
+        bits = octets = None
         for name, (offset, width, lanes) in self.fields.items():
             count = 1 if lanes is None else lanes
-            if self._aligned(name):
+            if offset % 8 == 0 and width in (8, 16, 32, 64):
+                # Byte-aligned lanes: reassemble bytes and view them as little-endian words.
+                if octets is None:
+                    even = np.zeros((beats, (self.digits + 1) // 2 * 2), np.uint8)
+                    even[:, :self.digits] = nibbles
+                    octets = np.ascontiguousarray(even[:, 0::2] | (even[:, 1::2] << 4))
+                chunk = np.ascontiguousarray(
+                    octets[:, offset // 8:(offset + width * count) // 8])
+                values = chunk.view(f"<u{width // 8}").astype(np.uint64)
+            elif self._aligned(name):
                 chunk = nibbles[:, offset // 4:(offset + width * count) // 4]
                 chunk = chunk.astype(np.uint64).reshape(beats, count, width // 4)
                 shifts = np.arange(0, width, 4, dtype=np.uint64)
+                values = (chunk << shifts).sum(axis=2, dtype=np.uint64)
             else:
                 if bits is None:
                     bits = ((nibbles[..., None] >> np.arange(4, dtype=np.uint8)) & 1)
@@ -185,7 +206,8 @@ class LayoutPacker:
                 chunk = bits[:, offset:offset + width * count].astype(np.uint64)
                 chunk = chunk.reshape(beats, count, width)
                 shifts = np.arange(width, dtype=np.uint64)
-            values = (chunk << shifts).sum(axis=2, dtype=np.uint64)
+                values = (chunk << shifts).sum(axis=2, dtype=np.uint64)
+            values = values.reshape(beats, count)
             out[name] = values[:, 0] if lanes is None else values
         return out
 
