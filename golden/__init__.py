@@ -30,4 +30,5 @@ from .timing import (
 __all__ = ["CANONICAL_NAN", "PSUM_BANKS", "PSUM_ENTRIES", "Command", "CommandTiming",
            "bf16_bits", "command_error", "command_schedule", "bf16_product", "flush_subnormals",
            "fp32_add", "fp32_bits", "from_bf16_bits", "from_fp32_bits", "matmul_cycles",
-           "nc_matmul", "nc_matmul_batch", "program_cycles", "program_schedule", "tile_latency", "wrap_int32"]
+           "nc_matmul", "nc_matmul_batch", "program_cycles", "program_schedule",
+           "tile_latency", "wrap_int32"]

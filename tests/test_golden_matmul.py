@@ -1,9 +1,10 @@
 """Unit tier: the INT8 golden nc_matmul against an independent pure-Python reference."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
-from systolica.golden import nc_matmul, wrap_int32
+from systolica.golden import nc_matmul, nc_matmul_batch, wrap_int32
 
 
 def reference(stationary, moving, psum=None):
@@ -84,3 +85,30 @@ def test_bad_input_is_rejected(kwargs, error, text):
     stationary, moving = args.pop("stationary"), args.pop("moving")
     with pytest.raises(error, match=text):
         nc_matmul(stationary, moving, **args)
+
+
+@pytest.mark.parametrize("dtype,ftz", [("int8", False), ("bf16", False), ("bf16", True)])
+def test_batched_column_sums_equal_one_matmul_at_a_time(dtype, ftz):
+    """nc_matmul_batch (the testbench's per-program path) is nc_matmul per matmul, bit for
+    bit, on every BF16 bit pattern class (random 16-bit patterns: NaN, Inf, subnormals)."""
+    rng = np.random.default_rng(17)
+    if dtype == "bf16":
+        def operand(shape):
+            return rng.integers(0, 1 << 16, shape, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    else:
+        def operand(shape):
+            return rng.integers(-128, 128, shape, dtype=np.int8)
+    stationary, moving = operand((40, 6, 5)), operand((40, 6, 9))
+    batch = nc_matmul_batch(stationary, moving, ftz=ftz)
+    for b in range(40):
+        one = nc_matmul(stationary[b], moving[b], ftz=ftz) if ftz else \
+            nc_matmul(stationary[b], moving[b])
+        assert (batch[b].view(np.uint32) == one.view(np.uint32)).all()
+
+
+def test_batched_column_sums_refuse_bad_stacks():
+    with pytest.raises(ValueError, match="must be 3-D with the same B and K"):
+        nc_matmul_batch(np.zeros((2, 3, 4), np.int8), np.zeros((2, 2, 4), np.int8))
+    with pytest.raises(TypeError, match="same dtype"):
+        nc_matmul_batch(np.zeros((1, 1, 1), np.int8),
+                        np.zeros((1, 1, 1), ml_dtypes.bfloat16))
