@@ -115,6 +115,10 @@ def main(argv=None):
         from .minilm.cli import main as minilm_main
 
         return minilm_main(argv)
+    if os.environ.get("LAYERS"):
+        print("error: LAYERS applies to WORKLOAD=minilm (the real model); the random workload "
+              "has no layers", file=sys.stderr)
+        return 2
     p = parser()
     args = p.parse_args(argv)
     _check_args(p, args)

@@ -35,7 +35,7 @@ from .errors import SimulationError, SystolicaError
 #: Retries of a program whose task raised (a worker that dies is handled by Dask's own
 #: rescheduling, up to ``distributed.scheduler.allowed-failures`` times).
 RETRIES = 2
-#: Seconds to wait for a scheduler to answer, and for it to have a worker.
+#: Seconds to wait for a scheduler to answer (default), and for it to have a worker.
 CONNECT_TIMEOUT = 10.0
 WORKER_TIMEOUT = 30.0
 _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
@@ -349,6 +349,8 @@ class DaskEngine(Engine):
         :attr:`description`).
     on_done : callable, optional
         ``on_done(program, outcome)`` after each accepted program (called under a lock).
+    timeout : float
+        Seconds to wait for ``scheduler`` to answer (default :data:`CONNECT_TIMEOUT`).
 
     Raises
     ------
@@ -360,7 +362,7 @@ class DaskEngine(Engine):
     parallel = True
 
     def __init__(self, workers=None, *, scheduler=None, security=None, dashboard=False,
-                 on_done=None):
+                 on_done=None, timeout=CONNECT_TIMEOUT):
         super().__init__(on_done)
         import logging
 
@@ -372,13 +374,13 @@ class DaskEngine(Engine):
         if scheduler:
             check_scheduler_address(scheduler)
             try:
-                self.client = Client(scheduler, timeout=CONNECT_TIMEOUT, security=security,
+                self.client = Client(scheduler, timeout=timeout, security=security,
                                      set_as_default=False)
             except (OSError, TimeoutError, ValueError, TypeError) as error:
                 first = str(error).splitlines()[0] if str(error) else type(error).__name__
                 raise SchedulerError(
                     f"cannot reach the Dask scheduler at {scheduler} within "
-                    f"{CONNECT_TIMEOUT:.0f} s ({first}); check --scheduler or "
+                    f"{timeout:g} s ({first}); check --scheduler or "
                     f"DASK_SCHEDULER_ADDRESS (and --security for tls://), or leave both "
                     f"unset to start a local cluster") from None
             try:
@@ -442,13 +444,13 @@ class DaskEngine(Engine):
 
 
 def make_engine(workers=None, *, scheduler=None, security=None, dashboard=False,
-                on_done=None):
+                on_done=None, timeout=CONNECT_TIMEOUT):
     """The engine a command line asks for: :class:`SerialEngine` for ``workers == 1``
     without a scheduler, else a :class:`DaskEngine` (see there)."""
     if scheduler is None and workers == 1:
         return SerialEngine(on_done)
     return DaskEngine(workers, scheduler=scheduler, security=security, dashboard=dashboard,
-                      on_done=on_done)
+                      on_done=on_done, timeout=timeout)
 
 
 def same_bits(a, b):

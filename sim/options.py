@@ -11,6 +11,14 @@ from .toolchain import SIMULATORS
 WORKLOADS = ("minilm", "random")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr (``prog: error: message; see
+    --help``) with exit status 2, without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def env(name, default):
     """``$name`` if set and non-empty, else ``default`` (str)."""
     value = os.environ.get(name)

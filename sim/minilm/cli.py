@@ -13,9 +13,15 @@ import os
 import sys
 from pathlib import Path
 
-from ..engine import SchedulerError, check_scheduler_address, make_engine, security_from_files
+from ..engine import (
+    CONNECT_TIMEOUT,
+    SchedulerError,
+    check_scheduler_address,
+    make_engine,
+    security_from_files,
+)
 from ..errors import USER_FACING, report
-from ..options import WORKLOADS, add_tile_arguments, env, integer
+from ..options import WORKLOADS, OneLineParser, add_tile_arguments, env, integer
 from ..progress import ProgramProgress
 from ..toolchain import SIMULATORS
 from .report import format_report, report_json
@@ -36,7 +42,7 @@ def parser():
     """The argument parser of the minilm workload (argparse.ArgumentParser); defaults of
     ``--sim``, ``--rows``, ``--cols`` and ``--layers`` come from SIM, ROWS, COLS and LAYERS
     as ``make sim`` passes them, ``--scheduler``'s from DASK_SCHEDULER_ADDRESS."""
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python -m systolica.sim --workload minilm",
         description="Run every matmul of a real transformer (all-MiniLM-L6-v2: q, k, v, "
                     "attention scores and context per sentence and head, o, FFN up and "
@@ -82,6 +88,10 @@ def parser():
                    help="TLS for a tls:// scheduler: CA certificate, client certificate and "
                         "key (PEM files), encryption required (default: Dask's "
                         "configuration, distributed.comm.tls.*)")
+    g.add_argument("--connect-timeout", type=_seconds, default=CONNECT_TIMEOUT,
+                   metavar="SECONDS",
+                   help=f"how long to wait for --scheduler to answer (default: "
+                        f"{CONNECT_TIMEOUT:g})")
     g.add_argument("--dashboard", action="store_true",
                    help="serve the local cluster's Dask dashboard on 127.0.0.1 (address "
                         "printed; default: off)")
@@ -89,6 +99,18 @@ def parser():
                    help="print the whole report as one JSON document on stdout (progress "
                         "and messages go to stderr)")
     return p
+
+
+def _seconds(text):
+    """argparse type: a number of seconds > 0 and at most an hour."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600], not "
+                                         f"{text!r}")
+    return value
 
 
 def _sentences(p, args):
@@ -166,7 +188,7 @@ def main(argv=None):
         security = security_from_files(args.security) if args.security else None
         engine = make_engine(None if args.scheduler else workers, scheduler=args.scheduler,
                              security=security, dashboard=args.dashboard,
-                             on_done=progress.program_done)
+                             on_done=progress.program_done, timeout=args.connect_timeout)
         if args.dashboard:
             print(f"systolica: {engine.description}", file=say, flush=True)
         run = run_model(sentences, dtypes=dtypes, layers=layers, gemms=gemms,

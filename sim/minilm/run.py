@@ -49,6 +49,7 @@ from .quantize import (
     token_scales,
 )
 from .weights import (
+    DEFAULT_SENTENCES,
     GEMMS,
     HEAD_DIM,
     HEADS,
@@ -64,7 +65,7 @@ from .weights import (
 TARGETS = {"bf16": 0.9999, "int8": 0.99}
 #: Cycles a tile program aims at (the simulator starts in about 0.6 s; an 8 x 8 tile on
 #: Verilator clocks about 40k-90k cycles/s).
-PROGRAM_CYCLES = 120_000
+PROGRAM_CYCLES = 200_000
 BF16 = ml_dtypes.bfloat16
 
 
@@ -660,9 +661,10 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
                         gemms=matmuls.reports, seconds=time.perf_counter() - started)
 
 
-def run_model(sentences, *, dtypes=("bf16", "int8"), layers=(0,), gemms=GEMMS, rows=8,
-              cols=8, simulator="verilator", rtl_folds=None, int8_activations="token",
-              build_root=None, engine=None, on_plan=None, on_gemm=None):
+def run_model(sentences=DEFAULT_SENTENCES, *, dtypes=("bf16", "int8"), layers=(0,),
+              gemms=GEMMS, rows=8, cols=8, simulator="verilator", rtl_folds=None,
+              int8_activations="token", build_root=None, engine=None, on_plan=None,
+              on_gemm=None):
     """Encode ``sentences`` in FP32, then once per data type with chosen GEMMs on the tile.
 
     With a parallel engine the precision passes run at the same time (one client thread
