@@ -374,9 +374,10 @@ class DaskEngine(Engine):
         if scheduler:
             check_scheduler_address(scheduler)
             try:
+                _probe(scheduler, security, timeout)
                 self.client = Client(scheduler, timeout=timeout, security=security,
                                      set_as_default=False)
-            except (OSError, TimeoutError, ValueError, TypeError) as error:
+            except Exception as error:  # noqa: BLE001 (any failure to connect is one line)
                 first = str(error).splitlines()[0] if str(error) else type(error).__name__
                 raise SchedulerError(
                     f"cannot reach the Dask scheduler at {scheduler} within "
@@ -441,6 +442,39 @@ class DaskEngine(Engine):
         finally:
             if cluster is not None:
                 cluster.close()
+
+
+def _probe(address, security, timeout):
+    """Ask the scheduler at ``address`` who it is, within ``timeout`` seconds overall.
+
+    ``distributed.Client`` bounds the TCP connection by its timeout but not the exchange
+    after it, so a listener that accepts and never answers would hang it; this asks one
+    ``identity`` question under :func:`asyncio.wait_for` first.
+
+    Raises
+    ------
+    TimeoutError, OSError, distributed.comm.CommClosedError
+        If no scheduler answers in time.
+    """
+    import asyncio
+
+    from distributed.core import rpc
+
+    async def ask():
+        r = rpc(address, timeout=timeout, connection_args=(
+            security.get_connection_args("client") if security is not None else {}))
+        try:
+            return await r.identity()
+        finally:
+            await r.close_rpc()
+
+    async def bounded():
+        try:
+            return await asyncio.wait_for(ask(), timeout)
+        except TimeoutError:
+            raise TimeoutError(f"no answer from {address} after {timeout:g} s") from None
+
+    asyncio.run(bounded())
 
 
 def make_engine(workers=None, *, scheduler=None, security=None, dashboard=False,
