@@ -115,9 +115,9 @@ def main(argv=None):
         from .minilm.cli import main as minilm_main
 
         return minilm_main(argv)
-    if os.environ.get("LAYERS"):
-        print("error: LAYERS applies to WORKLOAD=minilm (the real model); the random workload "
-              "has no layers", file=sys.stderr)
+    if os.environ.get("LAYERS") or os.environ.get("WORKERS"):
+        print("error: LAYERS and WORKERS apply to WORKLOAD=minilm (the real model); the "
+              "random workload is one program on one simulator", file=sys.stderr)
         return 2
     p = parser()
     args = p.parse_args(argv)

@@ -294,7 +294,7 @@ def test_cli_errors_from_the_environment(env, text):
 def test_layers_with_the_random_workload_is_refused():
     done = run_cli("--workload", "random", env={"LAYERS": "all"})
     assert done.returncode == 2
-    assert "LAYERS applies to WORKLOAD=minilm" in done.stderr
+    assert "LAYERS and WORKERS apply to WORKLOAD=minilm" in done.stderr
 
 
 def test_cli_bad_workload_from_the_environment():

@@ -76,10 +76,10 @@ def parser():
                    help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build; workers of "
                         "a --scheduler cluster use their own default unless given)")
     g = p.add_argument_group("where the tile programs run (Dask distributed)")
-    g.add_argument("--workers", type=integer(1), default=None,
-                   help=f"worker processes of the embedded local cluster (default: one per "
-                        f"core, here {default_workers()}); 1 runs the programs one after the "
-                        f"other in this process, without Dask")
+    g.add_argument("--workers", type=integer(1, "WORKERS"), default=env("WORKERS", None),
+                   help=f"worker processes of the embedded local cluster (default: $WORKERS "
+                        f"or one per core, here {default_workers()}); 1 runs the programs one "
+                        f"after the other in this process, without Dask")
     g.add_argument("--scheduler", default=env("DASK_SCHEDULER_ADDRESS", None),
                    help="run on an existing Dask cluster: its scheduler, tcp://HOST:PORT or "
                         "tls://HOST:PORT (default: $DASK_SCHEDULER_ADDRESS; unset: a local "
