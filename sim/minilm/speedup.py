@@ -64,7 +64,7 @@ def main(argv=None):
     try:
         print(f"building (or reusing) the {args.rows} x {args.cols} tile, then layers "
               f"{args.layers} on {workers} workers ...", file=sys.stderr, flush=True)
-        run_model(layers=[0], gemms=["q"], rtl_folds=1, engine=SerialEngine(),
+        run_model(gemms=["q"], rtl_folds=1, engine=SerialEngine(),
                   **{**common, "layers": [0]})
         parallel, parallel_s = _timed(lambda: make_engine(workers), **common)
         print(f"local cluster: {parallel_s:.1f} s; now serially ...", file=sys.stderr,
