@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import SimulationError, SystolicaError
+from .errors import USER_FACING, SimulationError, SystolicaError
 
 #: Retries of a program whose task raised (a worker that dies is handled by Dask's own
 #: rescheduling, up to ``distributed.scheduler.allowed-failures`` times).
@@ -139,6 +139,20 @@ def execute(program):
         seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}")
 
 
+def add_outcome(totals, outcome):
+    """Add a :class:`ProgramOutcome`'s counters (matmuls, cycles, mismatches, differing
+    words, build / simulator / clock-loop / task seconds) to the same-named attributes of
+    ``totals`` (a :class:`Ledger`, a per-GEMM report)."""
+    totals.matmuls += outcome.matmuls
+    totals.cycles += outcome.cycles
+    totals.mismatches += outcome.mismatches
+    totals.differing += sum(outcome.differing)
+    totals.build_seconds += outcome.build_seconds
+    totals.sim_seconds += outcome.sim_seconds
+    totals.clock_seconds += outcome.clock_seconds
+    totals.seconds += outcome.seconds
+
+
 @dataclass
 class Ledger:
     """Accounting across workers: every planned program accepted once, every matmul counted.
@@ -153,8 +167,8 @@ class Ledger:
         Outcomes offered for a program already accepted (refused, not counted).
     unknown : int
         Outcomes for a program that was never planned (refused, not counted).
-    build_seconds, sim_seconds, clock_seconds, task_seconds : float
-        Summed worker-side times, in seconds.
+    build_seconds, sim_seconds, clock_seconds, seconds : float
+        Summed worker-side times (build, simulator, clock loop, whole tasks), in seconds.
     workers : dict of str to int
         Programs per worker (``host:pid``).
     """
@@ -172,7 +186,7 @@ class Ledger:
     build_seconds: float = 0.0
     sim_seconds: float = 0.0
     clock_seconds: float = 0.0
-    task_seconds: float = 0.0
+    seconds: float = 0.0
     workers: dict = field(default_factory=dict)
     _expected: dict = field(default_factory=dict, repr=False)
     _accepted: set = field(default_factory=set, repr=False)
@@ -205,15 +219,8 @@ class Ledger:
                                       f"matmuls, planned {self._expected[outcome.key]}")
             self._accepted.add(outcome.key)
             self.programs += 1
-            self.matmuls += outcome.matmuls
             self.words += outcome.words
-            self.cycles += outcome.cycles
-            self.mismatches += outcome.mismatches
-            self.differing += sum(outcome.differing)
-            self.build_seconds += outcome.build_seconds
-            self.sim_seconds += outcome.sim_seconds
-            self.clock_seconds += outcome.clock_seconds
-            self.task_seconds += outcome.seconds
+            add_outcome(self, outcome)
             self.workers[outcome.worker] = self.workers.get(outcome.worker, 0) + 1
             return True
 
@@ -240,7 +247,7 @@ class Ledger:
                 "complete": self.complete, "workers": dict(self.workers),
                 "worker_seconds": {"build": self.build_seconds, "simulator": self.sim_seconds,
                                    "clock_loop": self.clock_seconds,
-                                   "tasks": self.task_seconds}}
+                                   "tasks": self.seconds}}
 
 
 class Engine:
@@ -427,6 +434,14 @@ class DaskEngine(Engine):
                 except KilledWorker as error:
                     raise SimulationError(f"program {program.key} killed every worker that "
                                           f"ran it ({error})") from None
+                except USER_FACING:
+                    raise
+                except Exception as error:  # noqa: BLE001 (a worker's failure, one line)
+                    first = (str(error).splitlines() or [""])[0]
+                    raise SimulationError(
+                        f"program {program.key} failed on a Dask worker: "
+                        f"{type(error).__name__}: {first} (is this project, the same "
+                        f"version, installed there?)") from None
                 self._finish(program, outcome)
                 out[program.key] = outcome
         finally:

@@ -395,3 +395,22 @@ def test_ledger_accepts_each_program_once():
         fresh.plan([P("x", 3)])
     with pytest.raises(Exception, match="checked 2 matmuls, planned 3"):
         fresh.accept(outcome("x", 2))
+
+
+def test_progress_counts_programs_against_the_plan():
+    import io
+    from types import SimpleNamespace
+
+    from systolica.sim.progress import ProgramProgress
+
+    stream = io.StringIO()
+    progress = ProgramProgress(stream=stream)
+    progress.plan(4, 400, 1000)
+    progress.program_done(SimpleNamespace(model_cycles=250),
+                          SimpleNamespace(matmuls=100, cycles=260))
+    status = progress.status()
+    assert status.startswith("programs 1/4, matmuls 100/400, cycles 260, ")
+    assert "s elapsed, ~" in status and status.endswith("s left")
+    progress.note("bf16 layer 0 done")
+    progress.stop()
+    assert stream.getvalue().startswith("  bf16 layer 0 done  [programs 1/4, matmuls 100/400")

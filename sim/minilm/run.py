@@ -39,7 +39,7 @@ import numpy as np
 
 from systolica.golden import program_cycles
 
-from ..engine import SerialEngine, TileProgram
+from ..engine import SerialEngine, TileProgram, add_outcome
 from ..tiling import golden_tiled_matmul, plan
 from .encoder import Matmuls, encode
 from .quantize import (
@@ -440,15 +440,8 @@ class TileMatmuls(Matmuls):
                 o = outcomes[program.key]
                 for (i, m0, m1), out in zip(units, o.outs, strict=True):
                     outs[i][m0:m1] = out
-                report.matmuls += o.matmuls
-                report.cycles += o.cycles
                 report.macs += o.macs
-                report.mismatches += o.mismatches
-                report.differing += sum(o.differing)
-                report.seconds += o.seconds
-                report.build_seconds += o.build_seconds
-                report.sim_seconds += o.sim_seconds
-                report.clock_seconds += o.clock_seconds
+                add_outcome(report, o)
             self.reports.append(report)
             results.append(outs)
         return results
