@@ -365,25 +365,24 @@ class TileMatmuls(Matmuls):
         return out
 
     def scores(self, layer, queries, keys):
-        if (layer, "scores") not in self.selected:
-            return Matmuls.scores(self, layer, queries, keys)
-        problems = [(np.ascontiguousarray(k.T.astype(BF16)), np.ascontiguousarray(
-            q.T.astype(BF16))) for q, k in zip(queries, keys, strict=True)]
-        (psums,) = self._run(layer, [("scores", problems, None)])
-        ys = [p.T.astype(np.float32) for p in psums]
-        self._errors(layer, "scores", ys, self.trace[(layer, "scores")][1],
-                     Matmuls.scores(self, layer, queries, keys))
-        return ys
+        # stationary K_h.T [32, t keys], moving Q_h.T [32, t queries]: psum.T = Q_h K_h^T
+        return self._attention(layer, "scores", queries, keys, lambda q, k: (k.T, q.T))
 
     def context(self, layer, probs, values):
-        if (layer, "context") not in self.selected:
-            return Matmuls.context(self, layer, probs, values)
-        problems = [(np.ascontiguousarray(v.astype(BF16)), np.ascontiguousarray(
-            p.T.astype(BF16))) for p, v in zip(probs, values, strict=True)]
-        (psums,) = self._run(layer, [("context", problems, None)])
+        # stationary V_h [t keys, 32], moving P.T [t keys, t queries]: psum.T = P V_h
+        return self._attention(layer, "context", probs, values, lambda p, v: (v, p.T))
+
+    def _attention(self, layer, gemm, lefts, rights, roles):
+        """One attention GEMM for every (sentence, head), in BF16 whatever the precision:
+        ``roles(left, right)`` gives the float32 (stationary, moving) of each problem."""
+        fp32 = getattr(Matmuls, gemm)(self, layer, lefts, rights)
+        if (layer, gemm) not in self.selected:
+            return fp32
+        problems = [tuple(np.ascontiguousarray(x.astype(BF16)) for x in roles(a, b))
+                    for a, b in zip(lefts, rights, strict=True)]
+        (psums,) = self._run(layer, [(gemm, problems, None)])
         ys = [p.T.astype(np.float32) for p in psums]
-        self._errors(layer, "context", ys, self.trace[(layer, "context")][1],
-                     Matmuls.context(self, layer, probs, values))
+        self._errors(layer, gemm, ys, self.trace[(layer, gemm)][1], fp32)
         return ys
 
     # -- programs ---------------------------------------------------------------------------
