@@ -22,6 +22,7 @@ import pytest
 
 from systolica.sim.engine import DaskEngine, SerialEngine
 from systolica.sim.minilm import run_model
+from systolica.sim.minilm.report import busy_fraction
 from systolica.sim.runner import default_build_root
 
 SENTENCES = ["The cat sleeps on the mat."]
@@ -56,8 +57,9 @@ def test_slice_is_bit_identical_with_one_and_two_workers(serial):
     led = run.ledger
     assert led.complete and led.programs == serial.ledger.programs == 12
     assert led.matmuls == led.planned_matmuls == serial.ledger.matmuls
-    # The programs ran in worker processes, not here.
+    # The programs ran in worker processes, not here, and kept them partly busy.
     assert all(int(w.rsplit(":", 1)[1]) != os.getpid() for w in led.workers)
+    assert 0 < busy_fraction(run) <= 1
 
 
 def test_a_worker_killed_mid_program_leaves_no_matmul_unaccounted(serial):

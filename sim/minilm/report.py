@@ -170,8 +170,16 @@ def _accounting(run):
             f"({led.words:,} PSUM words), each program accepted once "
             f"({led.duplicates} duplicates refused, {len(led.missing)} missing); "
             f"{len(led.workers)} worker process{'es' if len(led.workers) != 1 else ''} "
-            f"ran {worker_list or 'no'} programs; "
-            + ("COMPLETE" if led.complete else "INCOMPLETE"))
+            f"ran {worker_list or 'no'} programs"
+            + (f", busy {100 * busy_fraction(run):.0f}% of the wall time" if led.workers
+               else "") + "; " + ("COMPLETE" if led.complete else "INCOMPLETE"))
+
+
+def busy_fraction(run):
+    """The workers' summed task time over (worker processes x wall time) (float, 0 to 1):
+    how well the programs kept the workers busy."""
+    workers = len(run.ledger.workers)
+    return run.ledger.seconds / (workers * run.seconds) if workers and run.seconds else 0.0
 
 
 def _estimates(run):
@@ -238,6 +246,7 @@ def report_json(run):
         "reference_similarity": run.reference_similarity.tolist(),
         "reference_nearest_neighbours": run.reference_neighbours,
         "precisions": precisions, "accounting": run.ledger.as_dict(),
+        "worker_busy_fraction": busy_fraction(run),
         "neuroncore_estimates": None if estimates is None else [
             {**e, "gemms": [n for n, _ in named]} for e in estimates],
         "exact": run.exact, "targets_met": all(targets.values()),
