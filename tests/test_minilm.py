@@ -414,3 +414,14 @@ def test_progress_counts_programs_against_the_plan():
     progress.note("bf16 layer 0 done")
     progress.stop()
     assert stream.getvalue().startswith("  bf16 layer 0 done  [programs 1/4, matmuls 100/400")
+
+
+def test_the_minilm_package_does_not_import_the_random_workloads_cli():
+    """No import cycle between ``sim/cli.py`` and the MiniLM code: the MiniLM command line
+    takes its shared pieces from ``sim/options.py``; only ``sim/cli.py`` imports MiniLM."""
+    code = ("import sys, systolica.sim.minilm.cli, systolica.sim.minilm.speedup; "
+            "print('systolica.sim.cli' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

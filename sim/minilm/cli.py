@@ -229,8 +229,9 @@ def _layer_notes(progress, gemms):
         for i, v in enumerate((g.programs, g.matmuls, g.cycles, g.mismatches + g.differing)):
             s[i] += v
         if g.gemm == last:
-            progress.note(f"{g.dtype} layer {g.layer} done: {s[0]} programs, {s[1]:,} "
-                          f"matmuls, {s[2]:,} cycles, {s[3]} mismatches")
+            progress.note(f"{g.dtype} layer {g.layer} done: {s[0]} program"
+                          f"{'s' if s[0] != 1 else ''}, {s[1]:,} matmuls, {s[2]:,} cycles, "
+                          f"{s[3]} mismatches")
     return on_gemm
 
 
