@@ -2,7 +2,7 @@
 #
 # Variables (on the command line or in the environment):
 #   SIM=verilator|icarus  ROWS=8  COLS=8  DTYPE=int8|bf16  FTZ=1  SEED=1  WAVES=1
-#   WORKLOAD=minilm|random
+#   WORKLOAD=minilm|random  LAYERS=0|0,5|all (minilm)  WORKERS=N (minilm)
 #   (see `make help`)
 
 PYTHON ?= python3
@@ -12,13 +12,16 @@ STAMP  := $(VENV)/.installed
 
 # Only what you set is passed on; the defaults live in the command line tools (`--help`), so
 # they can tell a variable you set from one you did not.
-export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES
+export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS
 
-.PHONY: help venv sim waves test test-unit regress-long bench cells lint clean distclean
+.PHONY: help venv sim waves test test-unit regress-long bench minilm-speedup cells lint clean \
+	distclean
 
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
-	@echo "                (WORKLOAD=minilm: all-MiniLM-L6-v2 layer 0 in BF16 and INT8;"
+	@echo "                (WORKLOAD=minilm: all-MiniLM-L6-v2 layer 0 in BF16 and INT8, every"
+	@echo "                 matmul on the tile; LAYERS=all for all six layers (minutes),"
+	@echo "                 WORKERS=N Dask worker processes, 1 = serial; default one per core;"
 	@echo "                 WORKLOAD=random: random matmuls, DTYPE/FTZ/SEED/WAVES apply)"
 	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16 FTZ=1 SEED=1,"
 	@echo "                 WAVES=1 for an FST waveform)"
@@ -30,6 +33,8 @@ help:
 	@echo "make bench      the main job's time split (build / simulator / host), then build and"
 	@echo "                simulation speed from 8x8 to the full-size 128x128, both simulators"
 	@echo "                (Icarus up to 32x32; about 20 minutes; SIZES=8x8,16x16 for fewer)"
+	@echo "make minilm-speedup  all six MiniLM layers on the local Dask cluster and serially, same"
+	@echo "                build: wall times, ratio, results compared bit for bit (~15 min)"
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
@@ -64,6 +69,9 @@ regress-long: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m systolica.sim.bench $(if $(SIZES),--sizes $(SIZES))
+
+minilm-speedup: $(STAMP)
+	$(PY) -m systolica.sim.minilm.speedup
 
 cells: $(STAMP)
 	$(PY) -m systolica.sim.cells

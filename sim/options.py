@@ -1,0 +1,52 @@
+"""Command-line pieces shared by the workloads' parsers (no workload imports: the random
+workload's :mod:`systolica.sim.cli` and the MiniLM workload's
+:mod:`systolica.sim.minilm.cli` both use these, and neither imports the other's parser)."""
+
+import argparse
+import os
+
+from .toolchain import SIMULATORS
+
+#: The workloads ``python -m systolica.sim`` runs.
+WORKLOADS = ("minilm", "random")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr (``prog: error: message; see
+    --help``) with exit status 2, without the usage block."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def env(name, default):
+    """``$name`` if set and non-empty, else ``default`` (str)."""
+    value = os.environ.get(name)
+    return default if value in (None, "") else value
+
+
+def integer(minimum, env_name=None):
+    """argparse type: an integer >= ``minimum``; ``env_name`` names the make variable, if
+    any (it appears in the error)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            where = f" ({env_name}=... or the option)" if env_name else ""
+            raise argparse.ArgumentTypeError(f"must be {kind}{where}, not {text!r}")
+        return value
+    return parse
+
+
+def add_tile_arguments(p):
+    """Add ``--sim``, ``--rows`` and ``--cols`` to parser ``p``, with defaults from SIM, ROWS
+    and COLS as ``make sim`` passes them (every workload's parser has them)."""
+    p.add_argument("--sim", choices=SIMULATORS, default=env("SIM", "verilator"),
+                   help="simulator (default: $SIM or verilator)")
+    p.add_argument("--rows", type=integer(1, "ROWS"), default=env("ROWS", "8"),
+                   help="partition rows K of the tile (default: $ROWS or 8)")
+    p.add_argument("--cols", type=integer(1, "COLS"), default=env("COLS", "8"),
+                   help="stationary columns M of the tile (default: $COLS or 8)")

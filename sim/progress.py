@@ -1,0 +1,97 @@
+"""A progress display for runs of many tile programs (rich), on stderr.
+
+On a terminal: a live line with programs done / total, matmuls, RTL cycles, elapsed time and
+the estimate of what is left (from the cycle model's cycles of the programs done and to do),
+and one printed line per finished GEMM above it. Elsewhere (a pipe, a CI log): the GEMM lines
+alone, each with the same counters, so a log shows progress without control characters.
+"""
+
+import sys
+import threading
+import time
+
+
+class ProgramProgress:
+    """Counts finished tile programs against a plan and shows them.
+
+    Parameters
+    ----------
+    stream : file, optional
+        Where to draw (default: stderr).
+    enabled : bool
+        False shows nothing (``--json`` keeps stdout clean; stderr still gets nothing).
+    """
+
+    def __init__(self, stream=None, enabled=True):
+        from rich.console import Console
+
+        self.console = Console(file=stream or sys.stderr, highlight=False)
+        self.enabled = enabled
+        self.programs = self.matmuls = self.cycles = self.model_cycles = 0
+        self.total_programs = self.total_matmuls = self.total_model_cycles = 0
+        self._started = time.perf_counter()
+        self._progress = None
+        self._task = None
+        self._lock = threading.Lock()
+
+    def plan(self, programs, matmuls, model_cycles):
+        """Set the totals (ints) and start the live display on a terminal."""
+        self.total_programs, self.total_matmuls = programs, matmuls
+        self.total_model_cycles = max(1, model_cycles)
+        self._started = time.perf_counter()
+        if self.enabled and self.console.is_terminal:
+            from rich.progress import (
+                BarColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("[bold]programs {task.fields[programs]}"), BarColumn(),
+                TextColumn("{task.fields[matmuls]} matmuls, {task.fields[cycles]} cycles"),
+                TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("left ~"),
+                TimeRemainingColumn(), console=self.console, transient=True)
+            self._task = self._progress.add_task("run", total=self.total_model_cycles,
+                                                 **self._fields())
+            self._progress.start()
+
+    def _fields(self):
+        return {"programs": f"{self.programs:,}/{self.total_programs:,}",
+                "matmuls": f"{self.matmuls:,}/{self.total_matmuls:,}",
+                "cycles": f"{self.cycles:,}"}
+
+    def status(self):
+        """The counters as one line (str): programs, matmuls, cycles, elapsed, estimate."""
+        elapsed = time.perf_counter() - self._started
+        done = self.model_cycles / self.total_model_cycles if self.total_model_cycles else 0
+        left = f"~{elapsed * (1 - done) / done:.0f} s left" if done > 0 else "estimating"
+        f = self._fields()
+        return (f"programs {f['programs']}, matmuls {f['matmuls']}, cycles {f['cycles']}, "
+                f"{elapsed:.0f} s elapsed, {left}")
+
+    def program_done(self, program, outcome):
+        """Count one finished program (a TileProgram and its ProgramOutcome)."""
+        with self._lock:
+            self.programs += 1
+            self.matmuls += outcome.matmuls
+            self.cycles += outcome.cycles
+            self.model_cycles += program.model_cycles
+            if self._progress is not None:
+                self._progress.update(self._task, completed=self.model_cycles,
+                                      **self._fields())
+
+    def note(self, text):
+        """Print one line (a finished GEMM) with the counters."""
+        if not self.enabled:
+            return
+        with self._lock:
+            self.console.print(f"  {text}  [{self.status()}]", markup=False,
+                               soft_wrap=True)
+
+    def stop(self):
+        """End the live display."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
