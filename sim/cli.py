@@ -16,7 +16,7 @@ from systolica.golden import PSUM_ENTRIES, program_cycles
 
 from .api import Matmul, run_program
 from .errors import USER_FACING, report
-from .options import WORKLOADS, add_tile_arguments
+from .options import WORKLOADS, add_tile_arguments, resolve_tile
 from .options import env as _env
 from .options import integer as _integer
 from .toolchain import SIMULATORS
@@ -120,7 +120,7 @@ def main(argv=None):
               "random workload is one program on one simulator", file=sys.stderr)
         return 2
     p = parser()
-    args = p.parse_args(argv)
+    args = resolve_tile(p.parse_args(argv))
     _check_args(p, args)
     jobs = workload(args)
     print(f"systolica: {args.rows} x {args.cols} tile, {args.dtype}, on {args.sim}: building "

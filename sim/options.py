@@ -41,12 +41,29 @@ def integer(minimum, env_name=None):
     return parse
 
 
-def add_tile_arguments(p):
+def add_tile_arguments(p, sizes=None):
     """Add ``--sim``, ``--rows`` and ``--cols`` to parser ``p``, with defaults from SIM, ROWS
-    and COLS as ``make sim`` passes them (every workload's parser has them)."""
+    and COLS as ``make sim`` passes them (every workload's parser has them).
+
+    ``sizes`` maps a simulator to its default square tile side (default: 8 for each); when
+    it differs between simulators, :func:`resolve_tile` fills ``--rows``/``--cols`` in
+    after parsing, from the simulator chosen."""
+    sizes = sizes or dict.fromkeys(SIMULATORS, 8)
+    text = (str(sizes["verilator"]) if len(set(sizes.values())) == 1 else
+            ", ".join(f"{size} on {sim.capitalize()}" for sim, size in sizes.items()))
+    p.set_defaults(tile_sizes=sizes)
     p.add_argument("--sim", choices=SIMULATORS, default=env("SIM", "verilator"),
                    help="simulator (default: $SIM or verilator)")
-    p.add_argument("--rows", type=integer(1, "ROWS"), default=env("ROWS", "8"),
-                   help="partition rows K of the tile (default: $ROWS or 8)")
-    p.add_argument("--cols", type=integer(1, "COLS"), default=env("COLS", "8"),
-                   help="stationary columns M of the tile (default: $COLS or 8)")
+    p.add_argument("--rows", type=integer(1, "ROWS"), default=env("ROWS", None),
+                   help=f"partition rows K of the tile (default: $ROWS or {text})")
+    p.add_argument("--cols", type=integer(1, "COLS"), default=env("COLS", None),
+                   help=f"stationary columns M of the tile (default: $COLS or {text})")
+
+
+def resolve_tile(args):
+    """Fill in ``args.rows``/``args.cols`` left unset with the simulator's default size
+    (see :func:`add_tile_arguments`); returns ``args``."""
+    size = args.tile_sizes[args.sim]
+    args.rows = size if args.rows is None else int(args.rows)
+    args.cols = size if args.cols is None else int(args.cols)
+    return args

@@ -77,6 +77,7 @@ from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, token_layout
 
 from .errors import USER_FACING, SimulationError, SystolicaError, report
 from .generate import TOPLEVEL
+from .options import resolve_tile
 from .runner import WAVE_FORMATS, build, default_build_root, run_tests
 from .toolchain import check_simulator_name
 
@@ -619,7 +620,7 @@ def main(argv=None):
     tool.
     """
     p = parser()
-    args = p.parse_args(argv)
+    args = resolve_tile(p.parse_args(argv))
     if args.workload != "random" or os.environ.get("WORKLOAD") not in (None, "", "random"):
         p.error("waves trace the random workload only (the real model's tens of thousands of "
                 "matmuls would make a huge waveform); drop --workload/WORKLOAD, or pick one "

@@ -21,7 +21,14 @@ from ..engine import (
     security_from_files,
 )
 from ..errors import USER_FACING, report
-from ..options import WORKLOADS, OneLineParser, add_tile_arguments, env, integer
+from ..options import (
+    WORKLOADS,
+    OneLineParser,
+    add_tile_arguments,
+    env,
+    integer,
+    resolve_tile,
+)
 from ..progress import ProgramProgress
 from ..toolchain import SIMULATORS
 from .report import format_report, report_json
@@ -38,6 +45,12 @@ def default_workers():
         return os.cpu_count() or 1
 
 
+#: Default tile side per simulator: the largest square tile whose first ``make sim`` (build
+#: included) takes at most 10 minutes on the project's 2-core machine (README, "What the two
+#: commands do"); Icarus, about 100x slower, stays at 8 x 8.
+TILE_SIZES = {"icarus": 8, "verilator": 64}
+
+
 def parser():
     """The argument parser of the minilm workload (argparse.ArgumentParser); defaults of
     ``--sim``, ``--rows``, ``--cols`` and ``--layers`` come from SIM, ROWS, COLS and LAYERS
@@ -52,7 +65,7 @@ def parser():
                     "similarities), cycles and NeuronCore estimates.")
     p.add_argument("--workload", choices=WORKLOADS, default="minilm",
                    help="minilm (this) or random matrices (default: $WORKLOAD or minilm)")
-    add_tile_arguments(p)
+    add_tile_arguments(p, TILE_SIZES)
     p.add_argument("--layers", default=env("LAYERS", "0"),
                    help="encoder layers whose GEMMs run on the tile: 0..5, a list like 0,5, "
                         "or all (default: $LAYERS or 0)")
@@ -163,7 +176,7 @@ def _check(p, args):
 def main(argv=None):
     """Entry point of the minilm workload; returns the exit status (int, see the module)."""
     p = parser()
-    args = p.parse_args(argv)
+    args = resolve_tile(p.parse_args(argv))
     layers, gemms, dtypes, sentences = _check(p, args)
     rtl_folds = args.rtl_folds
     say = sys.stderr if args.json else sys.stdout

@@ -16,7 +16,7 @@ import time
 
 from ..engine import SerialEngine, make_engine
 from ..errors import USER_FACING, report
-from ..options import OneLineParser, add_tile_arguments, env, integer
+from ..options import OneLineParser, add_tile_arguments, env, integer, resolve_tile
 from .cli import default_workers
 from .run import parse_layers, run_model
 
@@ -52,7 +52,7 @@ def main(argv=None):
                    help=f"worker processes of the local cluster (default: $WORKERS or one "
                         f"per core, here {default_workers()})")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = p.parse_args(argv)
+    args = resolve_tile(p.parse_args(argv))
     try:
         layers = parse_layers(args.layers)
     except ValueError as error:
