@@ -48,7 +48,7 @@ def default_workers():
 #: Default tile side per simulator: the largest square tile whose first ``make sim`` (build
 #: included) takes at most 10 minutes on the project's 2-core machine (README, "What the two
 #: commands do"); Icarus, about 100x slower, stays at 8 x 8.
-TILE_SIZES = {"icarus": 8, "verilator": 64}
+TILE_SIZES = {"icarus": 8, "verilator": 128}
 
 
 def parser():
