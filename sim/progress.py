@@ -2,8 +2,9 @@
 
 On a terminal: a live line with programs done / total, matmuls, RTL cycles, elapsed time and
 the estimate of what is left (from the cycle model's cycles of the programs done and to do),
-and one printed line per finished GEMM above it. Elsewhere (a pipe, a CI log): the GEMM lines
-alone, each with the same counters, so a log shows progress without control characters.
+and one printed line per finished GEMM above it. Elsewhere (a pipe, a CI log): one line per
+finished tile program and the GEMM lines, each with the same counters, so a log shows progress
+without control characters (a full-size tile's program can take minutes).
 """
 
 import sys
@@ -81,6 +82,10 @@ class ProgramProgress:
             if self._progress is not None:
                 self._progress.update(self._task, completed=self.model_cycles,
                                       **self._fields())
+            elif self.enabled:
+                self.console.print(f"  program done: {outcome.matmuls:,} matmuls, "
+                                   f"{outcome.cycles:,} cycles  [{self.status()}]",
+                                   markup=False, soft_wrap=True)
 
     def note(self, text):
         """Print one line (a finished GEMM) with the counters."""

@@ -413,7 +413,9 @@ def test_progress_counts_programs_against_the_plan():
     assert "s elapsed, ~" in status and status.endswith("s left")
     progress.note("bf16 layer 0 done")
     progress.stop()
-    assert stream.getvalue().startswith("  bf16 layer 0 done  [programs 1/4, matmuls 100/400")
+    lines = stream.getvalue().splitlines()   # not a terminal: a line per program, then notes
+    assert lines[0].startswith("  program done: 100 matmuls, 260 cycles  [programs 1/4, ")
+    assert lines[1].startswith("  bf16 layer 0 done  [programs 1/4, matmuls 100/400")
 
 
 def test_the_minilm_package_does_not_import_the_random_workloads_cli():
