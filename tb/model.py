@@ -159,10 +159,10 @@ class TileModel:
             range; use :meth:`submit_command` to send an illegal command on purpose) or
             ``ftz`` is asked of an INT8 matmul.
         """
-        return self.submit_many([(stationary, moving, accumulate, ftz, bank, offset)],
-                                expected=expected)[0]
+        item = self._prepare(stationary, moving, accumulate, ftz, bank, offset)
+        return self._commit(item, self._column_sums([item])[0], expected)
 
-    def submit_many(self, matmuls, expected=None):
+    def submit_many(self, matmuls):
         """Model matmuls that follow each other in the program, as :meth:`submit` each.
 
         ``matmuls``: ``(stationary, moving, accumulate, ftz, bank, offset)`` tuples. Every
@@ -172,6 +172,13 @@ class TileModel:
         shadow PSUM in program order. Returns the list of what :meth:`submit` returns.
         """
         prepared = [self._prepare(*matmul) for matmul in matmuls]
+        return [self._commit(item, column)
+                for item, column in zip(prepared, self._column_sums(prepared), strict=True)]
+
+    @staticmethod
+    def _column_sums(prepared):
+        """Golden column sums (``[cols, N]``) of prepared matmuls, one batched call per data
+        type, mode and shape."""
         groups = {}
         for i, item in enumerate(prepared):
             key = (item["command"].dtype, item["command"].ftz, item["padded"].shape,
@@ -184,8 +191,7 @@ class TileModel:
                                   **({"ftz": True} if ftz else {}))
             for j, i in enumerate(indices):
                 columns[i] = out[j]
-        return [self._commit(item, column, expected)
-                for item, column in zip(prepared, columns, strict=True)]
+        return columns
 
     def _prepare(self, stationary, moving, accumulate, ftz, bank, offset):
         """Check one matmul and build its command and zero-padded stationary (no state)."""
