@@ -12,10 +12,10 @@ STAMP  := $(VENV)/.installed
 
 # Only what you set is passed on; the defaults live in the command line tools (`--help`), so
 # they can tell a variable you set from one you did not.
-export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS
+export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
 
 .PHONY: help venv sim waves test test-unit regress-long bench minilm-speedup cells lint clean \
-	distclean
+	distclean fuzz
 
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
@@ -35,6 +35,8 @@ help:
 	@echo "                (Icarus up to 32x32; about 20 minutes; SIZES=8x8,16x16 for fewer)"
 	@echo "make minilm-speedup  all six MiniLM layers on the local Dask cluster and serially, same"
 	@echo "                build: wall times, ratio, results compared bit for bit (~15 min)"
+	@echo "make fuzz       command-stream fuzzer: random legal and illegal commands through the"
+	@echo "                bulk harness, every word and stamp checked (SEED=1 COMMANDS=100000)"
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
@@ -72,6 +74,9 @@ bench: $(STAMP)
 
 minilm-speedup: $(STAMP)
 	$(PY) -m systolica.sim.minilm.speedup
+
+fuzz: $(STAMP)
+	$(PY) -m systolica.sim.verif.fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000)
 
 cells: $(STAMP)
 	$(PY) -m systolica.sim.cells

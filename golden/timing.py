@@ -22,8 +22,9 @@ cycle to take the first command, the first load and the ``L``-cycle drain.
 
 :func:`command_schedule` computes the stamps by the recurrence above when no result is
 refused, and by stepping the same rules cycle by cycle when a ``result_ready`` pattern is
-given (random backpressure). Stream drivers are assumed to offer every beat as soon as the
-previous one is taken (no idle cycles on the input streams).
+given (random backpressure). Stream drivers offer every beat as soon as the previous one is
+taken (no idle cycles on the input streams) unless an ``offer`` pattern says in which cycles
+they do (random idle; stepped too).
 
 Cycle 0 is the first cycle in which the streams may transfer after reset. All figures are in
 clock cycles.
@@ -173,8 +174,13 @@ def _recurrence(commands, errors, latency):
     return out
 
 
-def _stepped(commands, errors, latency, result_ready, max_cycles):
+def _stepped(commands, errors, latency, result_ready, max_cycles, offer=None):
     stamps = [dict(accept=None, error=e, loads=[], issues=[], results=[]) for e in errors]
+    legal = [c for c, e in zip(commands, errors, strict=True) if e is None and c.op == "matmul"]
+    drivers = {"command": _Driver(len(commands)), "stationary": _Driver(sum(c.k for c in legal)),
+               "moving": _Driver(sum(c.n for c in legal))}
+    for name, driver in drivers.items():
+        driver.step(False, offer is None or offer(name, 0))
     queue = []                  # [command index, loaded]
     offered = 0                 # next command the driver offers
     load_buf = use_buf = 0
@@ -189,13 +195,13 @@ def _stepped(commands, errors, latency, result_ready, max_cycles):
         if cycle >= max_cycles:
             raise RuntimeError(f"timing model made no progress in {max_cycles} cycles")
         out = tokens[-1]
-        ready = bool(result_ready(cycle))
+        ready = result_ready is None or bool(result_ready(cycle))
         advance = out is None or ready
         # Combinational decisions from the current state.
-        take_command = offered < len(commands) and len(queue) < COMMAND_QUEUE_DEPTH
+        take_command = drivers["command"].valid and len(queue) < COMMAND_QUEUE_DEPTH
         target = next((i for i, (j, done) in enumerate(queue) if not done), None)
         load = (advance and target is not None and not busy[load_buf]
-                and not full[load_buf])
+                and not full[load_buf] and drivers["stationary"].valid)
         load_done = load and load_row == commands[queue[target][0]].k - 1
         head = queue[0] if queue else None
         issue = None
@@ -205,6 +211,9 @@ def _stepped(commands, errors, latency, result_ready, max_cycles):
             elif head is not None and head[1]:
                 j = head[0]
                 issue = [j, commands[j].n - 1, use_buf]
+            if (issue is not None and commands[issue[0]].op == "matmul"
+                    and not drivers["moving"].valid):
+                issue = None        # the moving stream idles: a bubble
         # Sequential update.
         if out is not None and ready:
             stamps[out]["results"].append(cycle)
@@ -242,18 +251,41 @@ def _stepped(commands, errors, latency, result_ready, max_cycles):
             if errors[offered] is None:
                 queue.append([offered, commands[offered].op == "read"])
             offered += 1
+        moved = issue is not None and commands[issue[0]].op == "matmul"
+        for name, taken in (("command", take_command), ("stationary", load), ("moving", moved)):
+            drivers[name].step(taken, offer is None or offer(name, cycle + 1))
         cycle += 1
     while offered < len(commands):      # rejected commands after the last result
-        if len(queue) < COMMAND_QUEUE_DEPTH:
+        taken = drivers["command"].valid
+        if taken:
             stamps[offered]["accept"] = cycle
             offered += 1
+        drivers["command"].step(taken, offer is None or offer("command", cycle + 1))
         cycle += 1
     return [CommandTiming(**{**s, **{key: tuple(s[key]) for key in ("loads", "issues", "results")}})
             for s in stamps]
 
 
+class _Driver:
+    """A stream driver as the testbenches build them: it holds ``valid`` until its beat is
+    taken, and raises it for the next beat in a cycle it offers (``offer``) while beats
+    are left."""
+
+    def __init__(self, count):
+        self.count, self.sent, self.valid = count, 0, False
+
+    def step(self, taken, offer):
+        """Update at the end of a cycle: ``taken`` (a beat transferred), ``offer`` (whether
+        the driver would offer a beat in the next cycle)."""
+        if self.valid and taken:
+            self.sent += 1
+            self.valid = False
+        if not self.valid:
+            self.valid = self.sent < self.count and bool(offer)
+
+
 def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
-                     result_ready=None, max_cycles=10_000_000):
+                     result_ready=None, offer=None, max_cycles=10_000_000):
     """Predict every command's cycle stamps (see the module docstring for the rules).
 
     Parameters
@@ -266,7 +298,14 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
         PSUM geometry (decides which commands are rejected).
     result_ready : callable or None
         ``result_ready(cycle) -> bool``: whether the result stream's consumer is ready in
-        that cycle. ``None`` means always ready (the closed recurrence is used).
+        that cycle. ``None`` means always ready (the closed recurrence is used, unless
+        ``offer`` is given).
+    offer : callable or None
+        ``offer(stream, cycle) -> bool``, stream ``"command"``, ``"stationary"`` or
+        ``"moving"``: whether that input stream's driver, holding no beat, offers its next
+        one in that cycle (random idle cycles); a driver holds an offered beat until it is
+        taken. ``None``: every beat is offered at once (no idle cycles). The stepped model
+        is used when it is given.
     max_cycles : int
         Give up (``RuntimeError``) after this many stepped cycles.
 
@@ -285,9 +324,9 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
     _check_positive("banks", banks)
     _check_positive("entries", entries)
     commands, errors = _checked(commands, rows, cols, banks, entries)
-    if result_ready is None:
+    if result_ready is None and offer is None:
         return _recurrence(commands, errors, latency)
-    return _stepped(commands, errors, latency, result_ready, max_cycles)
+    return _stepped(commands, errors, latency, result_ready, max_cycles, offer)
 
 
 def program_schedule(rows, cols, shapes):

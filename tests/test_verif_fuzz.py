@@ -1,0 +1,80 @@
+"""The command-stream fuzzer (``make fuzz``): a seeded sample in the regression, proof that
+it catches a wrong word and a wrong stamp, and the stepped cycle model's idle patterns."""
+
+import numpy as np
+
+from systolica.golden import Command, command_schedule
+from systolica.sim.verif import fuzz
+
+#: Tile sizes of the CI sample: the same Verilator harness builds as tests/test_bulk_harness.
+SAMPLE_SIZES = ((4, 4), (3, 4))
+
+
+def test_fuzz_sample_loses_nothing(seed):
+    lines = []
+    reports = fuzz.fuzz(seed, 1200, chunk=400, sizes=SAMPLE_SIZES, out=lines.append)
+    assert [r.passed for r in reports] == [True] * 3, "\n".join(lines)
+    assert sum(r.commands for r in reports) == 1200
+    rejected = {}
+    for r in reports:
+        for name, count in r.rejected.items():
+            rejected[name] = rejected.get(name, 0) + count
+    assert set(rejected) == {"BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE"}
+    assert all(r.matmuls and r.reads and r.stamps_checked for r in reports)
+
+
+def test_fuzz_flags_a_wrong_word_and_prints_its_replay(monkeypatch):
+    monkeypatch.setenv("SYSTOLICA_CORRUPT_GOLDEN", "1")
+    lines = []
+    reports = fuzz.fuzz(5, 50, chunk=50, sizes=SAMPLE_SIZES, out=lines.append)
+    assert not reports[0].passed
+    text = "\n".join(lines)
+    assert "wrong word" in text
+    assert "replay: " in text and "--seed 5 --program 0 --chunk 50 --sizes 4x4,3x4" in text
+
+
+def test_stamp_comparison_flags_a_one_cycle_slip():
+    commands = [Command("matmul", k=2, m=2, n=3), Command("read", n=2)]
+    predicted = command_schedule(2, 2, commands)
+
+    class Record:
+        def __init__(self, index, command, timing):
+            self.index, self.command, self.error = index, command, None
+            self.op, self.accept = command.op, timing.accept
+            self.issues, self.result_cycles = list(timing.issues), list(timing.results)
+
+    records = [Record(i, c, t) for i, (c, t) in enumerate(zip(commands, predicted, strict=True))]
+    errors = []
+    assert fuzz._compare_stamps(records, predicted, errors) == 2 + 3 + 3 + 2 and not errors
+    records[1].result_cycles[1] += 1
+    fuzz._compare_stamps(records, predicted, errors)
+    assert len(errors) == 1 and "results stamp 1" in errors[0]
+
+
+def test_stepped_model_with_every_beat_offered_equals_the_recurrence():
+    rng = np.random.default_rng(3)
+    commands = [Command("matmul", k=int(rng.integers(0, 5)), m=2, n=int(rng.integers(1, 9)),
+                        bank=int(rng.integers(0, 9))) if rng.random() < 0.7 else
+                Command("read", n=int(rng.integers(1, 9))) for _ in range(60)]
+    closed = command_schedule(4, 2, commands)
+    stepped = command_schedule(4, 2, commands, offer=lambda stream, cycle: True)
+    assert stepped == closed
+
+
+def test_idle_offers_only_delay():
+    commands = [Command("matmul", k=3, m=2, n=4), Command("matmul", k=1, m=2, n=2,
+                                                           accumulate=True)]
+    base = command_schedule(3, 2, commands)
+    idle = command_schedule(3, 2, commands, offer=lambda stream, cycle: cycle % 3 != 1)
+    for a, b in zip(base, idle, strict=True):
+        assert len(a.results) == len(b.results)
+        assert all(y >= x for x, y in zip(a.results, b.results, strict=True))
+    assert idle[-1].last_result > base[-1].last_result
+
+
+def test_harness_patterns_follow_the_harness_generators():
+    patterns = fuzz.HarnessPatterns(1, 0, 0)
+    assert all(patterns.ready(c) and patterns.offer("moving", c) for c in range(50))
+    half = fuzz.HarnessPatterns(7, 128, 128)
+    share = np.mean([half.ready(c) for c in range(4000)])
+    assert 0.45 < share < 0.55
