@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed
 export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
 
 .PHONY: help venv sim waves test test-unit regress-long bench minilm-speedup cells lint clean \
-	distclean fuzz
+	distclean fuzz exhaustive
 
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
@@ -37,6 +37,8 @@ help:
 	@echo "                build: wall times, ratio, results compared bit for bit (~15 min)"
 	@echo "make fuzz       command-stream fuzzer: random legal and illegal commands through the"
 	@echo "                bulk harness, every word and stamp checked (SEED=1 COMMANDS=100000)"
+	@echo "make exhaustive RTL BF16 multiplier on all 2^32 pairs (IEEE and FTZ) and FP32 adder on"
+	@echo "                10^9 random pairs + a rounding grid, against the golden model (~30 min)"
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
@@ -77,6 +79,9 @@ minilm-speedup: $(STAMP)
 
 fuzz: $(STAMP)
 	$(PY) -m systolica.sim.verif.fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000)
+
+exhaustive: $(STAMP)
+	$(PY) -m systolica.sim.verif.exhaustive --seed $(or $(SEED),1)
 
 cells: $(STAMP)
 	$(PY) -m systolica.sim.cells
