@@ -15,7 +15,7 @@ STAMP  := $(VENV)/.installed
 export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
 
 .PHONY: help venv sim waves test test-unit regress-long bench minilm-speedup cells lint clean \
-	distclean fuzz exhaustive
+	distclean fuzz exhaustive mutants coverage
 
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
@@ -39,6 +39,10 @@ help:
 	@echo "                bulk harness, every word and stamp checked (SEED=1 COMMANDS=100000)"
 	@echo "make exhaustive RTL BF16 multiplier on all 2^32 pairs (IEEE and FTZ) and FP32 adder on"
 	@echo "                10^9 random pairs + a rounding grid, against the golden model (~30 min)"
+	@echo "make mutants    mutation score: 240 Yosys mutants of the tile in one netlist, a fuzzed"
+	@echo "                kill-set per mutant, survivors checked for equivalence by SAT (~15 min)"
+	@echo "make coverage   functional coverage: a fuzz sample with coverage on, merged with the"
+	@echo "                databases of earlier runs (make test writes one); closure check"
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
@@ -82,6 +86,12 @@ fuzz: $(STAMP)
 
 exhaustive: $(STAMP)
 	$(PY) -m systolica.sim.verif.exhaustive --seed $(or $(SEED),1)
+
+mutants: $(STAMP)
+	$(PY) -m systolica.sim.verif.mutants --seed $(or $(SEED),1)
+
+coverage: $(STAMP)
+	$(PY) -m systolica.sim.verif.coverage --seed $(or $(SEED),1)
 
 cells: $(STAMP)
 	$(PY) -m systolica.sim.cells

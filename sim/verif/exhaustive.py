@@ -309,10 +309,11 @@ def rounding_grid(rng, *, max_difference=29, batches=32):
 def classify_rounding(a, b):
     """Rounding class (index into :data:`ROUNDING`) of ``a + b`` rounded to FP32, for
     finite operands whose exact sum float64 holds (exponent difference <= 29); -1 else."""
-    fa, fb = a.view(np.float32).astype(np.float64), b.view(np.float32).astype(np.float64)
-    finite = np.isfinite(fa) & np.isfinite(fb)
-    exact = fa + fb                              # exact: 24 + 29 bits fit in 53
     with np.errstate(all="ignore"):
+        fa = a.view(np.float32).astype(np.float64)
+        fb = b.view(np.float32).astype(np.float64)
+        finite = np.isfinite(fa) & np.isfinite(fb)
+        exact = fa + fb                          # exact: 24 + 29 bits fit in 53
         rounded = exact.astype(np.float32)
         r64 = rounded.astype(np.float64)
         err = exact - r64                        # exact too

@@ -4,8 +4,8 @@ Each program (``--chunk`` commands) mixes legal matmuls (INT8, BF16 IEEE and FTZ
 and accumulate, random bank/offset/K/M/N) and READs with illegal commands of every
 :data:`~systolica.golden.command.ERRORS` kind (several errors at once too, to pin the
 check order), and runs on the bulk harness (:mod:`systolica.tb.bulk`) of one of the tile
-sizes, in turn, with a random backpressure level and, in one program of four, random idle
-cycles on the input streams. Per program it requires:
+sizes in turn, with every backpressure level and every idle level (random idle cycles on
+the input streams, or none) in every four programs. Per program it requires:
 
 - every command accounted for: each legal command's result beats (``N`` of them, ``last``
   on the final one) and nothing else; the rejected count and last error in ``status``
@@ -135,10 +135,14 @@ def _illegal(rng, rows, cols):
                    ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5))
 
 
-def random_program(rng, rows, cols, count):
+def random_program(rng, rows, cols, count, dense=0.0):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset)`` (a legal matmul) or a
-    :class:`~systolica.golden.Command` (a legal READ or an illegal command)."""
+    :class:`~systolica.golden.Command` (a legal READ or an illegal command).
+
+    ``dense``: share of the legal matmuls that use the whole array (K = rows, M = cols),
+    every PE busy (the mutation kill-set raises it); 0 draws as before.
+    """
     out = []
     for _ in range(count):
         draw = rng.random()
@@ -148,10 +152,14 @@ def random_program(rng, rows, cols, count):
         bank = int(rng.integers(PSUM_BANKS))
         offset = int(rng.integers(PSUM_ENTRIES)) if rng.random() < 0.5 else 0
         n = _n(rng, PSUM_ENTRIES - offset)
+        if rng.random() < 0.3:              # a region that ends at the bank's end
+            offset = PSUM_ENTRIES - n
         if draw < 0.45:
             out.append(Command("read", n=n, bank=bank, offset=offset))
             continue
         k, m = int(rng.integers(1, rows + 1)), int(rng.integers(1, cols + 1))
+        if dense and rng.random() < dense:
+            k, m = rows, cols
         dtype = "bf16" if rng.random() < 0.5 else "int8"
         s, v = _operands(rng, k, m, n, dtype)
         out.append((s, v, bool(rng.random() < 0.4),
@@ -199,18 +207,27 @@ def _submit(program, items):
 
 
 def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
-                      build_root=None, keep=False):
-    """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`."""
+                      build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
+                      coverage=False):
+    """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
+
+    ``tile``: a harness :class:`~systolica.sim.runner.Build` to run on instead of building
+    one (its size must be the program's; the mutation runner passes its mutant build), and
+    ``plusargs`` extra simulator arguments for it; ``dense`` see :func:`random_program`.
+    ``coverage``: sample the program into the functional coverage database
+    (:mod:`systolica.sim.verif.coverage`).
+    """
     from systolica.hdl.layouts import command_layout
     from systolica.sim.runner import build, run_tests
     from systolica.tb.bulk import BulkProgram, resident_depth
 
     rng = np.random.default_rng([seed, index])
     rows, cols = sizes[index % len(sizes)]
-    backpressure = float(rng.choice(BACKPRESSURE))
-    idle = float(rng.choice(IDLE)) if rng.random() < 0.25 else 0.0
+    # Every level in every four programs, the pairs varying from one four to the next.
+    backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
+    idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
     report = ProgramReport(index, rows, cols, chunk, idle, backpressure)
-    items = random_program(rng, rows, cols, chunk)
+    items = random_program(rng, rows, cols, chunk, dense)
     program = BulkProgram(rows, cols)
     _submit(program, items)
     records = program.model.records
@@ -221,17 +238,21 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
             report.matmuls += 1
         else:
             report.reads += 1
-    depth = program.depth
-    if simulator == "verilator":
-        depth = max(depth, resident_depth(rows, cols, command_layout().size))
-    tile = build(rows, cols, simulator, build_root=build_root, harness_depth=depth)
+    if tile is None:
+        depth = program.depth
+        if simulator == "verilator":
+            depth = max(depth, resident_depth(rows, cols, command_layout().size))
+        tile = build(rows, cols, simulator, build_root=build_root, harness_depth=depth)
+    elif program.depth > tile.harness_depth:
+        raise ValueError(f"program {index} needs a harness depth of {program.depth}, more "
+                         f"than the build's {tile.harness_depth}")
     runs = tile.directory / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"fuzz{os.getpid()}_{index}_", dir=runs))
     sim_seed = int(rng.integers(1, 1 << 31))
     bp_level, idle_level = int(round(backpressure * 256)), int(round(idle * 256))
     plusargs = program.write(run_dir) + [f"+seed={sim_seed}", f"+idle={idle_level}",
-                                         f"+bp={bp_level}"]
+                                         f"+bp={bp_level}", *plusargs]
     slow = (1.0 - idle) * (1.0 - backpressure)
     budget = int(1000 + 8 * (program.command_count + program.stationary_count
                              + program.result_count) / slow)
@@ -272,6 +293,11 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     predicted = command_schedule(rows, cols, [r.command for r in records],
                                  result_ready=patterns.ready, offer=patterns.offer)
     report.stamps_checked = _compare_stamps(records, predicted, errors)
+    if coverage:
+        from .coverage import sample_program
+
+        operands = {i: item[:2] for i, item in enumerate(items) if not isinstance(item, Command)}
+        sample_program(report, records, operands, predicted)
     if report.passed and not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
     elif not report.passed:
@@ -318,7 +344,7 @@ def replay_command(seed, index, chunk, sizes=SIZES):
 
 
 def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", build_root=None,
-         programs=None, keep=False, out=print):
+         programs=None, keep=False, out=print, coverage=False):
     """Run ``commands`` fuzzed commands (in programs of ``chunk``); return the reports."""
     if programs is None:
         programs = range(max(1, -(-commands // chunk)))
@@ -327,7 +353,8 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
     for index in programs:
         size = min(chunk, commands - index * chunk) if commands else chunk
         report = run_program_index(seed, index, chunk=max(1, size), sizes=sizes,
-                                   simulator=simulator, build_root=build_root, keep=keep)
+                                   simulator=simulator, build_root=build_root, keep=keep,
+                                   coverage=coverage)
         reports.append(report)
         rejected = sum(report.rejected.values())
         out(f"program {index}: {report.rows}x{report.cols} idle {report.idle:.1f} bp "
