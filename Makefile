@@ -42,7 +42,8 @@ help:
 	@echo "make mutants    mutation score: 240 Yosys mutants of the tile in one netlist, a fuzzed"
 	@echo "                kill-set per mutant, survivors checked for equivalence by SAT (~15 min)"
 	@echo "make coverage   functional coverage: a fuzz sample with coverage on, merged with the"
-	@echo "                databases of earlier runs (make test writes one); closure check"
+	@echo "                databases of earlier runs (make test writes one); closure check;"
+	@echo "                then Verilator line/toggle coverage per hdl module (~3 min)"
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
@@ -92,6 +93,7 @@ mutants: $(STAMP)
 
 coverage: $(STAMP)
 	$(PY) -m systolica.sim.verif.coverage --seed $(or $(SEED),1)
+	$(PY) -m systolica.sim.verif.rtlcov --seed $(or $(SEED),1) --list
 
 cells: $(STAMP)
 	$(PY) -m systolica.sim.cells

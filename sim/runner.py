@@ -203,7 +203,8 @@ def _runner(simulator, wave_format="fst"):
     return PortsOnlyVerilator()
 
 
-def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, block=None):
+def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, block=None,
+               extra_args=()):
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "build.log"
     sources = [verilog]
@@ -214,7 +215,7 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
         rows, cols = (int(x) for x in directory.parent.name.split("x"))
         parameters = {"ROWS": rows, "COLS": cols, "DEPTH": harness_depth,
                       "CW": command_layout().size}
-    args = list(VERILATOR_ARGS) if simulator == "verilator" else []
+    args = (list(VERILATOR_ARGS) + list(extra_args)) if simulator == "verilator" else []
     if simulator == "verilator" and fst:
         args.append("--trace-fst")
     if simulator == "verilator" and block is not None:
