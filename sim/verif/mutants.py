@@ -235,6 +235,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1, help="seed of the draw and kill-set")
     parser.add_argument("--only", type=int, action="append", help="run only mutant N")
     parser.add_argument("--size", default=f"{ROWS}x{COLS}", help="tile, rows x cols")
+    parser.add_argument("--programs", type=int, default=KILL_PROGRAMS,
+                        help="kill-set: fuzzed programs per mutant (run until one fails)")
+    parser.add_argument("--commands", type=int, default=KILL_COMMANDS,
+                        help="kill-set: commands per program")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--target", type=float, default=95.0, help="score to reach, %%")
     parser.add_argument("--build-dir", default=None)
@@ -247,14 +251,15 @@ def main(argv=None):
     tile, mutations = build_mutants(rows, cols, args.count, args.seed, args.build_dir)
     print(f"{len(mutations)} mutants of the {rows}x{cols} tile in one netlist; built in "
           f"{time.perf_counter() - started:.0f} s")
-    _, error = run_mutant(tile, 0, args.seed)
+    _, error = run_mutant(tile, 0, args.seed, args.programs, args.commands)
     if error is not None:
         print(f"error: the unmutated design fails the kill-set: {error}")
         return 2
     chosen = [m for m in mutations if not args.only or m.index in args.only]
     survivors, killed = [], 0
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_mutant, tile, m.index, args.seed) for m in chosen]
+        futures = [pool.submit(run_mutant, tile, m.index, args.seed, args.programs,
+                               args.commands) for m in chosen]
         for n, (mutation, future) in enumerate(zip(chosen, futures, strict=True), 1):
             _, error = future.result()
             if error is None:
