@@ -102,7 +102,7 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 clean:
-	rm -rf build bench .pytest_cache .ruff_cache
+	rm -rf build bench .pytest_cache .ruff_cache .hypothesis
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
 
 distclean: clean

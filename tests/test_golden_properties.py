@@ -14,7 +14,7 @@ from test_golden_bf16 import ref_add, ref_matmul, ref_mul
 
 from systolica.golden import bf16_product, fp32_add, from_bf16_bits, from_fp32_bits, nc_matmul
 
-SETTINGS = settings(max_examples=200, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -36,7 +36,7 @@ from . import fuzz
 #: M < cols reachable, square (the fuzzer's size rotation is pinned to it).
 ROWS = COLS = 3
 #: Kill-set: fuzzed programs of this many commands, run until one fails.
-KILL_PROGRAMS = 5
+KILL_PROGRAMS = 8
 KILL_COMMANDS = 300
 #: Share of the kill-set's matmuls that use every PE (K = rows, M = cols).
 DENSE = 0.6
@@ -108,8 +108,11 @@ def generate(rows, cols, count, seed, folder):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "tile.il").write_text(rtlil.convert(Tile(rows, cols), name=TOPLEVEL,
                                                   emit_src=True))
+    # The second hierarchy pass drops the modules opt_clean left without an instance (the
+    # adders of row 0's PEs: the tile ties chain_start high, so Amaranth's netlist never
+    # uses them); a mutant there could never be seen.
     prep = (f"read_rtlil tile.il\nhierarchy -top {TOPLEVEL}\nproc\nopt_clean\n"
-            f"write_rtlil design.il\n")
+            f"hierarchy -top {TOPLEVEL}\nwrite_rtlil design.il\n")
     _run_yosys(prep + f"mutate -list {count} -seed {seed} -o mutations.ys "
                f"t:$meminit* %n\n", folder)
     lines = [line.strip() for line in (folder / "mutations.ys").read_text().splitlines()
@@ -192,14 +195,15 @@ def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS
 
 
 def check_equivalence(mutation, folder, timeout=120):
-    """Try to prove a surviving mutant equivalent with Yosys's SAT solver, on its own module
-    (a leaf such as a PE's multiplier or adder, or a PE): a miter of the module as written
-    against the mutated copy, the cells they share merged; ``sat -tempinduct`` from
-    all-zero registers, so a proof holds for every input sequence. Returns ``"equivalent"``
-    (proved), ``"not equivalent"`` (the solver found inputs that tell them apart: a missing
-    test) or ``"unknown"`` (no answer within ``timeout`` seconds, or a module with
-    memories, which this check does not model), and for ``"not equivalent"`` the inputs
-    the solver found (hex, per cycle).
+    """Try to prove a surviving mutant equivalent with Yosys's SAT solver, on its own
+    module (a leaf such as a PE's multiplier or adder, a PE, the tile's control): a miter of
+    the module as written against the mutated copy, the cells they share merged;
+    ``sat -tempinduct`` from all-zero registers, so a proof holds for every input sequence.
+    Returns ``(verdict, inputs)``: ``"equivalent"`` (proved), ``"not equivalent"`` (the
+    solver found inputs that tell them apart, listed in ``inputs``: what a kill-set test
+    would have to deliver to that module; inside the tile its inputs may be constrained)
+    or ``"unknown"`` (no answer within ``timeout`` seconds or the induction did not close,
+    or PSUM, whose memory this check does not model).
     """
     module = mutation.module
     if "$" in module:          # PSUM: its memory is outside what sat models here
@@ -212,8 +216,8 @@ def check_equivalence(mutation, folder, timeout=120):
         # Merging the cells the two copies share leaves the solver only the mutated cone
         # (a miter of two multipliers is otherwise out of its reach).
         "hierarchy -top miter", "flatten", "opt_merge -share_all", "opt_clean",
-        f"sat -verify -prove trigger 0 -set-init-zero -tempinduct -seq 1 -maxsteps 12 "
-        f"-timeout {timeout} -show-inputs miter"]) + "\n"
+        f"sat -verify -prove trigger 0 -set-init-zero -tempinduct -seq 1 "
+        f"-maxsteps 12 -timeout {timeout} -show-inputs miter"]) + "\n"
     try:
         done = subprocess.run([_yosys(), "-"], input=script, capture_output=True,
                               text=True, cwd=folder, timeout=timeout + 30)
