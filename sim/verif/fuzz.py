@@ -105,6 +105,19 @@ def _operands(rng, k, m, n, dtype):
     return s, v
 
 
+def _out_of_range(rng, legal, low, width):
+    """A value of a ``width``-bit field at or above ``low``: the bound itself, a legal value
+    with one high bit set (an alias that a comparison dropping that bit would accept), or
+    uniform."""
+    top = 1 << width
+    bits = [j for j in range(max(1, low.bit_length() - 1), width) if (legal | 1 << j) >= low]
+    choices = [low, int(rng.integers(low, top))]
+    if bits:
+        choices.append(legal | 1 << int(rng.choice(bits)))
+    value = int(rng.choice(choices))
+    return value if value < top else low
+
+
 def _illegal(rng, rows, cols):
     """A command the tile must reject; which check fails is drawn (sometimes several)."""
     op = "matmul" if rng.random() < 0.7 else "read"
@@ -112,14 +125,15 @@ def _illegal(rng, rows, cols):
     wrong = {kinds[int(rng.integers(len(kinds)))]}
     while rng.random() < 0.25:
         wrong.add(kinds[int(rng.integers(len(kinds)))])
-    bank = (int(rng.integers(PSUM_BANKS, 256)) if "BANK_RANGE" in wrong
-            else int(rng.integers(PSUM_BANKS)))
+    bank = int(rng.integers(PSUM_BANKS))
+    if "BANK_RANGE" in wrong:
+        bank = _out_of_range(rng, bank, PSUM_BANKS, 8)
     k = int(rng.integers(1, rows + 1))
     if "K_RANGE" in wrong:
-        k = int(rng.choice([0, rows + 1, int(rng.integers(rows + 1, 1 << 16))]))
+        k = int(rng.choice([0, _out_of_range(rng, k, rows + 1, 16)]))
     m = int(rng.integers(1, cols + 1))
     if "M_RANGE" in wrong:
-        m = int(rng.choice([0, cols + 1, int(rng.integers(cols + 1, 1 << 16))]))
+        m = int(rng.choice([0, _out_of_range(rng, m, cols + 1, 16)]))
     offset = int(rng.integers(PSUM_ENTRIES))
     n = _n(rng, PSUM_ENTRIES - offset)
     if "N_RANGE" in wrong:
@@ -127,9 +141,9 @@ def _illegal(rng, rows, cols):
         if case == 0:
             n = 0
         elif case == 1:
-            n = int(rng.integers(PSUM_ENTRIES - offset + 1, (1 << 16)))
+            n = _out_of_range(rng, n, PSUM_ENTRIES - offset + 1, 16)
         else:
-            offset = int(rng.integers(PSUM_ENTRIES, 1 << 16))
+            offset = _out_of_range(rng, offset, PSUM_ENTRIES, 16)
     return Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
                    dtype="bf16" if rng.random() < 0.5 else "int8",
                    ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5))
