@@ -10,6 +10,7 @@ the same configuration.
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import time
@@ -27,7 +28,8 @@ from .toolchain import check_simulator_name, check_wave_support, prepare_environ
 #: Timescale passed to every build (Amaranth emits none).
 TIMESCALE = ("1ns", "1ps")
 #: Verilator options: Amaranth's Verilog trips width and style lint warnings that are benign.
-VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--public-depth", "1")
+#: What the testbench may see through VPI is set by :func:`public_control`, not by options.
+VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
 #: Waveform formats a waves build can write.
 WAVE_FORMATS = ("fst", "vcd")
 
@@ -154,8 +156,9 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
         verilog, ports = write_configuration(rows, cols, config / "verilog", block)
         stamp = directory / "systolica.stamp"
         verilog_hash = hashlib.sha256(verilog.read_bytes()).hexdigest()[:16]
+        public = hashlib.sha256(_public_control_for(verilog, harness_depth).encode())
         want = (f"{verilog_hash} {simulator} waves={int(waves)} env-safe "
-                f"{' '.join(VERILATOR_ARGS)} block={block}")
+                f"{' '.join(VERILATOR_ARGS)} public={public.hexdigest()[:16]} block={block}")
         if harness_depth is not None:
             harness_hash = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
             want += f" harness={harness_hash} depth={harness_depth}"
@@ -174,10 +177,10 @@ def _runner(simulator, wave_format="fst"):
 
     Icarus's runner always asks ``vvp`` for FST; with ``wave_format="vcd"`` it asks for VCD.
 
-    cocotb's Verilator runner makes every signal VPI-visible, which made the C++ build of a
-    16 x 16 tile about 4x slower here; the testbench only touches top-level ports, so
-    ``--public-depth 1`` (in :data:`VERILATOR_ARGS`) makes just the top level visible.
-    Waveform tracing does not depend on it.
+    cocotb's Verilator runner makes every signal VPI-visible and writable, which made the
+    C++ build of a 16 x 16 tile about 4x slower here and its simulation slower still; the
+    testbench only touches top-level signals, so :func:`public_control` makes just those
+    visible. Waveform tracing does not depend on it.
     """
     from cocotb_tools.runner import Verilator, get_runner
 
@@ -203,6 +206,32 @@ def _runner(simulator, wave_format="fst"):
     return PortsOnlyVerilator()
 
 
+def public_control(toplevel, writable):
+    """Text of the Verilator control file that sets what VPI sees of ``toplevel``.
+
+    Every signal of the top-level module is readable (``public_flat_rd``); only the
+    ``writable`` ones (the inputs the testbench drives: str names) are ``public_flat_rw``.
+    Verilator re-evaluates all logic that depends on a writable public signal in its
+    input-combinational region on every ``eval()`` (twice a clock cycle): with the whole top
+    level writable (``--public-depth 1``), every PE's datapath was evaluated three times a
+    cycle instead of once, and a 16 x 16 BF16 tile ran at about 60 % of the speed it runs at
+    now. Nothing below the top level is visible.
+    """
+    lines = ["`verilator_config", f'public_flat_rd -module "{toplevel}" -var "*"']
+    lines += [f'public_flat_rw -module "{toplevel}" -var "{name}"' for name in writable]
+    return "\n".join(lines) + "\n"
+
+
+def _public_control_for(verilog, harness_depth):
+    """:func:`public_control` text for a build of ``verilog`` (with the bulk harness when
+    ``harness_depth`` is set: it drives the tile itself, so only its clock and reset)."""
+    if harness_depth is not None:
+        return public_control(HARNESS_TOPLEVEL, ("clk", "rst"))
+    ports = json.loads((Path(verilog).parent / "ports.json").read_text())["ports"]
+    return public_control(TOPLEVEL, [name for name, port in ports.items()
+                                     if port["direction"] == "in"])
+
+
 def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, block=None):
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "build.log"
@@ -215,14 +244,18 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
         parameters = {"ROWS": rows, "COLS": cols, "DEPTH": harness_depth,
                       "CW": command_layout().size}
     args = list(VERILATOR_ARGS) if simulator == "verilator" else []
+    if simulator == "verilator":
+        from cocotb_tools.runner import VerilatorControlFile
+
+        public = directory / "public.vlt"
+        public.write_text(_public_control_for(verilog, harness_depth))
+        sources.insert(0, VerilatorControlFile(public))
     if simulator == "verilator" and fst:
         args.append("--trace-fst")
     if simulator == "verilator" and block is not None:
         # Verilate the B x B sub-array once as a hierarchical block: a flat 128 x 128 BF16
         # tile needed more than 13 GB and kept growing. Verilator then builds the block
         # itself (--build); cocotb's make step finds it built.
-        from cocotb_tools.runner import VerilatorControlFile
-
         control = directory / "hier_blocks.vlt"
         control.write_text(f'`verilator_config\nhier_block -module "{BLOCK_MODULE}"\n')
         sources.insert(0, VerilatorControlFile(control))
