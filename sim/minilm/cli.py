@@ -56,7 +56,7 @@ def parser():
     ``--sim``, ``--rows``, ``--cols`` and ``--layers`` come from SIM, ROWS, COLS and LAYERS
     as ``make sim`` passes them, ``--scheduler``'s from DASK_SCHEDULER_ADDRESS."""
     p = OneLineParser(
-        prog="python -m systolica.sim --workload minilm",
+        prog="systolica sim --workload minilm",
         description="Run every matmul of a real transformer (all-MiniLM-L6-v2: q, k, v, "
                     "attention scores and context per sentence and head, o, FFN up and "
                     "down) through the RTL tile in BF16 and INT8, as tile programs spread "
