@@ -241,3 +241,29 @@ def _clean_env():
 
     return {k: v for k, v in os.environ.items()
             if k not in ("SIM", "ROWS", "COLS", "DTYPE", "FTZ", "SEED", "WAVES", "WORKLOAD")}
+
+
+def test_minilm_utilisation_plot(tmp_path):
+    """``systolica sim --plot``: the MiniLM report's per-GEMM utilisation picture."""
+    from types import SimpleNamespace
+
+    from systolica.sim.minilm.report import plot_utilisation
+
+    def gemm(layer, name, macs, cycles, model_cycles):
+        return SimpleNamespace(layer=layer, gemm=name, macs=macs, cycles=cycles,
+                               model_cycles=model_cycles)
+
+    names = ("q", "k", "v", "scores", "context", "o", "up", "down")
+    runs = {dtype: SimpleNamespace(gemms=[gemm(0, g, 64 * 900, 1000 + 10 * i, 950)
+                                          for i, g in enumerate(names)])
+            for dtype in ("bf16", "int8")}
+    run = SimpleNamespace(rows=8, cols=8, simulator="verilator", runs=runs)
+    path = plot_utilisation(run, tmp_path / "u.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(OSError):
+        plot_utilisation(run, tmp_path / "missing" / "u.png")
+    done = subprocess.run([sys.executable, "-m", "systolica", "sim", "--plot",
+                           "/no/such/folder/u.png"], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, env=_clean_env())
+    assert done.returncode == 2
+    assert "argument --plot: folder '/no/such/folder' does not exist" in done.stderr

@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from systolica.scaling.cli import output_file
+
 from ..engine import (
     CONNECT_TIMEOUT,
     SchedulerError,
@@ -31,7 +33,7 @@ from ..options import (
 )
 from ..progress import ProgramProgress
 from ..toolchain import SIMULATORS
-from .report import format_report, report_json
+from .report import format_report, plot_utilisation, report_json
 from .run import TARGETS, parse_layers, run_model
 from .weights import DEFAULT_SENTENCES, GEMMS
 
@@ -111,6 +113,9 @@ def parser():
     p.add_argument("--json", action="store_true",
                    help="print the whole report as one JSON document on stdout (progress "
                         "and messages go to stderr)")
+    p.add_argument("--plot", metavar="PNG", type=output_file, default=None,
+                   help="draw each GEMM's tile utilisation (RTL, per precision, beside the "
+                        "cycle model's) as a PNG")
     return p
 
 
@@ -228,6 +233,12 @@ def main(argv=None):
         for line in format_report(run):
             print(line)
         print(f"\n  total wall time {run.seconds:.1f} s")
+    if args.plot:
+        try:
+            print(f"  utilisation plot {plot_utilisation(run, args.plot)}", file=say)
+        except OSError as error:
+            print(f"error: cannot write {args.plot}: {error.strerror}", file=sys.stderr)
+            return 2
     return _verdict(run, say)
 
 
