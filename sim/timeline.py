@@ -148,9 +148,9 @@ def draw_timeline(path, result, jobs, *, title="systolica run_program"):
         "measured differs from the stall-free model"
     ax.set_title(f"{title}: {count} commands, {result.cycles:,} cycles ({agrees})", fontsize=10)
     ax.grid(axis="x", linestyle=":", linewidth=0.5)
-    legend = [Patch(facecolor="grey", label="RTL (measured)"),
-              Patch(facecolor="grey", alpha=0.45, hatch="//", edgecolor="black",
-                    label="cycle model")]
+    legend = [Patch(facecolor="white", edgecolor="black", label="RTL (measured): solid"),
+              Patch(facecolor="white", hatch="//", edgecolor="black",
+                    label="cycle model: hatched")]
     if count <= 10:
         legend += [Patch(facecolor=colours(i), label=name)
                    for i, name in enumerate(command_names(jobs))]
