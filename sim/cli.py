@@ -149,8 +149,9 @@ def main(argv=None):
     _check_args(p, args)
     jobs = workload(args)
     say = sys.stderr if args.json else sys.stdout
-    print(f"systolica: {args.matmuls} {args.dtype} matmuls on a {args.rows} x {args.cols} tile, "
-          f"{args.sim} ...", file=say, flush=True)
+    plural = "s" if args.matmuls != 1 else ""
+    print(f"systolica: {args.matmuls} {args.dtype} matmul{plural} on a {args.rows} x "
+          f"{args.cols} tile, {args.sim} ...", file=say, flush=True)
     started = time.perf_counter()
     try:
         result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim,
