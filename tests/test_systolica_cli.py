@@ -267,3 +267,43 @@ def test_minilm_utilisation_plot(tmp_path):
                           cwd=REPO, timeout=120, env=_clean_env())
     assert done.returncode == 2
     assert "argument --plot: folder '/no/such/folder' does not exist" in done.stderr
+
+
+def test_cells_json(monkeypatch, capsys):
+    """``systolica cells --json``: the counts as one JSON document (Yosys stubbed here;
+    tests/test_sim_cells.py runs the real one)."""
+    from systolica.sim import cells
+
+    fake = {False: (10, {"$_AND_": 4, "$_DFF_P_": 6}), True: (45, {"$_AND_": 30, "$_XOR_": 15})}
+    monkeypatch.setattr(cells, "cell_stats", lambda bf16: fake[bf16])
+    assert systolica.main(["cells", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data == {"pes": {"INT8 only": {"total": 10, "cells": fake[False][1]},
+                            "BF16 + INT8": {"total": 45, "cells": fake[True][1]}},
+                    "bf16_over_int8": 4.5}
+
+
+def test_regress_json_keeps_stdout_for_the_document(monkeypatch, capsys, tmp_path):
+    """``systolica regress --json``: progress on stderr, the figures as JSON on stdout, and
+    a failed regression still exits 1 (simulator stubbed; make regress-long runs it)."""
+    from types import SimpleNamespace
+
+    from systolica.sim import regress
+
+    def run_tests(tile, module, folder, seed, extra_env):
+        Path(extra_env["SYSTOLICA_STATS"]).write_text('{"bf16": 600, "int8": 40}\n'
+                                                      '{"bf16": 500, "int8": 0}\n')
+        log = tmp_path / "sim.log"
+        log.write_text("log\n")
+        return SimpleNamespace(tests=5, failed=failed, seconds=1.5, log=log)
+
+    monkeypatch.setattr(regress, "build", lambda *a, **k: SimpleNamespace(seconds=2.0))
+    monkeypatch.setattr(regress, "run_tests", run_tests)
+    for failed, status in ((0, 0), (1, 1)):
+        assert systolica.main(["regress", "--macs", "1000", "--json"]) == status
+        out, err = capsys.readouterr()
+        data = json.loads(out)
+        assert (data["tests"], data["failed"], data["bf16_macs"], data["int8_macs"]) == \
+            (5, failed, 1100, 40)
+        assert data["passed"] is (status == 0)
+        assert err.startswith("regress-long: 16 x 16 tile on verilator, seed 1")
