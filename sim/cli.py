@@ -59,7 +59,8 @@ def parser():
                    default=env_flag("WAVES"),
                    help="write an FST waveform (default: on when $WAVES=1)")
     p.add_argument("--build-dir", default=None,
-                   help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build)")
+                   help="build folder (default: $SYSTOLICA_BUILD_DIR or the checkout's "
+                        "build/)")
     p.add_argument("--timeline", metavar="PNG", type=output_file, default=None,
                    help="draw the program's schedule per command (command accepted, "
                         "stationary load, moving beats, results; measured over the cycle "
@@ -161,7 +162,7 @@ def main(argv=None):
         return report(error)
     wall = time.perf_counter() - started
     if result.run.waveform:
-        result = replace(result, run=replace(result.run, waveform=latest_waveform(result)))
+        result = latest_run(result)
     pictures = _pictures(args, result, jobs)
     if isinstance(pictures, int):
         return pictures
@@ -182,15 +183,17 @@ def main(argv=None):
     return 0
 
 
-def latest_waveform(result):
-    """Move a traced run's folder (waveform, log) to ``<tile build>/latest-run``, replacing
-    the run before it, so repeated waves runs do not pile up folders; returns the waveform's
-    new path (pathlib.Path)."""
-    run_dir = result.run.waveform.parent
+def latest_run(result):
+    """Move a traced run's folder (waveform, log, results) to ``<tile build>/latest-run``,
+    replacing the run before it, so repeated waves runs do not pile up folders; returns
+    ``result`` (ProgramResult) with its ``run``'s paths pointing there."""
+    run = result.run
     latest = result.build.directory / "latest-run"
     shutil.rmtree(latest, ignore_errors=True)
-    run_dir.replace(latest)
-    return latest / result.run.waveform.name
+    run.waveform.parent.replace(latest)
+    moved = {name: latest / getattr(run, name).name for name in ("waveform", "log",
+                                                                 "results_xml")}
+    return replace(result, run=replace(run, **moved))
 
 
 def _pictures(args, result, jobs):

@@ -33,7 +33,8 @@ def main(argv=None):
     p.add_argument("--seed", type=integer(0), default=1,
                    help="COCOTB_RANDOM_SEED (default: 1)")
     p.add_argument("--build-dir", default=None,
-                   help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build)")
+                   help="build folder (default: $SYSTOLICA_BUILD_DIR or the checkout's "
+                        "build/)")
     p.add_argument("--json", action="store_true",
                    help="print the figures as one JSON document on stdout (progress goes to "
                         "stderr)")

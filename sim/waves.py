@@ -586,10 +586,8 @@ def _check_args(p, args):
 
 
 def _run_workload(args):
-    from dataclasses import replace
-
     from .api import run_program
-    from .cli import _pictures, latest_waveform, workload
+    from .cli import _pictures, latest_run, workload
 
     jobs = workload(args)
     result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim, waves=True,
@@ -598,7 +596,7 @@ def _run_workload(args):
     summary = (f"{args.matmuls} {args.dtype} matmuls, {result.cycles:,} cycles, "
                f"{result.mismatches} PSUM mismatches")
     if result.run.waveform:
-        result = replace(result, run=replace(result.run, waveform=latest_waveform(result)))
+        result = latest_run(result)
     pictures = _pictures(args, result, jobs)
     if isinstance(pictures, int):
         return result.run.waveform, args.dtype, summary, pictures

@@ -88,8 +88,9 @@ def parser():
                         "on the golden model (default: all on Verilator, 1 on Icarus, whose "
                         "BF16 tile runs ~100x slower)")
     p.add_argument("--build-dir", default=None,
-                   help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build; workers of "
-                        "a --scheduler cluster use their own default unless given)")
+                   help="build folder (default: $SYSTOLICA_BUILD_DIR or the checkout's "
+                        "build/; workers of a --scheduler cluster use their own default "
+                        "unless given)")
     g = p.add_argument_group("where the tile programs run (Dask distributed)")
     g.add_argument("--workers", type=integer(1, "WORKERS"), default=env("WORKERS", None),
                    help=f"worker processes of the embedded local cluster (default: $WORKERS "
