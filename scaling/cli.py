@@ -103,7 +103,10 @@ def build_parser():
                "  systolica estimate --hw trn1 --model llama3.1-70b --phase train --tp 32 "
                "--pp 8 --dp 4 --global-batch 1024 --seq 8192\n"
                "  systolica estimate --hw trn2 --gemm 4096,4096,2048 --json\n"
-               "  systolica estimate --hw trn2 --workload topology.csv --csv",
+               "  systolica estimate --hw trn2 --workload docs/examples/topology.csv --csv\n"
+               "  (config.json: any Hugging Face config, e.g. "
+               "scaling/presets/models/llama2-7b.json; the CSVs: docs/examples/ in the "
+               "checkout)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     est.add_argument("--hw", required=True,
                      help=f"hardware preset ({', '.join(preset_names())}) or a .toml file")
