@@ -220,9 +220,9 @@ def main(argv=None):
                    help="time make sim's default workload (MiniLM layer 0 on 8x8, BF16 and "
                         "INT8) from a fresh build, split into build, simulator and host "
                         "(default: yes)")
-    p.add_argument("--sims", default=",".join(SIMULATORS),
-                   help="comma-separated simulators (default: icarus,verilator; Icarus only "
-                        f"up to {ICARUS_MAX_PES} PEs)")
+    p.add_argument("--sim", "--sims", dest="sims", default=",".join(SIMULATORS),
+                   help="simulator, or several comma-separated (default: icarus,verilator; "
+                        f"Icarus only up to {ICARUS_MAX_PES} PEs)")
     p.add_argument("--matmuls", type=integer(1), default=8,
                    help="matmuls per run (default: 8)")
     p.add_argument("--n", type=integer(1), default=512,

@@ -65,10 +65,21 @@ def parser():
                "  systolica estimate --hw trn1 --model llama2-70b --tp 32\n"
                "  systolica claims --json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-V", "--version", action="version", version=f"systolica {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for name, (_, _, text, _) in COMMANDS.items():
         sub.add_parser(name, help=text, add_help=False)
     return p
+
+
+def _version():
+    """The installed distribution's version (str), or "unknown" outside an install."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("systolica")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def quiet_broken_pipe(run):

@@ -50,6 +50,9 @@ def test_every_subcommand_has_help_and_json(name, capsys):
      "systolica sim: error: argument --rows: must be a positive integer"),
     (["regress", "--rows", "x"], "systolica regress: error: argument --rows: must be a positive"),
     (["bench", "--n", "0"], "systolica bench: error: argument --n: must be a positive integer"),
+    (["bench", "--sim", "questa", "--main-job", "no", "--throughput-tile", "none"],
+     "systolica bench: error: unknown simulator 'questa' in --sims; choose from icarus, "
+     "verilator"),
     (["estimate", "--hw", "trn1", "--gemm", "64,64,64", "--plot", "/no/such/folder/x.png"],
      "systolica estimate: error: argument --plot: folder '/no/such/folder' does not exist"),
     (["sim", "--workload", "random", "--trace", "/no/such/folder/t.json"],
@@ -68,6 +71,13 @@ def test_bad_arguments_are_one_line_exit_2(argv, message, capsys, monkeypatch):
     assert message in err
     assert len(err.strip().splitlines()) == 1, err
     assert "usage:" not in err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        systolica.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == "systolica 0.1.0\n"
 
 
 def test_python_m_systolica_is_the_command_and_old_entry_points_remain():
