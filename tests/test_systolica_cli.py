@@ -244,6 +244,39 @@ def test_random_workload_draws_its_program(tmp_path):
     assert sum(e["dur"] for e in measured if e["cat"] == "issue") == 3 * 5
     assert sum(e["dur"] for e in measured if e["cat"] == "result") == 3 * 5
     assert max(e["ts"] + e["dur"] for e in measured) == report["cycles"]
+    assert "systolica: building the 2 x 2 tile for icarus" in done.stderr
+    again = _run("sim", "--workload", "random", "--sim", "icarus", "--rows", "2", "--cols", "2",
+                 "--matmuls", "1", "--n", "5", "--build-dir", str(tmp_path / "build"),
+                 env=_clean_env())
+    assert again.returncode == 0, again.stderr
+    assert "building" not in again.stdout + again.stderr      # a reused build is silent
+    assert "  build            reused" in again.stdout
+
+
+def test_default_build_root_is_the_checkouts(monkeypatch, tmp_path):
+    from systolica.sim.runner import default_build_root
+
+    monkeypatch.delenv("SYSTOLICA_BUILD_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)           # not ./build of wherever the API runs
+    assert default_build_root() == REPO / "build"
+    monkeypatch.setenv("SYSTOLICA_BUILD_DIR", str(tmp_path / "b"))
+    assert default_build_root() == tmp_path / "b"
+
+
+def test_waves_runs_replace_one_folder(tmp_path):
+    """Repeated waves runs of a tile leave one latest-run folder (waves.fst, its save file,
+    the log), not another runs/run... folder each."""
+    for _ in range(2):
+        done = _run("waves", "--workload", "random", "--sim", "icarus", "--rows", "2",
+                    "--cols", "2", "--matmuls", "1", "--n", "3", "--no-open", "--json",
+                    "--build-dir", str(tmp_path), env=_clean_env())
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+    folder = tmp_path / "2x2" / "icarus-waves"
+    assert report["waveform"] == str(folder / "latest-run" / "waves.fst")
+    assert report["save_file"] == str(folder / "latest-run" / "waves.gtkw")
+    assert (folder / "latest-run" / "sim.log").is_file()
+    assert list((folder / "runs").iterdir()) == []
 
 
 def _clean_env():
