@@ -77,7 +77,9 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as exit_info:
         systolica.main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out == "systolica 0.1.0\n"
+    from importlib.metadata import version
+
+    assert capsys.readouterr().out == f"systolica {version('systolica')}\n"
 
 
 def test_python_m_systolica_is_the_command_and_old_entry_points_remain():
