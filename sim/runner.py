@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -34,9 +35,25 @@ VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
 WAVE_FORMATS = ("fst", "vcd")
 
 
+def waveform_name(wave_format="fst"):
+    """The file name every run's waveform gets, whichever simulator wrote it (str):
+    ``waves.fst`` or ``waves.vcd``."""
+    return f"waves.{wave_format}"
+
+
 def default_build_root():
-    """``$SYSTOLICA_BUILD_DIR`` or ``./build`` (pathlib.Path)."""
-    return Path(os.environ.get("SYSTOLICA_BUILD_DIR", "build")).resolve()
+    """Where builds go unless told (pathlib.Path, absolute): ``$SYSTOLICA_BUILD_DIR``; else
+    the ``build/`` folder of the source checkout this package runs from (an editable
+    install, as ``make venv`` makes: the same folder whatever the current directory); else
+    (an installed wheel) ``$XDG_CACHE_HOME/systolica/build``, by default
+    ``~/.cache/systolica/build``."""
+    if os.environ.get("SYSTOLICA_BUILD_DIR"):
+        return Path(os.environ["SYSTOLICA_BUILD_DIR"]).resolve()
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "hdl").is_dir():
+        return checkout / "build"
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return (Path(cache) / "systolica" / "build").resolve()
 
 
 @contextmanager
@@ -166,6 +183,10 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
                        wave_format, harness_depth)
         if stamp.is_file() and stamp.read_text() == want:
             return result
+        # A build takes seconds at 8 x 8 and minutes at full size: say so instead of a silence.
+        print(f"systolica: building the {rows} x {cols} tile for {simulator} in {directory} "
+              f"(first use of this configuration; later runs reuse it) ...", file=sys.stderr,
+              flush=True)
         _run_build(simulator, verilog, directory, waves and wave_format == "fst", waves,
                    harness_depth, block)
         stamp.write_text(want)
@@ -269,6 +290,11 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
                          log_file=log, parameters=parameters)
     except (RuntimeError, SystemExit) as error:
         raise BuildError(f"{simulator} build of {verilog} failed ({error}); see {log}") from None
+    # Verilator's precompiled headers (two of about 68 MB each per build, 95 % of an 8 x 8
+    # build folder) only speed up recompiling; runs need the executable alone, and a rebuild
+    # makes them again.
+    for header in directory.rglob("*.gch"):
+        header.unlink()
 
 
 @dataclass(frozen=True)
@@ -313,6 +339,7 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
     runner = _runner(tile_build.simulator, tile_build.wave_format)
     logging.getLogger("cocotb").setLevel(logging.WARNING)
     plusargs = list(plusargs)
+    # Verilator's cocotb main writes dump.<format> into the test folder; Icarus is told where.
     dump_name = (("dump." if tile_build.simulator == "verilator"
                   else f"{tile_build.toplevel}.")
                  + tile_build.wave_format)
@@ -340,5 +367,7 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
             f"{tile_build.simulator} wrote no test results; see {log}") from None
     waveform = None
     if tile_build.waves and (test_dir / dump_name).is_file():
-        waveform = test_dir / dump_name
+        # One name whatever the simulator wrote (dump.fst, systolica_tile.fst).
+        waveform = (test_dir / dump_name).replace(test_dir / waveform_name(
+            tile_build.wave_format))
     return TestRun(tests, failed, results_xml, log, waveform, seconds)
