@@ -115,7 +115,8 @@ class Scoreboard:
         describe : callable, optional
             ``describe(m, n)`` returns the operands of lane ``m``, column ``n`` as text.
         """
-        words = np.asarray(words, dtype=np.uint64).astype(np.uint32)
+        if not (isinstance(words, np.ndarray) and words.dtype == np.uint32):
+            words = np.asarray(words, dtype=np.uint64).astype(np.uint32)
         beats = words.shape[0]
         if last is None:
             last = np.zeros(beats, bool)
@@ -150,9 +151,9 @@ class Scoreboard:
         if lanes.ndim == 1:
             lanes = lanes[None, :]
         last = np.asarray(last, dtype=bool)
-        position = 0
         total = lanes.shape[0]
         self.observed_count += total
+        position = self._observe_whole_blocks(lanes, last)
         while position < total:
             if not self._expected:
                 extra = total - position
@@ -169,6 +170,38 @@ class Scoreboard:
             position += count
             if not block.left:
                 self._expected.popleft()
+
+    def _observe_whole_blocks(self, lanes, last):
+        """Fast path of :meth:`observe_block`: the untouched expected blocks of one width
+        that the observed beats cover completely are compared in one array operation; when
+        every word and ``last`` flag matches they are retired together and the number of
+        beats consumed is returned. Otherwise nothing is consumed (0) and the per-block path
+        finds and reports what differs."""
+        blocks, beats = [], 0
+        for block in self._expected:
+            if (block.taken or beats + block.words.shape[0] > lanes.shape[0]
+                    or block.words.shape[1] > lanes.shape[1]
+                    or (blocks and block.words.shape[1] != blocks[0].words.shape[1])):
+                break
+            blocks.append(block)
+            beats += block.words.shape[0]
+        if len(blocks) < 2:
+            return 0
+        width = blocks[0].words.shape[1]
+        want = np.concatenate([block.words for block in blocks])
+        want_last = np.concatenate([block.last for block in blocks])
+        if not (np.array_equal(lanes[:beats, :width], want)
+                and np.array_equal(last[:beats], want_last)):
+            return 0
+        for block in blocks:
+            self._expected.popleft()
+            if block.macs:
+                for name in DTYPE_NAMES:
+                    self.macs_checked[name] += block.macs * int(
+                        np.count_nonzero(block.dtypes == name))
+        self.matched_count += beats
+        self._outstanding -= beats
+        return beats
 
     def _compare(self, block, got, got_last):
         start = block.taken
