@@ -172,8 +172,71 @@ class TileModel:
         shadow PSUM in program order. Returns the list of what :meth:`submit` returns.
         """
         prepared = [self._prepare(*matmul) for matmul in matmuls]
-        return [self._commit(item, column)
-                for item, column in zip(prepared, self._column_sums(prepared), strict=True)]
+        columns = self._column_sums(prepared)
+        totals = self._accumulated(prepared, columns)
+        if totals is None:   # regions that overlap only in part: one matmul at a time
+            return [self._commit(item, column)
+                    for item, column in zip(prepared, columns, strict=True)]
+        return [self._commit(item, total, accumulated=True)
+                for item, total in zip(prepared, totals, strict=True)]
+
+    def _accumulated(self, prepared, columns):
+        """What each prepared matmul leaves in its PSUM region (``[cols, N]`` per matmul,
+        int32 or float32), with the adds of all matmuls that accumulate at the same depth of
+        their chains done in one call per data type, mode and shape.
+
+        An accumulating matmul reads either PSUM as it was before these matmuls (depth 1) or
+        what one earlier matmul of the batch wrote to exactly its region (that one's depth
+        + 1); the add is :func:`~systolica.golden.fp32_add` (BF16) or the INT32 wrap (INT8),
+        as :meth:`_commit` does one at a time. Returns None when some region overlaps an
+        earlier one's in part (the caller then goes one matmul at a time).
+
+        Raises
+        ------
+        ValueError
+            If a matmul accumulates into PSUM entries not known to this model.
+        """
+        owner = np.full((self.banks, self.entries), -1)
+        base, depth = {}, [0] * len(prepared)
+        for i, item in enumerate(prepared):
+            command = item["command"]
+            region = (command.bank, slice(command.offset, command.offset + command.n))
+            if command.accumulate:
+                writers = np.unique(owner[region])
+                if writers.size != 1:
+                    return None
+                j = int(writers[0])
+                if j < 0:
+                    self._require_known(region, "accumulate into")
+                    base[i] = np.ascontiguousarray(self.psum[region].T)
+                    depth[i] = 1
+                else:
+                    earlier = prepared[j]["command"]
+                    if (earlier.bank, earlier.offset, earlier.n) != (command.bank,
+                                                                     command.offset,
+                                                                     command.n):
+                        return None
+                    base[i], depth[i] = j, depth[j] + 1
+            owner[region] = i
+        totals = list(columns)
+        for level in range(1, max(depth, default=0) + 1):
+            groups = {}
+            for i in (i for i, d in enumerate(depth) if d == level):
+                command = prepared[i]["command"]
+                key = (command.dtype, command.ftz, columns[i].shape)
+                groups.setdefault(key, []).append(i)
+            for (dtype, ftz, _shape), indices in groups.items():
+                old = np.stack([np.ascontiguousarray(
+                    totals[base[i]] if isinstance(base[i], int) else base[i]).view(np.uint32)
+                    for i in indices])
+                new = np.stack([columns[i] for i in indices])
+                if dtype == "int8":
+                    added = wrap_int32(old.view(np.int32).astype(np.int64) + new)
+                else:
+                    added = fp32_add(old.view(np.float32), new, ftz=ftz)
+                for j, i in enumerate(indices):
+                    totals[i] = added[j]
+        return totals
 
     @staticmethod
     def _column_sums(prepared):
@@ -214,13 +277,14 @@ class TileModel:
         padded[:, :m] = stationary
         return {"command": command, "padded": padded, "moving": moving}
 
-    def _commit(self, item, column, expected=None):
-        """Accumulate one prepared matmul's column sums (``[cols, N]``) into the shadow PSUM,
-        record it and tell the scoreboard what to expect."""
+    def _commit(self, item, column, expected=None, accumulated=False):
+        """Accumulate one prepared matmul's column sums (``[cols, N]``) into the shadow PSUM
+        (``accumulated``: ``column`` already holds the sum), record it and tell the
+        scoreboard what to expect."""
         command, padded, moving = item["command"], item["padded"], item["moving"]
         k, m, n, dtype = command.k, command.m, command.n, command.dtype
         region = (command.bank, slice(command.offset, command.offset + n))
-        if command.accumulate:
+        if command.accumulate and not accumulated:
             self._require_known(region, "accumulate into")
             old = np.ascontiguousarray(self.psum[region].T)
             if dtype == "int8":
@@ -349,10 +413,11 @@ class TileModel:
         ``[beats, cols]`` uint32, ``cycles`` ``[beats]``; beats past the expected ones are
         ignored here (the scoreboard counts them)."""
         position = 0
+        cycles = np.asarray(cycles, np.int64).tolist()
         for index, count in self._owners:
             record = self.records[index]
             record.results = lanes[position:position + count, : self._lanes(record)]
-            record.result_cycles = [int(c) for c in cycles[position:position + count]]
+            record.result_cycles = cycles[position:position + count]
             position += count
 
     def stamp(self, command_cycles, moving_cycles):
@@ -360,7 +425,7 @@ class TileModel:
         for record, cycle in zip(self.records, command_cycles, strict=False):
             record.accept = int(cycle)
         position = 0
-        moving_cycles = [int(c) for c in moving_cycles]
+        moving_cycles = np.asarray(moving_cycles, np.int64).tolist()
         for record in self.matmuls:
             record.issues = moving_cycles[position:position + record.n]
             position += record.n
