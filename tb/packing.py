@@ -78,8 +78,10 @@ class LayoutPacker:
     def _split(values, width, step):
         """``[beats, lanes]`` values -> ``[beats, lanes * width / step]`` digits of ``step``
         bits each, least significant first."""
-        shifts = np.arange(0, width, step, dtype=np.uint64)
-        digits = (values[..., None] >> shifts) & np.uint64((1 << step) - 1)
+        kind = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64)
+                    if np.dtype(t).itemsize * 8 >= width)   # narrow words: less to move
+        shifts = np.arange(0, width, step, dtype=kind)
+        digits = (values.astype(kind)[..., None] >> shifts) & kind((1 << step) - 1)
         return digits.astype(np.uint8).reshape(values.shape[0], -1)
 
     def _aligned(self, name):

@@ -59,7 +59,7 @@ class _Block:
     n0: int                 # moving column of the first beat
     words: np.ndarray       # uint32 [beats, lanes]
     last: np.ndarray        # bool [beats]
-    dtypes: np.ndarray      # str [beats]
+    dtypes: np.ndarray      # str [beats], or one str (0-d) for every beat
     macs: int               # per beat
     describe: object        # describe(m, n) -> str, or None
     taken: int = 0
@@ -67,6 +67,12 @@ class _Block:
     @property
     def left(self):
         return self.words.shape[0] - self.taken
+
+    def dtypes_at(self, start, stop):
+        """Data type names of beats ``start:stop`` (str array)."""
+        if self.dtypes.ndim:
+            return self.dtypes[start:stop]
+        return np.broadcast_to(self.dtypes, (stop - start,))
 
 
 class Scoreboard:
@@ -122,7 +128,9 @@ class Scoreboard:
             last = np.zeros(beats, bool)
             if beats:
                 last[-1] = True
-        dtypes = np.broadcast_to(np.asarray(dtype), (beats,))
+        dtypes = np.asarray(dtype)
+        if dtypes.ndim:
+            dtypes = np.broadcast_to(dtypes, (beats,))
         self._expected.append(_Block(matmul, n0, words, np.asarray(last, bool), dtypes,
                                      int(macs), describe))
         self.expected_count += beats
@@ -195,7 +203,9 @@ class Scoreboard:
             return 0
         for block in blocks:
             self._expected.popleft()
-            if block.macs:
+            if block.macs and not block.dtypes.ndim:
+                self.macs_checked[str(block.dtypes)] += block.macs * block.words.shape[0]
+            elif block.macs:
                 for name in DTYPE_NAMES:
                     self.macs_checked[name] += block.macs * int(
                         np.count_nonzero(block.dtypes == name))
@@ -212,7 +222,7 @@ class Scoreboard:
         wrong = got[:, :width] != want
         wrong_last = got_last != block.last[start:start + len(got)]
         bad_beat = wrong.any(axis=1) | wrong_last
-        dtypes = block.dtypes[start:start + len(got)]
+        dtypes = block.dtypes_at(start, start + len(got))
         for beat, m in zip(*np.nonzero(wrong), strict=True):
             n = block.n0 + start + int(beat)
             context = block.describe(int(m), n) if block.describe is not None else ""
