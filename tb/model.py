@@ -160,7 +160,8 @@ class TileModel:
             ``ftz`` is asked of an INT8 matmul.
         """
         item = self._prepare(stationary, moving, accumulate, ftz, bank, offset)
-        return self._commit(item, self._column_sums([item])[0], expected)
+        record = self._commit(item, self._column_sums([item])[0], expected)
+        return (record, *self.stimulus(item))
 
     def submit_many(self, matmuls):
         """Model matmuls that follow each other in the program, as :meth:`submit` each.
@@ -171,7 +172,27 @@ class TileModel:
         (:func:`~systolica.golden.nc_matmul_batch`), then each is accumulated into the
         shadow PSUM in program order. Returns the list of what :meth:`submit` returns.
         """
-        prepared = [self._prepare(*matmul) for matmul in matmuls]
+        prepared = self.prepare_many(matmuls)
+        records = self.commit_many(prepared)
+        return [(record, *self.stimulus(item))
+                for record, item in zip(records, prepared, strict=True)]
+
+    def prepare_many(self, matmuls):
+        """Check matmuls (tuples as :meth:`submit_many` takes) and build their commands,
+        without modelling them; returns the prepared items for :meth:`stimulus` and
+        :meth:`commit_many`, which must then get all of them in this order.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`submit`, for the first bad matmul.
+        """
+        return [self._prepare(*matmul) for matmul in matmuls]
+
+    def commit_many(self, prepared):
+        """Model prepared matmuls in program order: golden column sums (one batched call per
+        type, mode and shape), their adds into the shadow PSUM, records and scoreboard
+        expectations. Returns their :class:`CommandRecord` objects (list)."""
         columns = self._column_sums(prepared)
         totals = self._accumulated(prepared, columns)
         if totals is None:   # regions that overlap only in part: one matmul at a time
@@ -179,6 +200,14 @@ class TileModel:
                     for item, column in zip(prepared, columns, strict=True)]
         return [self._commit(item, total, accumulated=True)
                 for item, total in zip(prepared, totals, strict=True)]
+
+    def stimulus(self, item):
+        """``(command_beat, stationary_bits, moving_bits)`` of a prepared matmul, as
+        :meth:`submit` returns them (nothing is modelled)."""
+        command = item["command"]
+        m_bits = np.zeros((command.n, self.rows), np.uint16)
+        m_bits[:, :command.k] = operand_bits(item["moving"]).T
+        return command_beat(command), operand_bits(item["padded"]), m_bits
 
     def _accumulated(self, prepared, columns):
         """What each prepared matmul leaves in its PSUM region (``[cols, N]`` per matmul,
@@ -202,10 +231,10 @@ class TileModel:
             command = item["command"]
             region = (command.bank, slice(command.offset, command.offset + command.n))
             if command.accumulate:
-                writers = np.unique(owner[region])
-                if writers.size != 1:
-                    return None
+                writers = owner[region]
                 j = int(writers[0])
+                if (writers != j).any():
+                    return None
                 if j < 0:
                     self._require_known(region, "accumulate into")
                     base[i] = np.ascontiguousarray(self.psum[region].T)
@@ -219,13 +248,14 @@ class TileModel:
                     base[i], depth[i] = j, depth[j] + 1
             owner[region] = i
         totals = list(columns)
-        for level in range(1, max(depth, default=0) + 1):
-            groups = {}
-            for i in (i for i, d in enumerate(depth) if d == level):
+        levels = {}
+        for i, level in enumerate(depth):
+            if level:
                 command = prepared[i]["command"]
                 key = (command.dtype, command.ftz, columns[i].shape)
-                groups.setdefault(key, []).append(i)
-            for (dtype, ftz, _shape), indices in groups.items():
+                levels.setdefault(level, {}).setdefault(key, []).append(i)
+        for level in sorted(levels):
+            for (dtype, ftz, _shape), indices in levels[level].items():
                 old = np.stack([np.ascontiguousarray(
                     totals[base[i]] if isinstance(base[i], int) else base[i]).view(np.uint32)
                     for i in indices])
@@ -305,19 +335,15 @@ class TileModel:
         record = self._record(command, None, golden)
         record.psum_dtype = dtype
 
-        s_bits = operand_bits(padded)
-        m_bits = np.zeros((n, self.rows), np.uint16)
-        m_bits[:, :k] = operand_bits(moving).T
-
-        def describe(lane, c):
-            return (f"stationary[:, {lane}] = {_hex_list(s_bits[:, lane])}; "
-                    f"moving[:, {c}] = {_hex_list(m_bits[c, :k])}")
+        def describe(lane, c):   # the operands behind a wrong word, from the stimulus
+            return (f"stationary[:, {lane}] = {_hex_list(operand_bits(padded)[:, lane])}; "
+                    f"moving[:, {c}] = {_hex_list(operand_bits(moving)[:, c])}")
 
         self.scoreboard.expect_block(record.index, golden.T, dtype=dtype, macs=k * m,
                                      describe=describe)
         self._owners.append((record.index, n))
         self.result_count += n
-        return record, command_beat(command), s_bits, m_bits
+        return record
 
     def submit_command(self, command):
         """Model a READ or an illegal command; return ``(record, command_beat)``.
