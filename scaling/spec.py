@@ -25,7 +25,9 @@ class SpecError(ValueError):
     def __init__(self, file, field, problem, allowed):
         self.file = str(file)
         self.field = field
-        where = f"{self.file}: field {field}" if field else self.file
+        # A CSV position ("line 2, column 'K'") reads as itself; a TOML key as "field ...".
+        where = (self.file if not field else f"{self.file}, {field}"
+                 if field.startswith("line ") else f"{self.file}: field {field}")
         super().__init__(f"{where}: {problem}; allowed: {allowed}")
 
 

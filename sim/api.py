@@ -5,6 +5,7 @@ import os
 import shutil
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,7 +308,10 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
         raise ValueError("jobs must hold at least one command")
     for job in jobs:
         _check_job(job, rows, cols)
-    predicted = command_schedule(rows, cols, [_command(job) for job in jobs])
+    commands = [_command(job) for job in jobs]
+
+    def predicted():   # the cycle model's stamps (the bulk path computes them in a thread)
+        return command_schedule(rows, cols, commands)
     for name, p in (("idle", idle), ("backpressure", backpressure)):
         if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
@@ -358,7 +362,7 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
                                 results=tuple(int(v) for v in out[f"results_{i}"]))
                   for i in range(len(jobs))]
         result = _program_result([out[f"psum_{i}"] for i in range(len(jobs))], stamps,
-                                 predicted, cycles=int(out["cycles"]),
+                                 predicted(), cycles=int(out["cycles"]),
                                  seconds=float(out["seconds"]),
                                  mismatches=int(out["mismatches"]), build=tile, run=run)
     if run.failed and not result.mismatches:
@@ -383,12 +387,17 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
 
     program = BulkProgram(rows, cols)
     records = []
+    matmuls_only = not any(isinstance(job, Read) for job in jobs)
     for is_read, run in itertools.groupby(jobs, key=lambda job: isinstance(job, Read)):
         if is_read:
             records += [program.submit_command(_command(job)) for job in run]
         else:   # a run of matmuls: one batched golden computation per shape
-            records += program.submit_many([(j.stationary, j.moving, j.accumulate, j.ftz,
-                                             j.bank, j.offset) for j in run])
+            run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset)
+                   for j in run]
+            if matmuls_only:   # the golden model runs beside the simulator (below)
+                program.stage_many(run)
+            else:
+                records += program.submit_many(run)
     depth = program.depth
     if simulator == "verilator":
         # One build per tile size serves every program that fits: a Verilator build costs
@@ -415,9 +424,19 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
         pe_cycles = 65536 if simulator == "verilator" else 655
         env.update(SYSTOLICA_PROGRESS=str(run_dir / "progress.txt"),
                    SYSTOLICA_PROGRESS_CYCLES=str(max(16, pe_cycles // (rows * cols))))
-    with _polling(run_dir / "progress.txt", progress, program.result_count):
-        run = run_tests(tile, "systolica.tb.test_bulk", run_dir, seed=seed, plusargs=plusargs,
-                        testcase="run_bulk", extra_env=env)
+    # Simulating needs nothing of the golden models: the cycle model's stamps and, for a
+    # program of matmuls only, the expected PSUM words are computed in a thread while the
+    # simulator process runs (on another core where there is one), before anything is checked.
+    total = program.result_count
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        expected = pool.submit(program.commit_staged) if matmuls_only else None
+        schedule = pool.submit(predicted)
+        with _polling(run_dir / "progress.txt", progress, total):
+            run = run_tests(tile, "systolica.tb.test_bulk", run_dir, seed=seed,
+                            plusargs=plusargs, testcase="run_bulk", extra_env=env)
+        if expected is not None:
+            records = expected.result()
+        predicted = schedule.result()
     if run.failed or not (run_dir / "results.hex").is_file():
         tail = run.log.read_text(errors="replace").splitlines()[-5:]
         stuck = [line.strip() for line in tail if "tile stuck" in line]

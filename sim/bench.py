@@ -1,4 +1,5 @@
-"""``python -m systolica.sim.bench`` (``make bench``): how fast the RTL tile simulates.
+"""``systolica bench`` (``make bench``; ``python -m systolica.sim.bench`` too): how fast the
+RTL tile simulates.
 
 For each simulator, tile size and data type: Verilog generation time, simulator build time
 and peak memory (a fresh build folder, so both are really measured; one build serves INT8
@@ -20,6 +21,7 @@ folds not overlapped; SCALE-Sim v3 compute model) and the NKI cost model
 """
 
 import argparse
+import contextlib
 import json
 import platform
 import resource
@@ -37,6 +39,7 @@ from systolica.golden import program_cycles
 from .api import Matmul, run_program
 from .errors import SystolicaError
 from .generate import BLOCKED_PES, grid_block, write_configuration
+from .options import OneLineParser, integer
 from .toolchain import SIMULATORS
 
 #: Largest tile Icarus is benchmarked on (it is an event-driven interpreter).
@@ -206,7 +209,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--one"]:
         return _one(argv[1:])
-    p = argparse.ArgumentParser(prog="python -m systolica.sim.bench", description=__doc__)
+    p = OneLineParser(prog="systolica bench", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="8x8,16x16,32x32,64x64,128x128",
                    help="comma-separated tile sizes ROWSxCOLS (default: "
                         "8x8,16x16,32x32,64x64,128x128; from 64x64 the tile is built as "
@@ -216,11 +220,13 @@ def main(argv=None):
                    help="time make sim's default workload (MiniLM layer 0 on 8x8, BF16 and "
                         "INT8) from a fresh build, split into build, simulator and host "
                         "(default: yes)")
-    p.add_argument("--sims", default=",".join(SIMULATORS),
-                   help="comma-separated simulators (default: icarus,verilator; Icarus only "
-                        f"up to {ICARUS_MAX_PES} PEs)")
-    p.add_argument("--matmuls", type=int, default=8, help="matmuls per run (default: 8)")
-    p.add_argument("--n", type=int, default=512, help="moving free size N (default: 512)")
+    p.add_argument("--sim", "--sims", dest="sims", default=",".join(SIMULATORS),
+                   help="simulator, or several comma-separated (default: icarus,verilator; "
+                        f"Icarus only up to {ICARUS_MAX_PES} PEs)")
+    p.add_argument("--matmuls", type=integer(1), default=8,
+                   help="matmuls per run (default: 8)")
+    p.add_argument("--n", type=integer(1), default=512,
+                   help="moving free size N (default: 512)")
     p.add_argument("--output", default="bench/results.json", help="JSON output path")
     p.add_argument("--throughput-tile", default="16x16", metavar="ROWSxCOLS",
                    help="tile of the throughput table (Verilator; default 16x16); 'none' "
@@ -228,7 +234,26 @@ def main(argv=None):
     p.add_argument("--throughput-only", action="store_true",
                    help="print only the throughput table (no speed measurements; the speed "
                         "results already in the JSON output are kept)")
+    p.add_argument("--json", action="store_true",
+                   help="print the results (what --output holds) as JSON on stdout; the "
+                        "tables and progress go to stderr")
     args = p.parse_args(argv)
+    try:
+        if not args.json:
+            return _run(p, args)
+        with contextlib.redirect_stdout(sys.stderr):
+            status = _run(p, args)
+    except SystolicaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if status != 2:
+        print(Path(args.output).read_text(), end="")
+    return status
+
+
+def _run(p, args):
+    """Measure what ``args`` asks for, print the tables and write ``args.output``; returns
+    the exit status."""
     throughput_tile = None
     if args.throughput_tile.lower() != "none":
         try:
@@ -316,8 +341,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        raise SystemExit(main())
-    except SystolicaError as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+    raise SystemExit(main())

@@ -1,4 +1,5 @@
-"""``python -m systolica.sim.cells`` (``make cells``): the PE's cost in Yosys cells.
+"""``systolica cells`` (``make cells``; ``python -m systolica.sim.cells`` too): the PE's cost
+in Yosys cells.
 
 Synthesises the INT8-only PE and the BF16 + INT8 PE with Yosys's generic
 ``synth -flatten -noabc`` (no target library) and prints ``stat``'s cell counts, so the
@@ -8,7 +9,7 @@ dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic
 flip-flops, not a technology mapping.
 """
 
-import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from systolica.hdl import ProcessingElement
+
+from .options import OneLineParser
 
 
 def cell_stats(bf16):
@@ -47,20 +50,29 @@ def cell_stats(bf16):
 
 
 def main(argv=None):
-    """Print the cell table; return the exit status (0, or 2 when Yosys is unusable)."""
-    argparse.ArgumentParser(prog="python -m systolica.sim.cells",
-                            description=__doc__).parse_args(argv)
+    """Print the cell table (or, with ``--json``, the counts as JSON); return the exit status
+    (0, or 2 when Yosys is unusable)."""
+    p = OneLineParser(prog="systolica cells", description=__doc__)
+    p.add_argument("--json", action="store_true",
+                   help="print the cell counts as JSON: {PE: {total, cells: {type: count}}}")
+    args = p.parse_args(argv)
     try:
         rows = [("INT8 only", *cell_stats(False)), ("BF16 + INT8", *cell_stats(True))]
     except (subprocess.CalledProcessError, OSError) as error:
         print(f"error: Yosys failed: {error}", file=sys.stderr)
         return 2
+    ratio = rows[1][1] / rows[0][1]
+    if args.json:
+        print(json.dumps({"pes": {name: {"total": total, "cells": kinds}
+                                  for name, total, kinds in rows},
+                          "bf16_over_int8": ratio}, indent=1))
+        return 0
     kinds = sorted({k for _, _, d in rows for k in d})
     print(f"{'cell':<16}" + "".join(f"{name:>14}" for name, _, _ in rows))
     for kind in kinds:
         print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>14}" for _, _, d in rows))
     print(f"{'total':<16}" + "".join(f"{total:>14}" for _, total, _ in rows))
-    print(f"the BF16 + INT8 PE has {rows[1][1] / rows[0][1]:.1f}x the cells of the INT8-only PE")
+    print(f"the BF16 + INT8 PE has {ratio:.1f}x the cells of the INT8-only PE")
     return 0
 
 

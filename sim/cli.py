@@ -1,22 +1,26 @@
-"""Command line: ``python -m systolica.sim`` runs a workload on the RTL tile and reports.
+"""``systolica sim`` (``make sim``; ``python -m systolica.sim`` too) runs a workload on the RTL
+tile and reports.
 
 Exit status: 0 when every result matched the golden model, 1 on mismatches or a failed
 simulation, 2 on bad arguments or a missing tool.
 """
 
-import argparse
+import json
 import os
+import shutil
 import sys
 import time
+from dataclasses import replace
 
 import ml_dtypes
 import numpy as np
 
 from systolica.golden import PSUM_ENTRIES, program_cycles
+from systolica.scaling.cli import output_file
 
 from .api import Matmul, run_program
 from .errors import USER_FACING, report
-from .options import WORKLOADS, add_tile_arguments, resolve_tile
+from .options import WORKLOADS, OneLineParser, add_tile_arguments, env_flag, resolve_tile
 from .options import env as _env
 from .options import integer as _integer
 from .toolchain import SIMULATORS
@@ -25,8 +29,8 @@ from .toolchain import SIMULATORS
 def parser():
     """The argument parser (argparse.ArgumentParser); defaults come from SIM, ROWS, COLS,
     SEED and WAVES in the environment, as ``make sim`` passes them."""
-    p = argparse.ArgumentParser(
-        prog="python -m systolica.sim",
+    p = OneLineParser(
+        prog="systolica sim",
         description="Run random INT8 or BF16 matmuls back to back through the RTL tile on a "
                     "simulator, check every PSUM word against the golden model and report "
                     "cycles and throughput.")
@@ -38,7 +42,7 @@ def parser():
                    help="data type of the matmuls: int8 (INT32 PSUM) or bf16 (FP32 PSUM) "
                         "(default: $DTYPE or int8)")
     p.add_argument("--ftz", action="store_true",
-                   default=os.environ.get("FTZ", "") not in ("", "0"),
+                   default=env_flag("FTZ"),
                    help="flush subnormals to zero, bf16 only (default: on when $FTZ=1)")
     p.add_argument("--matmuls", type=_integer(1), default=8,
                    help="number of back-to-back matmuls, each with its own stationary "
@@ -52,10 +56,21 @@ def parser():
     p.add_argument("--backpressure", type=float, default=0.0,
                    help="probability per cycle that the result stream stalls (default: 0)")
     p.add_argument("--waves", action="store_true",
-                   default=os.environ.get("WAVES", "") not in ("", "0"),
+                   default=env_flag("WAVES"),
                    help="write an FST waveform (default: on when $WAVES=1)")
     p.add_argument("--build-dir", default=None,
-                   help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build)")
+                   help="build folder (default: $SYSTOLICA_BUILD_DIR or the checkout's "
+                        "build/)")
+    p.add_argument("--timeline", metavar="PNG", type=output_file, default=None,
+                   help="draw the program's schedule per command (command accepted, "
+                        "stationary load, moving beats, results; measured over the cycle "
+                        "model's) as a PNG")
+    p.add_argument("--trace", metavar="JSON", type=output_file, default=None,
+                   help="write the same as a Perfetto / Chrome JSON trace (open it in "
+                        "ui.perfetto.dev; 1 us in the trace = 1 clock cycle)")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as one JSON document on stdout (progress and "
+                        "messages go to stderr)")
     return p
 
 
@@ -76,7 +91,7 @@ def _check_args(p, args):
 
 def _workload(argv):
     """The workload asked for: ``--workload`` or ``$WORKLOAD``, default ``minilm``."""
-    pre = argparse.ArgumentParser(add_help=False, prog="python -m systolica.sim")
+    pre = OneLineParser(add_help=False, prog="systolica sim")
     pre.add_argument("--workload", choices=WORKLOADS, default=_env("WORKLOAD", "minilm"))
     workload = pre.parse_known_args(argv)[0].workload
     if workload not in WORKLOADS:
@@ -103,15 +118,26 @@ def main(argv=None):
     :mod:`systolica.sim.minilm.cli`) runs a real transformer's GEMMs; ``random`` is below."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if _workload(argv) == "minilm":
-        if os.environ.get("WAVES", "") not in ("", "0") or "--waves" in argv:
+        if env_flag("WAVES") or "--waves" in argv:
             print("error: WAVES=1 applies to WORKLOAD=random (a waveform of the real model's "
                   "tens of thousands of matmuls would be huge); use 'make sim WORKLOAD=random "
                   "WAVES=1' or 'make waves'", file=sys.stderr)
             return 2
-        if os.environ.get("DTYPE") or os.environ.get("FTZ", "") not in ("", "0"):
+        if os.environ.get("DTYPE") or env_flag("FTZ"):
             print("error: DTYPE and FTZ apply to WORKLOAD=random; the real model runs BF16 and "
                   "INT8 (choose with --dtypes bf16 or --dtypes int8)", file=sys.stderr)
             return 2
+        drawn = [option for option in ("--timeline", "--trace")
+                 if any(arg.split("=")[0] == option for arg in argv)]
+        if drawn:
+            print(f"error: {' and '.join(drawn)} (TIMELINE, TRACE) apply to WORKLOAD=random, "
+                  f"one program on one tile; use 'make sim WORKLOAD=random TIMELINE=run.png' "
+                  f"or 'systolica sim --workload random --timeline run.png'", file=sys.stderr)
+            return 2
+        if os.environ.get("SEED") and "--help" not in argv and "-h" not in argv:
+            print(f"systolica: note: SEED={os.environ['SEED']} applies to WORKLOAD=random; the "
+                  "real model's inputs (weights, sentences) hold nothing random",
+                  file=sys.stderr)
         from .minilm.cli import main as minilm_main
 
         return minilm_main(argv)
@@ -123,8 +149,10 @@ def main(argv=None):
     args = resolve_tile(p.parse_args(argv))
     _check_args(p, args)
     jobs = workload(args)
-    print(f"systolica: {args.rows} x {args.cols} tile, {args.dtype}, on {args.sim}: building "
-          f"(first use of a configuration can take a while) ...", flush=True)
+    say = sys.stderr if args.json else sys.stdout
+    plural = "s" if args.matmuls != 1 else ""
+    print(f"systolica: {args.matmuls} {args.dtype} matmul{plural} on a {args.rows} x "
+          f"{args.cols} tile, {args.sim} ...", file=say, flush=True)
     started = time.perf_counter()
     try:
         result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim,
@@ -133,11 +161,85 @@ def main(argv=None):
     except USER_FACING as error:
         return report(error)
     wall = time.perf_counter() - started
+    if result.run.waveform:
+        result = latest_run(result)
+    pictures = _pictures(args, result, jobs)
+    if isinstance(pictures, int):
+        return pictures
+    facts = _facts(args, result, wall, pictures)
+    if args.json:
+        json.dump(facts, sys.stdout, indent=1)
+        print()
+    else:
+        lines = _lines(args, facts)
+        width = max(len(key) for key, _ in lines)
+        for key, value in lines:
+            print(f"  {key:<{width}}  {value}")
+    if result.mismatches:
+        print(f"FAIL: {result.mismatches} PSUM words differ from the golden model; "
+              f"see {result.run.log}", file=sys.stderr)
+        return 1
+    print("PASS: every PSUM word matches the golden model", file=say)
+    return 0
+
+
+def latest_run(result):
+    """Move a traced run's folder (waveform, log, results) to ``<tile build>/latest-run``,
+    replacing the run before it, so repeated waves runs do not pile up folders; returns
+    ``result`` (ProgramResult) with its ``run``'s paths pointing there."""
+    run = result.run
+    latest = result.build.directory / "latest-run"
+    shutil.rmtree(latest, ignore_errors=True)
+    run.waveform.parent.replace(latest)
+    moved = {name: latest / getattr(run, name).name for name in ("waveform", "log",
+                                                                 "results_xml")}
+    return replace(result, run=replace(run, **moved))
+
+
+def _pictures(args, result, jobs):
+    """Write ``--timeline`` and ``--trace``; returns {kind: path} (dict of str), or exit
+    status 2 after a one-line error when one cannot be written."""
+    from .timeline import draw_timeline, write_trace
+
+    title = f"{args.rows} x {args.cols} {args.dtype} tile on {args.sim}, seed {args.seed}"
+    written = {}
+    try:
+        if args.timeline:
+            written["timeline"] = str(draw_timeline(args.timeline, result, jobs, title=title))
+        if args.trace:
+            written["trace"] = str(write_trace(args.trace, result, jobs, title=title))
+    except OSError as error:
+        print(f"error: cannot write {error.filename or 'the picture'}: {error.strerror}",
+              file=sys.stderr)
+        return 2
+    return written
+
+
+def _facts(args, result, wall, pictures):
+    """The report of a random-workload run as a dict (what ``--json`` prints)."""
     macs = args.matmuls * args.rows * args.cols * args.n
-    peak = args.rows * args.cols
-    cycles = result.cycles
     predicted = program_cycles(args.rows, args.cols, [(args.rows, args.n)] * args.matmuls)
-    sim_s = result.seconds
+    stalls = bool(args.idle or args.backpressure)
+    return {
+        "workload": "random", "rows": args.rows, "cols": args.cols, "dtype": args.dtype,
+        "ftz": args.ftz, "simulator": args.sim, "seed": args.seed, "matmuls": args.matmuls,
+        "n": args.n, "idle": args.idle, "backpressure": args.backpressure, "macs": macs,
+        "cycles": result.cycles, "predicted_cycles": predicted,
+        "model_agrees": None if stalls else bool(predicted == result.cycles
+                                                 and result.model_agrees()),
+        "macs_per_cycle": macs / result.cycles, "peak_macs_per_cycle": args.rows * args.cols,
+        "mismatches": result.mismatches, "psum_words": args.matmuls * args.n * args.cols,
+        "build_s": result.build.seconds, "clock_loop_s": result.seconds,
+        "simulator_s": result.run.seconds, "wall_s": wall,
+        "waveform": str(result.run.waveform) if result.run.waveform else None,
+        "timeline": pictures.get("timeline"), "trace": pictures.get("trace"),
+        "passed": result.mismatches == 0,
+    }
+
+
+def _lines(args, f):
+    """The report's (key, text) lines, from :func:`_facts`'s dict ``f``."""
+    agrees = {True: " (equal, every stamp)", False: " (DIFFERS)", None: " without stalls"}
     lines = [
         ("configuration", f"{args.rows} x {args.cols} PEs, " + (
             "INT8 x INT8 -> INT32" if args.dtype == "int8" else
@@ -146,31 +248,20 @@ def main(argv=None):
         ("seed", str(args.seed)),
         ("matmuls", f"{args.matmuls} back to back, each [K={args.rows}, M={args.cols}] x "
                     f"[K={args.rows}, N={args.n}]"),
-        ("MACs", f"{macs:,}"),
-        ("cycles", f"{cycles:,} from reset to the last result; the timing model predicts "
-                   f"{predicted:,}" + ("" if args.idle or args.backpressure
-                                      else (" (equal, every stamp)"
-                                            if predicted == cycles and result.model_agrees()
-                                            else " (DIFFERS)"))
-                   + (" without stalls" if args.idle or args.backpressure else "")),
-        ("MACs per cycle", f"{macs / cycles:.2f} of peak {peak} "
-                           f"({100 * macs / cycles / peak:.1f}%)"),
-        ("mismatches", f"{result.mismatches} "
-                       f"({args.matmuls * args.n * args.cols:,} PSUM words checked, bit for bit)"),
-        ("build", f"{result.build.seconds:.1f} s" if result.build.seconds else "reused"),
-        ("simulation", f"{sim_s:.2f} s in the clock loop: {cycles / sim_s:,.0f} cycles/s, "
-                       f"{macs / sim_s:,.0f} MACs/s ({result.run.seconds:.1f} s with "
-                       f"simulator start-up)"),
-        ("total wall time", f"{wall:.1f} s"),
-        ("waveform", str(result.run.waveform) if result.run.waveform
-         else "none (WAVES=1 or --waves to write one)"),
+        ("MACs", f"{f['macs']:,}"),
+        ("cycles", f"{f['cycles']:,} from reset to the last result; the timing model predicts "
+                   f"{f['predicted_cycles']:,}" + agrees[f["model_agrees"]]),
+        ("MACs per cycle", f"{f['macs_per_cycle']:.2f} of peak {f['peak_macs_per_cycle']} "
+                           f"({100 * f['macs_per_cycle'] / f['peak_macs_per_cycle']:.1f}%)"),
+        ("mismatches", f"{f['mismatches']} ({f['psum_words']:,} PSUM words checked, "
+                       f"bit for bit)"),
+        ("build", f"{f['build_s']:.1f} s" if f["build_s"] else "reused"),
+        ("simulation", f"{f['clock_loop_s']:.2f} s in the clock loop: "
+                       f"{f['cycles'] / f['clock_loop_s']:,.0f} cycles/s, "
+                       f"{f['macs'] / f['clock_loop_s']:,.0f} MACs/s "
+                       f"({f['simulator_s']:.1f} s with simulator start-up)"),
+        ("total wall time", f"{f['wall_s']:.1f} s"),
+        ("waveform", f["waveform"] or "none (WAVES=1 or --waves to write one)"),
     ]
-    width = max(len(k) for k, _ in lines)
-    for key, value in lines:
-        print(f"  {key:<{width}}  {value}")
-    if result.mismatches:
-        print(f"FAIL: {result.mismatches} PSUM words differ from the golden model; "
-              f"see {result.run.log}", file=sys.stderr)
-        return 1
-    print("PASS: every PSUM word matches the golden model")
-    return 0
+    lines += [(kind, f[kind]) for kind in ("timeline", "trace") if f[kind]]
+    return lines

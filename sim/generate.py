@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -193,6 +194,9 @@ def write_configuration(rows, cols, directory, block=None):
                 return verilog_path, ports_path
         except json.JSONDecodeError:
             pass
+    # Seconds at 8 x 8, about a minute at 128 x 128: say so instead of a silence.
+    print(f"systolica: generating the Verilog of the {rows} x {cols} tile in {directory} "
+          f"(first use, or hdl/ changed) ...", file=sys.stderr, flush=True)
     text, meta = generate_verilog(rows, cols, block)
     if not verilog_path.is_file() or verilog_path.read_text() != text:
         verilog_path.write_text(text)

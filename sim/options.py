@@ -4,6 +4,7 @@ workload's :mod:`systolica.sim.cli` and the MiniLM workload's
 
 import argparse
 import os
+import sys
 
 from .toolchain import SIMULATORS
 
@@ -23,6 +24,28 @@ def env(name, default):
     """``$name`` if set and non-empty, else ``default`` (str)."""
     value = os.environ.get(name)
     return default if value in (None, "") else value
+
+
+#: The values a yes/no make variable (WAVES, FTZ) may take, any case; unset or empty is no.
+FLAG_VALUES = {"1": True, "yes": True, "true": True, "on": True,
+               "0": False, "no": False, "false": False, "off": False, "": False}
+
+
+def env_flag(name):
+    """``$name`` read as a yes/no switch (bool): ``1``/``yes``/``true``/``on`` or
+    ``0``/``no``/``false``/``off``, any case; unset or empty is False.
+
+    Any other value (``WAVES=2``, ``FTZ=maybe``) is a bad argument: one line on stderr that
+    names the variable and the values allowed, then exit status 2 (``SystemExit``), as for a
+    bad option; command-line tools only.
+    """
+    text = os.environ.get(name, "")
+    value = FLAG_VALUES.get(text.strip().lower())
+    if value is None:
+        print(f"error: {name} must be 1 or 0 (or yes/no, true/false, on/off), not {text!r}",
+              file=sys.stderr)
+        raise SystemExit(2)
+    return value
 
 
 def integer(minimum, env_name=None):

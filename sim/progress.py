@@ -4,7 +4,8 @@ On a terminal: a live line with programs done / total, matmuls, RTL cycles, elap
 the estimate of what is left (from the cycle model's cycles of the programs done and to do),
 and one printed line per finished GEMM above it. Elsewhere (a pipe, a CI log): one line per
 finished tile program and the GEMM lines, each with the same counters, so a log shows progress
-without control characters (a full-size tile's program can take minutes).
+without control characters, plus a "still running" line with the counters whenever nothing
+was printed for ``heartbeat`` seconds (one program of a large GEMM runs for minutes).
 """
 
 import sys
@@ -21,9 +22,12 @@ class ProgramProgress:
         Where to draw (default: stderr).
     enabled : bool
         False shows nothing (``--json`` keeps stdout clean; stderr still gets nothing).
+    heartbeat : float
+        Not a terminal: seconds of silence after which a "still running" line is printed
+        (default 30).
     """
 
-    def __init__(self, stream=None, enabled=True):
+    def __init__(self, stream=None, enabled=True, heartbeat=30.0):
         from rich.console import Console
 
         self.console = Console(file=stream or sys.stderr, highlight=False)
@@ -34,6 +38,9 @@ class ProgramProgress:
         self._progress = None
         self._task = None
         self._lock = threading.Lock()
+        self._heartbeat = heartbeat
+        self._last_line = time.perf_counter()
+        self._stopped = threading.Event()
 
     def plan(self, programs, matmuls, model_cycles):
         """Set the totals (ints) and start the live display on a terminal."""
@@ -57,6 +64,20 @@ class ProgramProgress:
             self._task = self._progress.add_task("run", total=self.total_model_cycles,
                                                  **self._fields())
             self._progress.start()
+        elif self.enabled:
+            self._last_line = time.perf_counter()
+            threading.Thread(target=self._beat, daemon=True, name="progress").start()
+
+    def _beat(self):
+        """Not a terminal: print the counters after each ``heartbeat`` seconds of silence."""
+        while not self._stopped.wait(min(self._heartbeat, 1.0)):
+            with self._lock:
+                if time.perf_counter() - self._last_line >= self._heartbeat:
+                    self._print(f"  still running  [{self.status()}]")
+
+    def _print(self, line):
+        self.console.print(line, markup=False, soft_wrap=True)
+        self._last_line = time.perf_counter()
 
     def _fields(self):
         return {"programs": f"{self.programs:,}/{self.total_programs:,}",
@@ -83,20 +104,19 @@ class ProgramProgress:
                 self._progress.update(self._task, completed=self.model_cycles,
                                       **self._fields())
             elif self.enabled:
-                self.console.print(f"  program done: {outcome.matmuls:,} matmuls, "
-                                   f"{outcome.cycles:,} cycles  [{self.status()}]",
-                                   markup=False, soft_wrap=True)
+                self._print(f"  program done: {outcome.matmuls:,} matmuls, "
+                            f"{outcome.cycles:,} cycles  [{self.status()}]")
 
     def note(self, text):
         """Print one line (a finished GEMM) with the counters."""
         if not self.enabled:
             return
         with self._lock:
-            self.console.print(f"  {text}  [{self.status()}]", markup=False,
-                               soft_wrap=True)
+            self._print(f"  {text}  [{self.status()}]")
 
     def stop(self):
-        """End the live display."""
+        """End the live display (or the heartbeat)."""
+        self._stopped.set()
         if self._progress is not None:
             self._progress.stop()
             self._progress = None

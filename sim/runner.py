@@ -10,8 +10,10 @@ the same configuration.
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -27,14 +29,31 @@ from .toolchain import check_simulator_name, check_wave_support, prepare_environ
 #: Timescale passed to every build (Amaranth emits none).
 TIMESCALE = ("1ns", "1ps")
 #: Verilator options: Amaranth's Verilog trips width and style lint warnings that are benign.
-VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style", "--public-depth", "1")
+#: What the testbench may see through VPI is set by :func:`public_control`, not by options.
+VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
 #: Waveform formats a waves build can write.
 WAVE_FORMATS = ("fst", "vcd")
 
 
+def waveform_name(wave_format="fst"):
+    """The file name every run's waveform gets, whichever simulator wrote it (str):
+    ``waves.fst`` or ``waves.vcd``."""
+    return f"waves.{wave_format}"
+
+
 def default_build_root():
-    """``$SYSTOLICA_BUILD_DIR`` or ``./build`` (pathlib.Path)."""
-    return Path(os.environ.get("SYSTOLICA_BUILD_DIR", "build")).resolve()
+    """Where builds go unless told (pathlib.Path, absolute): ``$SYSTOLICA_BUILD_DIR``; else
+    the ``build/`` folder of the source checkout this package runs from (an editable
+    install, as ``make venv`` makes: the same folder whatever the current directory); else
+    (an installed wheel) ``$XDG_CACHE_HOME/systolica/build``, by default
+    ``~/.cache/systolica/build``."""
+    if os.environ.get("SYSTOLICA_BUILD_DIR"):
+        return Path(os.environ["SYSTOLICA_BUILD_DIR"]).resolve()
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "hdl").is_dir():
+        return checkout / "build"
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return (Path(cache) / "systolica" / "build").resolve()
 
 
 @contextmanager
@@ -154,8 +173,9 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
         verilog, ports = write_configuration(rows, cols, config / "verilog", block)
         stamp = directory / "systolica.stamp"
         verilog_hash = hashlib.sha256(verilog.read_bytes()).hexdigest()[:16]
+        public = hashlib.sha256(_public_control_for(verilog, harness_depth).encode())
         want = (f"{verilog_hash} {simulator} waves={int(waves)} env-safe "
-                f"{' '.join(VERILATOR_ARGS)} block={block}")
+                f"{' '.join(VERILATOR_ARGS)} public={public.hexdigest()[:16]} block={block}")
         if harness_depth is not None:
             harness_hash = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
             want += f" harness={harness_hash} depth={harness_depth}"
@@ -163,6 +183,10 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
                        wave_format, harness_depth)
         if stamp.is_file() and stamp.read_text() == want:
             return result
+        # A build takes seconds at 8 x 8 and minutes at full size: say so instead of a silence.
+        print(f"systolica: building the {rows} x {cols} tile for {simulator} in {directory} "
+              f"(first use of this configuration; later runs reuse it) ...", file=sys.stderr,
+              flush=True)
         _run_build(simulator, verilog, directory, waves and wave_format == "fst", waves,
                    harness_depth, block)
         stamp.write_text(want)
@@ -174,10 +198,10 @@ def _runner(simulator, wave_format="fst"):
 
     Icarus's runner always asks ``vvp`` for FST; with ``wave_format="vcd"`` it asks for VCD.
 
-    cocotb's Verilator runner makes every signal VPI-visible, which made the C++ build of a
-    16 x 16 tile about 4x slower here; the testbench only touches top-level ports, so
-    ``--public-depth 1`` (in :data:`VERILATOR_ARGS`) makes just the top level visible.
-    Waveform tracing does not depend on it.
+    cocotb's Verilator runner makes every signal VPI-visible and writable, which made the
+    C++ build of a 16 x 16 tile about 4x slower here and its simulation slower still; the
+    testbench only touches top-level signals, so :func:`public_control` makes just those
+    visible. Waveform tracing does not depend on it.
     """
     from cocotb_tools.runner import Verilator, get_runner
 
@@ -203,6 +227,32 @@ def _runner(simulator, wave_format="fst"):
     return PortsOnlyVerilator()
 
 
+def public_control(toplevel, writable):
+    """Text of the Verilator control file that sets what VPI sees of ``toplevel``.
+
+    Every signal of the top-level module is readable (``public_flat_rd``); only the
+    ``writable`` ones (the inputs the testbench drives: str names) are ``public_flat_rw``.
+    Verilator re-evaluates all logic that depends on a writable public signal in its
+    input-combinational region on every ``eval()`` (twice a clock cycle): with the whole top
+    level writable (``--public-depth 1``), every PE's datapath was evaluated three times a
+    cycle instead of once, and a 16 x 16 BF16 tile ran at about 60 % of the speed it runs at
+    now. Nothing below the top level is visible.
+    """
+    lines = ["`verilator_config", f'public_flat_rd -module "{toplevel}" -var "*"']
+    lines += [f'public_flat_rw -module "{toplevel}" -var "{name}"' for name in writable]
+    return "\n".join(lines) + "\n"
+
+
+def _public_control_for(verilog, harness_depth):
+    """:func:`public_control` text for a build of ``verilog`` (with the bulk harness when
+    ``harness_depth`` is set: it drives the tile itself, so only its clock and reset)."""
+    if harness_depth is not None:
+        return public_control(HARNESS_TOPLEVEL, ("clk", "rst"))
+    ports = json.loads((Path(verilog).parent / "ports.json").read_text())["ports"]
+    return public_control(TOPLEVEL, [name for name, port in ports.items()
+                                     if port["direction"] == "in"])
+
+
 def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, block=None,
                extra_args=()):
     directory.mkdir(parents=True, exist_ok=True)
@@ -216,14 +266,18 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
         parameters = {"ROWS": rows, "COLS": cols, "DEPTH": harness_depth,
                       "CW": command_layout().size}
     args = (list(VERILATOR_ARGS) + list(extra_args)) if simulator == "verilator" else []
+    if simulator == "verilator":
+        from cocotb_tools.runner import VerilatorControlFile
+
+        public = directory / "public.vlt"
+        public.write_text(_public_control_for(verilog, harness_depth))
+        sources.insert(0, VerilatorControlFile(public))
     if simulator == "verilator" and fst:
         args.append("--trace-fst")
     if simulator == "verilator" and block is not None:
         # Verilate the B x B sub-array once as a hierarchical block: a flat 128 x 128 BF16
         # tile needed more than 13 GB and kept growing. Verilator then builds the block
         # itself (--build); cocotb's make step finds it built.
-        from cocotb_tools.runner import VerilatorControlFile
-
         control = directory / "hier_blocks.vlt"
         control.write_text(f'`verilator_config\nhier_block -module "{BLOCK_MODULE}"\n')
         sources.insert(0, VerilatorControlFile(control))
@@ -237,6 +291,11 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
                          log_file=log, parameters=parameters)
     except (RuntimeError, SystemExit) as error:
         raise BuildError(f"{simulator} build of {verilog} failed ({error}); see {log}") from None
+    # Verilator's precompiled headers (two of about 68 MB each per build, 95 % of an 8 x 8
+    # build folder) only speed up recompiling; runs need the executable alone, and a rebuild
+    # makes them again.
+    for header in directory.rglob("*.gch"):
+        header.unlink()
 
 
 @dataclass(frozen=True)
@@ -281,6 +340,7 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
     runner = _runner(tile_build.simulator, tile_build.wave_format)
     logging.getLogger("cocotb").setLevel(logging.WARNING)
     plusargs = list(plusargs)
+    # Verilator's cocotb main writes dump.<format> into the test folder; Icarus is told where.
     dump_name = (("dump." if tile_build.simulator == "verilator"
                   else f"{tile_build.toplevel}.")
                  + tile_build.wave_format)
@@ -308,5 +368,7 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
             f"{tile_build.simulator} wrote no test results; see {log}") from None
     waveform = None
     if tile_build.waves and (test_dir / dump_name).is_file():
-        waveform = test_dir / dump_name
+        # One name whatever the simulator wrote (dump.fst, systolica_tile.fst).
+        waveform = (test_dir / dump_name).replace(test_dir / waveform_name(
+            tile_build.wave_format))
     return TestRun(tests, failed, results_xml, log, waveform, seconds)

@@ -15,7 +15,8 @@ its last slab. All blocks of a problem run in one :func:`~systolica.sim.run_prog
 :func:`run_tiled_program` runs several problems as one program (one simulator start-up).
 
 The golden counterpart, :func:`golden_tiled_matmul`, is the same slab-by-slab accumulation
-through :func:`systolica.golden.nc_matmul`; the RTL must equal it bit for bit.
+(:func:`systolica.golden.nc_matmul` per slab, then ``accumulate=True``); the RTL must equal it
+bit for bit. :func:`golden_tiled_matmuls` computes many problems' at once.
 """
 
 import math
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import PSUM_ENTRIES, nc_matmul
+from systolica.golden import PSUM_ENTRIES, fp32_add, nc_matmul_batch, wrap_int32
 
 from .api import Matmul, run_program
 
@@ -224,14 +225,74 @@ def golden_tiled_matmul(stationary, moving, rows, ftz=False):
     TypeError, ValueError
         As :func:`tiled_jobs`, and ``ftz`` with int8.
     """
-    _check_problem(stationary, moving)
+    return golden_tiled_matmuls([(stationary, moving)], rows, ftz)[0]
+
+
+def golden_tiled_matmuls(problems, rows, ftz=False):
+    """:func:`golden_tiled_matmul` of every problem, bit for bit the same, computed per
+    shape at once: the problems of one data type and shape are stacked and every K-slab of
+    all of them is one :func:`~systolica.golden.nc_matmul_batch` call; the slabs' results are
+    then added into PSUM in slab order (one :func:`~systolica.golden.fp32_add` per slab for
+    BF16, which is what ``accumulate=True`` does; INT8 sums wrap modulo 2**32 in any order).
+
+    Parameters
+    ----------
+    problems : sequence of (numpy.ndarray, numpy.ndarray)
+        ``(stationary [K, M], moving [K, N])`` pairs as :func:`golden_tiled_matmul` takes.
+    rows : int
+    ftz : bool
+
+    Returns
+    -------
+    list of numpy.ndarray, int32 or float32, shape [M, N] each, in the order of ``problems``
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`golden_tiled_matmul`, for the first bad problem.
+    """
+    problems = list(problems)
+    for stationary, moving in problems:
+        _check_problem(stationary, moving)
     rows = _check_size("rows", rows)
+    if ftz and any(s.dtype != np.dtype(ml_dtypes.bfloat16) for s, _m in problems):
+        raise ValueError("ftz applies to bfloat16 matmuls only; int8 matmuls are exact "
+                         "(use ftz=False)")
+    groups = {}
+    for i, (stationary, moving) in enumerate(problems):
+        groups.setdefault((stationary.dtype, stationary.shape, moving.shape), []).append(i)
+    outs = [None] * len(problems)
+    for (dtype, _s_shape, _m_shape), indices in groups.items():
+        s = np.stack([problems[i][0] for i in indices])
+        v = np.stack([problems[i][1] for i in indices])
+        if dtype == np.int8:
+            wide = np.einsum("pkm,pkn->pmn", s.astype(np.int64), v.astype(np.int64))
+            result = wrap_int32(wide)
+        else:
+            result = _bf16_slabs(s, v, rows, ftz)
+        for j, i in enumerate(indices):
+            outs[i] = result[j]
+    return outs
+
+
+def _bf16_slabs(stationary, moving, rows, ftz):
+    """BF16 [P, K, M] x [P, K, N] -> float32 [P, M, N], K-slab by K-slab into PSUM."""
+    count, k, m = stationary.shape
+    n = moving.shape[2]
+    full = k // rows
     mode = {"ftz": True} if ftz else {}
-    psum = None
-    for k0 in range(0, stationary.shape[0], rows):
-        part = slice(k0, k0 + rows)
-        psum = nc_matmul(stationary[part], moving[part], psum=psum,
-                         accumulate=psum is not None, **mode)
+    slabs = []
+    if full:
+        s = stationary[:, :full * rows].reshape(count * full, rows, m)
+        v = moving[:, :full * rows].reshape(count * full, rows, n)
+        slabs += list(np.moveaxis(nc_matmul_batch(s, v, **mode).reshape(count, full, m, n),
+                                  1, 0))
+    if k % rows:
+        slabs.append(nc_matmul_batch(np.ascontiguousarray(stationary[:, full * rows:]),
+                                     np.ascontiguousarray(moving[:, full * rows:]), **mode))
+    psum = slabs[0]
+    for slab in slabs[1:]:
+        psum = fp32_add(psum, slab, **mode)
     return psum
 
 
@@ -317,8 +378,8 @@ def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
     result = run_program(jobs, rows=rows, cols=cols, simulator=simulator, waves=waves,
                          build_root=build_root, progress=progress)
     outs, differing, index = [], [], 0
-    for (stationary, moving), blocks in zip(problems, plans, strict=True):
-        golden = golden_tiled_matmul(stationary, moving, rows, ftz)
+    goldens = golden_tiled_matmuls(problems, rows, ftz)
+    for blocks, golden in zip(plans, goldens, strict=True):
         out = np.empty_like(golden)
         for b in blocks:
             index += len(b.slabs)

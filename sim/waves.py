@@ -1,7 +1,7 @@
 """Waveforms for GTKWave: trace a run, generate a save file for it, open or print the command.
 
-``python -m systolica.sim waves`` (``make waves``) runs the default workload of
-``python -m systolica.sim`` with tracing on; ``--test NAME`` runs one cocotb test of
+``systolica waves`` (``make waves``; ``python -m systolica.sim waves`` too) runs the random
+workload of ``systolica sim`` with tracing on; ``--test NAME`` runs one cocotb test of
 ``systolica.tb.test_tile`` instead, which is what a failing regression test tells you to run.
 Either way the run writes a waveform (FST, or VCD with ``--format vcd``) and a GTKWave save
 file generated for that run (tile size, simulator, data type), then opens
@@ -47,6 +47,7 @@ file). A run of both data types shows each lane both ways.
 """
 
 import ast
+import json
 import os
 import shlex
 import shutil
@@ -78,7 +79,7 @@ from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, token_layout
 from .errors import USER_FACING, SimulationError, SystolicaError, report
 from .generate import TOPLEVEL
 from .options import resolve_tile
-from .runner import WAVE_FORMATS, build, default_build_root, run_tests
+from .runner import WAVE_FORMATS, build, default_build_root, run_tests, waveform_name
 from .toolchain import check_simulator_name
 
 #: Scope of the tile top in each simulator's dump. Checked on real dumps: Icarus and
@@ -506,9 +507,8 @@ def reproduce_dir(rows, cols, simulator, test, seed, *, wave_format="fst", build
 
 def waveform_path(rows, cols, simulator, test, seed, *, wave_format="fst", build_root=None):
     """Where ``--test`` leaves the waveform of one test (pathlib.Path)."""
-    name = ("dump." if simulator == "verilator" else f"{TOPLEVEL}.") + wave_format
     return reproduce_dir(rows, cols, simulator, test, seed, wave_format=wave_format,
-                         build_root=build_root) / name
+                         build_root=build_root) / waveform_name(wave_format)
 
 
 def reproduce_command(rows, cols, simulator, test, seed, *, env=None, build_root=None):
@@ -519,7 +519,7 @@ def reproduce_command(rows, cols, simulator, test, seed, *, env=None, build_root
     """
     root = Path(build_root) if build_root is not None else default_build_root()
     words = [f"{key}={shlex.quote(str(value))}" for key, value in sorted((env or {}).items())]
-    words += [shlex.quote(sys.executable), "-m", "systolica.sim", "waves", "--sim", simulator,
+    words += [shlex.quote(sys.executable), "-m", "systolica", "waves", "--sim", simulator,
               "--rows", str(rows), "--cols", str(cols), "--test", test, "--seed", str(seed),
               "--build-dir", shlex.quote(str(root.resolve()))]
     return " ".join(words), waveform_path(rows, cols, simulator, test, seed, build_root=root)
@@ -542,17 +542,17 @@ def reproduce_report(rows, cols, simulator, seed, results_xml, *, env=None, buil
 # ---- command line ------------------------------------------------------------------------
 
 def parser():
-    """The argument parser of ``python -m systolica.sim waves`` (argparse.ArgumentParser).
+    """The argument parser of ``systolica waves`` (argparse.ArgumentParser).
 
-    It is ``python -m systolica.sim``'s (same workload options, same defaults from SIM, ROWS,
+    It is ``systolica sim``'s (same workload options, same defaults from SIM, ROWS,
     COLS, DTYPE, FTZ and SEED) plus ``--format`` (default ``$FORMAT`` or ``fst``), ``--test``
     and ``--open``/``--no-open``; tracing is always on.
     """
     from . import cli
 
     p = cli.parser()
-    p.prog = "python -m systolica.sim waves"
-    p.description = ("Run the random workload of 'python -m systolica.sim --workload random' "
+    p.prog = "systolica waves"
+    p.description = ("Run the random workload of 'systolica sim --workload random' "
                      "(or, with --test, one cocotb regression test) "
                      "with tracing on, write the waveform and a GTKWave save file for it, and "
                      "open GTKWave when a display is available (else print the command).")
@@ -587,7 +587,7 @@ def _check_args(p, args):
 
 def _run_workload(args):
     from .api import run_program
-    from .cli import workload
+    from .cli import _pictures, latest_run, workload
 
     jobs = workload(args)
     result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim, waves=True,
@@ -595,6 +595,12 @@ def _run_workload(args):
                          build_root=args.build_dir, wave_format=args.format)
     summary = (f"{args.matmuls} {args.dtype} matmuls, {result.cycles:,} cycles, "
                f"{result.mismatches} PSUM mismatches")
+    if result.run.waveform:
+        result = latest_run(result)
+    pictures = _pictures(args, result, jobs)
+    if isinstance(pictures, int):
+        return result.run.waveform, args.dtype, summary, pictures
+    summary += "".join(f"; {kind} {path}" for kind, path in pictures.items())
     return result.run.waveform, args.dtype, summary, 1 if result.mismatches else 0
 
 
@@ -613,7 +619,7 @@ def _run_test(args):
 
 
 def main(argv=None):
-    """Entry point of ``python -m systolica.sim waves``; returns the exit status (int).
+    """Entry point of ``systolica waves``; returns the exit status (int).
 
     0: the run passed and the waveform was written; 1: the workload mismatched or the test
     failed (the waveform is still written: that is the point); 2: bad arguments or a missing
@@ -626,9 +632,13 @@ def main(argv=None):
                 "matmuls would make a huge waveform); drop --workload/WORKLOAD, or pick one "
                 "regression test with --test")
     _check_args(p, args)
+    if args.test and (args.timeline or args.trace):
+        p.error("--timeline and --trace draw the random workload's program; drop them with "
+                "--test")
+    say = sys.stderr if args.json else sys.stdout
     what = f"test {args.test}" if args.test else "the random workload"
     print(f"systolica waves: {what} on a {args.rows} x {args.cols} tile, {args.sim}, "
-          f"{args.format.upper()} ...", flush=True)
+          f"{args.format.upper()} ...", file=say, flush=True)
     try:
         waveform, mode, summary, status = (_run_test if args.test else _run_workload)(args)
     except USER_FACING as error:
@@ -638,14 +648,18 @@ def main(argv=None):
         return 1
     save = write_save_file(waveform.with_suffix(".gtkw"), waveform, rows=args.rows,
                            cols=args.cols, simulator=args.sim, mode=mode)
-    print(f"  run             {summary}")
-    print(f"  waveform        {waveform}")
-    print(f"  save file       {save}")
+    print(f"  run             {summary}", file=say)
+    print(f"  waveform        {waveform}", file=say)
+    print(f"  save file       {save}", file=say)
     try:
-        open_or_print(waveform, save, open_viewer=args.open_viewer)
+        opened = open_or_print(waveform, save, open_viewer=args.open_viewer, out=say)
     except ViewerNotFoundError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.json:
+        print(json.dumps({"run": summary, "waveform": str(waveform), "save_file": str(save),
+                          "gtkwave": gtkwave_command(waveform, save), "opened": opened,
+                          "passed": status == 0}, indent=1))
     return status
 
 

@@ -90,6 +90,7 @@ class BulkProgram:
         self.stationary_count = self.moving_count = 0
         #: Status the harness reported: (rejected count, last error code), after check().
         self.status = None
+        self._staged, self._staged_results = [], 0   # see stage_many
 
     def _add_command(self, beat):
         self._commands.append({name: int(getattr(v, "value", v)) for name, v in beat.items()})
@@ -101,19 +102,44 @@ class BulkProgram:
     def submit_many(self, matmuls):
         """Add matmuls that follow each other (``(stationary, moving, accumulate, ftz, bank,
         offset)`` tuples; see :meth:`TileModel.submit_many`); returns their records."""
-        records = []
-        for record, command, s_bits, m_bits in self.model.submit_many(matmuls):
+        self.stage_many(matmuls)
+        return self.commit_staged()
+
+    def stage_many(self, matmuls):
+        """Check matmuls (as :meth:`submit_many`) and add their beats to the program, but
+        leave their golden model for :meth:`commit_staged`, which can run while the
+        simulator does (it needs only the operands). Nothing else may be submitted before
+        :meth:`commit_staged`.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`TileModel.submit`, before any beat is added.
+        """
+        if self._staged:
+            raise RuntimeError("commit the staged matmuls before staging more")
+        self._staged = self.model.prepare_many(matmuls)
+        for item in self._staged:
+            command, s_bits, m_bits = self.model.stimulus(item)
             self._add_command(command)
             self._stationary.append(s_bits)
             self._moving.append(m_bits)
             self.stationary_count += len(s_bits)
             self.moving_count += len(m_bits)
-            records.append(record)
+            self._staged_results += item["command"].n
+
+    def commit_staged(self):
+        """Model the staged matmuls (golden sums, shadow PSUM, expectations); returns their
+        records (list). Until it returns, :attr:`result_count` is not to be read."""
+        records = self.model.commit_many(self._staged)
+        self._staged, self._staged_results = [], 0
         return records
 
     def submit_command(self, command):
         """Add a READ or an illegal command (see :meth:`TileModel.submit_command`); returns
         its record."""
+        if self._staged:
+            raise RuntimeError("commit the staged matmuls before a READ or another command")
         record, beat = self.model.submit_command(command)
         self._add_command(beat)
         return record
@@ -129,8 +155,8 @@ class BulkProgram:
 
     @property
     def result_count(self):
-        """Result beats the program expects (int)."""
-        return self.model.result_count
+        """Result beats the program expects, staged matmuls' included (int)."""
+        return self.model.result_count + self._staged_results
 
     @property
     def depth(self):
@@ -176,6 +202,8 @@ class BulkProgram:
         AssertionError
             If ``status`` differs from the rejections the model predicts.
         """
+        if self._staged:
+            raise RuntimeError("commit the staged matmuls before checking results")
         folder = Path(folder)
 
         def stamps(name):

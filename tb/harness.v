@@ -77,8 +77,15 @@ module systolica_harness #(
     wire [RW-1:0] r_payload;
     reg c_valid = 1'b0, s_valid = 1'b0, m_valid = 1'b0, r_ready = 1'b0;
 
+    // The tile and the drivers reset from a register, not from the top-level input: logic
+    // that depends combinationally on a top-level input is evaluated again in Verilator's
+    // input-combinational region on every eval() call (twice a clock cycle), and every
+    // flip-flop's next-state mux reads the reset, which pulled each PE's whole datapath in.
+    reg rst_q = 1'b1;
+    always @(posedge clk) rst_q <= rst;
+
     systolica_tile tile (
-        .clk(clk), .rst(rst),
+        .clk(clk), .rst(rst_q),
         .command__payload(c_mem[c_sent[$clog2(DEPTH)-1:0]]),
         .command__valid(c_valid), .command__ready(c_ready),
         .stationary__payload(s_mem[s_sent[$clog2(DEPTH)-1:0]]),
@@ -94,7 +101,7 @@ module systolica_harness #(
 
     reg seeded = 1'b0;
     always @(posedge clk) begin
-        if (rst) begin
+        if (rst_q) begin
             cycle <= 0; c_sent <= 0; s_sent <= 0; m_sent <= 0; r_received <= 0;
             c_valid <= 1'b0; s_valid <= 1'b0; m_valid <= 1'b0; r_ready <= 1'b0; done <= 1'b0;
             if (!seeded) begin

@@ -160,7 +160,8 @@ class TileModel:
             ``ftz`` is asked of an INT8 matmul.
         """
         item = self._prepare(stationary, moving, accumulate, ftz, bank, offset)
-        return self._commit(item, self._column_sums([item])[0], expected)
+        record = self._commit(item, self._column_sums([item])[0], expected)
+        return (record, *self.stimulus(item))
 
     def submit_many(self, matmuls):
         """Model matmuls that follow each other in the program, as :meth:`submit` each.
@@ -171,9 +172,101 @@ class TileModel:
         (:func:`~systolica.golden.nc_matmul_batch`), then each is accumulated into the
         shadow PSUM in program order. Returns the list of what :meth:`submit` returns.
         """
-        prepared = [self._prepare(*matmul) for matmul in matmuls]
-        return [self._commit(item, column)
-                for item, column in zip(prepared, self._column_sums(prepared), strict=True)]
+        prepared = self.prepare_many(matmuls)
+        records = self.commit_many(prepared)
+        return [(record, *self.stimulus(item))
+                for record, item in zip(records, prepared, strict=True)]
+
+    def prepare_many(self, matmuls):
+        """Check matmuls (tuples as :meth:`submit_many` takes) and build their commands,
+        without modelling them; returns the prepared items for :meth:`stimulus` and
+        :meth:`commit_many`, which must then get all of them in this order.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As :meth:`submit`, for the first bad matmul.
+        """
+        return [self._prepare(*matmul) for matmul in matmuls]
+
+    def commit_many(self, prepared):
+        """Model prepared matmuls in program order: golden column sums (one batched call per
+        type, mode and shape), their adds into the shadow PSUM, records and scoreboard
+        expectations. Returns their :class:`CommandRecord` objects (list)."""
+        columns = self._column_sums(prepared)
+        totals = self._accumulated(prepared, columns)
+        if totals is None:   # regions that overlap only in part: one matmul at a time
+            return [self._commit(item, column)
+                    for item, column in zip(prepared, columns, strict=True)]
+        return [self._commit(item, total, accumulated=True)
+                for item, total in zip(prepared, totals, strict=True)]
+
+    def stimulus(self, item):
+        """``(command_beat, stationary_bits, moving_bits)`` of a prepared matmul, as
+        :meth:`submit` returns them (nothing is modelled)."""
+        command = item["command"]
+        m_bits = np.zeros((command.n, self.rows), np.uint16)
+        m_bits[:, :command.k] = operand_bits(item["moving"]).T
+        return command_beat(command), operand_bits(item["padded"]), m_bits
+
+    def _accumulated(self, prepared, columns):
+        """What each prepared matmul leaves in its PSUM region (``[cols, N]`` per matmul,
+        int32 or float32), with the adds of all matmuls that accumulate at the same depth of
+        their chains done in one call per data type, mode and shape.
+
+        An accumulating matmul reads either PSUM as it was before these matmuls (depth 1) or
+        what one earlier matmul of the batch wrote to exactly its region (that one's depth
+        + 1); the add is :func:`~systolica.golden.fp32_add` (BF16) or the INT32 wrap (INT8),
+        as :meth:`_commit` does one at a time. Returns None when some region overlaps an
+        earlier one's in part (the caller then goes one matmul at a time).
+
+        Raises
+        ------
+        ValueError
+            If a matmul accumulates into PSUM entries not known to this model.
+        """
+        owner = np.full((self.banks, self.entries), -1)
+        base, depth = {}, [0] * len(prepared)
+        for i, item in enumerate(prepared):
+            command = item["command"]
+            region = (command.bank, slice(command.offset, command.offset + command.n))
+            if command.accumulate:
+                writers = owner[region]
+                j = int(writers[0])
+                if (writers != j).any():
+                    return None
+                if j < 0:
+                    self._require_known(region, "accumulate into")
+                    base[i] = np.ascontiguousarray(self.psum[region].T)
+                    depth[i] = 1
+                else:
+                    earlier = prepared[j]["command"]
+                    if (earlier.bank, earlier.offset, earlier.n) != (command.bank,
+                                                                     command.offset,
+                                                                     command.n):
+                        return None
+                    base[i], depth[i] = j, depth[j] + 1
+            owner[region] = i
+        totals = list(columns)
+        levels = {}
+        for i, level in enumerate(depth):
+            if level:
+                command = prepared[i]["command"]
+                key = (command.dtype, command.ftz, columns[i].shape)
+                levels.setdefault(level, {}).setdefault(key, []).append(i)
+        for level in sorted(levels):
+            for (dtype, ftz, _shape), indices in levels[level].items():
+                old = np.stack([np.ascontiguousarray(
+                    totals[base[i]] if isinstance(base[i], int) else base[i]).view(np.uint32)
+                    for i in indices])
+                new = np.stack([columns[i] for i in indices])
+                if dtype == "int8":
+                    added = wrap_int32(old.view(np.int32).astype(np.int64) + new)
+                else:
+                    added = fp32_add(old.view(np.float32), new, ftz=ftz)
+                for j, i in enumerate(indices):
+                    totals[i] = added[j]
+        return totals
 
     @staticmethod
     def _column_sums(prepared):
@@ -214,13 +307,14 @@ class TileModel:
         padded[:, :m] = stationary
         return {"command": command, "padded": padded, "moving": moving}
 
-    def _commit(self, item, column, expected=None):
-        """Accumulate one prepared matmul's column sums (``[cols, N]``) into the shadow PSUM,
-        record it and tell the scoreboard what to expect."""
+    def _commit(self, item, column, expected=None, accumulated=False):
+        """Accumulate one prepared matmul's column sums (``[cols, N]``) into the shadow PSUM
+        (``accumulated``: ``column`` already holds the sum), record it and tell the
+        scoreboard what to expect."""
         command, padded, moving = item["command"], item["padded"], item["moving"]
         k, m, n, dtype = command.k, command.m, command.n, command.dtype
         region = (command.bank, slice(command.offset, command.offset + n))
-        if command.accumulate:
+        if command.accumulate and not accumulated:
             self._require_known(region, "accumulate into")
             old = np.ascontiguousarray(self.psum[region].T)
             if dtype == "int8":
@@ -241,19 +335,15 @@ class TileModel:
         record = self._record(command, None, golden)
         record.psum_dtype = dtype
 
-        s_bits = operand_bits(padded)
-        m_bits = np.zeros((n, self.rows), np.uint16)
-        m_bits[:, :k] = operand_bits(moving).T
-
-        def describe(lane, c):
-            return (f"stationary[:, {lane}] = {_hex_list(s_bits[:, lane])}; "
-                    f"moving[:, {c}] = {_hex_list(m_bits[c, :k])}")
+        def describe(lane, c):   # the operands behind a wrong word, from the stimulus
+            return (f"stationary[:, {lane}] = {_hex_list(operand_bits(padded)[:, lane])}; "
+                    f"moving[:, {c}] = {_hex_list(operand_bits(moving)[:, c])}")
 
         self.scoreboard.expect_block(record.index, golden.T, dtype=dtype, macs=k * m,
                                      describe=describe)
         self._owners.append((record.index, n))
         self.result_count += n
-        return record, command_beat(command), s_bits, m_bits
+        return record
 
     def submit_command(self, command):
         """Model a READ or an illegal command; return ``(record, command_beat)``.
@@ -349,10 +439,11 @@ class TileModel:
         ``[beats, cols]`` uint32, ``cycles`` ``[beats]``; beats past the expected ones are
         ignored here (the scoreboard counts them)."""
         position = 0
+        cycles = np.asarray(cycles, np.int64).tolist()
         for index, count in self._owners:
             record = self.records[index]
             record.results = lanes[position:position + count, : self._lanes(record)]
-            record.result_cycles = [int(c) for c in cycles[position:position + count]]
+            record.result_cycles = cycles[position:position + count]
             position += count
 
     def stamp(self, command_cycles, moving_cycles):
@@ -360,7 +451,7 @@ class TileModel:
         for record, cycle in zip(self.records, command_cycles, strict=False):
             record.accept = int(cycle)
         position = 0
-        moving_cycles = [int(c) for c in moving_cycles]
+        moving_cycles = np.asarray(moving_cycles, np.int64).tolist()
         for record in self.matmuls:
             record.issues = moving_cycles[position:position + record.n]
             position += record.n

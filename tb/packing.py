@@ -78,8 +78,10 @@ class LayoutPacker:
     def _split(values, width, step):
         """``[beats, lanes]`` values -> ``[beats, lanes * width / step]`` digits of ``step``
         bits each, least significant first."""
-        shifts = np.arange(0, width, step, dtype=np.uint64)
-        digits = (values[..., None] >> shifts) & np.uint64((1 << step) - 1)
+        kind = next(t for t in (np.uint8, np.uint16, np.uint32, np.uint64)
+                    if np.dtype(t).itemsize * 8 >= width)   # narrow words: less to move
+        shifts = np.arange(0, width, step, dtype=kind)
+        digits = (values.astype(kind)[..., None] >> shifts) & kind((1 << step) - 1)
         return digits.astype(np.uint8).reshape(values.shape[0], -1)
 
     def _aligned(self, name):
@@ -182,7 +184,7 @@ class LayoutPacker:
         """Fields of ``[beats, digits]`` hex digit values, least significant first."""
         beats = nibbles.shape[0]
         out = {}
-        bits = octets = None
+        octets = None
         for name, (offset, width, lanes) in self.fields.items():
             count = 1 if lanes is None else lanes
             if offset % 8 == 0 and width in (8, 16, 32, 64):
@@ -200,10 +202,12 @@ class LayoutPacker:
                 shifts = np.arange(0, width, 4, dtype=np.uint64)
                 values = (chunk << shifts).sum(axis=2, dtype=np.uint64)
             else:
-                if bits is None:
-                    bits = ((nibbles[..., None] >> np.arange(4, dtype=np.uint8)) & 1)
-                    bits = bits.reshape(beats, self.digits * 4)
-                chunk = bits[:, offset:offset + width * count].astype(np.uint64)
+                # Only the digits that hold the field are split into bits.
+                first, end = offset // 4, -(-(offset + width * count) // 4)
+                bits = ((nibbles[:, first:end, None] >> np.arange(4, dtype=np.uint8)) & 1)
+                bits = bits.reshape(beats, (end - first) * 4)
+                skip = offset - first * 4
+                chunk = bits[:, skip:skip + width * count].astype(np.uint64)
                 chunk = chunk.reshape(beats, count, width)
                 shifts = np.arange(width, dtype=np.uint64)
                 values = (chunk << shifts).sum(axis=2, dtype=np.uint64)

@@ -59,7 +59,7 @@ class _Block:
     n0: int                 # moving column of the first beat
     words: np.ndarray       # uint32 [beats, lanes]
     last: np.ndarray        # bool [beats]
-    dtypes: np.ndarray      # str [beats]
+    dtypes: np.ndarray      # str [beats], or one str (0-d) for every beat
     macs: int               # per beat
     describe: object        # describe(m, n) -> str, or None
     taken: int = 0
@@ -67,6 +67,12 @@ class _Block:
     @property
     def left(self):
         return self.words.shape[0] - self.taken
+
+    def dtypes_at(self, start, stop):
+        """Data type names of beats ``start:stop`` (str array)."""
+        if self.dtypes.ndim:
+            return self.dtypes[start:stop]
+        return np.broadcast_to(self.dtypes, (stop - start,))
 
 
 class Scoreboard:
@@ -115,13 +121,16 @@ class Scoreboard:
         describe : callable, optional
             ``describe(m, n)`` returns the operands of lane ``m``, column ``n`` as text.
         """
-        words = np.asarray(words, dtype=np.uint64).astype(np.uint32)
+        if not (isinstance(words, np.ndarray) and words.dtype == np.uint32):
+            words = np.asarray(words, dtype=np.uint64).astype(np.uint32)
         beats = words.shape[0]
         if last is None:
             last = np.zeros(beats, bool)
             if beats:
                 last[-1] = True
-        dtypes = np.broadcast_to(np.asarray(dtype), (beats,))
+        dtypes = np.asarray(dtype)
+        if dtypes.ndim:
+            dtypes = np.broadcast_to(dtypes, (beats,))
         self._expected.append(_Block(matmul, n0, words, np.asarray(last, bool), dtypes,
                                      int(macs), describe))
         self.expected_count += beats
@@ -150,9 +159,9 @@ class Scoreboard:
         if lanes.ndim == 1:
             lanes = lanes[None, :]
         last = np.asarray(last, dtype=bool)
-        position = 0
         total = lanes.shape[0]
         self.observed_count += total
+        position = self._observe_whole_blocks(lanes, last)
         while position < total:
             if not self._expected:
                 extra = total - position
@@ -170,6 +179,40 @@ class Scoreboard:
             if not block.left:
                 self._expected.popleft()
 
+    def _observe_whole_blocks(self, lanes, last):
+        """Fast path of :meth:`observe_block`: the untouched expected blocks of one width
+        that the observed beats cover completely are compared in one array operation; when
+        every word and ``last`` flag matches they are retired together and the number of
+        beats consumed is returned. Otherwise nothing is consumed (0) and the per-block path
+        finds and reports what differs."""
+        blocks, beats = [], 0
+        for block in self._expected:
+            if (block.taken or beats + block.words.shape[0] > lanes.shape[0]
+                    or block.words.shape[1] > lanes.shape[1]
+                    or (blocks and block.words.shape[1] != blocks[0].words.shape[1])):
+                break
+            blocks.append(block)
+            beats += block.words.shape[0]
+        if len(blocks) < 2:
+            return 0
+        width = blocks[0].words.shape[1]
+        want = np.concatenate([block.words for block in blocks])
+        want_last = np.concatenate([block.last for block in blocks])
+        if not (np.array_equal(lanes[:beats, :width], want)
+                and np.array_equal(last[:beats], want_last)):
+            return 0
+        for block in blocks:
+            self._expected.popleft()
+            if block.macs and not block.dtypes.ndim:
+                self.macs_checked[str(block.dtypes)] += block.macs * block.words.shape[0]
+            elif block.macs:
+                for name in DTYPE_NAMES:
+                    self.macs_checked[name] += block.macs * int(
+                        np.count_nonzero(block.dtypes == name))
+        self.matched_count += beats
+        self._outstanding -= beats
+        return beats
+
     def _compare(self, block, got, got_last):
         start = block.taken
         want = block.words[start:start + len(got)]
@@ -179,7 +222,7 @@ class Scoreboard:
         wrong = got[:, :width] != want
         wrong_last = got_last != block.last[start:start + len(got)]
         bad_beat = wrong.any(axis=1) | wrong_last
-        dtypes = block.dtypes[start:start + len(got)]
+        dtypes = block.dtypes_at(start, start + len(got))
         for beat, m in zip(*np.nonzero(wrong), strict=True):
             n = block.n0 + start + int(beat)
             context = block.describe(int(m), n) if block.describe is not None else ""

@@ -6,10 +6,14 @@ special values mixed in), IEEE and FTZ modes, compared as bit patterns.
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from systolica.golden.bf16 import bf16_product, fp32_add, fp32_bits, from_bf16_bits, from_fp32_bits
 from systolica.hdl import Bf16Multiplier, Fp32Adder
+from systolica.hdl.fp32_add import leading_zeros
 
 SPECIALS32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
               0x7F800001, 0x7F7FFFFF, 0xFF7FFFFF, 0x00000001, 0x807FFFFF, 0x00800000,
@@ -79,3 +83,26 @@ def test_bf16_multiplier_matches_golden(seed):
     bad = np.nonzero(got != want)[0]
     assert bad.size == 0, [f"{a[i]:04x}*{b[i]:04x} ftz={ftz[i]}: want {want[i]:08x} "
                            f"got {got[i]:08x}" for i in bad[:5]]
+
+
+class _LeadingZeros(wiring.Component):
+    def __init__(self, width):
+        self._width = width
+        super().__init__({"value": In(width), "count": Out(range(width + 1))})
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.comb += self.count.eq(leading_zeros(m, self.value, "lz"))
+        return m
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 16, 27])
+def test_leading_zeros_counts_from_the_top(width):
+    rng = np.random.default_rng(width)
+    values = [0, 2**width - 1] + [1 << i for i in range(width)]
+    values += [int(v) for v in rng.integers(0, 2**width, 300)]
+    values += [int(v) >> int(s) for v, s in zip(rng.integers(0, 2**width, 300),
+                                                 rng.integers(0, width, 300), strict=True)]
+    got = evaluate(_LeadingZeros(width), [{"value": v} for v in values], "count")
+    want = [width - v.bit_length() for v in values]
+    assert got.tolist() == want

@@ -6,6 +6,7 @@ command line's errors and JSON report."""
 import math
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -416,6 +417,25 @@ def test_progress_counts_programs_against_the_plan():
     lines = stream.getvalue().splitlines()   # not a terminal: a line per program, then notes
     assert lines[0].startswith("  program done: 100 matmuls, 260 cycles  [programs 1/4, ")
     assert lines[1].startswith("  bf16 layer 0 done  [programs 1/4, matmuls 100/400")
+
+
+def test_progress_in_a_log_says_it_is_still_running():
+    """Not a terminal: a program that runs for minutes is not minutes of silence."""
+    import io
+
+    from systolica.sim.progress import ProgramProgress
+
+    stream = io.StringIO()
+    progress = ProgramProgress(stream=stream, heartbeat=0.2)
+    progress.plan(2, 20, 100)
+    time.sleep(1.5)
+    progress.stop()
+    lines = stream.getvalue().splitlines()
+    assert 2 <= len(lines) <= 8, lines
+    assert all(line.startswith("  still running  [programs 0/2, matmuls 0/20, ")
+               for line in lines)
+    time.sleep(0.5)
+    assert stream.getvalue().splitlines() == lines      # stop() ends the heartbeat
 
 
 def test_the_minilm_package_does_not_import_the_random_workloads_cli():

@@ -99,7 +99,7 @@ def test_claims(capsys):
 @pytest.mark.parametrize("argv, needle", [
     (["estimate", "--hw", "trn9", "--gemm", "1,1,1"], "trn9: no such hardware preset"),
     (["estimate", "--hw", "inf2", "--gemm", "1,1,1", "--dtype", "fp8"],
-     "inf2.toml: field dtype: 'fp8' has no rate in this hardware; allowed: bf16"),
+     "error: --dtype fp8: hardware 'inf2' has no fp8 rate; allowed: bf16"),
     (["estimate", "--hw", "inf2", "--model", "llama3"], "allowed: bert-base, gpt3-175b"),
     (["estimate", "--hw", "inf2", "--model", "llama2-70b", "--tp", "48"],
      "48 NeuronCores is more than inf2 describes; allowed: 1 to 24"),

@@ -80,7 +80,7 @@ def test_gemm_csv(tmp_path):
     assert [(g.name, g.m, g.k, g.n, g.count) for g in w.gemms] == [
         ("a", 64, 32, 16, 2), ("b", 8, 8, 8, 1)]
     path.write_text("name,M,K,N\na,64,x,16\n")
-    with pytest.raises(SpecError, match=r"g.csv: field line 2, column 'K': 'x' is not allowed; "
+    with pytest.raises(SpecError, match=r"g.csv, line 2, column 'K': 'x' is not allowed; "
                                         r"allowed: an integer >= 1"):
         load_gemm_csv(path)
     path.write_text("name,M,N\n")
@@ -121,7 +121,7 @@ def test_bad_scalesim_rows(tmp_path, row, field, allowed):
     path.write_text(f"Layer, M, N, K,\n{row}\n")
     with pytest.raises(SpecError) as info:
         load_scalesim_topology(path)
-    assert str(info.value).startswith(f"bad.csv: field {field}:")
+    assert str(info.value).startswith(f"bad.csv, {field}:")
     assert allowed in str(info.value)
 
 

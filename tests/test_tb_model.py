@@ -55,3 +55,49 @@ def test_unknown_psum_is_refused_when_earlier_tests_may_have_written_it():
     with pytest.raises(ValueError, match=r"cannot accumulate into PSUM bank 0 entries \[2\]"):
         tm.submit(ones, np.ones((2, 3), np.int8), accumulate=True)
     tm.read(n=2)                              # entries 0 and 1 are known now
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_submit_many_leaves_what_one_submit_at_a_time_leaves(seed):
+    # Chains of accumulating matmuls into the same region, into PSUM written before the
+    # batch, into regions of another data type, and (odd seeds) regions that overlap an
+    # earlier one's only in part: the batched adds must give every expectation and the final
+    # PSUM bit for bit as the one-at-a-time path does.
+    import ml_dtypes
+
+    rng = np.random.default_rng(seed)
+    rows, cols = 3, 2
+
+    def operands(dtype, k, m, n):
+        if dtype == "int8":
+            return (rng.integers(-128, 128, (k, m), dtype=np.int8),
+                    rng.integers(-128, 128, (k, n), dtype=np.int8))
+        scale = 2.0 ** rng.integers(-60, 60)
+        return ((rng.standard_normal((k, m)) * scale).astype(ml_dtypes.bfloat16),
+                (rng.standard_normal((k, n)) * scale).astype(ml_dtypes.bfloat16))
+
+    before = [(*operands("int8", 2, 2, 6), False, False, 0, 0),
+              (*operands("bf16", 3, 1, 4), False, False, 1, 2)]
+    batch = []
+    for _ in range(40):
+        dtype = "int8" if rng.random() < 0.4 else "bf16"
+        bank = int(rng.integers(0, 2))
+        offset, n = (0, 6) if bank == 0 else (2, 4)
+        if seed % 2 and rng.random() < 0.2:
+            offset, n = int(rng.integers(0, 4)), int(rng.integers(1, 4))
+        ftz = bool(dtype == "bf16" and rng.random() < 0.3)
+        batch.append((*operands(dtype, int(rng.integers(1, rows + 1)),
+                                int(rng.integers(1, cols + 1)), n),
+                      bool(rng.random() < 0.7), ftz, bank, offset))
+    one, many = TileModel(rows, cols, Scoreboard()), TileModel(rows, cols, Scoreboard())
+    for tm in (one, many):
+        tm.submit_many(before)
+    for matmul in batch:
+        stationary, moving, accumulate, ftz, bank, offset = matmul
+        one.submit(stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank,
+                   offset=offset)
+    many.submit_many(batch)
+    np.testing.assert_array_equal(many.psum, one.psum)
+    assert len(many.records) == len(one.records)
+    for a, b in zip(many.records, one.records, strict=True):
+        np.testing.assert_array_equal(np.asarray(a.expected), np.asarray(b.expected))

@@ -68,3 +68,28 @@ def test_beats_past_the_expected_ones_are_unexpected_and_last_flags_are_checked(
     assert [(x.m, x.n, x.expected, x.actual) for x in sb.mismatches] == [(-1, 0, 0, 1)]
     with pytest.raises(AssertionError, match="1 unexpected"):
         sb.check_complete()
+
+
+@pytest.mark.parametrize("wrong", [None, (3, 1), (5, 0)])
+def test_many_blocks_of_one_width_in_one_call_keep_every_count(wrong):
+    sb = Scoreboard()
+    sb.expect_block(0, [[1, 2], [3, 4]], dtype="int8", macs=4)
+    sb.expect_block(1, [[5, 6], [7, 8]], dtype="bf16", macs=2, n0=2)
+    sb.expect_block(2, [[9, 10], [11, 12]], dtype="bf16", macs=3)
+    observed = [[1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 12]]
+    if wrong is not None:
+        beat, lane = wrong
+        observed[beat][lane] += 100
+    sb.observe_block(observed, [False, True] * 3)
+    assert sb.observed_count == 6 and sb.outstanding == 0
+    if wrong is None:
+        sb.check_complete()
+        assert sb.matched_count == 6
+        assert sb.macs_checked == {"int8": 8, "bf16": 4 + 6}
+    else:
+        beat, lane = wrong
+        command, n = {3: (1, 3), 5: (2, 1)}[beat]
+        assert [(x.matmul, x.m, x.n) for x in sb.mismatches] == [(command, lane, n)]
+        assert sb.matched_count == 5
+        with pytest.raises(AssertionError, match="1 wrong words"):
+            sb.check_complete()

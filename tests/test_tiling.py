@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 import systolica.sim.tiling as tiling
-from systolica.sim.tiling import Block, golden_tiled_matmul, plan, run_tiled, tiled_jobs
+from systolica.golden import nc_matmul
+from systolica.sim.tiling import (
+    Block,
+    golden_tiled_matmul,
+    golden_tiled_matmuls,
+    plan,
+    run_tiled,
+    tiled_jobs,
+)
 
 BF16 = ml_dtypes.bfloat16
 
@@ -82,6 +90,36 @@ def test_golden_tiled_bf16_depends_on_the_slab_length():
     assert golden_tiled_matmul(s, m, rows=4)[0, 0] == 0.0
     assert golden_tiled_matmul(s, m, rows=2)[0, 0] == np.float32(2.0**-24)
     assert golden_tiled_matmul(s, m, rows=1)[0, 0] == 0.0
+
+
+def slab_by_slab(stationary, moving, rows, ftz=False):
+    """The tiling rule written out: one nc_matmul per K-slab, accumulating into PSUM."""
+    mode = {"ftz": True} if ftz else {}
+    psum = None
+    for k0 in range(0, stationary.shape[0], rows):
+        psum = nc_matmul(stationary[k0:k0 + rows], moving[k0:k0 + rows], psum=psum,
+                         accumulate=psum is not None, **mode)
+    return psum
+
+
+@pytest.mark.parametrize("ftz", [False, True])
+def test_golden_tiled_matmuls_equal_slab_by_slab_per_problem(ftz):
+    rng = np.random.default_rng(8)
+    shapes = [(13, 4, 3), (13, 4, 3), (8, 2, 5), (3, 1, 1), (13, 4, 3), (16, 3, 2)]
+    problems = []
+    for k, m, n in shapes:   # wide exponents: subnormal products, cancellation, overflow
+        scale = 2.0 ** rng.integers(-70, 70, (k, 1))
+        problems.append(((rng.standard_normal((k, m)) * scale).astype(BF16),
+                         (rng.standard_normal((k, n)) * scale).astype(BF16)))
+    if not ftz:
+        problems += [(rng.integers(-128, 128, (k, m), dtype=np.int8),
+                      rng.integers(-128, 128, (k, n), dtype=np.int8)) for k, m, n in shapes]
+    got = golden_tiled_matmuls(problems, rows=4, ftz=ftz)
+    assert len(got) == len(problems)
+    for (s, m), out in zip(problems, got, strict=True):
+        want = slab_by_slab(s, m, 4, ftz)
+        assert out.dtype == want.dtype
+        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
 
 
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])

@@ -406,7 +406,7 @@ def test_bad_arguments_exit_2_with_one_line(argv, env, message, monkeypatch, cap
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message in err
-    assert len([line for line in err.splitlines() if line.startswith("python -m")]) == 1
+    assert len([line for line in err.splitlines() if line.startswith("systolica waves")]) == 1
 
 
 def test_open_without_gtkwave_on_path_exits_2(tmp_path, monkeypatch, capsys):
@@ -425,13 +425,13 @@ def test_module_entry_points():
     for args in (("systolica.sim", "waves"), ("systolica.sim.waves",)):
         result = run(*args)
         assert result.returncode == 0, result.stderr
-        assert "usage: python -m systolica.sim waves" in result.stdout
+        assert "usage: systolica waves" in result.stdout
         assert "--format" in result.stdout and "--test" in result.stdout
     plain = run("systolica.sim")   # the default workload is the real model (minilm)
     assert plain.returncode == 0 and "--workload" in plain.stdout
     assert "--test" not in plain.stdout
     random = run("systolica.sim", "--workload", "random")
-    assert random.returncode == 0 and "usage: python -m systolica.sim [" in random.stdout
+    assert random.returncode == 0 and "usage: systolica sim [" in random.stdout
     assert "--matmuls" in random.stdout and "--test" not in random.stdout
 
 
@@ -449,7 +449,7 @@ def test_failed_tests_are_read_from_results_xml(tmp_path):
     lines = report.splitlines()
     assert len(lines) == 4 and lines[0].startswith("re-run test_b with waves: ")
     assert lines[1] == "  waveform will be at: " + str(
-        tmp_path / "4x4" / "verilator-waves" / "repro" / "test_b-seed7" / "dump.fst")
+        tmp_path / "4x4" / "verilator-waves" / "repro" / "test_b-seed7" / "waves.fst")
 
 
 def test_reproduce_command_names_seed_configuration_and_env(tmp_path):
@@ -458,13 +458,13 @@ def test_reproduce_command_names_seed_configuration_and_env(tmp_path):
                                             build_root=tmp_path)
     words = shlex.split(command)
     assert words[0] == "SYSTOLICA_BULK_MACS=100" and words[1] == sys.executable
-    assert words[2:5] == ["-m", "systolica.sim", "waves"]
+    assert words[2:5] == ["-m", "systolica", "waves"]
     options = dict(zip(words[5::2], words[6::2], strict=True))
     assert options == {"--sim": "icarus", "--rows": "2", "--cols": "3",
                        "--test": "test_identity", "--seed": "42", "--build-dir": str(tmp_path)}
     assert wave == waves.waveform_path(2, 3, "icarus", "test_identity", 42,
                                        build_root=tmp_path)
-    assert wave.name == "systolica_tile.fst"
+    assert wave.name == "waves.fst"
 
 
 def test_every_tile_test_has_a_lane_mode():

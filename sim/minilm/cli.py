@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from systolica.scaling.cli import output_file
+
 from ..engine import (
     CONNECT_TIMEOUT,
     SchedulerError,
@@ -31,7 +33,7 @@ from ..options import (
 )
 from ..progress import ProgramProgress
 from ..toolchain import SIMULATORS
-from .report import format_report, report_json
+from .report import format_report, plot_utilisation, report_json
 from .run import TARGETS, parse_layers, run_model
 from .weights import DEFAULT_SENTENCES, GEMMS
 
@@ -56,7 +58,7 @@ def parser():
     ``--sim``, ``--rows``, ``--cols`` and ``--layers`` come from SIM, ROWS, COLS and LAYERS
     as ``make sim`` passes them, ``--scheduler``'s from DASK_SCHEDULER_ADDRESS."""
     p = OneLineParser(
-        prog="python -m systolica.sim --workload minilm",
+        prog="systolica sim --workload minilm",
         description="Run every matmul of a real transformer (all-MiniLM-L6-v2: q, k, v, "
                     "attention scores and context per sentence and head, o, FFN up and "
                     "down) through the RTL tile in BF16 and INT8, as tile programs spread "
@@ -86,8 +88,9 @@ def parser():
                         "on the golden model (default: all on Verilator, 1 on Icarus, whose "
                         "BF16 tile runs ~100x slower)")
     p.add_argument("--build-dir", default=None,
-                   help="build folder (default: $SYSTOLICA_BUILD_DIR or ./build; workers of "
-                        "a --scheduler cluster use their own default unless given)")
+                   help="build folder (default: $SYSTOLICA_BUILD_DIR or the checkout's "
+                        "build/; workers of a --scheduler cluster use their own default "
+                        "unless given)")
     g = p.add_argument_group("where the tile programs run (Dask distributed)")
     g.add_argument("--workers", type=integer(1, "WORKERS"), default=env("WORKERS", None),
                    help=f"worker processes of the embedded local cluster (default: $WORKERS "
@@ -111,6 +114,9 @@ def parser():
     p.add_argument("--json", action="store_true",
                    help="print the whole report as one JSON document on stdout (progress "
                         "and messages go to stderr)")
+    p.add_argument("--plot", metavar="PNG", type=output_file, default=None,
+                   help="draw each GEMM's tile utilisation (RTL, per precision, beside the "
+                        "cycle model's) as a PNG")
     return p
 
 
@@ -228,6 +234,12 @@ def main(argv=None):
         for line in format_report(run):
             print(line)
         print(f"\n  total wall time {run.seconds:.1f} s")
+    if args.plot:
+        try:
+            print(f"  utilisation plot {plot_utilisation(run, args.plot)}", file=say)
+        except OSError as error:
+            print(f"error: cannot write {args.plot}: {error.strerror}", file=sys.stderr)
+            return 2
     return _verdict(run, say)
 
 

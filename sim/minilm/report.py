@@ -254,4 +254,46 @@ def report_json(run):
     }
 
 
-__all__ = ["format_report", "neuroncore_estimates", "report_json"]
+def plot_utilisation(run, path):
+    """Draw each GEMM's tile utilisation as a PNG at ``path``: per layer and GEMM, one bar per
+    precision run, its MACs on the RTL over (summed RTL cycles x rows x cols), in percent,
+    with the cycle model's figure for the GEMM as one program marked beside it. Returns the
+    path (pathlib.Path); raises OSError if it cannot be written."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    peak = run.rows * run.cols
+    dtypes = list(run.runs)
+    gemms = [(g.layer, g.gemm) for g in run.runs[dtypes[0]].gemms]
+    width = 0.8 / len(dtypes)
+    colours = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(gemms) * len(dtypes) + 2), 4.2))
+    for d, dtype in enumerate(dtypes):
+        by_key = {(g.layer, g.gemm): g for g in run.runs[dtype].gemms}
+        xs = [i + (d - (len(dtypes) - 1) / 2) * width for i in range(len(gemms))]
+        measured = [100 * _rate(by_key[k].macs, by_key[k].cycles) / peak for k in gemms]
+        model = [100 * _rate(by_key[k].macs, by_key[k].model_cycles) / peak for k in gemms]
+        ax.bar(xs, measured, width, color=colours(d), label=f"{dtype}: RTL (its programs)")
+        ax.plot(xs, model, linestyle="none", marker="_", markersize=12, color="black",
+                label="cycle model, the GEMM as one program" if d == 0 else None)
+    ax.set_xticks(range(len(gemms)))
+    ax.set_xticklabels([f"L{layer} {gemm}" for layer, gemm in gemms], rotation=45,
+                       ha="right", fontsize=8)
+    ax.set_ylabel(f"utilisation, % of {peak} MACs/cycle")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"all-MiniLM-L6-v2 GEMMs on a {run.rows} x {run.cols} tile ({run.simulator})",
+                 fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.grid(axis="y", linestyle=":", linewidth=0.5)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["format_report", "neuroncore_estimates", "plot_utilisation", "report_json"]

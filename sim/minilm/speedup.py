@@ -1,4 +1,5 @@
-"""``make minilm-speedup``: the MiniLM workload on the local Dask cluster and serially.
+"""``systolica minilm-speedup`` (``make minilm-speedup``): the MiniLM workload on the local
+Dask cluster and serially.
 
 Builds the tile once, then runs the same workload (default: all six layers, BF16 and INT8,
 every matmul on the tile) twice on that build: on the embedded local cluster (one worker per
@@ -42,7 +43,7 @@ def _timed(engine_factory, **kwargs):
 
 def main(argv=None):
     """Entry point; returns the exit status (int, see the module)."""
-    p = OneLineParser(prog="python -m systolica.sim.minilm.speedup",
+    p = OneLineParser(prog="systolica minilm-speedup",
                       description="Time the MiniLM workload on the local Dask cluster and "
                                   "serially on the same build, and compare the results.")
     add_tile_arguments(p)
