@@ -364,7 +364,7 @@ class TileModel:
             return self._record(command, error, None), command_beat(command)
         region = (command.bank, slice(command.offset, command.offset + command.n))
         self._require_known(region, "read")
-        words = np.ascontiguousarray(self.psum[region].T)
+        words = self.psum[region].T.copy()   # what PSUM holds now, not a view of it
         record = self._record(command, None, words)
         dtypes = self._psum_dtype[region]
         record.psum_dtype = dtypes[0]

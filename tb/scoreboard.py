@@ -121,7 +121,9 @@ class Scoreboard:
         describe : callable, optional
             ``describe(m, n)`` returns the operands of lane ``m``, column ``n`` as text.
         """
-        if not (isinstance(words, np.ndarray) and words.dtype == np.uint32):
+        if isinstance(words, np.ndarray) and words.dtype == np.uint32:
+            words = words.copy()   # the caller's array (a view of its PSUM) may change
+        else:
             words = np.asarray(words, dtype=np.uint64).astype(np.uint32)
         beats = words.shape[0]
         if last is None:

@@ -101,3 +101,18 @@ def test_submit_many_leaves_what_one_submit_at_a_time_leaves(seed):
     assert len(many.records) == len(one.records)
     for a, b in zip(many.records, one.records, strict=True):
         np.testing.assert_array_equal(np.asarray(a.expected), np.asarray(b.expected))
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_read_expects_the_psum_of_its_time_not_what_later_matmuls_write(n):
+    # n = 1: a one-entry region of PSUM transposed is contiguous as it is, so a careless
+    # copy keeps a view of PSUM (found by the command-stream fuzzer).
+    tm = model()
+    ones = np.ones((2, n), np.int8)
+    tm.submit(ones[:, :2] if n == 2 else np.ones((2, 2), np.int8), ones * 3, bank=1)  # 6
+    tm.read(bank=1, offset=0, n=n)
+    tm.submit(np.ones((2, 2), np.int8), ones * 5, bank=1)         # PSUM 10, after the READ
+    board = tm.scoreboard
+    for value in (6, 6, 10):   # the first matmul, the READ, the second matmul
+        board.observe_block([[value, value]] * n, [False] * (n - 1) + [True])
+    board.check_complete()
