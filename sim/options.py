@@ -14,7 +14,12 @@ WORKLOADS = ("minilm", "random")
 
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line on stderr (``prog: error: message; see
-    --help``) with exit status 2, without the usage block."""
+    --help``) with exit status 2, without the usage block. Options must be given in full:
+    an abbreviation is refused (``--dtype`` was silently taken for ``--dtypes``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")

@@ -59,6 +59,9 @@ def test_every_subcommand_has_help_and_json(name, capsys):
      "systolica sim: error: argument --trace: folder '/no/such/folder' does not exist"),
     (["sim", "--timeline", "t.png"], "error: --timeline (TIMELINE, TRACE) apply to "
                                      "WORKLOAD=random"),
+    # An abbreviation is not an option: the real model has --dtypes, not --dtype.
+    (["sim", "--workload", "minilm", "--dtype", "bf16"],
+     "error: unrecognized arguments: --dtype bf16"),
 ])
 def test_bad_arguments_are_one_line_exit_2(argv, message, capsys, monkeypatch):
     monkeypatch.delenv("WORKLOAD", raising=False)
