@@ -90,7 +90,7 @@ class BulkProgram:
         self.stationary_count = self.moving_count = 0
         #: Status the harness reported: (rejected count, last error code), after check().
         self.status = None
-        self._staged, self._staged_results = [], 0   # see stage_many
+        self._staged = []   # prepared matmuls whose golden model is still to come
 
     def _add_command(self, beat):
         self._commands.append({name: int(getattr(v, "value", v)) for name, v in beat.items()})
@@ -126,13 +126,12 @@ class BulkProgram:
             self._moving.append(m_bits)
             self.stationary_count += len(s_bits)
             self.moving_count += len(m_bits)
-            self._staged_results += item["command"].n
 
     def commit_staged(self):
         """Model the staged matmuls (golden sums, shadow PSUM, expectations); returns their
         records (list). Until it returns, :attr:`result_count` is not to be read."""
         records = self.model.commit_many(self._staged)
-        self._staged, self._staged_results = [], 0
+        self._staged = []
         return records
 
     def submit_command(self, command):
@@ -156,7 +155,7 @@ class BulkProgram:
     @property
     def result_count(self):
         """Result beats the program expects, staged matmuls' included (int)."""
-        return self.model.result_count + self._staged_results
+        return self.model.result_count + sum(item["command"].n for item in self._staged)
 
     @property
     def depth(self):

@@ -90,6 +90,15 @@ def _hex_list(values, limit=8):
     return text + (" ..." if len(values) > limit else "")
 
 
+def _psum_add(dtype, ftz, old, new):
+    """What PSUM holds after an accumulating matmul: ``old`` (uint32 PSUM words) plus
+    ``new`` (its column sums, int32 or float32, same shape): the INT32 wrap for INT8, one FP32
+    RNE add (:func:`~systolica.golden.fp32_add`) for BF16."""
+    if dtype == "int8":
+        return wrap_int32(old.view(np.int32).astype(np.int64) + new)
+    return fp32_add(old.view(np.float32), new, ftz=ftz)
+
+
 class TileModel:
     """Golden model of a ``rows x cols`` tile with its PSUM, feeding a scoreboard.
 
@@ -260,10 +269,7 @@ class TileModel:
                     totals[base[i]] if isinstance(base[i], int) else base[i]).view(np.uint32)
                     for i in indices])
                 new = np.stack([columns[i] for i in indices])
-                if dtype == "int8":
-                    added = wrap_int32(old.view(np.int32).astype(np.int64) + new)
-                else:
-                    added = fp32_add(old.view(np.float32), new, ftz=ftz)
+                added = _psum_add(dtype, ftz, old, new)
                 for j, i in enumerate(indices):
                     totals[i] = added[j]
         return totals
@@ -316,11 +322,8 @@ class TileModel:
         region = (command.bank, slice(command.offset, command.offset + n))
         if command.accumulate and not accumulated:
             self._require_known(region, "accumulate into")
-            old = np.ascontiguousarray(self.psum[region].T)
-            if dtype == "int8":
-                column = wrap_int32(old.view(np.int32).astype(np.int64) + column)
-            else:
-                column = fp32_add(old.view(np.float32), column, ftz=command.ftz)
+            column = _psum_add(dtype, command.ftz, np.ascontiguousarray(self.psum[region].T),
+                               column)
         self._known[region] = True
         golden = np.ascontiguousarray(column).view(np.uint32)
         if expected is not None:

@@ -205,12 +205,7 @@ class Scoreboard:
             return 0
         for block in blocks:
             self._expected.popleft()
-            if block.macs and not block.dtypes.ndim:
-                self.macs_checked[str(block.dtypes)] += block.macs * block.words.shape[0]
-            elif block.macs:
-                for name in DTYPE_NAMES:
-                    self.macs_checked[name] += block.macs * int(
-                        np.count_nonzero(block.dtypes == name))
+            self._count_macs(block, 0, np.ones(block.words.shape[0], bool))
         self.matched_count += beats
         self._outstanding -= beats
         return beats
@@ -238,9 +233,19 @@ class Scoreboard:
             self._report(str(self.mismatches[-1]))
         good = ~bad_beat
         self.matched_count += int(good.sum())
-        if block.macs:
-            for name in DTYPE_NAMES:
-                self.macs_checked[name] += block.macs * int((good & (dtypes == name)).sum())
+        self._count_macs(block, start, good)
+
+    def _count_macs(self, block, start, good):
+        """Add the MACs behind the matched beats ``good`` (bool, from beat ``start``) of
+        ``block`` to :attr:`macs_checked`, per data type."""
+        if not block.macs:
+            return
+        if not block.dtypes.ndim:   # one type for the whole block
+            self.macs_checked[str(block.dtypes)] += block.macs * int(good.sum())
+            return
+        dtypes = block.dtypes_at(start, start + len(good))
+        for name in DTYPE_NAMES:
+            self.macs_checked[name] += block.macs * int((good & (dtypes == name)).sum())
 
     def _report(self, text):
         if self._log is not None and len(self.mismatches) + self.unexpected <= self._max_reports:
