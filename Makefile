@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.installed
 # they can tell a variable you set from one you did not.
 export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS
 
-.PHONY: help venv sim waves test test-unit regress-long bench minilm-speedup cells lint clean \
+.PHONY: help venv sim waves test test-unit check-types regress-long bench minilm-speedup cells lint clean \
 	distclean
 
 help:
@@ -29,6 +29,8 @@ help:
 	@echo "                file; opens GTKWave when a display is there, else prints the command"
 	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto)"
 	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), under a minute"
+	@echo "make check-types  every FP8 x BF16 pair of bit patterns vs the exact reference (16.7M"
+	@echo "                per FP8 type, both orders, IEEE and FTZ; make test runs a sample)"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
 	@echo "make bench      the main job's time split (build / simulator / host), then build and"
 	@echo "                simulation speed from 8x8 to the full-size 128x128, both simulators"
@@ -63,6 +65,9 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest -n auto tests/test_golden_*.py tests/test_hdl_*.py tests/test_tb_*.py \
 		tests/test_scaling_[!s]*.py
+
+check-types: $(STAMP)
+	SYSTOLICA_EXHAUSTIVE=1 $(PY) -m pytest -p no:xdist tests/test_golden_types.py -k fp8_with_bf16
 
 regress-long: $(STAMP)
 	$(PY) -m systolica.sim.regress --seed $(or $(SEED),1)
