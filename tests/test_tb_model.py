@@ -28,7 +28,8 @@ def test_matmul_beat_carries_the_command_fields():
     s = np.ones((1, 2), np.int8)
     record, beat, s_beats, m_beats = tm.submit(s, np.ones((1, 3), np.int8), bank=1, offset=5,
                                                accumulate=False)
-    assert beat == {"op": Op.MATMUL, "dtype": DType.INT8, "ftz": 0, "accumulate": 0,
+    assert beat == {"op": Op.MATMUL, "dtype": DType.INT8, "moving_dtype": DType.INT8,
+                    "double_row": 0, "ftz": 0, "accumulate": 0,
                     "bank": 1, "offset": 5, "k": 1, "m": 2, "n": 3}
     assert len(s_beats) == 1 and len(m_beats) == 3 and record.error is None
 
@@ -55,3 +56,23 @@ def test_unknown_psum_is_refused_when_earlier_tests_may_have_written_it():
     with pytest.raises(ValueError, match=r"cannot accumulate into PSUM bank 0 entries \[2\]"):
         tm.submit(ones, np.ones((2, 3), np.int8), accumulate=True)
     tm.read(n=2)                              # entries 0 and 1 are known now
+
+
+def test_mixed_and_double_row_beats():
+    import ml_dtypes
+
+    tm = model()                        # a 2 x 2 tile: K = 3 fills rows 0 and 1
+    rows = tm.rows
+    k = 2 * rows - 1
+    s = np.arange(k * 2).reshape(k, 2).astype(np.uint8).view(ml_dtypes.float8_e4m3)
+    mv = np.arange(k * 3).reshape(k, 3).astype(np.uint8).view(ml_dtypes.float8_e5m2)
+    record, beat, s_beats, m_beats = tm.submit(s, mv, perf_mode="double_row")
+    assert (beat["dtype"], beat["moving_dtype"], beat["double_row"]) == (DType.E4M3,
+                                                                         DType.E5M2, 1)
+    # Row r carries k = r in bits [7:0] and k = r + rows in bits [15:8] (none past K).
+    bits = s.view(np.uint8).astype(np.uint16)
+    assert len(s_beats) == rows
+    assert s_beats[0, 0] == bits[0, 0] | bits[rows, 0] << 8
+    assert s_beats[rows - 1, 1] == bits[rows - 1, 1]
+    mbits = mv.view(np.uint8).astype(np.uint16)
+    assert m_beats[2, 0] == mbits[0, 2] | mbits[rows, 2] << 8

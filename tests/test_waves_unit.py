@@ -186,9 +186,12 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
         if name in ("bank", "offset", "k", "m", "n"):
             assert flags & GTKWFlag.dec.value and filter_file is None, name
         else:
-            assert width == 1 and filter_file, name
+            assert width == field.width and filter_file, name
     assert _table(traces["op"][2]) == {"0": "MATMUL", "1": "READ"}
-    assert _table(traces["dtype"][2]) == {"0": "INT8", "1": "BF16"}
+    types = {"0": "INT8", "1": "BF16", "2": "FP16", "3": "E4M3", "4": "E5M2", "5": "E3M4",
+             "6": "E4M3FN"}
+    assert _table(traces["dtype"][2]) == _table(traces["moving_dtype"][2]) == types
+    assert _table(traces["double_row"][2]) == {"0": "single row", "1": "double row"}
     assert _table(traces["accumulate"][2]) == {"0": "overwrite", "1": "accumulate"}
     assert len(traces["bank"][1]) == 8 and len(traces["n"][1]) == 16
     assert traces["valid"][1] == ["systolica_tile.command__valid"]
@@ -289,7 +292,7 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
     assert ("systolica_tile.queued", 3, None) in signals
-    assert ("systolica_tile.command__payload", 76, 1) in signals          # dtype
+    assert ("systolica_tile.command__payload", 82, 1) in signals          # dtype LSB
     assert ("systolica_tile.status", 19, 18) in signals                   # error MSB
     assert ("systolica_tile.token_4", 18, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
