@@ -22,6 +22,7 @@ matmul of the run was checked once, whichever workers ran it.
 
 import os
 import re
+import resource
 import socket
 import threading
 import time
@@ -101,6 +102,10 @@ class ProgramOutcome:
         start-up, its clock loop alone, and the whole task (host side included), in seconds.
     worker : str
         ``host:pid`` of the process that ran it.
+    host_cpu_seconds, sim_cpu_seconds : float
+        CPU time of the task: in the process that ran it (all its threads: stimulus, the
+        golden model beside the simulator, checking) and in the simulator process it
+        started, in seconds.
     """
 
     key: str
@@ -116,6 +121,14 @@ class ProgramOutcome:
     clock_seconds: float
     seconds: float
     worker: str
+    host_cpu_seconds: float = 0.0
+    sim_cpu_seconds: float = 0.0
+
+
+def _children_cpu():
+    """CPU seconds of this process's finished child processes (float)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def execute(program):
@@ -129,14 +142,15 @@ def execute(program):
     """
     from .tiling import run_tiled_program
 
-    started = time.perf_counter()
+    started, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
     r = run_tiled_program(program.problems, rows=program.rows, cols=program.cols,
                           simulator=program.simulator, build_root=program.build_root)
     return ProgramOutcome(
         key=program.key, outs=r.outs, differing=r.differing, mismatches=r.mismatches,
         matmuls=r.matmuls, words=r.words, macs=r.macs, cycles=r.cycles,
         build_seconds=r.build_seconds, sim_seconds=r.run_seconds, clock_seconds=r.seconds,
-        seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}")
+        seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}",
+        host_cpu_seconds=time.process_time() - cpu, sim_cpu_seconds=_children_cpu() - children)
 
 
 def add_outcome(totals, outcome):
@@ -169,6 +183,9 @@ class Ledger:
         Outcomes for a program that was never planned (refused, not counted).
     build_seconds, sim_seconds, clock_seconds, seconds : float
         Summed worker-side times (build, simulator, clock loop, whole tasks), in seconds.
+    host_cpu_seconds, sim_cpu_seconds : float
+        Summed CPU time of the tasks in the processes that ran them and in their simulator
+        processes, in seconds.
     workers : dict of str to int
         Programs per worker (``host:pid``).
     """
@@ -187,6 +204,8 @@ class Ledger:
     sim_seconds: float = 0.0
     clock_seconds: float = 0.0
     seconds: float = 0.0
+    host_cpu_seconds: float = 0.0
+    sim_cpu_seconds: float = 0.0
     workers: dict = field(default_factory=dict)
     _expected: dict = field(default_factory=dict, repr=False)
     _accepted: set = field(default_factory=set, repr=False)
@@ -220,6 +239,8 @@ class Ledger:
             self._accepted.add(outcome.key)
             self.programs += 1
             self.words += outcome.words
+            self.host_cpu_seconds += outcome.host_cpu_seconds
+            self.sim_cpu_seconds += outcome.sim_cpu_seconds
             add_outcome(self, outcome)
             self.workers[outcome.worker] = self.workers.get(outcome.worker, 0) + 1
             return True
@@ -247,7 +268,9 @@ class Ledger:
                 "complete": self.complete, "workers": dict(self.workers),
                 "worker_seconds": {"build": self.build_seconds, "simulator": self.sim_seconds,
                                    "clock_loop": self.clock_seconds,
-                                   "tasks": self.seconds}}
+                                   "tasks": self.seconds},
+                "worker_cpu_seconds": {"host": self.host_cpu_seconds,
+                                       "simulator": self.sim_cpu_seconds}}
 
 
 class Engine:

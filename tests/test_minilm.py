@@ -388,7 +388,16 @@ def test_ledger_accepts_each_program_once():
     assert ledger.missing == ["y"]
     assert ledger.accept(outcome("y", 4, "b:2"))
     assert ledger.matmuls == 7 and ledger.duplicates == 1 and ledger.unknown == 1
-    assert ledger.workers == {"a:1": 1, "b:2": 1}
+    assert ledger.host_cpu_seconds == ledger.sim_cpu_seconds == 0.0
+    ledger.plan([P("w", 1)])
+    assert ledger.accept(ProgramOutcome("w", [], [0], 0, 1, 10, 100, 50, 0.0, 1.0, 0.5, 1.5,
+                                        "a:1", host_cpu_seconds=0.25, sim_cpu_seconds=0.75))
+    assert not ledger.accept(ProgramOutcome("w", [], [0], 0, 1, 10, 100, 50, 0.0, 1.0, 0.5,
+                                            1.5, "b:2", host_cpu_seconds=9.0,
+                                            sim_cpu_seconds=9.0))   # refused: not counted
+    assert (ledger.host_cpu_seconds, ledger.sim_cpu_seconds) == (0.25, 0.75)
+    assert ledger.as_dict()["worker_cpu_seconds"] == {"host": 0.25, "simulator": 0.75}
+    assert ledger.workers == {"a:1": 2, "b:2": 1}
     assert not ledger.complete                                # the unknown one counts
     fresh = Ledger()
     fresh.plan([P("x", 3)])

@@ -60,6 +60,9 @@ def test_slice_is_bit_identical_with_one_and_two_workers(serial):
     # The programs ran in worker processes, not here, and kept them partly busy.
     assert all(int(w.rsplit(":", 1)[1]) != os.getpid() for w in led.workers)
     assert 0 < busy_fraction(run) <= 1
+    # CPU time is measured where the programs ran: the simulators' and the workers' own.
+    for ledger in (led, serial.ledger):
+        assert 0 < ledger.sim_cpu_seconds and 0 < ledger.host_cpu_seconds
 
 
 def test_a_worker_killed_mid_program_leaves_no_matmul_unaccounted(serial):
