@@ -68,6 +68,11 @@ class TileProgram:
         Matmuls the program runs (from the tiling plan).
     model_cycles : int
         The cycle model's figure for the program run alone with no stalls.
+    priority : int
+        Among programs waiting for a worker, higher runs first (Dask's task priority). A
+        model run gives earlier steps of the model higher priorities, so that of two
+        independent passes the one behind catches up and neither is left alone at the
+        end with fewer programs than workers.
     """
 
     key: str
@@ -78,6 +83,7 @@ class TileProgram:
     build_root: str | None
     matmuls: int
     model_cycles: int
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -447,7 +453,8 @@ class DaskEngine(Engine):
         from distributed.scheduler import KilledWorker
 
         futures = {self.client.submit(execute, p, key=f"systolica-{self._run}-{p.key}",
-                                      retries=RETRIES, pure=False): p for p in programs}
+                                      retries=RETRIES, pure=False, priority=p.priority): p
+                   for p in programs}
         out = {}
         try:
             for future in as_completed(list(futures), loop=self.client.loop):

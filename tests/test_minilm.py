@@ -370,6 +370,21 @@ def test_plan_matches_the_programs_a_run_asks_for(weights, default_ids, referenc
     assert [(p.key, p.matmuls) for p in asked] == [(p.key, p.matmuls) for p in planned]
     assert all(p.model_cycles == q.model_cycles for p, q in zip(asked, planned, strict=True))
     assert asked[0].key == "int8/L1/q/0"
+    # Each program carries its step's priority, and the model asks for its steps in order.
+    assert [p.priority for p in asked] == [minilm.step_priority(1, p.key.split("/")[2])
+                                          for p in asked]
+    assert [p.priority for p in asked] == sorted((p.priority for p in asked), reverse=True)
+
+
+def test_step_priorities_put_earlier_steps_of_the_model_first():
+    """Dask runs a waiting program of a higher priority first: every step of the model
+    (layer by layer, q k v, scores, context, o, up, down) must outrank every later one, so
+    the pass that is behind catches up."""
+    steps = [(layer, gemm) for layer in range(6) for gemm in minilm.GEMMS]
+    priorities = [minilm.step_priority(layer, gemm) for layer, gemm in steps]
+    assert all(a > b for a, b in zip(priorities, priorities[1:], strict=False))
+    assert minilm.step_priority(0, "q") == 0
+    assert minilm.step_priority(1, "q") < minilm.step_priority(0, "down")
 
 
 def test_ledger_accepts_each_program_once():

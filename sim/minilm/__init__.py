@@ -35,6 +35,7 @@ from .run import (
     run_precision,
     similarity_matrix,
     split_programs,
+    step_priority,
 )
 from .weights import (
     ATTENTION_GEMMS,
@@ -64,5 +65,5 @@ __all__ = [
     "load_tokenizer", "load_weights", "model_dir", "nearest_neighbours",
     "neuroncore_estimates", "parse_layers", "plan_programs", "quantize_activation_int8",
     "quantize_weight_int8", "report_json", "run_model", "run_precision", "similarity_matrix",
-    "softmax", "split_programs", "token_scales", "tokenize",
+    "softmax", "split_programs", "step_priority", "token_scales", "tokenize",
 ]

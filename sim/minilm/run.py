@@ -78,6 +78,15 @@ def _slabs(k, rows):
     return [(k0, min(k, k0 + rows)) for k0 in range(0, k, rows)]
 
 
+def step_priority(layer, gemm):
+    """The Dask priority of a GEMM's programs (int; higher runs first): the model's steps in
+    order (layer, then q/k/v, scores, context, o, up, down), earliest highest. The two
+    precision passes run side by side on the workers; when one falls behind, its waiting
+    programs go first, so the passes stay in step and the last steps of the run have the
+    programs of both to spread over the workers."""
+    return -(layer * len(GEMMS) + GEMMS.index(gemm))
+
+
 def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES):
     """How a GEMM's problems are grouped into tile programs.
 
@@ -403,7 +412,8 @@ class TileMatmuls(Matmuls):
                 key=f"{self.dtype}/L{layer}/{gemm}/{j}", problems=parts, rows=self.rows,
                 cols=self.cols, simulator=self.simulator, build_root=self.build_root,
                 matmuls=len(matmul_shapes),
-                model_cycles=_model_cycles(self.rows, self.cols, matmul_shapes)))
+                model_cycles=_model_cycles(self.rows, self.cols, matmul_shapes),
+                priority=step_priority(layer, gemm)))
         return out, groups, shapes
 
     def _run(self, layer, jobs):
