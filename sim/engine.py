@@ -39,6 +39,10 @@ RETRIES = 2
 #: Seconds to wait for a scheduler to answer (default), and for it to have a worker.
 CONNECT_TIMEOUT = 10.0
 WORKER_TIMEOUT = 30.0
+#: Dask settings of the embedded cluster's workers. Dask's statistical profiler wakes every
+#: 10 ms to walk every thread's stack under the GIL, beside the program's host thread and the
+#: golden model's; nothing here reads its profiles (they are for the dashboard), so it is off.
+WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
 
@@ -406,6 +410,7 @@ class DaskEngine(Engine):
         from distributed import Client, LocalCluster
 
         self._cluster = None
+        self._warm = []
         self._run = uuid.uuid4().hex[:8]
         if scheduler:
             check_scheduler_address(scheduler)
@@ -437,13 +442,19 @@ class DaskEngine(Engine):
             routes = {} if dashboard else {
                 "distributed.scheduler.http.routes": ["distributed.http.health"],
                 "distributed.worker.http.routes": ["distributed.http.health"]}
-            with dask.config.set(routes):
+            with dask.config.set({**routes, **WORKER_CONFIG}):
                 self._cluster = LocalCluster(
                     n_workers=workers, threads_per_worker=1, processes=True,
                     host="127.0.0.1", protocol="tcp", dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": bool(dashboard)},
                     silence_logs=logging.ERROR)
             self.client = Client(self._cluster, set_as_default=False)
+            # A fresh worker imports the tiling, testbench and runner modules on its first
+            # program (about 1.5 s); start that now, while the caller prepares the run.
+            self._warm = [self.client.submit(_warm_up, key=f"systolica-{self._run}-warm-{i}",
+                                             workers=[address], pure=False)
+                          for i, address in enumerate(self.client.scheduler_info(
+                              n_workers=-1)["workers"])]
             self.description = (f"Dask LocalCluster, {workers} worker processes on 127.0.0.1"
                                 + (f", dashboard {self.client.dashboard_link}" if dashboard
                                    else ""))
@@ -480,6 +491,9 @@ class DaskEngine(Engine):
         return [out[p.key] for p in programs]
 
     def close(self):
+        for future in self._warm:
+            future.release()
+        self._warm = []
         client, cluster, self.client, self._cluster = self.client, self._cluster, None, None
         try:
             if client is not None:
@@ -487,6 +501,15 @@ class DaskEngine(Engine):
         finally:
             if cluster is not None:
                 cluster.close()
+
+
+def _warm_up():
+    """Import what :func:`execute` needs (in a worker, before its first program)."""
+    import cocotb_tools.runner  # noqa: F401
+
+    import systolica.tb.bulk  # noqa: F401
+
+    from . import tiling  # noqa: F401
 
 
 def _probe(address, security, timeout):
