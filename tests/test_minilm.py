@@ -471,3 +471,32 @@ def test_the_minilm_package_does_not_import_the_random_workloads_cli():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_speedup_reports_cpu_seconds_and_accuracy():
+    """minilm-speedup's figures beside the wall times: this process tree's CPU seconds (a
+    child's count once it has ended), the machine's busy CPU seconds from /proc/stat, and an
+    accuracy line per precision that says when a target is missed."""
+    from types import SimpleNamespace
+
+    from systolica.sim.minilm import speedup
+
+    machine, own = speedup.machine_busy_seconds(), speedup.own_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "sum(range(3_000_000))"], check=True)
+    assert speedup.own_cpu_seconds() - own > 0.01        # the child's CPU counts
+    if machine is not None:
+        assert speedup.machine_busy_seconds() - machine > 0.01
+
+    def prec(cosine, unchanged=True, exact=True):
+        return SimpleNamespace(cosines=np.array([cosine, 1.0]), similarity_max_diff=1e-3,
+                               neighbours=[1, 0], neighbours_unchanged=unchanged,
+                               exact=exact)
+
+    run = SimpleNamespace(runs={"bf16": prec(0.99995), "int8": prec(0.98, exact=False)},
+                          meets_targets=lambda: {"bf16": True, "int8": False})
+    header, bf16, int8 = speedup.accuracy_lines(run)
+    assert header.split() == ["precision", "cosine", "min", "target", "sim.", "max|diff|",
+                              "neighbours", "exact", "met"]
+    assert bf16.split() == ["bf16", "0.999950", "0.9999", "1.00e-03", "[1", "0]", "same",
+                            "yes", "yes"]
+    assert int8.split()[-2:] == ["NO", "NO"] and int8.split()[1] == "0.980000"
