@@ -76,6 +76,15 @@ def _timed(engine_factory, **kwargs):
     return run, {"wall": wall, "cpu": cpu, "others": others}
 
 
+def cpu_split(run, figures):
+    """A run's CPU seconds split (dict): ``simulators`` (the simulator processes),
+    ``host`` (the programs' host side where they ran: stimulus, golden model, checking) and
+    ``rest`` (the FP32 model and the client; with Dask also the scheduler and the worker
+    processes' own start-up and upkeep)."""
+    sims, host = run.ledger.sim_cpu_seconds, run.ledger.host_cpu_seconds
+    return {"simulators": sims, "host": host, "rest": max(0.0, figures["cpu"] - sims - host)}
+
+
 def accuracy_lines(run):
     """The accuracy of a run per precision, as text lines (list of str)."""
     targets = run.meets_targets()
@@ -135,6 +144,8 @@ def main(argv=None):
                good, "programs": serial.ledger.programs, "matmuls": serial.ledger.matmuls,
                "cosine_min": {d: float(r.cosines.min()) for d, r in serial.runs.items()},
                "cpu_seconds": {"parallel": par["cpu"], "serial": ser["cpu"]},
+               "cpu_split": {"parallel": cpu_split(parallel, par),
+                             "serial": cpu_split(serial, ser)},
                "other_processes_cpu_seconds": {"parallel": par["others"],
                                                "serial": ser["others"]},
                "cores": cores, "ratio_bound": bound}
@@ -149,11 +160,17 @@ def main(argv=None):
                          f"{cores} cores")
             return text
 
+        split = {name: cpu_split(r, fig) for name, r, fig in (("parallel", parallel, par),
+                                                               ("serial", serial, ser))}
         print(f"  local cluster, {workers} workers  {parallel_s:8.1f} s   {cpu(par)}\n"
               f"  serial (--workers 1)     {serial_s:8.1f} s   {cpu(ser)}\n"
               f"  ratio                    {parallel_s / serial_s:8.2f}   (at best "
               f"{bound:.2f}: the cluster run's CPU-s over {usable} cores, / serial wall)\n"
-              f"  programs, matmuls        {serial.ledger.programs:,}, "
+              f"  CPU-s: simulators, program host side, rest (FP32 model, client, "
+              f"Dask)\n"
+              + "".join(f"    {name:<22}{v['simulators']:8.1f}{v['host']:8.1f}"
+                        f"{v['rest']:8.1f}\n" for name, v in split.items())
+              + f"  programs, matmuls        {serial.ledger.programs:,}, "
               f"{serial.ledger.matmuls:,} (each checked once in both runs)\n"
               f"  bit for bit the same     {'yes' if same else 'NO'}\n"
               f"  exact, targets met       {'yes' if good else 'NO'}\n"
