@@ -22,6 +22,7 @@ matmul of the run was checked once, whichever workers ran it.
 
 import os
 import re
+import resource
 import socket
 import threading
 import time
@@ -38,6 +39,26 @@ RETRIES = 2
 #: Seconds to wait for a scheduler to answer (default), and for it to have a worker.
 CONNECT_TIMEOUT = 10.0
 WORKER_TIMEOUT = 30.0
+#: Dask settings of the embedded cluster (measured on the 2-core machine, 8 x 8 tile, six
+#: BF16 programs of 2,304 matmuls on one worker against the same in one process):
+#:
+#: - Dask starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc hand freed
+#:   memory back at once and turns off its adaptive mmap threshold, so every large numpy
+#:   temporary of a program (stimulus, hex text, golden sums) is mapped and faulted in
+#:   anew: the programs' host side took 4.0-4.9 CPU-s with it against 2.9-3.1 without it
+#:   (2.7-3.7 in-process). Workers here live for one run, so the thread limits stay and the
+#:   trim setting goes.
+#: - An idle worker's event loop took 2.1 % of a core, 0.25 % with its 20 ms health tick and
+#:   100 ms memory check at 1 s.
+#: - Dask's statistical profiler walks every thread's stack every 10 ms under the GIL;
+#:   only the dashboard reads it.
+WORKER_CONFIG = {
+    "distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1,
+                                            "OPENBLAS_NUM_THREADS": 1},
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.worker.profile.enabled": False,
+}
 _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
 
@@ -70,6 +91,11 @@ class TileProgram:
         The cycle model's figure for the program run alone with no stalls.
     perf_mode : None or "double_row"
         FP8 double-row matmuls for every problem (K-slabs of ``2 * rows``).
+    priority : int
+        Among programs waiting for a worker, higher runs first (Dask's task priority). A
+        model run gives earlier steps of the model higher priorities, so that of two
+        independent passes the one behind catches up and neither is left alone at the
+        end with fewer programs than workers.
     """
 
     key: str
@@ -81,6 +107,7 @@ class TileProgram:
     matmuls: int
     model_cycles: int
     perf_mode: str | None = None
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -105,6 +132,10 @@ class ProgramOutcome:
         start-up, its clock loop alone, and the whole task (host side included), in seconds.
     worker : str
         ``host:pid`` of the process that ran it.
+    host_cpu_seconds, sim_cpu_seconds : float
+        CPU time of the task: in the process that ran it (all its threads: stimulus, the
+        golden model beside the simulator, checking) and in the simulator process it
+        started, in seconds.
     """
 
     key: str
@@ -120,6 +151,14 @@ class ProgramOutcome:
     clock_seconds: float
     seconds: float
     worker: str
+    host_cpu_seconds: float = 0.0
+    sim_cpu_seconds: float = 0.0
+
+
+def _children_cpu():
+    """CPU seconds of this process's finished child processes (float)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def execute(program):
@@ -133,7 +172,7 @@ def execute(program):
     """
     from .tiling import run_tiled_program
 
-    started = time.perf_counter()
+    started, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
     r = run_tiled_program(program.problems, rows=program.rows, cols=program.cols,
                           simulator=program.simulator, build_root=program.build_root,
                           perf_mode=program.perf_mode)
@@ -141,7 +180,8 @@ def execute(program):
         key=program.key, outs=r.outs, differing=r.differing, mismatches=r.mismatches,
         matmuls=r.matmuls, words=r.words, macs=r.macs, cycles=r.cycles,
         build_seconds=r.build_seconds, sim_seconds=r.run_seconds, clock_seconds=r.seconds,
-        seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}")
+        seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}",
+        host_cpu_seconds=time.process_time() - cpu, sim_cpu_seconds=_children_cpu() - children)
 
 
 def add_outcome(totals, outcome):
@@ -174,6 +214,9 @@ class Ledger:
         Outcomes for a program that was never planned (refused, not counted).
     build_seconds, sim_seconds, clock_seconds, seconds : float
         Summed worker-side times (build, simulator, clock loop, whole tasks), in seconds.
+    host_cpu_seconds, sim_cpu_seconds : float
+        Summed CPU time of the tasks in the processes that ran them and in their simulator
+        processes, in seconds.
     workers : dict of str to int
         Programs per worker (``host:pid``).
     """
@@ -192,6 +235,8 @@ class Ledger:
     sim_seconds: float = 0.0
     clock_seconds: float = 0.0
     seconds: float = 0.0
+    host_cpu_seconds: float = 0.0
+    sim_cpu_seconds: float = 0.0
     workers: dict = field(default_factory=dict)
     _expected: dict = field(default_factory=dict, repr=False)
     _accepted: set = field(default_factory=set, repr=False)
@@ -225,6 +270,8 @@ class Ledger:
             self._accepted.add(outcome.key)
             self.programs += 1
             self.words += outcome.words
+            self.host_cpu_seconds += outcome.host_cpu_seconds
+            self.sim_cpu_seconds += outcome.sim_cpu_seconds
             add_outcome(self, outcome)
             self.workers[outcome.worker] = self.workers.get(outcome.worker, 0) + 1
             return True
@@ -252,7 +299,9 @@ class Ledger:
                 "complete": self.complete, "workers": dict(self.workers),
                 "worker_seconds": {"build": self.build_seconds, "simulator": self.sim_seconds,
                                    "clock_loop": self.clock_seconds,
-                                   "tasks": self.seconds}}
+                                   "tasks": self.seconds},
+                "worker_cpu_seconds": {"host": self.host_cpu_seconds,
+                                       "simulator": self.sim_cpu_seconds}}
 
 
 class Engine:
@@ -382,6 +431,7 @@ class DaskEngine(Engine):
         from distributed import Client, LocalCluster
 
         self._cluster = None
+        self._warm = []
         self._run = uuid.uuid4().hex[:8]
         if scheduler:
             check_scheduler_address(scheduler)
@@ -413,13 +463,19 @@ class DaskEngine(Engine):
             routes = {} if dashboard else {
                 "distributed.scheduler.http.routes": ["distributed.http.health"],
                 "distributed.worker.http.routes": ["distributed.http.health"]}
-            with dask.config.set(routes):
+            with dask.config.set({**routes, **WORKER_CONFIG}):
                 self._cluster = LocalCluster(
                     n_workers=workers, threads_per_worker=1, processes=True,
                     host="127.0.0.1", protocol="tcp", dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": bool(dashboard)},
                     silence_logs=logging.ERROR)
             self.client = Client(self._cluster, set_as_default=False)
+            # A fresh worker imports the tiling, testbench and runner modules on its first
+            # program (about 1.5 s); start that now, while the caller prepares the run.
+            self._warm = [self.client.submit(_warm_up, key=f"systolica-{self._run}-warm-{i}",
+                                             workers=[address], pure=False)
+                          for i, address in enumerate(self.client.scheduler_info(
+                              n_workers=-1)["workers"])]
             self.description = (f"Dask LocalCluster, {workers} worker processes on 127.0.0.1"
                                 + (f", dashboard {self.client.dashboard_link}" if dashboard
                                    else ""))
@@ -429,7 +485,8 @@ class DaskEngine(Engine):
         from distributed.scheduler import KilledWorker
 
         futures = {self.client.submit(execute, p, key=f"systolica-{self._run}-{p.key}",
-                                      retries=RETRIES, pure=False): p for p in programs}
+                                      retries=RETRIES, pure=False, priority=p.priority): p
+                   for p in programs}
         out = {}
         try:
             for future in as_completed(list(futures), loop=self.client.loop):
@@ -455,6 +512,9 @@ class DaskEngine(Engine):
         return [out[p.key] for p in programs]
 
     def close(self):
+        for future in self._warm:
+            future.release()
+        self._warm = []
         client, cluster, self.client, self._cluster = self.client, self._cluster, None, None
         try:
             if client is not None:
@@ -462,6 +522,15 @@ class DaskEngine(Engine):
         finally:
             if cluster is not None:
                 cluster.close()
+
+
+def _warm_up():
+    """Import what :func:`execute` needs (in a worker, before its first program)."""
+    import cocotb_tools.runner  # noqa: F401
+
+    import systolica.tb.bulk  # noqa: F401
+
+    from . import tiling  # noqa: F401
 
 
 def _probe(address, security, timeout):

@@ -394,6 +394,23 @@ def test_plan_matches_the_programs_a_run_asks_for(weights, default_ids, referenc
     assert {p.perf_mode for p in asked if "/q/" in p.key} == {"double_row"}
     assert {p.perf_mode for p in asked if "/scores/" in p.key} == {None}
     assert asked[0].matmuls == 2 * (384 // 16)
+        # Each program carries its step's priority, and the model asks for its steps in
+        # order.
+        assert [p.priority for p in asked] == [minilm.step_priority(1, p.key.split("/")[2])
+                                              for p in asked]
+        assert [p.priority for p in asked] == sorted((p.priority for p in asked),
+                                                     reverse=True)
+
+
+def test_step_priorities_put_earlier_steps_of_the_model_first():
+    """Dask runs a waiting program of a higher priority first: every step of the model
+    (layer by layer, q k v, scores, context, o, up, down) must outrank every later one, so
+    the pass that is behind catches up."""
+    steps = [(layer, gemm) for layer in range(6) for gemm in minilm.GEMMS]
+    priorities = [minilm.step_priority(layer, gemm) for layer, gemm in steps]
+    assert all(a > b for a, b in zip(priorities, priorities[1:], strict=False))
+    assert minilm.step_priority(0, "q") == 0
+    assert minilm.step_priority(1, "q") < minilm.step_priority(0, "down")
 
 
 def test_ledger_accepts_each_program_once():
@@ -412,7 +429,16 @@ def test_ledger_accepts_each_program_once():
     assert ledger.missing == ["y"]
     assert ledger.accept(outcome("y", 4, "b:2"))
     assert ledger.matmuls == 7 and ledger.duplicates == 1 and ledger.unknown == 1
-    assert ledger.workers == {"a:1": 1, "b:2": 1}
+    assert ledger.host_cpu_seconds == ledger.sim_cpu_seconds == 0.0
+    ledger.plan([P("w", 1)])
+    assert ledger.accept(ProgramOutcome("w", [], [0], 0, 1, 10, 100, 50, 0.0, 1.0, 0.5, 1.5,
+                                        "a:1", host_cpu_seconds=0.25, sim_cpu_seconds=0.75))
+    assert not ledger.accept(ProgramOutcome("w", [], [0], 0, 1, 10, 100, 50, 0.0, 1.0, 0.5,
+                                            1.5, "b:2", host_cpu_seconds=9.0,
+                                            sim_cpu_seconds=9.0))   # refused: not counted
+    assert (ledger.host_cpu_seconds, ledger.sim_cpu_seconds) == (0.25, 0.75)
+    assert ledger.as_dict()["worker_cpu_seconds"] == {"host": 0.25, "simulator": 0.75}
+    assert ledger.workers == {"a:1": 2, "b:2": 1}
     assert not ledger.complete                                # the unknown one counts
     fresh = Ledger()
     fresh.plan([P("x", 3)])
@@ -471,3 +497,32 @@ def test_the_minilm_package_does_not_import_the_random_workloads_cli():
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_speedup_reports_cpu_seconds_and_accuracy():
+    """minilm-speedup's figures beside the wall times: this process tree's CPU seconds (a
+    child's count once it has ended), the machine's busy CPU seconds from /proc/stat, and an
+    accuracy line per precision that says when a target is missed."""
+    from types import SimpleNamespace
+
+    from systolica.sim.minilm import speedup
+
+    machine, own = speedup.machine_busy_seconds(), speedup.own_cpu_seconds()
+    subprocess.run([sys.executable, "-c", "sum(range(3_000_000))"], check=True)
+    assert speedup.own_cpu_seconds() - own > 0.01        # the child's CPU counts
+    if machine is not None:
+        assert speedup.machine_busy_seconds() - machine > 0.01
+
+    def prec(cosine, unchanged=True, exact=True):
+        return SimpleNamespace(cosines=np.array([cosine, 1.0]), similarity_max_diff=1e-3,
+                               neighbours=[1, 0], neighbours_unchanged=unchanged,
+                               exact=exact)
+
+    run = SimpleNamespace(runs={"bf16": prec(0.99995), "int8": prec(0.98, exact=False)},
+                          meets_targets=lambda: {"bf16": True, "int8": False})
+    header, bf16, int8 = speedup.accuracy_lines(run)
+    assert header.split() == ["precision", "cosine", "min", "target", "sim.", "max|diff|",
+                              "neighbours", "exact", "met"]
+    assert bf16.split() == ["bf16", "0.999950", "0.9999", "1.00e-03", "[1", "0]", "same",
+                            "yes", "yes"]
+    assert int8.split()[-2:] == ["NO", "NO"] and int8.split()[1] == "0.980000"

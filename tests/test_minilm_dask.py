@@ -61,6 +61,37 @@ def test_slice_is_bit_identical_with_one_and_two_workers(serial):
     # The programs ran in worker processes, not here, and kept them partly busy.
     assert all(int(w.rsplit(":", 1)[1]) != os.getpid() for w in led.workers)
     assert 0 < busy_fraction(run) <= 1
+    # CPU time is measured where the programs ran: the simulators' and the workers' own.
+    for ledger in (led, serial.ledger):
+        assert 0 < ledger.sim_cpu_seconds and 0 < ledger.host_cpu_seconds
+
+
+def test_waiting_programs_run_by_priority_on_the_cluster():
+    """One worker, eight small programs submitted in one batch with rising priorities: the
+    worker takes the first few before the rest arrive, but of those left waiting the
+    highest priority must run first (in submission order it would run last)."""
+    import numpy as np
+
+    from systolica.sim.engine import TileProgram
+
+    rng = np.random.default_rng(7)
+    programs = [TileProgram(
+        key=f"p{i}", problems=((rng.integers(-8, 8, (4, 4), dtype=np.int8),
+                                rng.integers(-8, 8, (4, 6), dtype=np.int8)),),
+        rows=4, cols=4, simulator="verilator", build_root=None, matmuls=1, model_cycles=0,
+        priority=i) for i in range(8)]
+    order = []
+    with DaskEngine(1, on_done=lambda program, outcome: order.append(program.key)) as engine:
+        engine.run(programs[:1])               # the worker is warm and the tile built
+        order.clear()
+        engine.ledger = type(engine.ledger)()
+        engine.ledger.plan(programs)
+        outcomes = engine.run(programs)
+    assert [o.key for o in outcomes] == [p.key for p in programs]
+    assert all(o.mismatches == 0 and o.matmuls == 1 for o in outcomes)
+    assert sorted(order) == [p.key for p in programs]
+    assert order[-3:] == sorted(order[-3:], reverse=True), order   # by priority, not FIFO
+    assert order.index("p7") < order.index("p6") < order.index("p5"), order
 
 
 def test_a_worker_killed_mid_program_leaves_no_matmul_unaccounted(serial):

@@ -39,6 +39,7 @@ from .run import (
     run_precision,
     similarity_matrix,
     split_programs,
+    step_priority,
 )
 from .weights import (
     ATTENTION_GEMMS,
@@ -69,5 +70,5 @@ __all__ = [
     "neuroncore_estimates", "parse_layers", "plan_programs", "quantize_activation_fp8",
     "quantize_activation_int8", "quantize_weight_fp8", "quantize_weight_int8", "report_json",
     "run_model", "run_precision", "saturate_e4m3", "similarity_matrix", "softmax",
-    "split_programs", "token_scales", "token_scales_fp8", "tokenize",
+    "split_programs", "step_priority", "token_scales", "token_scales_fp8", "tokenize",
 ]

@@ -94,6 +94,15 @@ def tile_perf_mode(dtype, gemm):
     return "double_row" if dtype == "fp8" and gemm not in ATTENTION_GEMMS else None
 
 
+def step_priority(layer, gemm):
+    """The Dask priority of a GEMM's programs (int; higher runs first): the model's steps in
+    order (layer, then q/k/v, scores, context, o, up, down), earliest highest. The
+    precision passes run side by side on the workers; when one falls behind, its waiting
+    programs go first, so the passes stay in step and the last steps of the run have the
+    programs of both to spread over the workers."""
+    return -(layer * len(GEMMS) + GEMMS.index(gemm))
+
+
 def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None):
     """How a GEMM's problems are grouped into tile programs.
 
@@ -430,7 +439,7 @@ class TileMatmuls(Matmuls):
                 cols=self.cols, simulator=self.simulator, build_root=self.build_root,
                 matmuls=len(matmul_shapes),
                 model_cycles=_model_cycles(self.rows, self.cols, matmul_shapes, perf_mode),
-                perf_mode=perf_mode))
+                perf_mode=perf_mode, priority=step_priority(layer, gemm)))
         return out, groups, shapes
 
     def _run(self, layer, jobs):
