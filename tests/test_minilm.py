@@ -390,16 +390,16 @@ def test_plan_matches_the_programs_a_run_asks_for(weights, default_ids, referenc
         assert all(p.model_cycles == q.model_cycles
                    for p, q in zip(asked, planned, strict=True))
         assert asked[0].key == f"{dtype}/L1/q/0"
-    # FP8's linear GEMMs run double-row (K-slabs of 16 on 8 rows: half INT8's matmuls).
-    assert {p.perf_mode for p in asked if "/q/" in p.key} == {"double_row"}
-    assert {p.perf_mode for p in asked if "/scores/" in p.key} == {None}
-    assert asked[0].matmuls == 2 * (384 // 16)
         # Each program carries its step's priority, and the model asks for its steps in
         # order.
         assert [p.priority for p in asked] == [minilm.step_priority(1, p.key.split("/")[2])
                                               for p in asked]
         assert [p.priority for p in asked] == sorted((p.priority for p in asked),
                                                      reverse=True)
+    # FP8's linear GEMMs run double-row (K-slabs of 16 on 8 rows: half INT8's matmuls).
+    assert {p.perf_mode for p in asked if "/q/" in p.key} == {"double_row"}
+    assert {p.perf_mode for p in asked if "/scores/" in p.key} == {None}
+    assert asked[0].matmuls == 2 * (384 // 16)
 
 
 def test_step_priorities_put_earlier_steps_of_the_model_first():
