@@ -167,7 +167,8 @@ def _sample_adds(stationary, moving):
 
 def sample_program(report, records, operands, predicted):
     """Sample one checked program: ``records`` (the model's), ``operands`` (per legal
-    matmul's record index: its stationary and moving arrays), ``predicted`` (its stamps)."""
+    matmul's record index: its stationary and moving arrays), ``predicted`` (its stamps:
+    objects with ``accept`` and ``issues``; None leaves the queue occupancy unsampled)."""
     rows, cols = report.rows, report.cols
     _tile("square" if rows == cols else "wider" if cols > rows else "taller")
     _stall(report.idle, report.backpressure)
@@ -206,8 +207,28 @@ def sample_program(report, records, operands, predicted):
             _product(klass)
         if not r.ftz and r.k > 1:
             _sample_adds(s_bits, m_bits)
-    for n in queue_occupancy(records, predicted):
+    for n in queue_occupancy(records, predicted) if predicted is not None else ():
         _queue(n)
+
+
+def sample_dump(path):
+    """Sample one regression test's dump (written by the per-cycle TB's ``check()`` with
+    ``$SYSTOLICA_COVERAGE`` set: tile size, stall levels, checked records, operands).
+
+    The command-queue occupancy needs each legal command's first issue cycle; the per-cycle
+    TB stamps moving beats, not a READ's beats, so a test with a legal READ leaves the
+    queue unsampled (the fuzzer's stamps come from the cycle model and cover it)."""
+    import pickle
+    from types import SimpleNamespace
+
+    with open(path, "rb") as handle:
+        dump = pickle.load(handle)
+    records = dump["records"]
+    report = SimpleNamespace(rows=dump["rows"], cols=dump["cols"], idle=dump["idle"],
+                             backpressure=dump["backpressure"])
+    stamped = all(r.error is not None or (r.op == "matmul" and r.accept is not None
+                                          and len(r.issues)) for r in records)
+    sample_program(report, records, dump["operands"], records if stamped else None)
 
 
 def queue_occupancy(records, predicted):
@@ -263,8 +284,22 @@ def main(argv=None):
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--commands", type=int, default=1600)
+    parser.add_argument("--dumps", default=None,
+                        help="sample the regression's dumps in this folder (*.pkl, written "
+                             "by the per-cycle TB with $SYSTOLICA_COVERAGE) instead of "
+                             "fuzzing, and write the database as <--tag>.xml")
+    parser.add_argument("--tag", default="regression")
     args = parser.parse_args(argv)
     folder = default_folder()
+    if args.dumps:
+        dumps = sorted(Path(args.dumps).glob("*.pkl"))
+        for path in dumps:
+            sample_dump(path)
+        export(folder, args.tag)
+        hit, total, _ = bins_report()
+        print(f"regression dumps {len(dumps)}: bins hit {hit} of {total}; "
+              f"{folder / args.tag}.xml")
+        return 0 if dumps else 1
     fuzz.fuzz(args.seed, args.commands, chunk=400, sizes=fuzz.SIZES, coverage=True)
     own = export(folder, f"run-make-coverage-seed{args.seed}")
     files = sorted(str(p) for p in folder.glob("*.xml") if not p.name.startswith("merged"))
