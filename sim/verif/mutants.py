@@ -13,9 +13,16 @@
    and BF16 matmuls, IEEE and FTZ, specials, accumulate, READs, every illegal command,
    idle and backpressure), each word, stamp and the status checked. A mutant is **killed**
    when any check fails or the run gets stuck, **survives** otherwise. Mutant 0 must pass.
+4. Each survivor gets a disposition: **equivalent (structure)** when its cell lies outside
+   the fan-in cone of every tile output (:func:`outside_output_cone`, refused if it ever
+   calls a killed mutant equivalent), **equivalent (argued)** when :data:`ARGUED` holds a
+   reason for it by hand (keyed by :func:`fingerprint`), else **open**.
 
-``python -m systolica.sim.verif.mutants --count 240`` prints the score and every survivor
-with its mutation and source line; exit status 0 when the score reaches ``--target``.
+``python -m systolica.sim.verif.mutants --count 240`` prints the score both ways (killed /
+all, killed / (all - equivalent)) and every survivor with its mutation, source line and
+disposition (``--doc FILE``: as a markdown table); exit status 0 when the second score
+reaches ``--target``. ``--sat`` adds the old SAT miter's verdict per survivor, for
+information only: it once called a killed mutant equivalent.
 """
 
 import argparse
@@ -29,6 +36,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from systolica.sim.generate import TOPLEVEL
 
 from . import fuzz
 
@@ -45,6 +54,115 @@ DENSE = 0.6
 DEPTH = 1 << 16
 #: Mutants by default (the issue asks for at least 200).
 COUNT = 240
+
+#: Survivors argued equivalent by hand, keyed by :func:`fingerprint` (the mutated cell's
+#: RTLIL and the mutation, so an entry stops matching when that cell changes): the reason
+#: why the mutated value cannot reach an output. docs/mutants.md lists them with the run.
+_LZ = ("a leading_zeros() stage output bit below what is read: stage S's shifted word "
+       "feeds only the later stages' zero tests, which read its bits >= 33 - S (lz_s16 "
+       ">= 17, lz_s8 >= 25, lz_s4 >= 29, lz_s2 = 31, lz_s1 none; span 32 in the "
+       "multiplier and the adder), and nothing else reads an lz_s wire: ")
+_PE_FTZ = ("the PE adder's FTZ input flush (fp32_add.py:73) of a subnormal operand never "
+           "acts in the PE: under FTZ its b is the multiplier's FTZ product (a subnormal "
+           "product is flushed; rounding up to the smallest normal is impossible, see "
+           "bf16_mul's tiny[23]) and its a the partial sum of the same beat from the PE "
+           "above (an FTZ product or an FTZ sum, never subnormal); the mutation only "
+           "changes the flush: ")
+ARGUED = {
+    # ---- tile control (hdl/tile.py) ----------------------------------------------------
+    "0b5288887fa3": "reset value of loaded[2] forced to 1: loaded[i] is read only together "
+                    "with queued[i] (has_target, target, can_start) or copied to loaded[i-1] "
+                    "with queued[i], and the cycle an entry is queued its loaded bit is "
+                    "written (= is_read, after the shift in the same process): an "
+                    "unqueued entry's loaded bit is never seen",
+    "eddffbd8ef90": "load_in.value is never assigned (the tile loads through load_values) "
+                    "nor read: its register holds its reset 0, so forcing a bit of its hold "
+                    "path to 0 changes nothing",
+    "9d32de73bfd0": "bit 17 of head.bank * 512 inverted in bank * 512 + offset: the sum "
+                    "drives beat_addr, which is 12 bits (range(8 * 512)), and adding 2^17 "
+                    "leaves bits 0..11 alone; $54 has no other reader",
+    "43a9748b7607": "reset value of token_3's addr bit 8 inverted: a token's fields are only "
+                    "used with its valid bit (result.valid; PSUM write = result beat and "
+                    "not read), whose reset value is untouched, and the token is "
+                    "overwritten by token_2 at the first advance",
+    "59fc693cd7d9": "skew stage 1, lane 1's value bit 5 flipped while stalled only when that "
+                    "lane's active bit (bit 17) is 0: an inactive row's PEs pass psum_in "
+                    "through and never use the moving value, and active travels with it "
+                    "along the row",
+    "a99a521dfc9c": "cur_left's D bit 5 flipped when D bit 14 is set: bit 14 is set only "
+                    "when beat_left - 1 wraps (the last beat, beat_left = 0; N <= 512 keeps "
+                    "it clear otherwise), after which running is 0 and cur_left is not read "
+                    "(beat_left takes head.n - 1) until the next issue rewrites it",
+    "ca248b3255fb": "B[16] of the running mux is the constant 0 that pads cur_left to 17 "
+                    "bits: forcing it to 0 leaves the netlist as it was",
+    "0437c2272353": "target == 0 with target's bit 1 read as 0 also fires for target = 2: "
+                    "it feeds loaded_next[0] = loaded[0] | (load_done & target == 0), and "
+                    "target = 2 means entries 0 and 1 hold no unloaded command while entry 2 "
+                    "is queued, so (entries fill from 0) entry 0 is queued and loaded: "
+                    "loaded[0] is already 1",
+    "305307ff6555": "beat_k's bit 12 flipped when its bit 8 is set: beat_k is a queued "
+                    "matmul's K (1..rows, accepted only then) or 0 for a READ, never >= 256",
+    "f975c74ffee2": "row 0's active (in_mode.k > 0) forced true: in_mode.k is 0 only for a "
+                    "READ's beats (and before the first issue, with invalid tokens); a READ "
+                    "token's PSUM result is the stored entry (psum.read), the array's "
+                    "column for it is dropped and no PE state outlives the beat",
+    "b5582a41263f": "bit 16 of target_k - 1 (the borrow) forced 0: it is set only for "
+                    "target_k = 0, i.e. no target (a queued matmul has K >= 1), when "
+                    "stationary.ready and so load_beat and load_done are 0",
+    "fd28683590c7": "cur_k's D bit 5 forced 0: cur_k takes beat_k (a matmul's K <= rows = "
+                    "3, or 0) or holds, so bit 5 is always 0",
+    # ---- leading-zero counter (hdl/fp32_add.py leading_zeros, in both units) ------------
+    "b95b3d724064": _LZ + "adder lz_s8[0] (flipped with lz_s8[8]).",
+    "006540472f25": _LZ + "PSUM adder lz_s2[3].",
+    "98d4799b9bd1": _LZ + "adder lz_s16[7].",
+    "d3c7d7c62aba": _LZ + "multiplier lz_s8[18] (flipped with lz_s8[19]).",
+    "aa2f753e180f": _LZ + "multiplier lz_s4[27].",
+    "e03272371dec": _LZ + "multiplier lz_s16[5].",
+    "5f72108746f2": _LZ + "multiplier lz_s2[19].",
+    "39f52a58c8eb": _LZ + "multiplier lz_s16[14].",
+    "9ea46996ba68": _LZ + "multiplier lz_s4[1].",
+    # ---- BF16 multiplier (hdl/bf16_mul.py) --------------------------------------------
+    "f5c3bdc43fd7": "wide[7] flipped with wide[4] in the sticky test wide[0:25] != 0: wide "
+                    "is Cat(0 x 26, sig) >> right and sig's low 8 bits are 0, so wide[0..7] "
+                    "= 0 whenever right <= 26, which holds whenever tiny is used (exp < 1: "
+                    "right = 1 - exp in 1..25, or 26); with exp >= 1 the result takes the "
+                    "normal or Inf branch and ignores round_up",
+    "d3e85c909c39": "wide[23] flipped when wide[25] is 0: wide[23] is read only by the "
+                    "sticky test in round_up = wide[25] & (sticky | wide[26]), which is 0 "
+                    "whenever wide[25] is 0",
+    "dc407007b1f0": "exp >= 255 with exp's bit 6 flipped when bit 10 is set: exp (signed "
+                    "12-bit) lies in -140..382, so bit 10 is set only for negative exp; "
+                    "moving a negative exp by 64 keeps it in -204..-1, below 255 either way",
+    "5cbd82c4fce7": "1 - exp with exp's bit 9 flipped (when bit 0 is set): that changes "
+                    "1 - exp by 512, and only its low 5 bits reach right (5 bits)",
+    "9b63b1889938": "b's exponent == 0xFF with exponent bit 3 flipped when bit 0 is 0: "
+                    "with bit 0 at 0 neither the exponent nor the flipped one is 0xFF, and "
+                    "with bit 0 at 1 nothing is flipped",
+    "4a8425ef5711": "the FTZ flush test of a tiny product inverted (flush when tiny[23] is "
+                    "set instead of clear): tiny[23] is never set (it needs wide[26:49] all "
+                    "ones, i.e. right = 1 and sig[1..23] all ones, but sig[0..7] are 0), so "
+                    "the mutant keeps every tiny product under FTZ instead of flushing it; "
+                    "in this PE (pe_1_2, row 1) the product only feeds its adder, which "
+                    "under FTZ flushes a subnormal b to the zero of the same sign, the "
+                    "value the unmutated multiplier gives",
+    # ---- PE adder FTZ input flush (hdl/fp32_add.py:73) -------------------------------
+    "eb022abcc4c3": _PE_FTZ + "ftz & (exp == 0) with ftz read as 0 (pe_1_1).",
+    "f0231ef22af0": _PE_FTZ + "a's exp == 0 with exponent bit 2 read as 1 (pe_2_1).",
+}
+
+
+DOC_HEADER = """# Mutation run: survivors
+
+Written by `python -m systolica.sim.verif.mutants --doc docs/mutants.md` (seed {seed},
+{count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
+{commands} commands, `--jobs {jobs}`, {seconds:.0f} s on the shared 2-core machine).
+
+Every survivor has a disposition: **equivalent (structure)**, its cell outside the fan-in
+cone of every tile output in the flattened netlist (checked against every killed mutant:
+the check may never call one of them equivalent); **equivalent (argued)**, a reason by
+hand why the mutated value cannot reach an output (`ARGUED` in
+`sim/verif/mutants.py`, keyed by a fingerprint of the mutated cell, so an argument stops
+applying when its cell changes); or **open**. The SAT miter's verdict is not used."""
 
 
 def _yosys():
@@ -102,7 +220,7 @@ def generate(rows, cols, count, seed, folder):
     from amaranth.back import rtlil
 
     from systolica.hdl import Tile
-    from systolica.sim.generate import TOPLEVEL, generate_verilog
+    from systolica.sim.generate import generate_verilog
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -194,6 +312,88 @@ def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS
     return index, None
 
 
+def _flat_name(module, name):
+    """The name Yosys's ``flatten`` gives object ``name`` of the tile's submodule
+    ``module`` (``systolica_tile.array.pe_0_2`` cell ``$27`` ->
+    ``$flatten\\array.\\pe_0_2.$27``; a public wire ``pe_0_2_bf16_out`` of
+    ``systolica_tile.array`` -> ``array.pe_0_2_bf16_out``)."""
+    path = module.split(".")[1:]
+    if not path:
+        return name
+    if name.startswith("$"):
+        return "$flatten\\" + ".\\".join(path) + "." + name
+    return ".".join(path) + "." + name
+
+
+def outside_output_cone(mutations, folder):
+    """Mutations whose cell (or, for a mutated instance port, the wire on it) lies outside
+    the fan-in cone of every tile output in the flattened design as written (Yosys
+    ``select o:* %ci*``, through registers too): nothing they change can reach an output,
+    so these mutants are equivalent by structure. Returns ``{index: reason}``; a mutation
+    whose object the flattened netlist does not name is left out (not called
+    equivalent). :func:`score_report` refuses the result if it calls a killed mutant
+    equivalent.
+
+    The check is by cell: a dead bit of a live cell (the low bits of a normaliser stage
+    whose top bits alone are read) is not found. A bit-level variant (single-bit gates
+    and wires) was tried and dropped: the check against the killed mutants showed it
+    calling live port wires dead (they are aliases its cone does not follow).
+    """
+    folder = Path(folder)
+    # memory_collect merges PSUM's write-port cells into the memory cell they write: a
+    # write port has no output, so the cone would never reach it (the check against the
+    # killed mutants caught that); a mutation of a merged cell is then simply not named.
+    _run_yosys(f"read_rtlil design.il\nhierarchy -top {TOPLEVEL}\nflatten\nmemory_collect\n"
+               "select -write cone.txt o:* %ci*\nselect -write named.txt *\n", folder)
+
+    def names(path):
+        return {line.split("/", 1)[1] for line in (folder / path).read_text().splitlines()
+                if "/" in line}
+
+    cone, named = names("cone.txt"), names("named.txt")
+    out = {}
+    for m in mutations:
+        wire = re.search(r"-wire (\S+)", m.args)
+        instance = not m.cell.startswith("$")
+        if instance and not wire:
+            continue
+        target = _flat_name(m.module, wire.group(1) if instance else m.cell)
+        if target in named and target not in cone:
+            out[m.index] = (f"{'wire' if instance else 'cell'} {target} is outside the "
+                            "fan-in cone of every tile output (flattened netlist)")
+    return out
+
+
+def _cell_texts(design):
+    """``{(module, cell): RTLIL text of the cell}`` of an RTLIL file's text (type,
+    parameters and connections; attributes stand before a cell and are left out)."""
+    cells, module, current = {}, None, None
+    for line in design.splitlines():
+        if line.startswith("module "):
+            module = line.split()[1].lstrip("\\")
+        elif line.startswith("  cell "):
+            current = [line.strip()]
+            cells[(module, line.split()[2].lstrip("\\"))] = current
+        elif current is not None:
+            if line.startswith("  end"):
+                current = None
+            else:
+                current.append(line.strip())
+    return {key: "\n".join(lines) for key, lines in cells.items()}
+
+
+def fingerprint(mutation, cells):
+    """A name for ``mutation`` that does not depend on its index or the checkout's path:
+    a hash of the mutated cell's RTLIL text (``cells`` from :func:`_cell_texts`) and the
+    mutation's arguments without source locations. :data:`ARGUED` is keyed by it, so an
+    argument stops applying when the cell it was made for changes."""
+    import hashlib
+
+    text = cells.get((mutation.module, mutation.cell.lstrip("\\")), "")
+    args = re.sub(r" -src \S+", "", mutation.args)
+    return hashlib.sha1(f"{args}\n{text}".encode()).hexdigest()[:12]
+
+
 def check_equivalence(mutation, folder, timeout=120):
     """Try to prove a surviving mutant equivalent with Yosys's SAT solver, on its own
     module (a leaf such as a PE's multiplier or adder, a PE, the tile's control): a miter of
@@ -246,6 +446,11 @@ def main(argv=None):
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--target", type=float, default=95.0, help="score to reach, %%")
     parser.add_argument("--build-dir", default=None)
+    parser.add_argument("--doc", default=None,
+                        help="write the survivor table (markdown) to this file")
+    parser.add_argument("--sat", action="store_true",
+                        help="also print the SAT miter's verdict per survivor (not trusted: "
+                             "it once called a killed mutant equivalent; never scored)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     try:
@@ -260,12 +465,13 @@ def main(argv=None):
         print(f"error: the unmutated design fails the kill-set: {error}")
         return 2
     chosen = [m for m in mutations if not args.only or m.index in args.only]
-    survivors, killed = [], 0
+    survivors, killed, killed_by = [], 0, {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_mutant, tile, m.index, args.seed, args.programs,
                                args.commands) for m in chosen]
         for n, (mutation, future) in enumerate(zip(chosen, futures, strict=True), 1):
             _, error = future.result()
+            killed_by[mutation.index] = error
             if error is None:
                 survivors.append(mutation)
             else:
@@ -274,22 +480,82 @@ def main(argv=None):
                 print(f"  {n} of {len(chosen)} mutants run: {killed} killed, "
                       f"{len(survivors)} survived  [{time.perf_counter() - started:.0f} s]")
     folder = tile.verilog.parent
-    verdicts = {m.index: check_equivalence(m, folder) for m in survivors}
-    equivalent = sum(v == "equivalent" for v, _ in verdicts.values())
-    # The SAT verdict is not trusted to exclude a survivor from the score: the check once
-    # called a mutant equivalent that the kill-set had killed (an adder output bit forced
-    # to 1, seed 20261130 of the 2 x 2 sample), so it can be wrong.
-    score = 100.0 * killed / max(1, len(chosen))
-    print(f"mutants {len(chosen)}: killed {killed}, survived {len(survivors)} "
-          f"({equivalent} called equivalent by SAT, not trusted); score {score:.1f} % of all "
-          f"(target {args.target:.0f} %)")
-    for mutation in survivors:
-        verdict, inputs = verdicts[mutation.index]
-        print(f"  survivor {mutation.describe()}: {verdict}"
-              + (f" (tells apart on {inputs})" if inputs else "")
-              + f"\n    mutate {mutation.args}")
+    report = score_report(chosen, survivors, killed_by, folder, sat=args.sat)
+    print(report["text"])
+    if args.doc:
+        Path(args.doc).write_text(markdown(report, DOC_HEADER.format(
+            seed=args.seed, count=len(chosen), size=args.size, programs=args.programs,
+            commands=args.commands, jobs=args.jobs,
+            seconds=time.perf_counter() - started)))
+    (folder / f"results-{args.programs}x{args.commands}.json").write_text(json.dumps(
+        {k: v for k, v in report.items() if k != "text"}, indent=1))
     print(f"time {time.perf_counter() - started:.0f} s")
-    return 0 if score >= args.target else 1
+    return 0 if report["score_excluding_equivalent"] >= args.target else 1
+
+
+def markdown(report, header):
+    """docs/mutants.md's text for a :func:`score_report` result."""
+    lines = [header, "", "    " + report["text"].splitlines()[0],
+             "    " + report["text"].splitlines()[1], "",
+             "| # | mutation | disposition | reason |", "|---|---|---|---|"]
+    for row in report["survivors"]:
+        reason = row["reason"] or "no argument yet: a kill-set gap or an argument to make"
+        lines.append(f"| {row['index']} | {row['mutation']} <br> `mutate {row['args']}` "
+                     f"<br> fingerprint `{row['fingerprint']}` | {row['disposition']} | "
+                     f"{reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def score_report(chosen, survivors, killed_by, folder, sat=False):
+    """The score both ways and every survivor's disposition: ``equivalent`` by structure
+    (:func:`outside_output_cone`), ``argued equivalent`` (:data:`ARGUED`, by fingerprint)
+    or ``open`` (neither: a gap of the kill-set, or an argument still to be made).
+
+    Raises
+    ------
+    RuntimeError
+        If the structural check calls a killed mutant equivalent (it would be wrong).
+    """
+    folder = Path(folder)
+    structural = outside_output_cone(chosen, folder)
+    wrong = sorted(i for i in structural if killed_by.get(i))
+    if wrong:
+        raise RuntimeError(f"the output-cone check calls killed mutants {wrong} equivalent")
+    cells = _cell_texts((folder / "design.il").read_text())
+    lines, rows = [], []
+    killed = sum(1 for m in chosen if killed_by.get(m.index))
+    equivalent = 0
+    for m in survivors:
+        key = fingerprint(m, cells)
+        if m.index in structural:
+            disposition, reason = "equivalent (structure)", structural[m.index]
+        elif key in ARGUED:
+            disposition, reason = "equivalent (argued)", ARGUED[key]
+        else:
+            disposition, reason = "open", ""
+        equivalent += disposition != "open"
+        if sat:
+            verdict, inputs = check_equivalence(m, folder)
+            reason += f" [SAT, not trusted: {verdict}" + (f", tells apart on {inputs}"
+                                                           if inputs else "") + "]"
+        bare = re.sub(r" -src \S+", "", m.args)
+        rows.append({"index": m.index, "fingerprint": key, "mutation": m.describe(),
+                     "args": bare, "disposition": disposition, "reason": reason})
+        lines.append(f"  survivor {m.describe()} [{key}]: {disposition}"
+                     + (f": {reason}" if reason else "") + f"\n    mutate {bare}")
+    total = len(chosen)
+    all_score = 100.0 * killed / max(1, total)
+    net_score = 100.0 * killed / max(1, total - equivalent)
+    head = (f"mutants {total}: killed {killed}, survived {len(survivors)} ({equivalent} "
+            f"equivalent: {sum(r['disposition'] == 'equivalent (structure)' for r in rows)} "
+            f"by structure, {sum(r['disposition'] == 'equivalent (argued)' for r in rows)} "
+            f"argued; {len(survivors) - equivalent} open)\n"
+            f"score {killed} / {total} = {all_score:.1f} % of all; {killed} / "
+            f"{total - equivalent} = {net_score:.1f} % of the non-equivalent")
+    return {"text": "\n".join([head, *lines]), "total": total, "killed": killed,
+            "equivalent": equivalent, "score_all": all_score,
+            "score_excluding_equivalent": net_score, "survivors": rows,
+            "killed_by": {str(k): v for k, v in killed_by.items()}}
 
 
 if __name__ == "__main__":
