@@ -1,7 +1,9 @@
 """Functional coverage of the tile's stimulus and behaviour (``cocotb-coverage``).
 
 :func:`sample_program` samples one checked fuzz program (:mod:`systolica.sim.verif.fuzz`:
-commands, golden results, stamps) into ``cocotb_coverage``'s coverage database:
+commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, and
+:func:`sample_dump` one cocotb regression test (the per-cycle TB's dump, written with
+``$SYSTOLICA_COVERAGE`` set; ``--dumps DIR --tag NAME`` samples a folder of them):
 
 - ``operand.int8`` / ``operand.bf16``: each operand class per data type;
 - ``product``: each BF16 product's class (exact normal, exact subnormal, rounded to a
