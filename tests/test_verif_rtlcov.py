@@ -45,11 +45,12 @@ def test_toggle_bits_decode_verilator_names():
 
 
 def test_constant_bits_are_tied_or_proved_and_toggled_ones_never(tmp_path):
-    """A bit tied in the netlist, two only SAT can show constant ((a + a)[0], once in a
-    wire named like Amaranth's "$7"), one undriven (Verilator holds it at 0), one that can
-    toggle and a register that starts at 0 but can be 1: the first four are excluded, the
-    others not (the register would be, if the proof started from its initial value), and
-    toggling control bits are not proved."""
+    """Bits tied in the netlist (one a 1 that rose once as the simulation started), two
+    only SAT can show constant ((a + a)[0], once in a wire named like Amaranth's "$7"), one
+    undriven (Verilator holds it at 0), one that can toggle and a register that starts at 0
+    but can be 1: the first five are excluded, the others not (the register would be, if
+    the proof started from its initial value), and toggling control bits are not
+    proved."""
     verilog = tmp_path / "tile.v"
     verilog.write_text("""
 module systolica_tile(input clk, input [3:0] a, output [7:0] y, output z, output q);
@@ -60,7 +61,7 @@ module systolica_tile(input clk, input [3:0] a, output [7:0] y, output z, output
   wire [4:0] \\$7 ;
   wire x;
   wire [1:0] u;
-  assign w = {a, 4'b0000};
+  assign w = {a, 4'b0010};
   assign \\$7  = a + a;
   assign x = \\$7 [0];
   assign y = w | {7'b0, x} | {6'b0, u};
@@ -68,11 +69,13 @@ module systolica_tile(input clk, input [3:0] a, output [7:0] y, output z, output
 endmodule
 """)
     module = "systolica_tile"
-    bits = {(module, "w", 1): (False, False), (module, "x", None): (False, False),
+    bits = {(module, "w", 1): (True, False), (module, "w", 0): (False, False),
+            (module, "x", None): (False, False),
             (module, "$7", 0): (False, False),
             (module, "u", 0): (False, False), (module, "w", 5): (False, False),
             (module, "r", None): (False, False),
             (module, "w", 6): (True, True), (module, "z", None): (True, True)}
     constant = rtlcov.prove_constant(verilog, bits, tmp_path / "prove", controls=2)
-    assert constant == {(module, "w", 1): (0, "tied"), (module, "u", 0): (0, "tied"),
+    assert constant == {(module, "w", 1): (1, "tied"), (module, "w", 0): (0, "tied"),
+                        (module, "u", 0): (0, "tied"),
                         (module, "x", None): (0, "proved"), (module, "$7", 0): (0, "proved")}

@@ -13,12 +13,13 @@ Verilog from them.
 Besides the fuzzed programs, one directed program sends :data:`WRAP` illegal commands, so
 the 16-bit ``status.rejected`` count wraps and every bit of it toggles both ways.
 
-**Exclusions.** A toggle point whose bit never moved is a candidate; :func:`prove_constant`
-puts each candidate to Yosys's SAT solver on its own module of the same Verilog (every
-input and every register state free, undriven wires at 0 as Verilator holds them) and
-excludes the bit when its value is proved constant: it cannot toggle by construction.
-Before trusting a run of the prover, bits that did toggle in the runs are put to it too; if
-it calls one of them constant, nothing is excluded (:class:`ProverDisagrees`). What the
+**Exclusions.** A toggle point whose bit did not move both ways is a candidate (one way
+only is what a constant 1 shows). :func:`prove_constant` excludes it when the netlist
+ties it, or else when Yosys's SAT solver proves it constant on its own module of the same
+Verilog (every input and every register state free, undriven wires at 0 as Verilator
+holds them): it cannot toggle by construction. Before trusting a run of the prover, bits
+that did toggle in the runs are put to it too; if it calls one of them constant, nothing
+is excluded (:class:`ProverDisagrees`). What the
 prover cannot show (values bounded by what the tile accepts, e.g. a queued command's bank
 below 8) stays in the denominator.
 """
@@ -247,8 +248,9 @@ def _netlist_bits(verilog, folder):
 def prove_constant(verilog, bits, folder, controls=CONTROLS):
     """Which never-toggled bits are constant by construction.
 
-    ``bits``: :func:`toggle_bits`' table. A bit that moved in neither direction is
-    constant when the netlist (Yosys reading the same Verilog, undriven wires at 0) ties
+    ``bits``: :func:`toggle_bits`' table. A bit that did not move both ways (one way only
+    is what a constant 1 shows: Verilator counts its rise from 0 as the simulation starts)
+    is constant when the netlist (Yosys reading the same Verilog, undriven wires at 0) ties
     it to 0 or 1, or else when Yosys's SAT solver proves it 0, or 1, in its module with
     every input and register state free (so whatever the rest of the tile does).
     ``controls`` bits per such module that did toggle both ways go to the solver too and
@@ -274,7 +276,7 @@ def prove_constant(verilog, bits, folder, controls=CONTROLS):
 
     out, quiet = {}, []
     for key, (up, down) in sorted(bits.items(), key=str):
-        if up or down:
+        if up and down:
             continue
         value = net_bit(key)
         if value in ("0", "1"):
