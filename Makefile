@@ -16,16 +16,16 @@ STAMP  := $(VENV)/.installed
 # they can tell a variable you set from one you did not.
 export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
 
-.PHONY: help venv sim waves test test-unit regress-long bench minilm-speedup cells lint clean \
-	distclean fuzz exhaustive mutants coverage
+.PHONY: help venv sim waves test test-unit check-types regress-long bench minilm-speedup cells lint \
+	clean distclean fuzz exhaustive mutants coverage
 
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
-	@echo "                (WORKLOAD=minilm: all-MiniLM-L6-v2 layer 0 in BF16 and INT8, every"
+	@echo "                (WORKLOAD=minilm: all-MiniLM-L6-v2 layer 0 in BF16, INT8, FP8, every"
 	@echo "                 matmul on the tile; LAYERS=all for all six layers (minutes),"
 	@echo "                 WORKERS=N Dask worker processes, 1 = serial; default one per core;"
 	@echo "                 WORKLOAD=random: random matmuls, DTYPE/FTZ/SEED/WAVES apply)"
-	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16 FTZ=1 SEED=1,"
+	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16|fp16|e4m3|... FTZ=1,"
 	@echo "                 WAVES=1 for an FST waveform; TIMELINE=run.png, TRACE=run.json:"
 	@echo "                 the random workload's schedule as a picture / a Perfetto trace)"
 	@echo "make waves      the random workload with tracing: FST (FORMAT=vcd for VCD) + GTKWave save"
@@ -33,6 +33,8 @@ help:
 	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto -v:"
 	@echo "                a line per finished test)"
 	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), under a minute"
+	@echo "make check-types  every FP8 x BF16 pair of bit patterns vs the exact reference (16.7M"
+	@echo "                per FP8 type, both orders, IEEE and FTZ; make test runs a sample)"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
 	@echo "make bench      the main job's time split (build / simulator / host), then build and"
 	@echo "                simulation speed from 8x8 to the full-size 128x128, both simulators"
@@ -79,6 +81,9 @@ test: $(STAMP)
 test-unit: $(STAMP)
 	$(PY) -m pytest -n auto tests/test_golden_*.py tests/test_hdl_*.py tests/test_tb_*.py \
 		tests/test_scaling_[!s]*.py
+
+check-types: $(STAMP)
+	SYSTOLICA_EXHAUSTIVE=1 $(PY) -m pytest -p no:xdist tests/test_golden_types.py -k fp8_with_bf16
 
 regress-long: $(STAMP)
 	$(PY) -m systolica regress --seed $(or $(SEED),1)

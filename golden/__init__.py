@@ -1,6 +1,8 @@
 """Numpy golden models of the Systolica tile (numpy and ml_dtypes only).
 
-- :mod:`systolica.golden.matmul`: bit-exact ``nc_matmul`` numerics (INT8 and BF16).
+- :mod:`systolica.golden.matmul`: bit-exact ``nc_matmul`` numerics (INT8 and every float type).
+- :mod:`systolica.golden.formats`: the operand types, their decode into FP32, and the rules
+  on operand pairs, ``perf_mode`` and K.
 - :mod:`systolica.golden.bf16`: the BF16 x BF16 -> FP32 operations and bit-pattern helpers.
 - :mod:`systolica.golden.command`: the tile's commands and the checks that reject them.
 - :mod:`systolica.golden.timing`: the tile's cycle model.
@@ -17,6 +19,17 @@ from .bf16 import (
     from_fp32_bits,
 )
 from .command import PSUM_BANKS, PSUM_ENTRIES, Command, command_error
+from .formats import (
+    DOUBLE_ROW,
+    FORMATS,
+    OperandFormat,
+    check_k,
+    decode,
+    double_row_order,
+    format_of,
+    max_k,
+    operand_formats,
+)
 from .matmul import nc_matmul, nc_matmul_batch, wrap_int32
 from .timing import (
     CommandTiming,
@@ -27,8 +40,9 @@ from .timing import (
     tile_latency,
 )
 
-__all__ = ["CANONICAL_NAN", "PSUM_BANKS", "PSUM_ENTRIES", "Command", "CommandTiming",
-           "bf16_bits", "command_error", "command_schedule", "bf16_product", "flush_subnormals",
-           "fp32_add", "fp32_bits", "from_bf16_bits", "from_fp32_bits", "matmul_cycles",
-           "nc_matmul", "nc_matmul_batch", "program_cycles", "program_schedule",
-           "tile_latency", "wrap_int32"]
+__all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_k", "Command", "command_error",
+           "command_schedule", "CommandTiming", "decode", "DOUBLE_ROW", "double_row_order",
+           "flush_subnormals", "format_of", "FORMATS", "fp32_add", "fp32_bits", "from_bf16_bits",
+           "from_fp32_bits", "matmul_cycles", "max_k", "nc_matmul", "nc_matmul_batch",
+           "operand_formats", "OperandFormat", "program_cycles", "program_schedule", "PSUM_BANKS",
+           "PSUM_ENTRIES", "tile_latency", "wrap_int32"]

@@ -23,8 +23,9 @@ Every public entry point checks that first (:func:`check_fp_environment`) and ra
 import ml_dtypes
 import numpy as np
 
-__all__ = ["CANONICAL_NAN", "bf16_bits", "bf16_matmul", "bf16_product", "check_fp_environment",
-           "flush_subnormals", "fp32_add", "fp32_bits", "from_bf16_bits", "from_fp32_bits"]
+__all__ = ["CANONICAL_NAN", "bf16_bits", "bf16_product", "check_fp_environment",
+           "flush_subnormals", "fp32_add", "fp32_bits", "fp32_chain", "fp32_chain_batch",
+           "from_bf16_bits", "from_fp32_bits"]
 
 #: Bit pattern of every NaN the model produces: the quiet NaN with positive sign, no payload.
 CANONICAL_NAN = 0x7FC00000
@@ -284,23 +285,27 @@ def fp32_add(a, b, *, ftz=False):
     return _canonical(_add(a, b, ftz))
 
 
-def bf16_matmul(stationary, moving, psum, accumulate, ftz):
-    """BF16 core of :func:`systolica.golden.nc_matmul`; arguments already checked there.
+def fp32_chain(stationary, moving, psum, accumulate, ftz, order=None):
+    """Float core of :func:`systolica.golden.nc_matmul`; arguments already checked there.
 
-    ``stationary`` bfloat16 [K, M] with K >= 1, ``moving`` bfloat16 [K, N], ``psum`` float32
-    [M, N] (read only when ``accumulate``). Returns float32 [M, N]::
+    ``stationary`` float32 [K, M] and ``moving`` float32 [K, N], K >= 1, the operands already
+    decoded exactly (:func:`systolica.golden.formats.decode`, FTZ applied to them); ``psum``
+    float32 [M, N] (read only when ``accumulate``); ``order`` the k of each chain step
+    (default ``0 .. K-1``; double-row matmuls pass their own). Returns float32 [M, N]::
 
-        acc = p[0];  acc = fp32_add(acc, p[k]) for k = 1 .. K-1;  (p[k] = bf16_product)
+        acc = p[order[0]];  acc = fp32_add(acc, p[k]) for k in order[1:];
         result = fp32_add(psum, acc) if accumulate else acc
 
-    vectorised over [M, N], one step per k, so the rounding order is exactly the RTL's.
+    (``p[k]`` the product, rounded once to FP32), vectorised over [M, N], one step per k, so
+    the rounding order is exactly the RTL's.
     """
     check_fp_environment()
-    s = _bf16_to_fp32(stationary)
-    m = _bf16_to_fp32(moving)
-    acc = _mul(s[0][:, None], m[0][None, :], ftz)
-    for k in range(1, s.shape[0]):
-        acc = _add(acc, _mul(s[k][:, None], m[k][None, :], ftz), ftz)
+    order = range(stationary.shape[0]) if order is None else order
+    s, m = stationary, moving
+    acc = None
+    for k in order:
+        product = _mul(s[k][:, None], m[k][None, :], ftz)
+        acc = product if acc is None else _add(acc, product, ftz)
     if accumulate:
         acc = _add(psum, acc, ftz)
     # NaN in gives NaN out of every step, so canonicalising once at the end is the same as
@@ -308,15 +313,14 @@ def bf16_matmul(stationary, moving, psum, accumulate, ftz):
     return _canonical(acc)
 
 
-def bf16_matmul_batch(stationary, moving, ftz):
-    """:func:`bf16_matmul` without PSUM over a batch: ``stationary`` bfloat16 [B, K, M] with
-    K >= 1, ``moving`` bfloat16 [B, K, N]; returns float32 [B, M, N], each ``[b]`` bit for
-    bit what ``bf16_matmul(stationary[b], moving[b], None, False, ftz)`` returns (the same
-    steps, vectorised over the batch as well)."""
+def fp32_chain_batch(stationary, moving, ftz, order=None):
+    """:func:`fp32_chain` without PSUM over a batch: ``stationary`` float32 [B, K, M],
+    ``moving`` float32 [B, K, N]; returns float32 [B, M, N], each ``[b]`` bit for bit what
+    ``fp32_chain(stationary[b], moving[b], None, False, ftz, order)`` returns."""
     check_fp_environment()
-    s = _bf16_to_fp32(stationary)
-    m = _bf16_to_fp32(moving)
-    acc = _mul(s[:, 0, :, None], m[:, 0, None, :], ftz)
-    for k in range(1, s.shape[1]):
-        acc = _add(acc, _mul(s[:, k, :, None], m[:, k, None, :], ftz), ftz)
+    order = range(stationary.shape[1]) if order is None else order
+    acc = None
+    for k in order:
+        product = _mul(stationary[:, k, :, None], moving[:, k, None, :], ftz)
+        acc = product if acc is None else _add(acc, product, ftz)
     return _canonical(acc)

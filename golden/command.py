@@ -13,14 +13,16 @@ PSUM).
 
 from dataclasses import dataclass
 
+from .formats import FORMATS, check_perf_mode, max_k, operand_formats
+
 #: PSUM banks per partition on the NeuronCore, and the tile's default.
 PSUM_BANKS = 8
 #: PSUM entries (FP32 words) per bank on the NeuronCore, and the tile's default.
 PSUM_ENTRIES = 512
 #: Command opcodes.
 OPS = ("matmul", "read")
-#: Operand data types of a matmul command.
-DTYPES = ("int8", "bf16")
+#: Operand data types of a matmul command (short names of :data:`~.formats.FORMATS`).
+DTYPES = tuple(FORMATS)
 #: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
 ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE")
 
@@ -40,9 +42,15 @@ class Command:
     bank, offset : int
         PSUM region: first entry ``offset`` of bank ``bank``.
     dtype : str
-        ``"int8"`` or ``"bf16"`` (matmul only).
+        The stationary operand's type, a short name of :data:`~.formats.FORMATS`
+        (``"int8"``, ``"bf16"``, ``"fp16"``, ``"e4m3"``, ``"e5m2"``, ``"e3m4"``,
+        ``"e4m3fn"``; matmul only).
+    moving_dtype : str or None
+        The moving operand's type; ``None`` (default) means the same as ``dtype``.
+    perf_mode : None or "double_row"
+        FP8 double-row: partition row r holds k = r and k = r + rows (K up to 2 x rows).
     ftz : bool
-        Flush subnormals to zero (BF16 matmul only).
+        Flush subnormals to zero (float matmuls only).
     accumulate : bool
         Add into PSUM instead of overwriting (matmul only).
     """
@@ -56,6 +64,8 @@ class Command:
     dtype: str = "int8"
     ftz: bool = False
     accumulate: bool = False
+    moving_dtype: str | None = None
+    perf_mode: str | None = None
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -66,19 +76,41 @@ class Command:
                 raise ValueError(f"{name} must be an integer in 0..65535, not {value!r}")
         if self.bank >= 256:
             raise ValueError(f"bank must be in 0..255 (8-bit field), not {self.bank}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, not {self.dtype!r}")
+        for name in ("dtype", "moving_dtype"):
+            value = getattr(self, name)
+            if value not in DTYPES and (name == "dtype" or value is not None):
+                raise ValueError(f"{name} must be one of {', '.join(DTYPES)}, not {value!r}")
+        check_perf_mode(self.perf_mode)
+        if self.op == "matmul":
+            operand_formats(FORMATS[self.dtype].dtype, FORMATS[self.mtype].dtype,
+                            perf_mode=self.perf_mode)
         for name in ("ftz", "accumulate"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, not {type(getattr(self, name)).__name__}")
+
+
+    @property
+    def mtype(self):
+        """The moving operand's type (``moving_dtype``, or ``dtype`` when that is None)."""
+        return self.dtype if self.moving_dtype is None else self.moving_dtype
+
+    @property
+    def double_row(self):
+        """Whether this is an FP8 double-row matmul (bool)."""
+        return self.perf_mode is not None
+
+    def load_beats(self, rows):
+        """LoadStationary beats of this matmul on a tile of ``rows`` partition rows: ``k``, or
+        ``min(k, rows)`` in double-row mode (each beat carries rows r and r + rows)."""
+        return min(self.k, rows) if self.double_row else self.k
 
 
 def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES):
     """Why a ``rows x cols`` tile with ``banks x entries`` PSUM rejects ``command``, or None.
 
     Checked in order: ``"BANK_RANGE"`` (bank >= banks), ``"K_RANGE"`` (matmul with K = 0 or
-    K > rows), ``"M_RANGE"`` (matmul with M = 0 or M > cols), ``"N_RANGE"`` (N = 0 or
-    offset + N > entries: the region leaves its bank).
+    K > rows; K > 2 x rows in double-row mode), ``"M_RANGE"`` (matmul with M = 0 or
+    M > cols), ``"N_RANGE"`` (N = 0 or offset + N > entries: the region leaves its bank).
 
     Returns
     -------
@@ -87,7 +119,7 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     matmul = command.op == "matmul"
     if command.bank >= banks:
         return "BANK_RANGE"
-    if matmul and not 1 <= command.k <= rows:
+    if matmul and not 1 <= command.k <= max_k(rows, command.perf_mode):
         return "K_RANGE"
     if matmul and not 1 <= command.m <= cols:
         return "M_RANGE"

@@ -1,8 +1,10 @@
 """Bit-exact golden model of the tensor engine's ``nc_matmul``.
 
-The data type of a matmul is taken from its operands: int8 (INT8 x INT8 -> INT32) or
-``ml_dtypes.bfloat16`` (BF16 x BF16 -> FP32, see :mod:`systolica.golden.bf16` and
-``docs/numerics.md``).
+The data types of a matmul are taken from its operands (see
+:mod:`systolica.golden.formats` for which pairs are allowed): int8 with int8 (INT8 x INT8
+-> INT32), or any pair of the float types ``bfloat16``, ``float16``, ``float8_e4m3``,
+``float8_e5m2``, ``float8_e3m4``, ``float8_e4m3fn`` (-> FP32; every input decodes exactly
+into FP32, see :mod:`systolica.golden.bf16` and ``docs/numerics.md``).
 
 INT8 numerics: products are exact, sums are formed exactly in int64 and then wrapped to
 INT32 two's complement (modulo 2**32), which is what an INT32 accumulator that wraps on
@@ -12,9 +14,12 @@ is not used.
 
 import numpy as np
 
-from .bf16 import BF16, FP32, bf16_matmul, bf16_matmul_batch
+from .bf16 import fp32_chain, fp32_chain_batch
+from .formats import DOUBLE_ROW, check_k, decode, double_row_order, operand_formats
 
 _INT32_MOD = 1 << 32
+#: Partition rows of the NeuronCore's tensor engine: the default pairing of double-row.
+ENGINE_ROWS = 128
 
 
 def wrap_int32(values):
@@ -34,26 +39,21 @@ def wrap_int32(values):
     return ((wide + (1 << 31)) % _INT32_MOD - (1 << 31)).astype(np.int32)
 
 
-_DTYPES = {np.dtype(np.int8): "int8", BF16: "bfloat16"}
-_PSUM_DTYPE = {np.dtype(np.int8): np.dtype(np.int32), BF16: FP32}
-
-
-def _check_matrix(name, array, dtype):
+def _check_matrix(name, array, dtype, ndim=2):
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{name} must be a numpy array, not {type(array).__name__}")
     if array.dtype != dtype:
         raise TypeError(f"{name} must have dtype {np.dtype(dtype).name}, not {array.dtype}")
-    if array.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, not {array.ndim}-D with shape {array.shape}")
+    if array.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-D, not {array.ndim}-D with shape "
+                         f"{array.shape}")
 
 
-def _operand_dtype(name, array):
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array, not {type(array).__name__}")
-    if array.dtype not in _DTYPES:
-        raise TypeError(f"{name} must have dtype int8 or bfloat16 (ml_dtypes.bfloat16), "
-                        f"not {array.dtype}")
-    return array.dtype
+def _operand_formats(stationary, moving, perf_mode):
+    for name, array in (("stationary", stationary), ("moving", moving)):
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array, not {type(array).__name__}")
+    return operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
 
 
 def _check_bool(name, value):
@@ -61,66 +61,86 @@ def _check_bool(name, value):
         raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
 
 
-def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False):
-    """Compute ``stationary.T @ moving`` as the tensor engine does, into PSUM.
+def _check_float_options(pair, k, ftz, perf_mode, rows):
+    """The rules on ``ftz``, K and ``rows`` that do not depend on PSUM; returns the chain
+    order (None for k ascending)."""
+    _check_bool("ftz", ftz)
+    if ftz and not pair[0].is_float:
+        raise ValueError("ftz applies to float matmuls only; int8 matmuls are exact "
+                         "(use ftz=False)")
+    if pair[0].is_float and k == 0:
+        raise ValueError("a float matmul needs K >= 1: the accumulation chain starts "
+                         "with the first product, and there is none for K = 0")
+    if perf_mode != DOUBLE_ROW:
+        return None
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
+        raise ValueError(f"rows must be a positive integer, not {rows!r}")
+    check_k(k, rows, perf_mode)
+    return double_row_order(k, rows)
 
-    The data type is the operands' dtype, which must be the same for both.
+
+def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False, perf_mode=None,
+              rows=ENGINE_ROWS):
+    """Compute ``stationary.T @ moving`` as the tensor engine does, into PSUM.
 
     Parameters
     ----------
-    stationary : numpy.ndarray, int8 or bfloat16, shape [K, M]
-        Stationary (weight) matrix; K is the partition (contraction) dimension.
-    moving : numpy.ndarray, same dtype as ``stationary``, shape [K, N]
-        Moving matrix.
+    stationary : numpy.ndarray, shape [K, M]
+        Stationary (weight) matrix; K is the partition (contraction) dimension. int8, or a
+        float type: ``ml_dtypes.bfloat16``, ``numpy.float16``, ``ml_dtypes.float8_e4m3``,
+        ``float8_e5m2``, ``float8_e3m4``, ``float8_e4m3fn``.
+    moving : numpy.ndarray, shape [K, N]
+        Moving matrix: int8 if ``stationary`` is, else any of the float types.
     psum : numpy.ndarray, shape [M, N], optional
-        PSUM contents before the matmul: int32 for int8 operands, float32 for bfloat16.
+        PSUM contents before the matmul: int32 for int8 operands, float32 for float ones.
         Required when ``accumulate`` is true; never read when it is false.
     accumulate : bool
         ``False`` overwrites PSUM (``psum`` is not read); ``True`` adds into ``psum``.
     ftz : bool
-        bfloat16 only: ``True`` flushes subnormal operands (BF16 inputs, PSUM) and subnormal
-        products and sums to zero of the same sign; ``False`` (default) is IEEE mode with
-        gradual underflow.
+        Float only: ``True`` flushes subnormal operands (inputs subnormal in their own type,
+        PSUM) and subnormal products and sums to zero of the same sign; ``False`` (default) is
+        IEEE mode with gradual underflow.
+    perf_mode : None or "double_row"
+        ``"double_row"``: both operands ``float8_e4m3``/``float8_e5m2``, K up to
+        ``2 * rows``; partition row r holds k = r and k = r + rows and the column chain runs
+        k = 0, rows, 1, rows + 1, ... (elements at or beyond K add nothing).
+    rows : int
+        Partition rows of the array; only double-row's pairing depends on it (default 128,
+        the NeuronCore's).
 
     Returns
     -------
     numpy.ndarray, shape [M, N]
         The new PSUM contents.
         int8: int32, exact sums wrapped modulo 2**32 (two's complement).
-        bfloat16: float32; per column, ``acc = p[0]``, then ``acc = acc + p[k]`` for k = 1 ..
-        K-1 (k ascending), each product and add rounded once to FP32 (RNE), then
-        ``psum + acc`` with one more rounding when accumulating; NaN is 0x7FC00000.
-        See :mod:`systolica.golden.bf16` and ``docs/numerics.md``.
+        float: float32; per column, ``acc = p[k0]``, then ``acc = acc + p[k]`` for the next k
+        of the chain (k ascending, or double-row's order), each product and add rounded once
+        to FP32 (RNE), then ``psum + acc`` with one more rounding when accumulating; NaN is
+        0x7FC00000. See :mod:`systolica.golden.bf16` and ``docs/numerics.md``.
 
     Raises
     ------
     TypeError
-        If an operand is not a numpy array of an allowed dtype, the two operands' dtypes
-        differ, ``psum`` has the wrong dtype, or ``accumulate``/``ftz`` is not a bool.
+        If an operand is not a numpy array of an operand type, int8 is paired with a float
+        type, double-row gets another type than e4m3/e5m2, ``psum`` has the wrong dtype, or
+        ``accumulate``/``ftz`` is not a bool.
     ValueError
-        If an operand is not 2-D, the K dimensions differ, K is 0 for bfloat16, ``psum`` has
-        the wrong shape, ``accumulate`` is true without ``psum``, or ``ftz`` is true for int8.
+        If an operand is not 2-D, the K dimensions differ, K is 0 for a float matmul, K >
+        2 * rows in double-row, ``perf_mode`` is unknown, ``psum`` has the wrong shape,
+        ``accumulate`` is true without ``psum``, or ``ftz`` is true for int8.
     RuntimeError
-        bfloat16 only: the CPU's FP mode (FTZ/DAZ) would make the model inexact.
+        Float only: the CPU's FP mode (FTZ/DAZ) would make the model inexact.
     """
-    dtype = _operand_dtype("stationary", stationary)
-    moving_dtype = _operand_dtype("moving", moving)
-    if moving_dtype != dtype:
-        raise TypeError(
-            f"stationary and moving must have the same dtype (both int8 or both bfloat16); "
-            f"got stationary {_DTYPES[dtype]} and moving {_DTYPES[moving_dtype]}")
-    _check_matrix("stationary", stationary, dtype)
-    _check_matrix("moving", moving, dtype)
+    pair = _operand_formats(stationary, moving, perf_mode)
+    _check_matrix("stationary", stationary, stationary.dtype)
+    _check_matrix("moving", moving, moving.dtype)
     if stationary.shape[0] != moving.shape[0]:
         raise ValueError(
             f"stationary [K, M] and moving [K, N] must share K; got stationary "
             f"{stationary.shape} and moving {moving.shape}")
     _check_bool("accumulate", accumulate)
-    _check_bool("ftz", ftz)
-    if ftz and dtype != BF16:
-        raise ValueError("ftz applies to bfloat16 matmuls only; int8 matmuls are exact "
-                         "(use ftz=False)")
-    psum_dtype = _PSUM_DTYPE[dtype]
+    order = _check_float_options(pair, stationary.shape[0], ftz, perf_mode, rows)
+    psum_dtype = pair[0].psum_dtype
     out_shape = (stationary.shape[1], moving.shape[1])
     if accumulate and psum is None:
         raise ValueError(f"accumulate=True needs psum, the [M, N] {psum_dtype.name} PSUM "
@@ -130,11 +150,9 @@ def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False):
         if psum.shape != out_shape:
             raise ValueError(f"psum must have shape [M, N] = {out_shape}, not {psum.shape}")
 
-    if dtype == BF16:
-        if stationary.shape[0] == 0:
-            raise ValueError("a bfloat16 matmul needs K >= 1: the accumulation chain starts "
-                             "with the first product, and there is none for K = 0")
-        return bf16_matmul(stationary, moving, psum, accumulate, ftz)
+    if pair[0].is_float:
+        return fp32_chain(decode(stationary, ftz=ftz), decode(moving, ftz=ftz), psum,
+                          accumulate, ftz, order)
 
     # Exact: |sum| <= K * 2**14, so int64 never overflows for any K below 2**49.
     wide = stationary.astype(np.int64).T @ moving.astype(np.int64)
@@ -143,21 +161,21 @@ def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False):
     return wrap_int32(wide)
 
 
-def nc_matmul_batch(stationary, moving, *, ftz=False):
-    """``nc_matmul(stationary[b], moving[b], ftz=ftz)`` for every ``b`` of a batch at once
-    (overwriting: no PSUM), bit for bit the same.
+def nc_matmul_batch(stationary, moving, *, ftz=False, perf_mode=None, rows=ENGINE_ROWS):
+    """``nc_matmul(stationary[b], moving[b], ftz=ftz, perf_mode=perf_mode, rows=rows)`` for
+    every ``b`` of a batch at once (overwriting: no PSUM), bit for bit the same.
 
     The testbench computes a whole program's matmuls of one shape with it; accumulating into
-    PSUM is one more :func:`~systolica.golden.fp32_add` (BF16) or :func:`wrap_int32` (INT8)
+    PSUM is one more :func:`~systolica.golden.fp32_add` (float) or :func:`wrap_int32` (INT8)
     of the stored value and this result, which is what ``nc_matmul(..., accumulate=True)``
     computes.
 
     Parameters
     ----------
-    stationary : numpy.ndarray, int8 or bfloat16, shape [B, K, M]
-    moving : numpy.ndarray, same dtype, shape [B, K, N]
-    ftz : bool
-        As :func:`nc_matmul` (bfloat16 only).
+    stationary : numpy.ndarray, an operand type, shape [B, K, M]
+    moving : numpy.ndarray, an operand type that pairs with it, shape [B, K, N]
+    ftz, perf_mode, rows
+        As :func:`nc_matmul`.
 
     Returns
     -------
@@ -168,21 +186,15 @@ def nc_matmul_batch(stationary, moving, *, ftz=False):
     TypeError, ValueError
         As :func:`nc_matmul`, for the stacks (which must be 3-D with equal B and K).
     RuntimeError
-        bfloat16 only: the CPU's FP mode (FTZ/DAZ) would make the model inexact.
+        Float only: the CPU's FP mode (FTZ/DAZ) would make the model inexact.
     """
-    dtype = _operand_dtype("stationary", stationary)
-    if _operand_dtype("moving", moving) != dtype:
-        raise TypeError(f"stationary and moving must have the same dtype (both int8 or both "
-                        f"bfloat16); got {stationary.dtype} and {moving.dtype}")
+    pair = _operand_formats(stationary, moving, perf_mode)
     if stationary.ndim != 3 or moving.ndim != 3 or stationary.shape[:2] != moving.shape[:2]:
         raise ValueError(f"stationary [B, K, M] and moving [B, K, N] must be 3-D with the same "
                          f"B and K; got {stationary.shape} and {moving.shape}")
-    _check_bool("ftz", ftz)
-    if ftz and dtype != BF16:
-        raise ValueError("ftz applies to bfloat16 matmuls only")
-    if dtype == BF16:
-        if stationary.shape[1] == 0:
-            raise ValueError("a bfloat16 matmul needs K >= 1")
-        return bf16_matmul_batch(stationary, moving, ftz)
+    order = _check_float_options(pair, stationary.shape[1], ftz, perf_mode, rows)
+    if pair[0].is_float:
+        return fp32_chain_batch(decode(stationary, ftz=ftz), decode(moving, ftz=ftz), ftz,
+                                order)
     wide = np.einsum("bkm,bkn->bmn", stationary.astype(np.int64), moving.astype(np.int64))
     return wrap_int32(wide)

@@ -5,7 +5,8 @@ The model follows the RTL's rules (``systolica.hdl.tile``), with L = ``rows + co
 - commands are taken one per cycle into a queue of three (:data:`COMMAND_QUEUE_DEPTH`); a
   rejected command (see :func:`~systolica.golden.command.command_error`) takes one cycle and
   nothing else; a queued command leaves the queue when it issues its first beat;
-- stationary loads run in command order, ``K`` beats one per cycle, from the cycle after
+- stationary loads run in command order, ``K`` beats one per cycle (``min(K, rows)`` in FP8
+  double-row mode, each beat carrying partition rows r and r + rows), from the cycle after
   their command was taken, once the previous load is done and once their buffer is free:
   buffers alternate, and a buffer frees the cycle after the matmul two loads back has sent
   its last moving beat (the load is skewed like the moving data, so it trails that beat
@@ -33,6 +34,7 @@ clock cycles.
 from dataclasses import dataclass
 
 from .command import PSUM_BANKS, PSUM_ENTRIES, Command, command_error
+from .formats import max_k
 
 #: Commands accepted and not yet started that the tile holds.
 COMMAND_QUEUE_DEPTH = 3
@@ -142,7 +144,7 @@ def _checked(commands, rows, cols, banks, entries):
                       for c in commands]
 
 
-def _recurrence(commands, errors, latency):
+def _recurrence(commands, errors, latency, rows):
     out = []
     accept = -1
     started = []           # first_issue of each accepted legal command, in order
@@ -162,7 +164,7 @@ def _recurrence(commands, errors, latency):
             load_start = max(accept + 1, prev_load_end + 1)
             if len(matmul_issues) >= 2:
                 load_start = max(load_start, matmul_issues[-2] + 1)
-            prev_load_end = load_start + command.k - 1
+            prev_load_end = load_start + command.load_beats(rows) - 1
             loads = tuple(range(load_start, prev_load_end + 1))
             first = max(first, prev_load_end + 1)
         last = prev_issue = first + command.n - 1
@@ -174,10 +176,11 @@ def _recurrence(commands, errors, latency):
     return out
 
 
-def _stepped(commands, errors, latency, result_ready, max_cycles, offer=None):
+def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=None):
     stamps = [dict(accept=None, error=e, loads=[], issues=[], results=[]) for e in errors]
     legal = [c for c, e in zip(commands, errors, strict=True) if e is None and c.op == "matmul"]
-    drivers = {"command": _Driver(len(commands)), "stationary": _Driver(sum(c.k for c in legal)),
+    drivers = {"command": _Driver(len(commands)),
+               "stationary": _Driver(sum(c.load_beats(rows) for c in legal)),
                "moving": _Driver(sum(c.n for c in legal))}
     for name, driver in drivers.items():
         driver.step(False, offer is None or offer(name, 0))
@@ -202,7 +205,7 @@ def _stepped(commands, errors, latency, result_ready, max_cycles, offer=None):
         target = next((i for i, (j, done) in enumerate(queue) if not done), None)
         load = (advance and target is not None and not busy[load_buf]
                 and not full[load_buf] and drivers["stationary"].valid)
-        load_done = load and load_row == commands[queue[target][0]].k - 1
+        load_done = load and load_row == commands[queue[target][0]].load_beats(rows) - 1
         head = queue[0] if queue else None
         issue = None
         if advance:
@@ -325,38 +328,42 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
     _check_positive("entries", entries)
     commands, errors = _checked(commands, rows, cols, banks, entries)
     if result_ready is None and offer is None:
-        return _recurrence(commands, errors, latency)
-    return _stepped(commands, errors, latency, result_ready, max_cycles, offer)
+        return _recurrence(commands, errors, latency, rows)
+    return _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer)
 
 
-def program_schedule(rows, cols, shapes):
+def program_schedule(rows, cols, shapes, *, perf_mode=None):
     """Predict the stamps of back-to-back matmuls of the given ``(K, N)`` shapes, no stalls.
 
     Each matmul overwrites PSUM bank 0 from entry 0 with ``M = cols``; bank and M do not
-    affect timing. Returns a list of :class:`CommandTiming`.
+    affect timing. ``perf_mode="double_row"`` makes them FP8 double-row matmuls (K up to
+    ``2 * rows``, ``min(K, rows)`` load beats). Returns a list of :class:`CommandTiming`.
 
     Raises
     ------
     ValueError
-        If a size is not a positive integer or K exceeds ``rows``.
+        If a size is not a positive integer or K exceeds ``rows`` (``2 * rows`` in
+        double-row mode).
     """
+    dtype = "e4m3" if perf_mode is not None else "int8"
     latency = tile_latency(rows, cols)
     commands = []
     for j, (k, n) in enumerate(shapes):
         _check_positive(f"K of matmul {j}", k)
         _check_positive(f"N of matmul {j}", n)
-        if k > rows:
-            raise ValueError(f"K of matmul {j} is {k}, more than rows = {rows}")
-        commands.append(Command("matmul", k=k, m=cols, n=n))
-    return _recurrence(commands, [None] * len(commands), latency)
+        if k > max_k(rows, perf_mode):
+            mode = f", 2 x rows = {2 * rows} in double_row" if perf_mode else ""
+            raise ValueError(f"K of matmul {j} is {k}, more than rows = {rows}{mode}")
+        commands.append(Command("matmul", k=k, m=cols, n=n, dtype=dtype, perf_mode=perf_mode))
+    return _recurrence(commands, [None] * len(commands), latency, rows)
 
 
-def program_cycles(rows, cols, shapes):
+def program_cycles(rows, cols, shapes, *, perf_mode=None):
     """Cycles a back-to-back program takes, from cycle 0 to its last result inclusive (int).
 
     See :func:`program_schedule` for the arguments and errors.
     """
-    schedule = program_schedule(rows, cols, shapes)
+    schedule = program_schedule(rows, cols, shapes, perf_mode=perf_mode)
     if not schedule:
         raise ValueError("shapes must hold at least one (K, N) pair")
     return schedule[-1].last_result + 1

@@ -3,9 +3,9 @@
 Blocks, one module each:
 
 - :mod:`systolica.hdl.layouts`: stream payload layouts shared with the testbench.
-- :mod:`systolica.hdl.bf16_mul`: BF16 x BF16 -> FP32 multiplier.
+- :mod:`systolica.hdl.float_mul`: the shared float x float -> FP32 multiplier (every type).
 - :mod:`systolica.hdl.fp32_add`: FP32 adder, round-to-nearest-even.
-- :mod:`systolica.hdl.pe`: the processing element (PE), INT8 and BF16.
+- :mod:`systolica.hdl.pe`: the processing element (PE), INT8 and every float type.
 - :mod:`systolica.hdl.skew`: triangular delay lines that skew and de-skew vectors.
 - :mod:`systolica.hdl.array`: the ``rows x cols`` weight-stationary PE grid.
 - :mod:`systolica.hdl.psum`: the PSUM memory with its accumulate adders.
@@ -13,7 +13,7 @@ Blocks, one module each:
 """
 
 from .array import SystolicArray
-from .bf16_mul import Bf16Multiplier
+from .float_mul import FLOAT_FIELDS, FloatMultiplier
 from .fp32_add import Fp32Adder
 from .layouts import (
     DType,
@@ -31,9 +31,10 @@ from .skew import SkewBuffer
 from .tile import Tile
 
 __all__ = [
-    "Bf16Multiplier",
+    "FLOAT_FIELDS",
     "DType",
     "ErrorCode",
+    "FloatMultiplier",
     "Fp32Adder",
     "Op",
     "ProcessingElement",

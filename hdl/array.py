@@ -7,14 +7,16 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, ResetSignal, Sign
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import OPERAND_WIDTH, PSUM_WIDTH, _check_positive
-from .pe import PE_SIGNATURE, ProcessingElement
+from .layouts import OPERAND_WIDTH, PSUM_WIDTH, DType, _check_positive
+from .pe import PE_SIGNATURE, TRAVELLING, ProcessingElement
 
 
 def operand_lane_layout():
-    """One partition row's moving operand with its matmul's mode (StructLayout)."""
-    return data.StructLayout({"value": OPERAND_WIDTH, "sel": 1, "active": 1, "bf16": 1,
-                              "ftz": 1})
+    """One partition row's moving operand with its matmul's mode (StructLayout): ``value``,
+    ``sel``, ``active``, ``hi`` (double-row second element inside K), ``stype``, ``mtype``
+    (stationary and moving :class:`~.layouts.DType`), ``ftz``."""
+    return data.StructLayout({"value": OPERAND_WIDTH, "sel": 1, "active": 1, "hi": 1,
+                              "stype": DType, "mtype": DType, "ftz": 1})
 
 
 def load_lane_layout(rows):
@@ -84,8 +86,8 @@ class SystolicArray(wiring.Component):
         Per column, skewed: ``valid``, the partition ``row`` and stationary ``buf`` to write,
         and the ``value`` (operand bits).
     moving : In(ArrayLayout(operand_lane_layout(), rows))
-        Skewed moving operands, one per partition row, entering column 0, each with its mode:
-        ``value``, ``sel`` (stationary buffer), ``active`` (row inside K), ``bf16``, ``ftz``.
+        Skewed moving operands, one per partition row, entering column 0, each with its mode
+        (:func:`operand_lane_layout`).
     psum_in : In(ArrayLayout(32, cols))
         Partial sums entering the top row (ignored where ``chain_start`` is high).
     chain_start : In(1)
@@ -148,12 +150,11 @@ class SystolicArray(wiring.Component):
         rows, cols = self._rows, self._cols
         members = PE_SIGNATURE.members
         # Outputs of every PE, named so waveforms read pe_<row>_<col>_<port>.
-        travelling = ("moving", "sel", "active", "bf16", "ftz")
+        travelling = ("moving",) + TRAVELLING
         outs = [[{port: Signal(members[port].shape, name=f"pe_{k}_{c}_{port}")
                   for port in [f"{name}_out" for name in travelling] + ["psum_out"]}
                  for c in range(cols)] for k in range(rows)]
-        lane_field = {"moving": "value", "sel": "sel", "active": "active", "bf16": "bf16",
-                      "ftz": "ftz"}
+        lane_field = {"moving": "value", **{name: name for name in TRAVELLING}}
         for k in range(rows):
             for c in range(cols):
                 load = self.load[c]

@@ -8,9 +8,11 @@ A matmul is one command on the ``command`` stream plus ``K`` beats on ``stationa
 beats on ``moving``; the command carries everything else (data type, FTZ, accumulate, PSUM
 bank and offset, K, M, N), so data beats carry only data.
 
-Operand lanes are 16 raw bits: a BF16 value's bit pattern, or an INT8 value in bits [7:0]
-(bits [15:8] are ignored). PSUM lanes are 32 raw bits: an INT32 (two's complement) or an FP32
-bit pattern, by the data type of the matmul that wrote them.
+Operand lanes are 16 raw bits: a BF16 or FP16 value's bit pattern, or an INT8 or FP8 value in
+bits [7:0] (bits [15:8] are ignored), or in FP8 double-row mode two FP8 values: partition
+row r's element k = r in bits [7:0] and k = r + rows in bits [15:8]. PSUM lanes are 32 raw
+bits: an INT32 (two's complement) or an FP32 bit pattern, by the data type of the matmul
+that wrote them.
 """
 
 from amaranth.hdl import unsigned
@@ -31,11 +33,17 @@ BANK_WIDTH = 8
 SIZE_WIDTH = 16
 
 
-class DType(enum.Enum, shape=1):
-    """Data type of a matmul: INT8 x INT8 -> INT32, or BF16 x BF16 -> FP32."""
+class DType(enum.Enum, shape=3):
+    """Data type of an operand: INT8 (with INT8 only, INT32 PSUM) or a float type (any pair,
+    FP32 PSUM). Codes equal ``systolica.golden.formats.FORMATS[...].code``."""
 
     INT8 = 0
     BF16 = 1
+    FP16 = 2
+    E4M3 = 3
+    E5M2 = 4
+    E3M4 = 5
+    E4M3FN = 6
 
 
 class Op(enum.Enum, shape=1):
@@ -124,8 +132,10 @@ def result_layout(cols):
 def command_layout():
     """Layout of one command beat (the same for every tile size).
 
-    Fields: ``op`` (:class:`Op`), ``dtype`` (:class:`DType`), ``ftz`` (flush subnormal
-    inputs, products and sums to zero; BF16 only), ``accumulate`` (add into PSUM instead of
+    Fields: ``op`` (:class:`Op`), ``dtype`` and ``moving_dtype`` (:class:`DType` of the
+    stationary and of the moving operand), ``double_row`` (FP8 double-row: K up to
+    2 x rows, ``min(K, rows)`` stationary beats), ``ftz`` (flush subnormal inputs, products
+    and sums to zero; float only), ``accumulate`` (add into PSUM instead of
     overwriting it), ``bank`` (PSUM bank, ``BANK_WIDTH`` bits), ``offset`` (first PSUM entry
     in the bank), ``k``, ``m``, ``n`` (``SIZE_WIDTH`` bits each: partition rows of the
     stationary, its free size, moving beats). A READ uses ``bank``, ``offset`` and ``n``
@@ -134,6 +144,8 @@ def command_layout():
     return data.StructLayout({
         "op": Op,
         "dtype": DType,
+        "moving_dtype": DType,
+        "double_row": 1,
         "ftz": 1,
         "accumulate": 1,
         "bank": unsigned(BANK_WIDTH),

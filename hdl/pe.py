@@ -1,12 +1,12 @@
-"""The processing element (PE) of the weight-stationary array: INT8 and BF16 datapaths."""
+"""The processing element (PE) of the weight-stationary array: INT8 and float datapaths."""
 
 from amaranth.hdl import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .bf16_mul import Bf16Multiplier
+from .float_mul import DOUBLE_ROW_DTYPES, FLOAT_FIELDS, FloatMultiplier
 from .fp32_add import Fp32Adder
-from .layouts import OPERAND_WIDTH, PSUM_WIDTH
+from .layouts import OPERAND_WIDTH, PSUM_WIDTH, DType
 
 #: Port signature of :class:`ProcessingElement` (also the port list of its Verilog module).
 PE_SIGNATURE = wiring.Signature({
@@ -18,16 +18,24 @@ PE_SIGNATURE = wiring.Signature({
     "moving_in": In(OPERAND_WIDTH),
     "sel_in": In(1),
     "active_in": In(1),
-    "bf16_in": In(1),
+    "hi_in": In(1),
+    "stype_in": In(DType),
+    "mtype_in": In(DType),
     "ftz_in": In(1),
     "psum_in": In(PSUM_WIDTH),
     "moving_out": Out(OPERAND_WIDTH),
     "sel_out": Out(1),
     "active_out": Out(1),
-    "bf16_out": Out(1),
+    "hi_out": Out(1),
+    "stype_out": Out(DType),
+    "mtype_out": Out(DType),
     "ftz_out": Out(1),
     "psum_out": Out(PSUM_WIDTH),
 })
+
+#: The mode bits that travel with a moving operand from PE to PE (``<name>_in`` ->
+#: ``<name>_out``), in the order of the array's operand lane layout.
+TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz")
 
 
 class ProcessingElement(wiring.Component):
@@ -37,28 +45,37 @@ class ProcessingElement(wiring.Component):
     shadow weight): one can be loaded while moving data that selects the other streams
     through. Every moving operand carries its matmul's mode with it: the select bit ``sel``
     of the stationary buffer it is multiplied with, whether its partition row is inside K
-    (``active``), the data type (``bf16``) and the FTZ mode (``ftz``). So a stationary
-    switch travels through the array as a wavefront with the data, and a buffer can be
-    reloaded right behind the last operand that uses it.
+    (``active``) and, in FP8 double-row mode, whether its second element (k = row + rows) is
+    (``hi``), the stationary's and its own data type (``stype``, ``mtype``) and the FTZ mode
+    (``ftz``). So a stationary switch travels through the array as a wavefront with the data,
+    and a buffer can be reloaded right behind the last operand that uses it; and the same
+    PE runs every type back to back.
 
-    When ``en`` is high the PE registers, on the rising edge (``w = weight[sel_in]``)::
+    When ``en`` is high the PE registers, on the rising edge (``w = weight[sel_in]``,
+    ``p0`` the product of bits [7:0] or [15:0] by type, ``p1`` of bits [15:8])::
 
-        psum_out   <- product(moving_in, w)                 (active_in, chain_start)
-        psum_out   <- psum_in + product(moving_in, w)       (active_in, otherwise)
+        s          = p0 if chain_start else psum_in + p0
+        psum_out   <- s + p1 if hi_in else s                 (active_in)
         psum_out   <- psum_in                                (row inactive: pass-through)
-        moving_out, sel_out, active_out, bf16_out, ftz_out <- the same inputs
+        moving_out and the mode bits <- the same inputs
 
-    INT8 (``bf16_in = 0``): operands are bits [7:0], the product is exact and the sum wraps
-    modulo 2**32. BF16: :class:`Bf16Multiplier` then :class:`Fp32Adder` (one RNE rounding per
-    add, ``docs/numerics.md``). The chain starts with the first product itself, so partition
-    row 0 (``chain_start``) never adds a zero. When ``en`` is low the datapath registers
-    hold; a load into stationary register ``load_buf`` happens whenever ``load_en`` is high.
+    INT8 (``stype_in = INT8``): operands are bits [7:0], the product is exact and the sum
+    wraps modulo 2**32. Float types: one shared :class:`FloatMultiplier` then
+    :class:`Fp32Adder` (one RNE rounding per add, ``docs/numerics.md``); in double-row mode
+    a second, FP8-only (e4m3 / e5m2) multiplier and a second adder add ``p1`` after ``p0``.
+    The chain starts with the first product itself, so partition row 0 (``chain_start``)
+    never adds a zero. When ``en`` is low the datapath registers hold; a load into
+    stationary register ``load_buf`` happens whenever ``load_en`` is high.
 
     Parameters
     ----------
-    bf16 : bool
-        Build the BF16 datapath (default). ``False`` leaves an INT8-only PE with the same
-        ports (``bf16`` is then ignored), for area comparisons.
+    float_dtypes : tuple of DType
+        Float types the multiplier decodes (default: every one). ``()`` leaves an INT8-only
+        PE with the same ports (the types are then ignored), ``(DType.BF16,)`` the BF16 +
+        INT8 PE of earlier versions: both for area comparisons.
+    double_row : bool
+        Build the FP8 double-row datapath (default; needs e4m3 and e5m2 among
+        ``float_dtypes``). ``False`` ignores ``hi_in``.
 
     Members
     -------
@@ -70,22 +87,42 @@ class ProcessingElement(wiring.Component):
         This PE is in partition row 0: its sum starts with its own product.
     moving_in, sel_in : In(16), In(1)
         Moving operand from the left neighbour (or the skew buffer) and its buffer select.
-    active_in, bf16_in, ftz_in : In(1)
-        The operand's partition row is inside K; its matmul is BF16; it flushes subnormals.
+    active_in, hi_in : In(1)
+        The operand's partition row is inside K; its second (double-row) element is.
+    stype_in, mtype_in : In(DType)
+        Data types of the stationary and of the moving operand.
+    ftz_in : In(1)
+        The matmul flushes subnormals.
     psum_in : In(32)
         Partial sum from the PE above (INT32 or FP32 bits).
-    moving_out, sel_out, active_out, bf16_out, ftz_out, psum_out : Out
+    moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, psum_out : Out
         Registered operand, its mode bits, and the partial sum.
+
+    Raises
+    ------
+    ValueError
+        If ``float_dtypes`` holds a type that is not a float type, or ``double_row`` is
+        asked for without e4m3 and e5m2.
     """
 
-    def __init__(self, *, bf16=True):
-        self._bf16 = bool(bf16)
+    def __init__(self, *, float_dtypes=tuple(FLOAT_FIELDS), double_row=True):
+        self._float_dtypes = tuple(float_dtypes)
+        self._double_row = bool(double_row)
+        if any(t not in FLOAT_FIELDS for t in self._float_dtypes):
+            raise ValueError(f"float_dtypes must be float DTypes, not {float_dtypes!r}")
+        if self._double_row and not set(DOUBLE_ROW_DTYPES) <= set(self._float_dtypes):
+            raise ValueError("double_row needs E4M3 and E5M2 among float_dtypes")
         super().__init__(PE_SIGNATURE)
 
     @property
-    def has_bf16(self):
-        """Whether the BF16 datapath is built (bool, read-only)."""
-        return self._bf16
+    def float_dtypes(self):
+        """Float types the PE multiplies (tuple of DType, read-only; empty: INT8 only)."""
+        return self._float_dtypes
+
+    @property
+    def has_double_row(self):
+        """Whether the FP8 double-row datapath is built (bool, read-only)."""
+        return self._double_row
 
     def elaborate(self, platform):
         m = Module()
@@ -99,15 +136,7 @@ class ProcessingElement(wiring.Component):
                 m.d.sync += weight_0.eq(self.load_data)
 
         weight = Signal(OPERAND_WIDTH)
-        active = Signal()
-        bf16 = Signal()
-        ftz = Signal()
-        m.d.comb += [
-            weight.eq(Mux(self.sel_in, weight_1, weight_0)),
-            active.eq(self.active_in),
-            bf16.eq(self.bf16_in),
-            ftz.eq(self.ftz_in),
-        ]
+        m.d.comb += weight.eq(Mux(self.sel_in, weight_1, weight_0))
 
         int_product = Signal(signed(PSUM_WIDTH))
         int_sum = Signal(PSUM_WIDTH)
@@ -117,34 +146,50 @@ class ProcessingElement(wiring.Component):
         ]
         product = Signal(PSUM_WIDTH)
         total = Signal(PSUM_WIDTH)
-        if self._bf16:
-            m.submodules.multiplier = multiplier = Bf16Multiplier()
+        if self._float_dtypes:
+            is_float = Signal()
+            m.d.comb += is_float.eq(self.stype_in != DType.INT8)
+            m.submodules.multiplier = multiplier = FloatMultiplier(self._float_dtypes)
             m.submodules.adder = adder = Fp32Adder()
             m.d.comb += [
                 multiplier.a.eq(self.moving_in),
+                multiplier.a_type.eq(self.mtype_in),
                 multiplier.b.eq(weight),
-                multiplier.ftz.eq(ftz),
+                multiplier.b_type.eq(self.stype_in),
+                multiplier.ftz.eq(self.ftz_in),
                 adder.a.eq(self.psum_in),
                 adder.b.eq(multiplier.product),
-                adder.ftz.eq(ftz),
-                product.eq(Mux(bf16, multiplier.product, int_product.as_unsigned())),
-                total.eq(Mux(bf16, adder.sum, int_sum)),
+                adder.ftz.eq(self.ftz_in),
+                product.eq(Mux(is_float, multiplier.product, int_product.as_unsigned())),
+                total.eq(Mux(is_float, adder.sum, int_sum)),
             ]
         else:
             m.d.comb += [product.eq(int_product.as_unsigned()), total.eq(int_sum)]
+        first = Signal(PSUM_WIDTH)
+        m.d.comb += first.eq(Mux(self.chain_start, product, total))
+        result = first
+        if self._double_row:
+            m.submodules.multiplier_hi = multiplier_hi = FloatMultiplier(DOUBLE_ROW_DTYPES)
+            m.submodules.adder_hi = adder_hi = Fp32Adder()
+            result = Signal(PSUM_WIDTH)
+            m.d.comb += [
+                multiplier_hi.a.eq(self.moving_in[8:16]),
+                multiplier_hi.a_type.eq(self.mtype_in),
+                multiplier_hi.b.eq(weight[8:16]),
+                multiplier_hi.b_type.eq(self.stype_in),
+                multiplier_hi.ftz.eq(self.ftz_in),
+                adder_hi.a.eq(first),
+                adder_hi.b.eq(multiplier_hi.product),
+                adder_hi.ftz.eq(self.ftz_in),
+                result.eq(Mux(self.hi_in, adder_hi.sum, first)),
+            ]
 
         with m.If(self.en):
-            m.d.sync += [
-                self.moving_out.eq(self.moving_in),
-                self.sel_out.eq(self.sel_in),
-                self.active_out.eq(self.active_in),
-                self.bf16_out.eq(self.bf16_in),
-                self.ftz_out.eq(self.ftz_in),
-            ]
-            with m.If(~active):
+            m.d.sync += [self.moving_out.eq(self.moving_in)]
+            m.d.sync += [getattr(self, f"{name}_out").eq(getattr(self, f"{name}_in"))
+                         for name in TRAVELLING]
+            with m.If(~self.active_in):
                 m.d.sync += self.psum_out.eq(self.psum_in)
-            with m.Elif(self.chain_start):
-                m.d.sync += self.psum_out.eq(product)
             with m.Else():
-                m.d.sync += self.psum_out.eq(total)
+                m.d.sync += self.psum_out.eq(result)
         return m

@@ -16,7 +16,7 @@ class Psum(wiring.Component):
     Each cycle it offers ``result`` for entry ``addr``: with ``read``, the stored entry
     itself (a read-out; ``write`` must then be low); otherwise the incoming ``column``
     (overwrite: the stored entry is not read) or, with ``accumulate``, the stored entry plus
-    ``column`` (INT32 wrapping add, or FP32 add with round-to-nearest-even when ``bf16``, with
+    ``column`` (INT32 wrapping add, or FP32 add with round-to-nearest-even when ``fp32``, with
     flush-to-zero when ``ftz``; ``stored + column`` in that order). ``write`` stores ``result``
     into entry ``addr`` at the clock edge. The memory starts as all zeros (INT32 0, FP32 +0).
 
@@ -32,7 +32,7 @@ class Psum(wiring.Component):
     addr : In(range(depth))
     column : In(ArrayLayout(32, cols))
         Result column from the array (INT32 or FP32 bits).
-    read, accumulate, bf16, ftz, write : In(1)
+    read, accumulate, fp32, ftz, write : In(1)
     result : Out(ArrayLayout(32, cols))
         The new PSUM entry.
 
@@ -52,7 +52,7 @@ class Psum(wiring.Component):
             "column": In(words),
             "read": In(1),
             "accumulate": In(1),
-            "bf16": In(1),
+            "fp32": In(1),
             "ftz": In(1),
             "write": In(1),
             "result": Out(words),
@@ -80,7 +80,7 @@ class Psum(wiring.Component):
                 adder.ftz.eq(self.ftz),
                 int_sum.eq(read.data[c] + self.column[c]),
                 self.result[c].eq(Mux(self.read, read.data[c],
-                                      Mux(self.accumulate, Mux(self.bf16, adder.sum, int_sum),
+                                      Mux(self.accumulate, Mux(self.fp32, adder.sum, int_sum),
                                           self.column[c]))),
             ]
         return m

@@ -33,26 +33,32 @@ COMMAND_QUEUE_DEPTH = 3
 def token_layout(psum_depth):
     """What each beat in flight is, for the PSUM stage (StructLayout).
 
-    ``valid``, ``last`` (final beat of its command), ``bf16``, ``ftz``, ``accumulate``,
+    ``valid``, ``last`` (final beat of its command), ``fp32`` (a float matmul: FP32 PSUM
+    words), ``ftz``, ``accumulate``,
     ``read`` (a READ beat) and ``addr``, the flat PSUM address ``bank * entries + entry``
     (``range(psum_depth)``).
     """
-    return data.StructLayout({"valid": 1, "last": 1, "bf16": 1, "ftz": 1, "accumulate": 1,
+    return data.StructLayout({"valid": 1, "last": 1, "fp32": 1, "ftz": 1, "accumulate": 1,
                               "read": 1, "addr": range(psum_depth)})
 
 
 class Tile(wiring.Component):
     """A weight-stationary tensor-engine tile computing ``stationary.T @ moving`` into PSUM.
 
-    Each matmul is INT8 x INT8 -> INT32 or BF16 x BF16 -> FP32, chosen per command; the same
-    hardware runs both back to back. Four streams (``amaranth.lib.stream`` valid/ready; a
-    beat transfers on a cycle where both are high) and a status output:
+    Each matmul is INT8 x INT8 -> INT32 or any pair of float types (BF16, FP16, FP8 e4m3 /
+    e5m2 / e3m4 / e4m3fn) -> FP32, chosen per command with each operand's type; the same
+    hardware runs them all back to back. FP8 double-row matmuls (``double_row``, e4m3 /
+    e5m2) take K up to ``2 * rows``: partition row r's lanes carry k = r in bits [7:0] and
+    k = r + rows in bits [15:8], and ``min(K, rows)`` stationary beats.
+
+    Four streams (``amaranth.lib.stream`` valid/ready; a beat transfers on a cycle where
+    both are high) and a status output:
 
     * **command**: one beat per command (:func:`~.layouts.command_layout`). Each command is
       checked when it is accepted; an illegal one (bank >= ``psum_banks``; for a matmul
-      K = 0 or K > ``rows``, M = 0 or M > ``cols``; N = 0 or ``offset + N`` >
-      ``psum_entries``) is dropped: it takes no stationary or moving beats, sends no
-      results, and increments ``status.rejected`` with ``status.error`` set to its
+      K = 0 or K > ``rows`` (``2 * rows`` double-row), M = 0 or M > ``cols``; N = 0 or
+      ``offset + N`` > ``psum_entries``) is dropped: it takes no stationary or moving
+      beats, sends no results, and increments ``status.rejected`` with ``status.error`` set to its
       :class:`~.layouts.ErrorCode`. Legal commands wait in a queue of
       :data:`COMMAND_QUEUE_DEPTH` and execute in order; ``ready`` is low while it is full.
     * **stationary** (LoadStationary): ``K`` beats per matmul, beat ``k`` =
@@ -180,9 +186,11 @@ class Tile(wiring.Component):
         command = self.command.payload
         is_read = command.op == Op.READ
         error = Signal(ErrorCode)
+        k_limit = Signal(SIZE_WIDTH + 1)
+        m.d.comb += k_limit.eq(Mux(command.double_row, 2 * rows, rows))
         with m.If(command.bank >= banks):
             m.d.comb += error.eq(ErrorCode.BANK_RANGE)
-        with m.Elif(~is_read & ((command.k == 0) | (command.k > rows))):
+        with m.Elif(~is_read & ((command.k == 0) | (command.k > k_limit))):
             m.d.comb += error.eq(ErrorCode.K_RANGE)
         with m.Elif(~is_read & ((command.m == 0) | (command.m > cols))):
             m.d.comb += error.eq(ErrorCode.M_RANGE)
@@ -213,13 +221,15 @@ class Tile(wiring.Component):
 
         # The load target is the oldest queued matmul whose stationary is not loaded.
         target = Signal(range(depth_q))
-        target_k = Signal(SIZE_WIDTH)
+        target_k = Signal(SIZE_WIDTH)     # its stationary beats: K, or min(K, rows)
         target_m = Signal(SIZE_WIDTH)
         has_target = Signal()
         m.d.comb += has_target.eq((queued & ~loaded).any())
         for i in reversed(range(depth_q)):     # the lowest index wins
             with m.If(queued[i] & ~loaded[i]):
-                m.d.comb += [target.eq(i), target_k.eq(queue[i].k), target_m.eq(queue[i].m)]
+                m.d.comb += [target.eq(i), target_m.eq(queue[i].m),
+                             target_k.eq(Mux(queue[i].double_row & (queue[i].k > rows), rows,
+                                             queue[i].k))]
         m.d.comb += self.stationary.ready.eq(
             advance & has_target & ~full.bit_select(load_buf, 1) & ~busy.bit_select(load_buf, 1))
         load_beat = Signal()
@@ -262,8 +272,9 @@ class Tile(wiring.Component):
         head_read = Signal()
         can_start = Signal()
         running = Signal()           # a command has issued beats and not its last one
-        cur_read, cur_sel, cur_bf16, cur_ftz, cur_acc = (Signal(name=f"cur_{n}") for n in (
-            "read", "sel", "bf16", "ftz", "accumulate"))
+        cur_read, cur_sel, cur_double, cur_ftz, cur_acc = (Signal(name=f"cur_{n}") for n in (
+            "read", "sel", "double", "ftz", "accumulate"))
+        cur_stype, cur_mtype = Signal(DType, name="cur_stype"), Signal(DType, name="cur_mtype")
         cur_addr = Signal(range(depth))
         cur_left = Signal(SIZE_WIDTH)   # beats left after the current one
         cur_k = Signal(SIZE_WIDTH)      # partition rows of the current matmul (0 for a READ)
@@ -283,7 +294,9 @@ class Tile(wiring.Component):
             start.eq(issue & ~running),
         ]
         beat = {name: Signal(name=f"beat_{name}") for name in (
-            "read", "sel", "bf16", "ftz", "accumulate", "last")}
+            "read", "sel", "double", "ftz", "accumulate", "last")}
+        beat["stype"], beat["mtype"] = Signal(DType, name="beat_stype"), Signal(
+            DType, name="beat_mtype")
         beat_addr = Signal(range(depth))
         beat_left = Signal(SIZE_WIDTH)
         beat_k = Signal(SIZE_WIDTH)
@@ -291,7 +304,9 @@ class Tile(wiring.Component):
             beat_k.eq(Mux(running, cur_k, Mux(head_read, 0, head.k))),
             beat["read"].eq(Mux(running, cur_read, head_read)),
             beat["sel"].eq(Mux(running, cur_sel, use_buf)),
-            beat["bf16"].eq(Mux(running, cur_bf16, head.dtype == DType.BF16)),
+            beat["stype"].eq(Mux(running, cur_stype, head.dtype)),
+            beat["mtype"].eq(Mux(running, cur_mtype, head.moving_dtype)),
+            beat["double"].eq(Mux(running, cur_double, head.double_row)),
             beat["ftz"].eq(Mux(running, cur_ftz, head.ftz)),
             beat["accumulate"].eq(Mux(running, cur_acc, head.accumulate)),
             beat_addr.eq(Mux(running, cur_addr, head.bank * entries + head.offset)),
@@ -302,7 +317,8 @@ class Tile(wiring.Component):
             m.d.sync += [
                 running.eq(~beat["last"]),
                 cur_read.eq(beat["read"]), cur_sel.eq(beat["sel"]),
-                cur_bf16.eq(beat["bf16"]), cur_ftz.eq(beat["ftz"]),
+                cur_stype.eq(beat["stype"]), cur_mtype.eq(beat["mtype"]),
+                cur_double.eq(beat["double"]), cur_ftz.eq(beat["ftz"]),
                 cur_acc.eq(beat["accumulate"]),
                 cur_addr.eq(beat_addr + 1), cur_left.eq(beat_left - 1), cur_k.eq(beat_k),
             ]
@@ -338,17 +354,19 @@ class Tile(wiring.Component):
         # toggle the array (this also keeps event-driven simulators such as Icarus from
         # evaluating garbage).
         in_vector = Signal(data.ArrayLayout(OPERAND_WIDTH, rows))
-        in_mode = Signal(data.StructLayout({"sel": 1, "bf16": 1, "ftz": 1,
-                                            "k": SIZE_WIDTH}))
+        in_mode = Signal(data.StructLayout({"sel": 1, "stype": DType, "mtype": DType,
+                                            "double": 1, "ftz": 1, "k": SIZE_WIDTH}))
         with m.If(moving_beat):
             m.d.sync += in_vector.eq(self.moving.payload.data)
         with m.If(issue):
-            m.d.sync += [in_mode.sel.eq(beat["sel"]), in_mode.bf16.eq(beat["bf16"]),
-                         in_mode.ftz.eq(beat["ftz"]), in_mode.k.eq(beat_k)]
+            m.d.sync += [in_mode[name].eq(beat[name])
+                         for name in ("sel", "stype", "mtype", "double", "ftz")]
+            m.d.sync += in_mode.k.eq(beat_k)
         with m.If(advance):
-            m.d.sync += [tokens[0].valid.eq(issue), tokens[0].addr.eq(beat_addr)]
+            m.d.sync += [tokens[0].valid.eq(issue), tokens[0].addr.eq(beat_addr),
+                         tokens[0].fp32.eq(beat["stype"] != DType.INT8)]
             m.d.sync += [tokens[0][name].eq(beat[name]) for name in (
-                "last", "bf16", "ftz", "accumulate", "read")]
+                "last", "ftz", "accumulate", "read")]
             for i in range(1, self.latency):
                 m.d.sync += tokens[i].eq(tokens[i - 1])
 
@@ -357,7 +375,9 @@ class Tile(wiring.Component):
                 skew.i[k].value.eq(in_vector[k]),
                 skew.i[k].sel.eq(in_mode.sel),
                 skew.i[k].active.eq(in_mode.k > k),
-                skew.i[k].bf16.eq(in_mode.bf16),
+                skew.i[k].hi.eq(in_mode.double & (in_mode.k > k + rows)),
+                skew.i[k].stype.eq(in_mode.stype),
+                skew.i[k].mtype.eq(in_mode.mtype),
                 skew.i[k].ftz.eq(in_mode.ftz),
                 array.moving[k].eq(skew.o[k]),
             ]
@@ -372,7 +392,7 @@ class Tile(wiring.Component):
             psum.column.eq(deskew.o),
             psum.read.eq(out_token.read),
             psum.accumulate.eq(out_token.accumulate),
-            psum.bf16.eq(out_token.bf16),
+            psum.fp32.eq(out_token.fp32),
             psum.ftz.eq(out_token.ftz),
             psum.write.eq(result_beat & ~out_token.read),
             self.result.valid.eq(out_token.valid),

@@ -81,6 +81,8 @@ def preset_rows(hw):
                     margin *= ratio
                     how = (f"published as {ratio} x the rounded base-rate figure, so compared "
                            f"within {ratio} x its rounding")
+            if hw.tile is not None and dtype in hw.tile.rate_notes:
+                how += f"; {hw.tile.rate_notes[dtype]}"
             agrees = None if computed is None else abs(computed - figure.value) <= margin
             row = Row(hw.name, subject, f"{level} peak {dtype}", "flops", figure.value,
                       figure.text, computed, agrees, f"{hw.source_file}, published; {how}")

@@ -19,9 +19,13 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from .spec import SpecError, Table, load_preset_or_file, preset_names_in
+from .tilemodel import double_row_macs_per_pe_per_cycle
 from .units import half_unit
 
 #: Bytes per element of each data type the model knows.
+#: A ``macs_per_pe_per_cycle`` value that takes the rate from the FP8 double-row cycle model.
+DOUBLE_ROW_RATE = "double_row"
+
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 TOPOLOGIES = ("ring", "hierarchical")
@@ -38,10 +42,15 @@ class Tile:
     clock_hz : float
         Clock in Hz.
     macs_per_pe_per_cycle : dict of str -> int
-        Multiply-accumulates one PE completes per cycle, per data type.
+        Multiply-accumulates one PE completes per cycle, per data type. A preset may give
+        ``"double_row"`` instead of a number: the rate of back-to-back FP8 double-row matmuls
+        from the cycle model (:func:`~.tilemodel.double_row_macs_per_pe_per_cycle`), which
+        equals the RTL's measured stamps.
     psum_bank_depth : int
         Moving columns one matmul may write into a PSUM bank (512 on the real engine): the
         largest N of one matmul.
+    rate_notes : dict of str -> str
+        Where a rate came from, for the rates not given as numbers (reports quote it).
     """
 
     rows: int
@@ -49,6 +58,7 @@ class Tile:
     clock_hz: float
     macs_per_pe_per_cycle: dict
     psum_bank_depth: int
+    rate_notes: dict = field(default_factory=dict)
 
     def peak_flops(self, dtype):
         """Peak of one tile in FLOP/s: rows * cols * 2 * MACs per PE per cycle * clock.
@@ -236,17 +246,25 @@ def parse_hardware(data, source):
         clock = t.quantity("clock", "frequency")
         depth = t.int("psum_bank_depth")
         macs = t.table("macs_per_pe_per_cycle")
-        rates = {}
+        rates, notes = {}, {}
         for dtype in list(macs.data):
             if dtype not in DTYPE_BYTES:
                 raise macs.error(dtype, "unknown data type", ", ".join(DTYPE_BYTES))
-            rates[dtype] = macs.int(dtype)
+            if isinstance(macs.data[dtype], str):
+                # "double_row": the rate of FP8 double-row matmuls from the cycle model, which
+                # equals the RTL's measured stamps.
+                macs.str(dtype, choices=(DOUBLE_ROW_RATE,))
+                rates[dtype] = double_row_macs_per_pe_per_cycle(rows, cols, depth)
+                notes[dtype] = (f"{rates[dtype]} MACs per PE per cycle: FP8 double-row "
+                                f"matmuls timed by the cycle model, equal to the RTL's stamps")
+            else:
+                rates[dtype] = macs.int(dtype)
         if not rates:
             raise t.error("macs_per_pe_per_cycle", "empty", "at least one of "
                           + ", ".join(DTYPE_BYTES))
         macs.finish()
         tile = Tile(rows=rows, cols=cols, clock_hz=clock, macs_per_pe_per_cycle=rates,
-                    psum_bank_depth=depth)
+                    psum_bank_depth=depth, rate_notes=notes)
         t.finish()
         c = top.table("core")
         core = Core(name=c.str("name"), tiles=c.int("tiles"),

@@ -11,10 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-import ml_dtypes
 import numpy as np
 
-from systolica.golden import PSUM_BANKS, PSUM_ENTRIES, Command, CommandTiming, nc_matmul
+from systolica.golden import (
+    PSUM_BANKS,
+    PSUM_ENTRIES,
+    Command,
+    CommandTiming,
+    check_k,
+    nc_matmul,
+    operand_formats,
+)
 from systolica.golden.timing import command_schedule
 
 from .errors import SimulationError
@@ -24,26 +31,28 @@ from .toolchain import check_simulator_name
 _counter = itertools.count()
 
 
-_DTYPES = {np.dtype(np.int8): "int8", np.dtype(ml_dtypes.bfloat16): "bf16"}
-
-
 @dataclass(frozen=True)
 class Matmul:
     """One matmul of a program for :func:`run_program`.
 
     Attributes
     ----------
-    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
-    moving : numpy.ndarray, same dtype, shape [K, N]
+    stationary : numpy.ndarray, shape [K, M]
+        int8, or a float type: ``ml_dtypes.bfloat16``, ``numpy.float16``,
+        ``ml_dtypes.float8_e4m3`` / ``float8_e5m2`` / ``float8_e3m4`` / ``float8_e4m3fn``.
+    moving : numpy.ndarray, shape [K, N]
+        int8 with int8; any float type with a float stationary.
     accumulate : bool
         Add into the PSUM region (left by earlier matmuls of the program, zero after reset)
         instead of overwriting it.
     ftz : bool
-        Flush subnormals to zero (BF16 only).
+        Flush subnormals to zero (float only).
     bank : int
         PSUM bank, 0..7.
     offset : int
         First PSUM entry of the region in the bank; ``offset + N <= 512``.
+    perf_mode : None or "double_row"
+        FP8 double-row (both operands e4m3/e5m2): K up to ``2 * rows``.
     """
 
     stationary: np.ndarray
@@ -52,6 +61,7 @@ class Matmul:
     ftz: bool = False
     bank: int = 0
     offset: int = 0
+    perf_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -184,30 +194,24 @@ def _check_region(what, bank, offset, n):
                          f"{PSUM_ENTRIES})")
 
 
-def _check_operands(stationary, moving, rows, cols, ftz=False):
+def _check_operands(stationary, moving, rows, cols, ftz=False, perf_mode=None):
     if not isinstance(ftz, (bool, np.bool_)):
         raise TypeError(f"ftz must be a bool, not {type(ftz).__name__}")
     for name, array in (("stationary", stationary), ("moving", moving)):
         if not isinstance(array, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array of int8 or ml_dtypes.bfloat16, not "
-                            f"{type(array).__name__}")
-        if array.dtype not in _DTYPES:
-            raise TypeError(f"{name} must have dtype int8 or bfloat16, not {array.dtype} "
-                            f"(convert with .astype(np.int8) or .astype(ml_dtypes.bfloat16))")
+            raise TypeError(f"{name} must be a numpy array of an operand type (int8, "
+                            f"ml_dtypes.bfloat16, ...), not {type(array).__name__}")
+    stype, _ = operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
+    for name, array in (("stationary", stationary), ("moving", moving)):
         if array.ndim != 2:
             raise ValueError(f"{name} must be 2-D, not {array.ndim}-D with shape {array.shape}")
-    if stationary.dtype != moving.dtype:
-        raise TypeError(f"stationary and moving must have the same dtype, not "
-                        f"{stationary.dtype} and {moving.dtype}")
-    if ftz and stationary.dtype == np.int8:
-        raise ValueError("ftz applies to bfloat16 matmuls only")
+    if ftz and not stype.is_float:
+        raise ValueError("ftz applies to float matmuls only")
     (k, m), (k2, n) = stationary.shape, moving.shape
     if k != k2:
         raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got stationary "
                          f"{stationary.shape} and moving {moving.shape}")
-    if not 1 <= k <= rows:
-        raise ValueError(f"K = {k} must be between 1 and rows = {rows} (split larger K into "
-                         f"several accumulating matmuls)")
+    check_k(k, rows, perf_mode)
     if not 1 <= m <= cols:
         raise ValueError(f"M = {m} must be between 1 and cols = {cols}")
     if not 1 <= n <= PSUM_ENTRIES:
@@ -231,7 +235,7 @@ def _check_job(job, rows, cols):
         return
     if not isinstance(job.accumulate, (bool, np.bool_)):
         raise TypeError(f"Matmul.accumulate must be a bool, not {type(job.accumulate).__name__}")
-    _check_operands(job.stationary, job.moving, rows, cols, job.ftz)
+    _check_operands(job.stationary, job.moving, rows, cols, job.ftz, job.perf_mode)
     _check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1])
 
 
@@ -240,9 +244,11 @@ def _command(job):
     if isinstance(job, Read):
         return Command("read", n=int(job.n), bank=int(job.bank), offset=int(job.offset))
     (k, m), n = job.stationary.shape, job.moving.shape[1]
+    stype, mtype = operand_formats(job.stationary.dtype, job.moving.dtype,
+                                   perf_mode=job.perf_mode)
     return Command("matmul", k=k, m=m, n=n, bank=int(job.bank), offset=int(job.offset),
-                   dtype=_DTYPES[job.stationary.dtype], ftz=bool(job.ftz),
-                   accumulate=bool(job.accumulate))
+                   dtype=stype.name, moving_dtype=mtype.name, perf_mode=job.perf_mode,
+                   ftz=bool(job.ftz), accumulate=bool(job.accumulate))
 
 
 def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1, idle=0.0,
@@ -261,7 +267,8 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     ----------
     jobs : sequence of Matmul, Read or (numpy.ndarray, numpy.ndarray)
         The commands in order. Per matmul, ``stationary`` [K, M] and ``moving`` [K, N], both
-        int8 or both ``ml_dtypes.bfloat16``, K <= rows, M <= cols, 1 <= N, and a PSUM region
+        int8 or any pair of float types (:class:`Matmul`), K <= rows (``2 * rows`` in
+        double-row), M <= cols, 1 <= N, and a PSUM region
         (``bank`` < 8, ``offset + N`` <= 512); pairs run as overwriting matmuls into bank 0
         from entry 0. A :class:`Read` streams a PSUM region out.
     rows, cols : int
@@ -337,11 +344,13 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
         if isinstance(job, Read):
             program[f"read_{i}"] = np.int64(job.n)
             continue
-        bf16 = job.stationary.dtype != np.int8
-        view = np.uint16 if bf16 else np.int8
-        program[f"stationary_{i}"] = job.stationary.view(view)
-        program[f"moving_{i}"] = job.moving.view(view)
-        program[f"bf16_{i}"] = np.bool_(bf16)
+        command = _command(job)
+        for role, array, name in (("stationary", job.stationary, command.dtype),
+                                  ("moving", job.moving, command.mtype)):
+            program[f"{role}_{i}"] = array.view(f"u{array.dtype.itemsize}")
+            program[f"{role}_type_{i}"] = np.str_(name)
+        if job.perf_mode is not None:
+            program[f"perf_mode_{i}"] = np.str_(job.perf_mode)
         program[f"accumulate_{i}"] = np.bool_(job.accumulate)
         program[f"ftz_{i}"] = np.bool_(job.ftz)
     np.savez(run_dir / "program.npz", **program)
@@ -392,8 +401,8 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
         if is_read:
             records += [program.submit_command(_command(job)) for job in run]
         else:   # a run of matmuls: one batched golden computation per shape
-            run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset)
-                   for j in run]
+            run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset,
+                    j.perf_mode) for j in run]
             if matmuls_only:   # the golden model runs beside the simulator (below)
                 program.stage_many(run)
             else:
@@ -505,15 +514,16 @@ def _polling(path, progress, total):
 
 
 def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=None,
-               accumulate=False, waves=False, ftz=False, bank=0, offset=0):
+               accumulate=False, waves=False, ftz=False, bank=0, offset=0, perf_mode=None):
     """Run one ``nc_matmul`` on the RTL tile; return its PSUM and cycle count.
 
     Parameters
     ----------
-    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
-        K <= rows, M <= cols.
-    moving : numpy.ndarray, same dtype, shape [K, N]
-        1 <= N <= 512 (the PSUM depth).
+    stationary : numpy.ndarray, shape [K, M]
+        int8 or a float type (see :class:`Matmul`); K <= rows (2 * rows double-row),
+        M <= cols.
+    moving : numpy.ndarray, shape [K, N]
+        int8 with int8, any float type with a float stationary; 1 <= N <= 512.
     rows, cols : int
         Tile size in PEs.
     simulator : {"verilator", "icarus"}
@@ -527,7 +537,9 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     waves : bool
         Keep an FST waveform of the run; its path is ``MatmulResult.waveform``.
     ftz : bool
-        Flush subnormal inputs, products and sums to signed zero (BF16 only).
+        Flush subnormal inputs, products and sums to signed zero (float only).
+    perf_mode : None or "double_row"
+        FP8 double-row (both operands e4m3/e5m2, K up to ``2 * rows``).
     bank, offset : int
         PSUM region the tile writes: entries ``offset .. offset + N - 1`` of bank ``bank``
         (0..7; ``offset + N <= 512``). The result is read back from there with a READ
@@ -541,7 +553,8 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     Raises
     ------
     TypeError, ValueError
-        Bad operands (not int8/bfloat16, mixed dtypes, not 2-D, K mismatch, K > rows,
+        Bad operands (unsupported dtype, int8 with a float, double-row with another type
+        than e4m3/e5m2, not 2-D, K mismatch, K > rows (2 * rows double-row),
         M > cols, N > 512), bad sizes, a bank or offset outside PSUM, an unknown simulator,
         ``ftz`` with INT8, or a bad ``psum``.
     SimulatorNotFoundError
@@ -552,7 +565,7 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     rows = _check_positive_int("rows", rows)
     cols = _check_positive_int("cols", cols)
     check_simulator_name(simulator)
-    _check_operands(stationary, moving, rows, cols, ftz)
+    _check_operands(stationary, moving, rows, cols, ftz, perf_mode)
     n = moving.shape[1]
     _check_region("the matmul writes", bank, offset, n)
     if psum is not None and not accumulate:
@@ -561,8 +574,10 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     mode = {"ftz": True} if ftz else {}
     if accumulate or psum is not None:
         # The golden model validates psum (dtype, shape) and accumulate before any build.
-        nc_matmul(stationary, moving, psum=psum, accumulate=accumulate, **mode)
-    result = run_program([Matmul(stationary, moving, ftz=ftz, bank=bank, offset=offset),
+        nc_matmul(stationary, moving, psum=psum, accumulate=accumulate, perf_mode=perf_mode,
+                  rows=rows, **mode)
+    result = run_program([Matmul(stationary, moving, ftz=ftz, bank=bank, offset=offset,
+                                 perf_mode=perf_mode),
                           Read(n, bank=bank, offset=offset)], rows=rows, cols=cols,
                          simulator=simulator, waves=waves)
     if result.mismatches:

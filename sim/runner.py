@@ -73,7 +73,9 @@ def _runner_environment():
 
 
 @contextmanager
-def _locked(path):
+def locked(path):
+    """Hold an exclusive file lock on ``path`` (created if missing) for the ``with`` block,
+    so that processes sharing a build folder build one thing once."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -169,7 +171,7 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
     directory = config / (simulator + suffix)
     started = time.perf_counter()
     block = grid_block(rows, cols)
-    with _locked(config / ".lock"):
+    with locked(config / ".lock"):
         verilog, ports = write_configuration(rows, cols, config / "verilog", block)
         stamp = directory / "systolica.stamp"
         verilog_hash = hashlib.sha256(verilog.read_bytes()).hexdigest()[:16]

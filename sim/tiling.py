@@ -5,9 +5,10 @@ is cut as NKI code cuts it for the tensor engine:
 
 - **M-folds**: column blocks ``stationary[:, m0:m0+cols]`` (the stationary free size);
 - **N-chunks**: ``moving[:, n0:n0+512]`` (at most the PSUM depth, one PSUM entry per column);
-- **K-slabs**: ``[k0:k0+rows]`` of both operands. The first slab of an output block overwrites
-  PSUM entries ``0..n-1``; every further slab accumulates into them (``accumulate=True``: one
-  more FP32 RNE rounding per slab for BF16, INT32 wrap for INT8).
+- **K-slabs**: ``[k0:k0+rows]`` of both operands (``2 * rows`` in FP8 double-row mode,
+  ``perf_mode="double_row"``). The first slab of an output block overwrites PSUM entries
+  ``0..n-1``; every further slab accumulates into them (``accumulate=True``: one more FP32 RNE
+  rounding per slab for float types, INT32 wrap for INT8).
 
 Every slab of one (M-fold, N-chunk) output block runs back to back before the next block's
 first slab overwrites the same PSUM entries, and the block's result is the PSUM read out after
@@ -22,14 +23,18 @@ bit for bit. :func:`golden_tiled_matmuls` computes many problems' at once.
 import math
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
-from systolica.golden import PSUM_ENTRIES, fp32_add, nc_matmul_batch, wrap_int32
+from systolica.golden import (
+    PSUM_ENTRIES,
+    fp32_add,
+    max_k,
+    nc_matmul_batch,
+    operand_formats,
+    wrap_int32,
+)
 
 from .api import Matmul, run_program
-
-_OPERAND_DTYPES = (np.dtype(np.int8), np.dtype(ml_dtypes.bfloat16))
 
 
 @dataclass(frozen=True)
@@ -108,18 +113,17 @@ class TiledResult:
         return self.macs / self.cycles if self.cycles else 0.0
 
 
-def _check_problem(stationary, moving):
+def _check_problem(stationary, moving, perf_mode=None):
+    """Check one problem's operands: numpy arrays of a type pair the tile takes
+    (:func:`~systolica.golden.operand_formats`), non-empty, 2-D, sharing K."""
     for name, array in (("stationary", stationary), ("moving", moving)):
         if not isinstance(array, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array of int8 or ml_dtypes.bfloat16, "
-                            f"not {type(array).__name__}")
-        if array.dtype not in _OPERAND_DTYPES:
-            raise TypeError(f"{name} must have dtype int8 or bfloat16, not {array.dtype}")
+            raise TypeError(f"{name} must be a numpy array of an operand type (int8, "
+                            f"ml_dtypes.bfloat16, ...), not {type(array).__name__}")
+    operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
+    for name, array in (("stationary", stationary), ("moving", moving)):
         if array.ndim != 2 or 0 in array.shape:
             raise ValueError(f"{name} must be a non-empty 2-D array, not shape {array.shape}")
-    if stationary.dtype != moving.dtype:
-        raise TypeError(f"stationary and moving must have the same dtype, not "
-                        f"{stationary.dtype} and {moving.dtype}")
     if stationary.shape[0] != moving.shape[0]:
         raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got stationary "
                          f"{stationary.shape} and moving {moving.shape}")
@@ -131,7 +135,7 @@ def _check_size(name, value):
     return int(value)
 
 
-def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES):
+def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
     """The output blocks of a ``[K, M] x [K, N]`` problem on a ``rows x cols`` tile.
 
     Parameters
@@ -142,13 +146,16 @@ def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES):
         Tile size in PEs.
     psum_depth : int
         Largest N of one matmul (PSUM entries), 512 on the tile.
+    perf_mode : None or "double_row"
+        Double-row K-slabs are ``2 * rows`` long.
 
     Returns
     -------
     list of Block
         M-folds outermost, then N-chunks; each block lists its K-slabs in ascending order.
         The program runs ``sum(len(b.slabs) for b in blocks)`` matmuls:
-        ``ceil(K/rows) * ceil(M/cols) * ceil(N/psum_depth)``.
+        ``ceil(K/slab) * ceil(M/cols) * ceil(N/psum_depth)`` with ``slab = rows`` (``2 *
+        rows`` double-row).
 
     Raises
     ------
@@ -158,22 +165,27 @@ def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES):
     k, m, n = (_check_size(name, v) for name, v in (("K", k), ("M", m), ("N", n)))
     rows, cols = _check_size("rows", rows), _check_size("cols", cols)
     psum_depth = _check_size("psum_depth", psum_depth)
-    slabs = tuple((k0, min(k, k0 + rows)) for k0 in range(0, k, rows))
+    slab = max_k(rows, perf_mode)
+    slabs = tuple((k0, min(k, k0 + slab)) for k0 in range(0, k, slab))
     return [Block(m0, min(m, m0 + cols), n0, min(n, n0 + psum_depth), slabs)
             for m0 in range(0, m, cols) for n0 in range(0, n, psum_depth)]
 
 
-def tiled_jobs(stationary, moving, rows, cols, ftz=False):
+def tiled_jobs(stationary, moving, rows, cols, ftz=False, perf_mode=None):
     """The :class:`~systolica.sim.Matmul` program of a tiled problem, and its blocks.
 
     Parameters
     ----------
-    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
-    moving : numpy.ndarray, same dtype, shape [K, N]
+    stationary : numpy.ndarray, shape [K, M]
+        int8 or a float operand type (:class:`~systolica.sim.Matmul`).
+    moving : numpy.ndarray, shape [K, N]
+        int8 with int8, any float type with a float stationary.
     rows, cols : int
         Tile size in PEs.
     ftz : bool
-        Flush subnormals to zero (BF16 only).
+        Flush subnormals to zero (float only).
+    perf_mode : None or "double_row"
+        FP8 double-row matmuls (both operands e4m3/e5m2), K-slabs of ``2 * rows``.
 
     Returns
     -------
@@ -184,56 +196,61 @@ def tiled_jobs(stationary, moving, rows, cols, ftz=False):
     Raises
     ------
     TypeError, ValueError
-        On operands that are not 2-D int8/bfloat16 arrays of one dtype sharing K, or bad sizes.
+        On operands that are not non-empty 2-D arrays of a type pair the tile takes sharing
+        K, or bad sizes.
     """
-    _check_problem(stationary, moving)
+    _check_problem(stationary, moving, perf_mode)
     (k, m), n = stationary.shape, moving.shape[1]
-    blocks = plan(k, m, n, rows, cols)
+    blocks = plan(k, m, n, rows, cols, perf_mode=perf_mode)
     jobs = []
     for b in blocks:
         for i, (k0, k1) in enumerate(b.slabs):
             jobs.append(Matmul(np.ascontiguousarray(stationary[k0:k1, b.m0:b.m1]),
                                np.ascontiguousarray(moving[k0:k1, b.n0:b.n1]),
-                               accumulate=i > 0, ftz=ftz))
+                               accumulate=i > 0, ftz=ftz, perf_mode=perf_mode))
     return jobs, blocks
 
 
-def golden_tiled_matmul(stationary, moving, rows, ftz=False):
+def golden_tiled_matmul(stationary, moving, rows, ftz=False, perf_mode=None):
     """What the tile must produce for a tiled problem, bit for bit.
 
-    K-slabs of ``rows`` accumulate in order: ``psum = nc_matmul(s[slab 0], m[slab 0])``, then
-    ``psum = nc_matmul(s[slab j], m[slab j], psum=psum, accumulate=True)``. M-folds and
-    N-chunks do not change the result (columns and PSUM entries are independent), so only
-    ``rows`` matters.
+    K-slabs of ``rows`` (``2 * rows`` double-row) accumulate in order: ``psum =
+    nc_matmul(s[slab 0], m[slab 0])``, then ``psum = nc_matmul(s[slab j], m[slab j],
+    psum=psum, accumulate=True)``. M-folds and N-chunks do not change the result (columns and
+    PSUM entries are independent), so only ``rows`` matters.
 
     Parameters
     ----------
-    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
-    moving : numpy.ndarray, same dtype, shape [K, N]
+    stationary : numpy.ndarray, shape [K, M]
+    moving : numpy.ndarray, shape [K, N]
+        A type pair as :func:`tiled_jobs` takes.
     rows : int
-        Partition rows of the tile (K-slab length).
+        Partition rows of the tile.
     ftz : bool
-        Flush subnormals to zero (BF16 only).
+        Flush subnormals to zero (float only).
+    perf_mode : None or "double_row"
+        As :func:`tiled_jobs`.
 
     Returns
     -------
     numpy.ndarray, shape [M, N]
-        int32 for int8 operands (wrapping modulo 2**32), float32 for bfloat16.
+        int32 for int8 operands (wrapping modulo 2**32), float32 for float types.
 
     Raises
     ------
     TypeError, ValueError
         As :func:`tiled_jobs`, and ``ftz`` with int8.
     """
-    return golden_tiled_matmuls([(stationary, moving)], rows, ftz)[0]
+    return golden_tiled_matmuls([(stationary, moving)], rows, ftz, perf_mode)[0]
 
 
-def golden_tiled_matmuls(problems, rows, ftz=False):
+def golden_tiled_matmuls(problems, rows, ftz=False, perf_mode=None):
     """:func:`golden_tiled_matmul` of every problem, bit for bit the same, computed per
     shape at once: the problems of one data type and shape are stacked and every K-slab of
     all of them is one :func:`~systolica.golden.nc_matmul_batch` call; the slabs' results are
     then added into PSUM in slab order (one :func:`~systolica.golden.fp32_add` per slab for
-    BF16, which is what ``accumulate=True`` does; INT8 sums wrap modulo 2**32 in any order).
+    float types, which is what ``accumulate=True`` does; INT8 sums wrap modulo 2**32 in any
+    order).
 
     Parameters
     ----------
@@ -241,6 +258,7 @@ def golden_tiled_matmuls(problems, rows, ftz=False):
         ``(stationary [K, M], moving [K, N])`` pairs as :func:`golden_tiled_matmul` takes.
     rows : int
     ftz : bool
+    perf_mode : None or "double_row"
 
     Returns
     -------
@@ -253,46 +271,49 @@ def golden_tiled_matmuls(problems, rows, ftz=False):
     """
     problems = list(problems)
     for stationary, moving in problems:
-        _check_problem(stationary, moving)
+        _check_problem(stationary, moving, perf_mode)
     rows = _check_size("rows", rows)
-    if ftz and any(s.dtype != np.dtype(ml_dtypes.bfloat16) for s, _m in problems):
-        raise ValueError("ftz applies to bfloat16 matmuls only; int8 matmuls are exact "
+    if ftz and any(s.dtype == np.int8 for s, _m in problems):
+        raise ValueError("ftz applies to float matmuls only; int8 matmuls are exact "
                          "(use ftz=False)")
     groups = {}
     for i, (stationary, moving) in enumerate(problems):
-        groups.setdefault((stationary.dtype, stationary.shape, moving.shape), []).append(i)
+        key = (stationary.dtype, moving.dtype, stationary.shape, moving.shape)
+        groups.setdefault(key, []).append(i)
     outs = [None] * len(problems)
-    for (dtype, _s_shape, _m_shape), indices in groups.items():
+    for (dtype, _m_dtype, _s_shape, _m_shape), indices in groups.items():
         s = np.stack([problems[i][0] for i in indices])
         v = np.stack([problems[i][1] for i in indices])
         if dtype == np.int8:
             wide = np.einsum("pkm,pkn->pmn", s.astype(np.int64), v.astype(np.int64))
             result = wrap_int32(wide)
         else:
-            result = _bf16_slabs(s, v, rows, ftz)
+            result = _float_slabs(s, v, rows, ftz, perf_mode)
         for j, i in enumerate(indices):
             outs[i] = result[j]
     return outs
 
 
-def _bf16_slabs(stationary, moving, rows, ftz):
-    """BF16 [P, K, M] x [P, K, N] -> float32 [P, M, N], K-slab by K-slab into PSUM."""
+def _float_slabs(stationary, moving, rows, ftz, perf_mode):
+    """Float [P, K, M] x [P, K, N] -> float32 [P, M, N], K-slab by K-slab into PSUM."""
     count, k, m = stationary.shape
     n = moving.shape[2]
-    full = k // rows
+    slab = max_k(rows, perf_mode)
+    full = k // slab
     mode = {"ftz": True} if ftz else {}
+    chain = dict(mode, perf_mode=perf_mode, rows=rows) if perf_mode else mode
     slabs = []
     if full:
-        s = stationary[:, :full * rows].reshape(count * full, rows, m)
-        v = moving[:, :full * rows].reshape(count * full, rows, n)
-        slabs += list(np.moveaxis(nc_matmul_batch(s, v, **mode).reshape(count, full, m, n),
+        s = stationary[:, :full * slab].reshape(count * full, slab, m)
+        v = moving[:, :full * slab].reshape(count * full, slab, n)
+        slabs += list(np.moveaxis(nc_matmul_batch(s, v, **chain).reshape(count, full, m, n),
                                   1, 0))
-    if k % rows:
-        slabs.append(nc_matmul_batch(np.ascontiguousarray(stationary[:, full * rows:]),
-                                     np.ascontiguousarray(moving[:, full * rows:]), **mode))
+    if k % slab:
+        slabs.append(nc_matmul_batch(np.ascontiguousarray(stationary[:, full * slab:]),
+                                     np.ascontiguousarray(moving[:, full * slab:]), **chain))
     psum = slabs[0]
-    for slab in slabs[1:]:
-        psum = fp32_add(psum, slab, **mode)
+    for part in slabs[1:]:
+        psum = fp32_add(psum, part, **mode)
     return psum
 
 
@@ -340,7 +361,7 @@ class TiledProgramResult:
 
 
 def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
-                      build_root=None, waves=False, progress=None):
+                      build_root=None, waves=False, progress=None, perf_mode=None):
     """Run several ``stationary.T @ moving`` problems back to back as one tile program.
 
     Each problem is cut as :func:`plan` says; the problems' matmuls follow each other in one
@@ -351,9 +372,9 @@ def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
     Parameters
     ----------
     problems : sequence of (numpy.ndarray, numpy.ndarray)
-        ``(stationary [K, M], moving [K, N])`` pairs, each int8 or ml_dtypes.bfloat16 (the
-        data type may change from problem to problem).
-    rows, cols, simulator, ftz, build_root, waves, progress
+        ``(stationary [K, M], moving [K, N])`` pairs, each a type pair as :func:`tiled_jobs`
+        takes (the data types may change from problem to problem).
+    rows, cols, simulator, ftz, build_root, waves, progress, perf_mode
         As :func:`run_tiled`.
 
     Returns
@@ -372,13 +393,13 @@ def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
         raise ValueError("problems must hold at least one (stationary, moving) pair")
     jobs, plans = [], []
     for stationary, moving in problems:
-        more, blocks = tiled_jobs(stationary, moving, rows, cols, ftz)
+        more, blocks = tiled_jobs(stationary, moving, rows, cols, ftz, perf_mode)
         jobs += more
         plans.append(blocks)
     result = run_program(jobs, rows=rows, cols=cols, simulator=simulator, waves=waves,
                          build_root=build_root, progress=progress)
     outs, differing, index = [], [], 0
-    goldens = golden_tiled_matmuls(problems, rows, ftz)
+    goldens = golden_tiled_matmuls(problems, rows, ftz, perf_mode)
     for blocks, golden in zip(plans, goldens, strict=True):
         out = np.empty_like(golden)
         for b in blocks:
@@ -400,20 +421,24 @@ def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
 
 
 def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=False,
-              build_root=None, waves=False, progress=None):
+              build_root=None, waves=False, progress=None, perf_mode=None):
     """Run ``stationary.T @ moving`` of any size on the RTL tile and reassemble the result.
 
     Parameters
     ----------
-    stationary : numpy.ndarray, int8 or ml_dtypes.bfloat16, shape [K, M]
-        Any K, M >= 1 (weights: K input features, M output features).
-    moving : numpy.ndarray, same dtype, shape [K, N]
-        Any N >= 1 (activations: one column per token).
+    stationary : numpy.ndarray, shape [K, M]
+        Any K, M >= 1 (weights: K input features, M output features); int8 or a float
+        operand type (:class:`~systolica.sim.Matmul`).
+    moving : numpy.ndarray, shape [K, N]
+        Any N >= 1 (activations: one column per token); int8 with int8, any float type with
+        a float stationary.
     rows, cols : int
         Tile size in PEs.
     simulator : {"verilator", "icarus"}
     ftz : bool
-        Flush subnormals to zero (BF16 only).
+        Flush subnormals to zero (float only).
+    perf_mode : None or "double_row"
+        FP8 double-row (both operands e4m3/e5m2): K-slabs of ``2 * rows``.
     build_root : path, optional
         Build folder (default ``$SYSTOLICA_BUILD_DIR`` or ``./build``).
     waves : bool
@@ -438,15 +463,17 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
     """
     result = run_tiled_program([(stationary, moving)], rows=rows, cols=cols,
                                simulator=simulator, ftz=ftz, build_root=build_root,
-                               waves=waves, progress=progress)
+                               waves=waves, progress=progress, perf_mode=perf_mode)
     return TiledResult(out=result.outs[0], golden=golden_tiled_matmul(stationary, moving,
-                                                                      rows, ftz),
+                                                                      rows, ftz, perf_mode),
                        mismatches=result.mismatches, differing=result.differing[0],
                        matmuls=result.matmuls, macs=result.macs, cycles=result.cycles,
                        seconds=result.seconds, run_seconds=result.run_seconds,
                        build_seconds=result.build_seconds, rows=result.rows, cols=result.cols)
 
 
-def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES):
-    """Matmuls a ``[K, M] x [K, N]`` problem runs as on a ``rows x cols`` tile (int)."""
-    return (math.ceil(k / rows) * math.ceil(m / cols) * math.ceil(n / psum_depth))
+def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
+    """Matmuls a ``[K, M] x [K, N]`` problem runs as on a ``rows x cols`` tile (int; K-slabs
+    of ``2 * rows`` with ``perf_mode="double_row"``)."""
+    return (math.ceil(k / max_k(rows, perf_mode)) * math.ceil(m / cols)
+            * math.ceil(n / psum_depth))

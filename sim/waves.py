@@ -78,6 +78,7 @@ from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, token_layout
 
 from .errors import USER_FACING, SimulationError, SystolicaError, report
 from .generate import TOPLEVEL
+from .gtkwave_filter import WIDTHS as FILTER_WIDTHS
 from .options import resolve_tile
 from .runner import WAVE_FORMATS, build, default_build_root, run_tests, waveform_name
 from .toolchain import check_simulator_name
@@ -91,9 +92,11 @@ ZOOM = -15.0
 #: Largest rows and cols for which the save file has per-PE groups.
 PE_GROUP_LIMIT = 8
 #: Lane decodings: one data type, or both for runs that mix them.
-LANE_MODES = ("int8", "bf16", "mixed")
+LANE_MODES = ("int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
 #: Bits per operand lane and per PSUM word (from systolica.hdl.layouts).
 OPERAND_BITS, PSUM_BITS = OPERAND_WIDTH, PSUM_WIDTH
+#: Kinds of the translate filter process (see ``gtkwave_filter.py``).
+FILTER_KINDS = tuple(FILTER_WIDTHS)
 #: The cocotb test module a regression failure is reproduced from.
 TEST_MODULE = "systolica.tb.test_tile"
 _TB_SOURCE = Path(__file__).resolve().parent.parent / "tb" / "test_tile.py"
@@ -110,7 +113,7 @@ def _filters(directory):
     """Write the translate filter launchers and files into ``directory``; return their paths."""
     directory.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for kind in ("bf16", "fp32"):
+    for kind in FILTER_KINDS:
         launcher = directory / f"{kind}-filter"
         launcher.write_text("#!/bin/sh\n# GTKWave translate filter process: hex in, "
                             f"{kind.upper()} value out.\nexec "
@@ -123,6 +126,7 @@ def _filters(directory):
         "dtype": _enum_names(DType),
         "error": _enum_names(ErrorCode),
         "psum_dtype": [(0, "INT32"), (1, "FP32")],
+        "double_row": [(0, "single row"), (1, "double row")],
         "mode": [(0, "overwrite"), (1, "accumulate")],
         "ftz": [(0, "IEEE"), (1, "FTZ")],
         "buffer": [(0, "buffer 0"), (1, "buffer 1")],
@@ -215,14 +219,15 @@ class _Writer:
         """One operand (16-bit) or PSUM (32-bit) lane at bit ``lsb`` of ``signal``, decoded."""
         kinds = ("int8", "bf16") if mode == "mixed" else (mode,)
         for kind in kinds:
-            shown = kind if lane_bits == OPERAND_BITS else {"int8": "int32", "bf16": "fp32"}[kind]
+            shown = kind if lane_bits == OPERAND_BITS else "int32" if kind == "int8" else "fp32"
             label = alias if len(kinds) == 1 else f"{alias} {shown}"
             if kind == "int8":   # INT8 operands in the low byte, INT32 PSUM words whole
                 msb = lsb + (7 if lane_bits == OPERAND_BITS else PSUM_BITS - 1)
                 proc, datafmt = None, "signed"
-            else:
-                msb = lsb + lane_bits - 1
-                proc = str(self.filters["bf16" if lane_bits == OPERAND_BITS else "fp32"])
+            else:   # float operands (FP8 in the low byte: k = r in double-row), FP32 PSUM
+                operand = lane_bits == OPERAND_BITS
+                msb = lsb + (FILTER_WIDTHS[kind] if operand else lane_bits) - 1
+                proc = str(self.filters[kind if operand else "fp32"])
                 datafmt = "hex"
             if (msb, lsb) == (width - 1, 0):
                 self.save.trace(self.name(signal, width), alias=label, datafmt=datafmt,
@@ -247,9 +252,11 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
         Tile size in PEs.
     simulator : {"icarus", "verilator"}
         The simulator that wrote the dump (it fixes the scope prefix).
-    mode : {"int8", "bf16", "mixed"}
+    mode : {"int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn"}
         How operand and PSUM lanes are decoded: signed decimal (INT8 operands, INT32 PSUM),
-        numbers through the filter process (BF16 operands, FP32 PSUM), or both.
+        numbers through the filter process (float operands of that type, FP32 PSUM), or
+        ``"mixed"``: both INT8 and BF16. FP8 lanes show bits [7:0] (in double-row mode the
+        element k = r of partition row r).
     psum_banks, psum_entries : int
         The tile's PSUM banks and entries per bank (default: the tile's defaults).
 
@@ -312,7 +319,8 @@ def _groups(w, rows, cols, mode, banks, entries):
     with save.group("Command stream"):
         w.wire("command__valid", "valid")
         w.wire("command__ready", "ready")
-        tables = {"op": "op", "dtype": "dtype", "ftz": "ftz", "accumulate": "mode"}
+        tables = {"op": "op", "dtype": "dtype", "moving_dtype": "dtype", "ftz": "ftz",
+                  "accumulate": "mode", "double_row": "double_row"}
         for name, (lsb, bits) in command.items():
             w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
     with save.group("Status"):
@@ -354,7 +362,7 @@ def _groups(w, rows, cols, mode, banks, entries):
             w.field(f"address (bank * {entries} + entry)", out_token, token_bits, addr_lsb,
                     addr_bits)
         w.field("mode", out_token, token_bits, *token["accumulate"], table="mode")
-        w.field("dtype", out_token, token_bits, *token["bf16"], table="psum_dtype")
+        w.field("dtype", out_token, token_bits, *token["fp32"], table="psum_dtype")
         w.field("ftz", out_token, token_bits, *token["ftz"], table="ftz")
     with save.group("Tile state"):
         depth_q = COMMAND_QUEUE_DEPTH
@@ -481,12 +489,16 @@ def tile_test_names():
 
 
 def lane_mode(test):
-    """How a cocotb test's lanes are best decoded: ``"int8"``, ``"bf16"`` or ``"mixed"``."""
+    """How a cocotb test's lanes are best decoded: one of :data:`LANE_MODES`."""
     if test in ("test_multi_slab_accumulation", "test_int8_and_bf16_interleaved",
                 "test_psum_banks_offsets_and_read_out"):
         return "mixed"
     if "bf16" in test or "psum_keeps_nan" in test:
         return "bf16"
+    if test == "test_fp8_double_row":
+        return "e4m3"
+    if test == "test_fp16_fp8_mixed_pairs":     # every type in turn: FP16 as the example
+        return "fp16"
     return "int8"
 
 

@@ -11,7 +11,6 @@ bulk-stimulus harness (:mod:`systolica.tb.bulk`).
 import os
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 
 from systolica.golden import (
@@ -21,12 +20,10 @@ from systolica.golden import (
     command_error,
     fp32_add,
     nc_matmul_batch,
+    operand_formats,
     wrap_int32,
 )
 from systolica.hdl.layouts import DType, ErrorCode, Op
-
-#: The two operand dtypes and their names in reports.
-DTYPES = {np.dtype(np.int8): "int8", np.dtype(ml_dtypes.bfloat16): "bf16"}
 
 
 @dataclass
@@ -46,7 +43,7 @@ class CommandRecord:
     accept: int | None = None        # cycle the command beat was taken
     issues: list = field(default_factory=list)          # moving-beat accept cycles
     result_cycles: list = field(default_factory=list)   # result-beat cycles
-    psum_dtype: str = "int8"         # how the result words read: "int8" (INT32) or "bf16"
+    psum_dtype: str = "int8"         # result words: "int8" (INT32), else a float type (FP32)
 
     op = property(lambda self: self.command.op)
     k = property(lambda self: self.command.k)
@@ -70,16 +67,31 @@ class CommandRecord:
 
 
 def operand_bits(array):
-    """Raw 16-bit lane values of an int8 or bfloat16 array (uint16 ndarray)."""
-    if array.dtype == np.int8:
+    """Raw 16-bit lane values of an operand array (uint16 ndarray): 16-bit types' bit
+    patterns, 8-bit types' (INT8, FP8) in bits [7:0]."""
+    if array.dtype.itemsize == 1:
         return array.view(np.uint8).astype(np.uint16)
     return array.view(np.uint16)
+
+
+def lane_bits(array, rows, double_row):
+    """Operand lanes of a [K, X] operand for a tile of ``rows`` partition rows (uint16
+    ``[K, X]``, or ``[min(K, rows), X]`` in double-row mode: row r's element k = r in bits
+    [7:0] and k = r + rows in bits [15:8])."""
+    bits = operand_bits(array)
+    if not double_row or len(bits) <= rows:
+        return bits
+    out = bits[:rows].copy()
+    out[:len(bits) - rows] |= bits[rows:] << 8
+    return out
 
 
 def command_beat(command):
     """The command stream beat (dict for ``command_layout()``) of a :class:`Command`."""
     return {"op": Op.READ if command.op == "read" else Op.MATMUL,
-            "dtype": DType.BF16 if command.dtype == "bf16" else DType.INT8,
+            "dtype": DType[command.dtype.upper()],
+            "moving_dtype": DType[command.mtype.upper()],
+            "double_row": int(command.double_row),
             "ftz": int(command.ftz), "accumulate": int(command.accumulate),
             "bank": command.bank, "offset": command.offset,
             "k": command.k, "m": command.m, "n": command.n}
@@ -93,7 +105,7 @@ def _hex_list(values, limit=8):
 def _psum_add(dtype, ftz, old, new):
     """What PSUM holds after an accumulating matmul: ``old`` (uint32 PSUM words) plus
     ``new`` (its column sums, int32 or float32, same shape): the INT32 wrap for INT8, one FP32
-    RNE add (:func:`~systolica.golden.fp32_add`) for BF16."""
+    RNE add (:func:`~systolica.golden.fp32_add`) for every float type."""
     if dtype == "int8":
         return wrap_int32(old.view(np.int32).astype(np.int64) + new)
     return fp32_add(old.view(np.float32), new, ftz=ftz)
@@ -145,37 +157,41 @@ class TileModel:
                              entries=self.entries)
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
-               expected=None):
+               expected=None, perf_mode=None):
         """Model one matmul; return ``(record, command_beat, stationary_bits, moving_bits)``.
 
-        Operands are both int8 or both ``ml_dtypes.bfloat16``; ``accumulate`` adds into PSUM
-        entries ``offset .. offset + N - 1`` of ``bank``; ``ftz`` flushes subnormals (BF16
-        only). ``expected`` overrides the golden PSUM [M, N] (error-injection tests only).
+        Operands are both int8 or any pair of float types
+        (:func:`~systolica.golden.operand_formats`); ``accumulate`` adds into PSUM entries
+        ``offset .. offset + N - 1`` of ``bank``; ``ftz`` flushes subnormals (float only);
+        ``perf_mode="double_row"`` for FP8 double-row matmuls. ``expected`` overrides the
+        golden PSUM [M, N] (error-injection tests only).
         With ``SYSTOLICA_CORRUPT_GOLDEN=1`` in the environment, the first matmul expects one
         wrong word (bit 4 of PSUM [0, 0] flipped), so every test fails on purpose: the
         regression's reproduce-with-waves path is tested with it.
 
         ``command_beat`` is a dict for ``command_layout()``; ``stationary_bits`` (uint16
         ``[K, cols]``, lanes >= M zero) and ``moving_bits`` (uint16 ``[N, rows]``, lanes >= K
-        zero) are the ``data`` lanes of the LoadStationary and MultiplyMoving beats.
+        zero) are the ``data`` lanes of the LoadStationary and MultiplyMoving beats (in
+        double-row mode ``min(K, rows)`` stationary rows, two FP8 values per lane).
 
         Raises
         ------
         TypeError
-            If the dtypes differ or are not int8/bfloat16.
+            If the operand types do not pair.
         ValueError
             If the matmul would be rejected by the tile (K, M, N, bank or offset out of
             range; use :meth:`submit_command` to send an illegal command on purpose) or
             ``ftz`` is asked of an INT8 matmul.
         """
-        item = self._prepare(stationary, moving, accumulate, ftz, bank, offset)
+        item = self._prepare(stationary, moving, accumulate, ftz, bank, offset, perf_mode)
         record = self._commit(item, self._column_sums([item])[0], expected)
         return (record, *self.stimulus(item))
 
     def submit_many(self, matmuls):
         """Model matmuls that follow each other in the program, as :meth:`submit` each.
 
-        ``matmuls``: ``(stationary, moving, accumulate, ftz, bank, offset)`` tuples. Every
+        ``matmuls``: ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode])``
+        tuples. Every
         one is checked before any is modelled; the column sums of all matmuls of the same
         data type, mode and shape come from one batched golden call
         (:func:`~systolica.golden.nc_matmul_batch`), then each is accumulated into the
@@ -215,8 +231,10 @@ class TileModel:
         :meth:`submit` returns them (nothing is modelled)."""
         command = item["command"]
         m_bits = np.zeros((command.n, self.rows), np.uint16)
-        m_bits[:, :command.k] = operand_bits(item["moving"]).T
-        return command_beat(command), operand_bits(item["padded"]), m_bits
+        moving_lanes = lane_bits(item["moving"], self.rows, command.double_row)
+        m_bits[:, :len(moving_lanes)] = moving_lanes.T
+        return (command_beat(command), lane_bits(item["padded"], self.rows, command.double_row),
+                m_bits)
 
     def _accumulated(self, prepared, columns):
         """What each prepared matmul leaves in its PSUM region (``[cols, N]`` per matmul,
@@ -225,7 +243,7 @@ class TileModel:
 
         An accumulating matmul reads either PSUM as it was before these matmuls (depth 1) or
         what one earlier matmul of the batch wrote to exactly its region (that one's depth
-        + 1); the add is :func:`~systolica.golden.fp32_add` (BF16) or the INT32 wrap (INT8),
+        + 1); the add is :func:`~systolica.golden.fp32_add` (float types) or the INT32 wrap (INT8),
         as :meth:`_commit` does one at a time. Returns None when some region overlaps an
         earlier one's in part (the caller then goes one matmul at a time).
 
@@ -274,36 +292,36 @@ class TileModel:
                     totals[i] = added[j]
         return totals
 
-    @staticmethod
-    def _column_sums(prepared):
+    def _column_sums(self, prepared):
         """Golden column sums (``[cols, N]``) of prepared matmuls, one batched call per data
         type, mode and shape."""
         groups = {}
         for i, item in enumerate(prepared):
-            key = (item["command"].dtype, item["command"].ftz, item["padded"].shape,
-                   item["moving"].shape)
+            command = item["command"]
+            key = (command.dtype, command.mtype, command.perf_mode, command.ftz,
+                   item["padded"].shape, item["moving"].shape)
             groups.setdefault(key, []).append(i)
         columns = [None] * len(prepared)
-        for (_, ftz, _, _), indices in groups.items():
+        for (_, _, perf_mode, ftz, _, _), indices in groups.items():
+            mode = {"ftz": True} if ftz else {}
+            if perf_mode is not None:
+                mode.update(perf_mode=perf_mode, rows=self.rows)
             out = nc_matmul_batch(np.stack([prepared[i]["padded"] for i in indices]),
-                                  np.stack([prepared[i]["moving"] for i in indices]),
-                                  **({"ftz": True} if ftz else {}))
+                                  np.stack([prepared[i]["moving"] for i in indices]), **mode)
             for j, i in enumerate(indices):
                 columns[i] = out[j]
         return columns
 
-    def _prepare(self, stationary, moving, accumulate, ftz, bank, offset):
+    def _prepare(self, stationary, moving, accumulate, ftz, bank, offset, perf_mode=None):
         """Check one matmul and build its command and zero-padded stationary (no state)."""
-        if stationary.dtype != moving.dtype or stationary.dtype not in DTYPES:
-            raise TypeError(f"operands must both be int8 or both bfloat16, not "
-                            f"{stationary.dtype} and {moving.dtype}")
-        dtype = DTYPES[stationary.dtype]
+        stype, mtype = operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
         k, m = stationary.shape
         k2, n = moving.shape
-        if ftz and dtype != "bf16":
-            raise ValueError("ftz applies to bfloat16 matmuls only")
-        command = Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=dtype,
-                          ftz=bool(ftz), accumulate=bool(accumulate))
+        if ftz and not stype.is_float:
+            raise ValueError("ftz applies to float matmuls only")
+        command = Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=stype.name,
+                          moving_dtype=None if mtype == stype else mtype.name,
+                          perf_mode=perf_mode, ftz=bool(ftz), accumulate=bool(accumulate))
         error = self.error_of(command)
         if k != k2 or error:
             raise ValueError(f"matmul [K={k}, M={m}] x [K={k2}, N={n}] into bank {bank} "
@@ -338,9 +356,12 @@ class TileModel:
         record = self._record(command, None, golden)
         record.psum_dtype = dtype
 
-        def describe(lane, c):   # the operands behind a wrong word, from the stimulus
-            return (f"stationary[:, {lane}] = {_hex_list(operand_bits(padded)[:, lane])}; "
-                    f"moving[:, {c}] = {_hex_list(operand_bits(moving)[:, c])}")
+        def describe(lane, c):   # the operands behind a wrong word, as the beats carry them
+            double_row = command.double_row
+            return (f"stationary[:, {lane}] = "
+                    f"{_hex_list(lane_bits(padded, self.rows, double_row)[:, lane])}; "
+                    f"moving[:, {c}] = "
+                    f"{_hex_list(lane_bits(moving, self.rows, double_row)[:, c])}")
 
         self.scoreboard.expect_block(record.index, golden.T, dtype=dtype, macs=k * m,
                                      describe=describe)
@@ -461,6 +482,7 @@ class TileModel:
 
     def results(self, record):
         """The PSUM the RTL produced for ``record``: [M, N] (matmul) or [cols, N] (READ),
-        int32 (INT8) or float32 (BF16; a READ uses the dtype of its first entry's writer)."""
+        int32 (INT8) or float32 (a float type; a READ uses the dtype of its first entry's
+        writer)."""
         bits = np.asarray(record.results, dtype=np.uint32).reshape(-1, self._lanes(record)).T
         return bits.view(np.int32 if record.psum_dtype == "int8" else np.float32)

@@ -12,14 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Data types the scoreboard counts MACs for (names used in reports).
-DTYPE_NAMES = ("int8", "bf16")
+from systolica.golden import FORMATS
+
+#: Data types the scoreboard counts MACs for (names used in reports): the stationary
+#: operand's type of each matmul.
+DTYPE_NAMES = tuple(FORMATS)
 
 
 def format_word(bits, dtype):
-    """``0x3f800000 (1.0)`` for FP32, ``0xffffffff (-1)`` for INT32 (str)."""
+    """``0x3f800000 (1.0)`` for FP32 (any float ``dtype``), ``0xffffffff (-1)`` for INT32
+    (``dtype`` ``"int8"``) (str)."""
     bits = int(bits) & 0xFFFFFFFF
-    if dtype == "bf16":
+    if dtype != "int8":
         value = struct.unpack("<f", struct.pack("<I", bits))[0]
         return f"0x{bits:08x} ({value!r})"
     signed = bits - (1 << 32) if bits >> 31 else bits
@@ -256,7 +260,9 @@ class Scoreboard:
         return (f"{self.expected_count} result beats expected, {self.observed_count} observed, "
                 f"{self.matched_count} matched; {len(self.mismatches)} wrong words, "
                 f"{self.outstanding} missing, {self.unexpected} unexpected; MACs checked: "
-                f"{self.macs_checked['int8']:,} INT8, {self.macs_checked['bf16']:,} BF16")
+                f"{self.macs_checked['int8']:,} INT8, {self.macs_checked['bf16']:,} BF16"
+                + "".join(f", {count:,} {name.upper()}" for name, count in
+                          self.macs_checked.items() if count and name not in ("int8", "bf16")))
 
     def check_complete(self):
         """Raise ``AssertionError`` unless every expected beat arrived and matched."""

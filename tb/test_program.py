@@ -4,8 +4,10 @@ Environment:
 
 - ``SYSTOLICA_PROGRAM``: ``.npz`` with ``count`` and, for each command ``i``: ``bank_i``
   and ``offset_i``; for a READ, ``read_i`` (entries to read); for a matmul,
-  ``stationary_i`` [K, M] and ``moving_i`` [K, N] (int8, or BF16 as uint16 bit patterns),
-  ``bf16_i``, ``accumulate_i`` and ``ftz_i`` flags; optional ``idle`` and ``backpressure``.
+  ``stationary_i`` [K, M] and ``moving_i`` [K, N] (bit patterns as uint8 / uint16),
+  ``stationary_type_i`` and ``moving_type_i`` (short type names, ``"int8"``, ``"e4m3"``),
+  optional ``perf_mode_i``, ``accumulate_i`` and ``ftz_i`` flags; optional ``idle`` and
+  ``backpressure``.
 - ``SYSTOLICA_RESULTS``: ``.npz`` written here: ``psum_i`` (int32 or float32), ``accept``
   (command accept cycle per command), ``issues_i`` and ``results_i`` (moving-beat and
   result-beat cycles), ``cycles`` (first cycle after reset to the last result, inclusive),
@@ -19,15 +21,14 @@ import time
 import cocotb
 import numpy as np
 
-from .stimulus import from_bits
+from systolica.golden import FORMATS
+
 from .tile_tb import TileTB
 
 
 def _operands(program, i):
-    stationary, moving = program[f"stationary_{i}"], program[f"moving_{i}"]
-    if bool(program[f"bf16_{i}"]):
-        return from_bits(stationary), from_bits(moving)
-    return stationary, moving
+    return tuple(program[f"{role}_{i}"].view(FORMATS[str(program[f"{role}_type_{i}"])].dtype)
+                 for role in ("stationary", "moving"))
 
 
 @cocotb.test()
@@ -47,7 +48,10 @@ async def run_program(dut):
         else:
             records.append(tb.submit(*_operands(program, i),
                                      accumulate=bool(program[f"accumulate_{i}"]),
-                                     ftz=bool(program[f"ftz_{i}"]), **region))
+                                     ftz=bool(program[f"ftz_{i}"]),
+                                     perf_mode=(str(program[f"perf_mode_{i}"])
+                                                if f"perf_mode_{i}" in program else None),
+                                     **region))
     start = tb.cycle
     started = time.perf_counter()
     try:

@@ -10,7 +10,7 @@ import os
 import cocotb
 import numpy as np
 
-from systolica.golden import Command, command_schedule
+from systolica.golden import FORMATS, Command, command_schedule
 
 from . import stimulus
 from .stimulus import bf16, random_int8
@@ -370,3 +370,54 @@ async def test_timing_model_follows_random_backpressure(dut):
         want = (predicted.accept, predicted.issues if record.op == "matmul" else (),
                 predicted.results)
         assert measured == want, (record.index, measured, want)
+
+
+# ---- FP16, FP8, mixed pairs, FP8 double-row ----------------------------------------------
+
+def _random_float(rng, name, shape, mask=None):
+    """Random bit patterns of the float type ``name`` (an ml_dtypes / numpy array)."""
+    fmt = FORMATS[name]
+    bits = rng.integers(0, 1 << fmt.width, shape)
+    if mask is not None:
+        bits &= mask
+    return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+
+@cocotb.test()
+async def test_fp16_fp8_mixed_pairs(dut):
+    """Every ordered pair of float types (BF16, FP16, the four FP8 types), random bit
+    patterns, K and M, IEEE and FTZ, back to back under idles and backpressure."""
+    tb = await _started(dut, 20, idle=0.2, backpressure=0.2)
+    rng = _rng(20)
+    floats = [name for name, fmt in FORMATS.items() if fmt.is_float]
+    for sname in floats:
+        for mname in floats:
+            k = int(rng.integers(1, tb.rows + 1))
+            m = int(rng.integers(1, tb.cols + 1))
+            n = int(rng.integers(1, 6))
+            tb.submit(_random_float(rng, sname, (k, m)), _random_float(rng, mname, (k, n)),
+                      ftz=bool(rng.integers(0, 2)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_fp8_double_row(dut):
+    """FP8 double-row matmuls (e4m3 / e5m2, mixed): K = 2 x rows, odd K above and below
+    rows, accumulating into PSUM, between single-row FP8 and INT8 matmuls."""
+    tb = await _started(dut, 21, idle=0.1, backpressure=0.1)
+    rng = _rng(21)
+    rows = tb.rows
+    written = False             # bank 3 entries 0..4 hold a known value (PSUM may not be 0)
+    for k in sorted({2 * rows, 2 * rows - 1, rows + 1, rows, 1}, reverse=True):
+        for sname, mname in (("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e4m3", "e4m3")):
+            # Mostly finite values (exponent MSB cleared), so rounding decides the sums.
+            tb.submit(_random_float(rng, sname, (k, tb.cols), 0xBF),
+                      _random_float(rng, mname, (k, 5), 0xBF), perf_mode="double_row",
+                      accumulate=written and bool(rng.integers(0, 2)), bank=3)
+            written = True
+        tb.submit(_random_float(rng, "e5m2", (min(k, rows), tb.cols)),
+                  _random_float(rng, "e5m2", (min(k, rows), 3)))
+        tb.submit(random_int8(rng, (rows, tb.cols)), random_int8(rng, (rows, 2)))
+    await tb.run()
+    tb.check()

@@ -31,8 +31,18 @@ def test_cli_bf16_ftz_run():
     assert re.search(r"mismatches\s+0 \(16 PSUM words checked", done.stdout), done.stdout
 
 
+def test_cli_fp8_double_row_run():
+    done = run_cli("--sim", "icarus", "--rows", "2", "--cols", "2", "--matmuls", "2", "--n", "4",
+                   "--dtype", "e4m3", "--double-row")
+    assert done.returncode == 0, done.stderr
+    assert "E4M3 x E4M3 -> FP32, double-row" in done.stdout
+    assert "[K=4, M=2] x [K=4, N=4]" in done.stdout and "of peak 8 " in done.stdout
+    assert re.search(r"mismatches\s+0 \(16 PSUM words checked", done.stdout), done.stdout
+
+
 @pytest.mark.parametrize("args,text", [
-    (["--ftz"], "--ftz (FTZ=1) applies to --dtype bf16 only"),
+    (["--ftz"], "--ftz (FTZ=1) applies to float types only"),
+    (["--dtype", "fp16", "--double-row"], "--double-row needs DTYPE e4m3 or e5m2, not fp16"),
     (["--n", "600"], "--n must be at most the PSUM bank size 512, not 600"),
     (["--rows", "0"], "argument --rows: must be a positive integer (ROWS=... or the option), "
                       "not '0'"),

@@ -2,6 +2,7 @@
 
 import re
 
+from systolica.hdl.layouts import command_layout
 from systolica.sim.generate import (
     BLOCK_MODULE,
     PE_MODULE,
@@ -20,7 +21,7 @@ def test_full_size_128x128_tile_generates_verilog_as_a_grid_of_blocks():
     # 16-bit operand lanes only; the command stream carries the rest.
     assert meta["ports"]["moving__payload"]["width"] == 128 * 16
     assert meta["ports"]["stationary__payload"]["width"] == 128 * 16
-    assert meta["ports"]["command__payload"]["width"] == 76
+    assert meta["ports"]["command__payload"]["width"] == command_layout().size
     assert meta["ports"]["result__payload"]["width"] == 128 * 32 + 1
     assert text.count(f"module {PE_MODULE}(") == 1
     assert text.count(f"module {BLOCK_MODULE}(") == 1

@@ -67,6 +67,20 @@ def test_schedule_rejects_k_above_rows():
         program_schedule(4, 4, [(4, 1), (5, 1)])
 
 
+def test_double_row_schedule_loads_min_k_rows_beats():
+    # K = 8 on 4 rows in double-row loads 4 beats: the same stamps as K = 4 single-row.
+    assert program_schedule(4, 4, [(8, 16), (8, 16)], perf_mode="double_row") == \
+        program_schedule(4, 4, [(4, 16), (4, 16)])
+    with pytest.raises(ValueError, match="more than rows = 4, 2 x rows = 8 in double_row"):
+        program_schedule(4, 4, [(9, 1)], perf_mode="double_row")
+    check = {"rows": 4, "cols": 3}
+    assert command_error(Command("matmul", k=8, m=3, dtype="e5m2", moving_dtype="e4m3",
+                                 perf_mode="double_row"), **check) is None
+    assert command_error(Command("matmul", k=9, m=3, dtype="e5m2",
+                                 perf_mode="double_row"), **check) == "K_RANGE"
+    assert command_error(Command("matmul", k=5, m=3, dtype="e5m2"), **check) == "K_RANGE"
+
+
 def test_command_error_rules_in_order():
     check = {"rows": 4, "cols": 3, "banks": 2, "entries": 16}
     assert command_error(Command("matmul", k=4, m=3, n=16), **check) is None
@@ -83,7 +97,10 @@ def test_command_error_rules_in_order():
     ({"k": -1}, "k must be an integer in 0..65535"),
     ({"n": 1 << 16}, "n must be an integer in 0..65535"),
     ({"bank": 256}, "bank must be in 0..255"),
-    ({"dtype": "fp8"}, "dtype must be one of int8, bf16, not 'fp8'"),
+    ({"dtype": "fp8"}, "dtype must be one of int8, bf16, fp16, e4m3, e5m2, e3m4, e4m3fn, "
+                       "not 'fp8'"),
+    ({"dtype": "bf16", "moving_dtype": "int8"}, "int8 pairs only with int8"),
+    ({"dtype": "e4m3", "perf_mode": "double_row", "moving_dtype": "fp16"}, "needs both"),
     ({"ftz": 1}, "ftz must be a bool, not int"),
 ])
 def test_bad_command_fields_are_refused(kwargs, match):

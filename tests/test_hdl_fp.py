@@ -1,4 +1,5 @@
-"""Unit tier: the FP32 adder and BF16 multiplier in Amaranth's simulator vs the golden model.
+"""Unit tier: the FP32 adder and the shared float multiplier in Amaranth's simulator vs the
+golden model.
 
 Random bit patterns over the whole exponent range (with cancellation-prone pairs and
 special values mixed in), IEEE and FTZ modes, compared as bit patterns.
@@ -11,8 +12,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
+from systolica.golden import FORMATS, nc_matmul
 from systolica.golden.bf16 import bf16_product, fp32_add, fp32_bits, from_bf16_bits, from_fp32_bits
-from systolica.hdl import Bf16Multiplier, Fp32Adder
+from systolica.hdl import FLOAT_FIELDS, DType, FloatMultiplier, Fp32Adder
 from systolica.hdl.fp32_add import leading_zeros
 
 SPECIALS32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
@@ -75,8 +77,8 @@ def test_bf16_multiplier_matches_golden(seed):
     a[small] = (a[small] & 0x807F) | (rng.integers(0, 12, int(small.sum())) << 7).astype(
         np.uint16)
     ftz = rng.random(n) < 0.5
-    got = evaluate(Bf16Multiplier(), [{"a": x, "b": y, "ftz": f}
-                                      for x, y, f in zip(a, b, ftz, strict=True)], "product")
+    got = evaluate(FloatMultiplier(), [{"a": x, "b": y, "ftz": f, "a_type": 1, "b_type": 1}
+                                       for x, y, f in zip(a, b, ftz, strict=True)], "product")
     fa, fb = from_bf16_bits(a), from_bf16_bits(b)
     want = np.where(ftz, fp32_bits(bf16_product(fa, fb, ftz=True)),
                     fp32_bits(bf16_product(fa, fb, ftz=False)))
@@ -106,3 +108,38 @@ def test_leading_zeros_counts_from_the_top(width):
     got = evaluate(_LeadingZeros(width), [{"value": v} for v in values], "count")
     want = [width - v.bit_length() for v in values]
     assert got.tolist() == want
+
+
+def test_dtype_codes_and_fields_match_the_golden_formats():
+    for name, fmt in FORMATS.items():
+        dtype = DType[name.upper()]
+        assert dtype.value == fmt.code
+        if fmt.is_float:
+            assert FLOAT_FIELDS[dtype] == (fmt.exp_bits, fmt.man_bits, fmt.bias, fmt.has_inf)
+
+
+def _golden_product_bits(a_name, a_bits, b_name, b_bits, ftz):
+    a = np.array([[a_bits]]).astype(f"u{FORMATS[a_name].width // 8}").view(FORMATS[a_name].dtype)
+    b = np.array([[b_bits]]).astype(f"u{FORMATS[b_name].width // 8}").view(FORMATS[b_name].dtype)
+    return int(nc_matmul(a, b, ftz=ftz).view(np.uint32)[0, 0])
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_float_multiplier_every_type_pair(seed):
+    """Random operand bits of every ordered float type pair (the bulk RTL test covers every
+    FP8 x FP8 pair exhaustively)."""
+    rng = np.random.default_rng(seed)
+    names = [name for name, fmt in FORMATS.items() if fmt.is_float]
+    vectors, want = [], []
+    for a_name in names:
+        for b_name in names:
+            for _ in range(40):
+                a = int(rng.integers(0, 1 << FORMATS[a_name].width))
+                b = int(rng.integers(0, 1 << FORMATS[b_name].width))
+                ftz = bool(rng.integers(0, 2))
+                vectors.append({"a": a, "b": b, "ftz": ftz, "a_type": FORMATS[a_name].code,
+                                "b_type": FORMATS[b_name].code})
+                want.append(_golden_product_bits(b_name, b, a_name, a, ftz))
+    got = evaluate(FloatMultiplier(), vectors, "product")
+    bad = [i for i in range(len(want)) if got[i] != want[i]]
+    assert not bad, [f"{vectors[i]}: want {want[i]:08x} got {got[i]:08x}" for i in bad[:5]]

@@ -1,10 +1,10 @@
-"""Unit tier: the processing element in Amaranth's simulator (INT8 and BF16 datapaths)."""
+"""Unit tier: the processing element in Amaranth's simulator (INT8, float and double-row)."""
 
 import ml_dtypes
 import numpy as np
 from amaranth.sim import Simulator
 
-from systolica.hdl import ProcessingElement
+from systolica.hdl import DType, ProcessingElement
 
 MASK32 = 0xFFFFFFFF
 
@@ -54,7 +54,7 @@ def test_int8_mac_uses_selected_weight_and_wraps():
         await ctx.tick()
         assert ctx.get(dut.psum_out) == (-5 + 7 * -128) & MASK32
         assert ctx.get(dut.sel_out) == 1
-        assert (ctx.get(dut.active_out), ctx.get(dut.bf16_out)) == (1, 0)
+        assert (ctx.get(dut.active_out), ctx.get(dut.stype_out)) == (1, DType.INT8)
     simulate(bench)
 
 
@@ -62,14 +62,15 @@ def test_chain_start_takes_the_product_alone():
     async def bench(ctx, dut):
         await load(ctx, dut, 0, bf16_bits(-0.0))
         ctx.set(dut.active_in, 1)
-        ctx.set(dut.bf16_in, 1)
+        ctx.set(dut.stype_in, 1)
+        ctx.set(dut.mtype_in, 1)
         ctx.set(dut.chain_start, 1)
         ctx.set(dut.en, 1)
         ctx.set(dut.moving_in, bf16_bits(3.0))
         ctx.set(dut.psum_in, 0)           # +0 would turn the -0 product into +0
         await ctx.tick()
         assert ctx.get(dut.psum_out) == 0x80000000   # -0 stays -0
-        assert ctx.get(dut.bf16_out) == 1             # the mode travels with the operand
+        assert ctx.get(dut.stype_out) == DType.BF16   # the mode travels with the operand
     simulate(bench)
 
 
@@ -77,7 +78,8 @@ def test_bf16_mac_rounds_the_sum_to_nearest_even():
     async def bench(ctx, dut):
         await load(ctx, dut, 1, bf16_bits(1.0))
         ctx.set(dut.active_in, 1)
-        ctx.set(dut.bf16_in, 1)
+        ctx.set(dut.stype_in, 1)
+        ctx.set(dut.mtype_in, 1)
         ctx.set(dut.en, 1)
         ctx.set(dut.sel_in, 1)
         # 2**24 + 1 is a tie between 2**24 and 2**24 + 2: RNE keeps the even 2**24.
@@ -121,4 +123,37 @@ def test_disabled_pe_holds_but_still_loads():
         ctx.set(dut.en, 1)
         await ctx.tick()
         assert ctx.get(dut.psum_out) == 1 + 9 * 3
+    simulate(bench)
+
+
+def e4m3_bits(x):
+    return int(np.array(x, dtype=ml_dtypes.float8_e4m3).view(np.uint8))
+
+
+def test_double_row_adds_the_second_product_after_the_first():
+    async def bench(ctx, dut):
+        # Low byte (k = r) 1.0 x 1.0, high byte (k = r + rows) 1.0 x 1.0 (e4m3 x e5m2).
+        await load(ctx, dut, 0, e4m3_bits(1.0) | e4m3_bits(1.0) << 8)
+        ctx.set(dut.active_in, 1)
+        ctx.set(dut.stype_in, 3)          # E4M3
+        ctx.set(dut.mtype_in, 4)          # E5M2
+        ctx.set(dut.en, 1)
+        one_e5m2 = int(np.array(1.0, dtype=ml_dtypes.float8_e5m2).view(np.uint8))
+        ctx.set(dut.moving_in, one_e5m2 | one_e5m2 << 8)
+        # (2**24 + 1) + 1: each add rounds to even, so 2**24 stays; (1 + 1) first would
+        # give 2**24 + 2.
+        ctx.set(dut.psum_in, fp32_bits(2.0**24))
+        ctx.set(dut.hi_in, 1)
+        await ctx.tick()
+        assert ctx.get(dut.psum_out) == fp32_bits(2.0**24)
+        ctx.set(dut.psum_in, fp32_bits(3.0))
+        await ctx.tick()
+        assert ctx.get(dut.psum_out) == fp32_bits(5.0)
+        ctx.set(dut.hi_in, 0)             # second element beyond K: adds nothing
+        await ctx.tick()
+        assert ctx.get(dut.psum_out) == fp32_bits(4.0)
+        ctx.set(dut.chain_start, 1)       # row 0: p0 + p1 without psum_in
+        ctx.set(dut.hi_in, 1)
+        await ctx.tick()
+        assert ctx.get(dut.psum_out) == fp32_bits(2.0)
     simulate(bench)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -122,6 +123,22 @@ def test_int8_weight_quantisation_per_output_channel():
     np.testing.assert_allclose(scale, [1 / 127, 1.0, 2 / 127], rtol=1e-7)
     # -0.5 * 127 = -63.5 and 1.0 * 63.5 round half to even: -64 and 64.
     np.testing.assert_array_equal(q, [[127, -64, 32], [0, 0, 0], [-127, 64, 0]])
+
+
+def test_fp8_quantisation_saturates_at_240_and_keeps_per_channel_scales():
+    w = np.array([[1.0, -0.5, 0.0], [0.0, 0.0, 0.0], [-3.0, 3.0, 1.5]], np.float32)
+    q, scale = minilm.quantize_weight_fp8(w)
+    assert q.dtype == ml_dtypes.float8_e4m3
+    np.testing.assert_allclose(scale, [1 / 240, 1.0, 3 / 240], rtol=1e-7)
+    np.testing.assert_array_equal(q.astype(np.float32),
+                                  [[240, -120, 0], [0, 0, 0], [-240, 240, 120]])
+    # Past the largest finite value an ml_dtypes cast gives Inf; the quantiser clips first.
+    x = np.array([[1e6, -250.0, 247.0, 0.1]], np.float32)
+    assert np.isinf(x.astype(ml_dtypes.float8_e4m3).astype(np.float32)[0, 0])
+    np.testing.assert_array_equal(minilm.saturate_e4m3(x).astype(np.float32)[0, :3],
+                                  [240, -240, 240])
+    t = minilm.token_scales_fp8(np.array([[2.4, -4.8], [0.0, 0.0]], np.float32))
+    np.testing.assert_allclose(t[:, 0], [4.8 / 240, 1.0], rtol=1e-7)
 
 
 def padded_reference(weights, ids):
@@ -270,7 +287,7 @@ def run_cli(*args, env=None):
     (["--security", "ca.pem,cert.pem,key.pem"], "--security applies to a remote scheduler"),
     (["--workers", "0"], "argument --workers: must be a positive integer"),
     (["--workers", "1", "--dashboard"], "--dashboard needs the local cluster"),
-    (["--dtypes", "fp8"], "--dtypes must list bf16 and/or int8"),
+    (["--dtypes", "fp16"], "--dtypes must list some of bf16, int8, fp8, not 'fp16'"),
     (["--text", "word " * 600], "more than the model's 512"),
     (["--text-file", "/nonexistent/sentences.txt"], "cannot read --text-file"),
 ])
@@ -311,7 +328,7 @@ def test_cli_golden_only_report_from_a_text_file(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "sentences: 2," in done.stdout and '"It is sunny today."' in done.stdout
     assert "NeuronCore-v2 (inf2)" in done.stdout and "NeuronCore-v3 (trn2)" in done.stdout
-    assert done.stdout.count("target >= ") == 2 and "MISSED" not in done.stdout
+    assert done.stdout.count("target >= ") == 3 and "MISSED" not in done.stdout
 
 
 def test_cli_json_report_of_a_golden_only_run():
@@ -362,14 +379,21 @@ def test_plan_matches_the_programs_a_run_asks_for(weights, default_ids, referenc
 
     tokens = [len(i) for i in default_ids]
     selected = [(1, g) for g in minilm.GEMMS]
-    planned = minilm.plan_programs(tokens, selected, ["int8"], 8, 8, rtl_folds=2)
     emb, trace = reference
-    run_precision(weights, default_ids, "int8", reference_embeddings=emb,
-                  reference_trace=trace, selected=selected, rows=8, cols=8, rtl_folds=2,
-                  engine=Recording())
-    assert [(p.key, p.matmuls) for p in asked] == [(p.key, p.matmuls) for p in planned]
-    assert all(p.model_cycles == q.model_cycles for p, q in zip(asked, planned, strict=True))
-    assert asked[0].key == "int8/L1/q/0"
+    for dtype in ("int8", "fp8"):
+        asked.clear()
+        planned = minilm.plan_programs(tokens, selected, [dtype], 8, 8, rtl_folds=2)
+        run_precision(weights, default_ids, dtype, reference_embeddings=emb,
+                      reference_trace=trace, selected=selected, rows=8, cols=8, rtl_folds=2,
+                      engine=Recording())
+        assert [(p.key, p.matmuls) for p in asked] == [(p.key, p.matmuls) for p in planned]
+        assert all(p.model_cycles == q.model_cycles
+                   for p, q in zip(asked, planned, strict=True))
+        assert asked[0].key == f"{dtype}/L1/q/0"
+    # FP8's linear GEMMs run double-row (K-slabs of 16 on 8 rows: half INT8's matmuls).
+    assert {p.perf_mode for p in asked if "/q/" in p.key} == {"double_row"}
+    assert {p.perf_mode for p in asked if "/scores/" in p.key} == {None}
+    assert asked[0].matmuls == 2 * (384 // 16)
 
 
 def test_ledger_accepts_each_program_once():

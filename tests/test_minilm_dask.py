@@ -29,7 +29,8 @@ SENTENCES = ["The cat sleeps on the mat."]
 SLICE = {"layers": [0, 1], "gemms": ["q", "scores", "context"], "rows": 4, "cols": 4,
          "rtl_folds": 1, "simulator": "verilator"}
 CLI_SLICE = ["--layers", "0,1", "--gemms", "q,scores,context", "--rows", "4", "--cols", "4",
-             "--rtl-folds", "1", "--sim", "verilator", "--text", SENTENCES[0]]
+             "--rtl-folds", "1", "--sim", "verilator", "--text", SENTENCES[0],
+             "--dtypes", "bf16,int8"]    # run_model's default, as the serial fixture runs
 
 
 @pytest.fixture(scope="module")

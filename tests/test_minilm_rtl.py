@@ -66,21 +66,28 @@ def run_cli(*args):
                           capture_output=True, text=True, timeout=900)
 
 
-@pytest.mark.parametrize("simulator,gemms", [("icarus", "q"), ("verilator", "q,down")])
-def test_minilm_workload_end_to_end_on_rtl(simulator, gemms):
+@pytest.mark.parametrize("simulator,gemms,dtypes", [("icarus", "q", ["int8", "fp8"]),
+                                                    ("verilator", "q,down", None)])
+def test_minilm_workload_end_to_end_on_rtl(simulator, gemms, dtypes):
     done = run_cli("--sim", simulator, "--rows", "4", "--cols", "4", "--rtl-folds", "1",
-                   "--gemms", gemms, "--workers", "1")
+                   "--gemms", gemms, "--workers", "1",
+                   *(["--dtypes", ",".join(dtypes)] if dtypes else []))
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
+    dtypes = dtypes or list(minilm.TARGETS)         # the default: every precision
     assert "RTL share: the first 1 M-fold(s) (4 output rows)" in out
     # Layer 0's query GEMM, 36 tokens: one program, one fold of 4 outputs, 384 / 4 = 96
-    # K-slabs, 0 mismatches.
-    rows = re.findall(r"L0 q\s+\[384, 384\] x \[384, 36\]\s+1\s+96\s+[\d,]+\s+[\d,]+\s+"
-                      r"[\d.]+\s+0\s", out)
-    assert len(rows) == 2, out                      # one row for BF16, one for INT8
+    # K-slabs (FP8 double-row: 384 / 8 = 48), 0 mismatches.
+    for slabs, count in ((96, len(set(dtypes) & {"bf16", "int8"})), (48, "fp8" in dtypes)):
+        rows = re.findall(rf"L0 q\s+\[384, 384\] x \[384, 36\]\s+1\s+{slabs}\s+[\d,]+\s+"
+                          r"[\d,]+\s+[\d.]+\s+0\s", out)
+        assert len(rows) == count, out              # one row per precision
     if "down" in gemms:
-        assert len(re.findall(r"L0 down\s+\[384, 1536\] x \[1536, 36\]\s+1\s+384\s", out)) == 2
-    programs = 2 * len(gemms.split(","))            # one per GEMM and precision
+        assert len(re.findall(r"L0 down\s+\[384, 1536\] x \[1536, 36\]\s+1\s+384\s",
+                              out)) == 2
+        assert len(re.findall(r"L0 down\s+\[384, 1536\] x \[1536, 36\]\s+1\s+192\s",
+                              out)) == 1
+    programs = len(dtypes) * len(gemms.split(","))  # one per GEMM and precision
     assert f"Accounting: {programs} of {programs} planned programs" in out
     assert "COMPLETE" in out
     assert "PASS" in out
@@ -89,7 +96,7 @@ def test_minilm_workload_end_to_end_on_rtl(simulator, gemms):
 def test_all_layers_seeded_sample(seed):
     """A seeded sample of ``make sim LAYERS=all``: one layer and one of its GEMMs (attention
     included), chosen by the regression seed, on an 8 x 8 Verilator tile (the first two
-    M-folds of each problem), both precisions, checked and accounted for."""
+    M-folds of each problem), every precision, checked and accounted for."""
     import random
 
     from systolica.sim.engine import SerialEngine
@@ -97,12 +104,13 @@ def test_all_layers_seeded_sample(seed):
     rng = random.Random(seed)
     layer, gemm = rng.randrange(minilm.LAYERS), rng.choice(minilm.GEMMS)
     run = minilm.run_model(layers=[layer], gemms=[gemm], rows=8, cols=8, rtl_folds=2,
-                           engine=SerialEngine())
+                           engine=SerialEngine(), dtypes=list(minilm.TARGETS))
     assert run.exact and run.ledger.complete, (layer, gemm)
     assert run.ledger.matmuls == run.ledger.planned_matmuls > 0
     for dtype, prec in run.runs.items():
         (g,) = prec.gemms
         assert (g.layer, g.gemm, g.mismatches, g.differing) == (layer, gemm, 0, 0)
-        assert g.tile_dtype == ("bf16" if gemm in minilm.ATTENTION_GEMMS else dtype)
+        on_tile = {"bf16": "bf16", "int8": "int8", "fp8": "e4m3"}[dtype]
+        assert g.tile_dtype == ("bf16" if gemm in minilm.ATTENTION_GEMMS else on_tile)
         assert g.cosine > 0.99, (layer, gemm, dtype, g.cosine)
         assert prec.neighbours_unchanged

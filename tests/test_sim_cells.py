@@ -1,20 +1,22 @@
-"""The PE cell-count report: Yosys synthesises both PE variants and BF16 costs more."""
+"""The PE cell-count report: Yosys synthesises every PE variant; each datapath costs more."""
 
-from systolica.sim.cells import cell_stats, main
+from systolica.sim.cells import VARIANTS, cell_stats, main
 
 
-def test_bf16_pe_costs_more_cells_than_int8_only():
-    int8_total, int8_kinds = cell_stats(False)
-    bf16_total, bf16_kinds = cell_stats(True)
+def test_each_datapath_costs_more_cells():
+    stats = [cell_stats(**options) for _, options in VARIANTS]
+    int8_total, int8_kinds = stats[0]
     assert int8_total == sum(int8_kinds.values())
-    # Flip-flops: 2 x 8-bit weights + 16-bit moving + its mode (select, active, BF16, FTZ)
-    # + 32-bit PSUM (INT8 only), and the same with 16-bit weights when BF16 is built.
-    assert sum(v for k, v in int8_kinds.items() if "DFF" in k) == 2 * 8 + 16 + 4 + 32
-    assert sum(v for k, v in bf16_kinds.items() if "DFF" in k) == 2 * 16 + 16 + 4 + 32
-    assert bf16_total > 2 * int8_total
+    # Flip-flops: 2 x 8-bit weights + 16-bit moving + its mode (select, active, hi, two
+    # 3-bit types, FTZ) + 32-bit PSUM (INT8 only), and 16-bit weights with a float type.
+    flops = [sum(v for k, v in kinds.items() if "DFF" in k) for _, kinds in stats]
+    assert flops[0] == 2 * 8 + 16 + 10 + 32
+    assert flops[1:] == [2 * 16 + 16 + 10 + 32] * 3
+    totals = [total for total, _ in stats]
+    assert totals[1] > 2 * totals[0] and totals[0] < totals[1] < totals[2] < totals[3]
 
 
-def test_cells_report_prints_both(capsys):
+def test_cells_report_prints_every_variant(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
-    assert "INT8 only" in out and "BF16 + INT8" in out and "total" in out
+    assert all(title in out for title, _ in VARIANTS) and "total" in out

@@ -322,13 +322,18 @@ def test_cells_json(monkeypatch, capsys):
     tests/test_sim_cells.py runs the real one)."""
     from systolica.sim import cells
 
-    fake = {False: (10, {"$_AND_": 4, "$_DFF_P_": 6}), True: (45, {"$_AND_": 30, "$_XOR_": 15})}
-    monkeypatch.setattr(cells, "cell_stats", lambda bf16: fake[bf16])
+    def fake(float_dtypes, double_row):
+        total = 10 + 20 * len(float_dtypes) + 100 * double_row
+        return total, {"$_AND_": total}
+
+    monkeypatch.setattr(cells, "cell_stats", fake)
     assert systolica.main(["cells", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data == {"pes": {"INT8 only": {"total": 10, "cells": fake[False][1]},
-                            "BF16 + INT8": {"total": 45, "cells": fake[True][1]}},
-                    "bf16_over_int8": 4.5}
+    totals = {title: fake(**options)[0] for title, options in cells.VARIANTS}
+    assert data == {"pes": {title: {"total": total, "cells": {"$_AND_": total},
+                                    "over_int8": total / totals["INT8 only"]}
+                            for title, total in totals.items()}}
+    assert data["pes"]["INT8 only"]["over_int8"] == 1
 
 
 def test_regress_json_keeps_stdout_for_the_document(monkeypatch, capsys, tmp_path):

@@ -28,7 +28,8 @@ def test_matmul_beat_carries_the_command_fields():
     s = np.ones((1, 2), np.int8)
     record, beat, s_beats, m_beats = tm.submit(s, np.ones((1, 3), np.int8), bank=1, offset=5,
                                                accumulate=False)
-    assert beat == {"op": Op.MATMUL, "dtype": DType.INT8, "ftz": 0, "accumulate": 0,
+    assert beat == {"op": Op.MATMUL, "dtype": DType.INT8, "moving_dtype": DType.INT8,
+                    "double_row": 0, "ftz": 0, "accumulate": 0,
                     "bank": 1, "offset": 5, "k": 1, "m": 2, "n": 3}
     assert len(s_beats) == 1 and len(m_beats) == 3 and record.error is None
 
@@ -68,34 +69,40 @@ def test_submit_many_leaves_what_one_submit_at_a_time_leaves(seed):
     rng = np.random.default_rng(seed)
     rows, cols = 3, 2
 
+    floats = {"bf16": (ml_dtypes.bfloat16, ml_dtypes.bfloat16),
+              "fp16 x e5m2": (np.float16, ml_dtypes.float8_e5m2),
+              "e4m3": (ml_dtypes.float8_e4m3, ml_dtypes.float8_e4m3)}
+
     def operands(dtype, k, m, n):
         if dtype == "int8":
             return (rng.integers(-128, 128, (k, m), dtype=np.int8),
                     rng.integers(-128, 128, (k, n), dtype=np.int8))
-        scale = 2.0 ** rng.integers(-60, 60)
-        return ((rng.standard_normal((k, m)) * scale).astype(ml_dtypes.bfloat16),
-                (rng.standard_normal((k, n)) * scale).astype(ml_dtypes.bfloat16))
+        scale = 2.0 ** rng.integers(-60, 60) if dtype == "bf16" else 2.0 ** rng.integers(-6, 6)
+        stype, mtype = floats[dtype]
+        return ((rng.standard_normal((k, m)) * scale).astype(stype),
+                (rng.standard_normal((k, n)) * scale).astype(mtype))
 
     before = [(*operands("int8", 2, 2, 6), False, False, 0, 0),
               (*operands("bf16", 3, 1, 4), False, False, 1, 2)]
     batch = []
     for _ in range(40):
-        dtype = "int8" if rng.random() < 0.4 else "bf16"
+        dtype = rng.choice(["int8", "bf16", "bf16", "fp16 x e5m2", "e4m3"])
+        perf_mode = "double_row" if dtype == "e4m3" and rng.random() < 0.5 else None
         bank = int(rng.integers(0, 2))
         offset, n = (0, 6) if bank == 0 else (2, 4)
         if seed % 2 and rng.random() < 0.2:
             offset, n = int(rng.integers(0, 4)), int(rng.integers(1, 4))
-        ftz = bool(dtype == "bf16" and rng.random() < 0.3)
-        batch.append((*operands(dtype, int(rng.integers(1, rows + 1)),
-                                int(rng.integers(1, cols + 1)), n),
-                      bool(rng.random() < 0.7), ftz, bank, offset))
+        ftz = bool(dtype != "int8" and rng.random() < 0.3)
+        k = int(rng.integers(1, (2 if perf_mode else 1) * rows + 1))
+        batch.append((*operands(dtype, k, int(rng.integers(1, cols + 1)), n),
+                      bool(rng.random() < 0.7), ftz, bank, offset, perf_mode))
     one, many = TileModel(rows, cols, Scoreboard()), TileModel(rows, cols, Scoreboard())
     for tm in (one, many):
         tm.submit_many(before)
     for matmul in batch:
-        stationary, moving, accumulate, ftz, bank, offset = matmul
+        stationary, moving, accumulate, ftz, bank, offset, perf_mode = matmul
         one.submit(stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank,
-                   offset=offset)
+                   offset=offset, perf_mode=perf_mode)
     many.submit_many(batch)
     np.testing.assert_array_equal(many.psum, one.psum)
     assert len(many.records) == len(one.records)
@@ -116,3 +123,23 @@ def test_a_read_expects_the_psum_of_its_time_not_what_later_matmuls_write(n):
     for value in (6, 6, 10):   # the first matmul, the READ, the second matmul
         board.observe_block([[value, value]] * n, [False] * (n - 1) + [True])
     board.check_complete()
+
+
+def test_mixed_and_double_row_beats():
+    import ml_dtypes
+
+    tm = model()                        # a 2 x 2 tile: K = 3 fills rows 0 and 1
+    rows = tm.rows
+    k = 2 * rows - 1
+    s = np.arange(k * 2).reshape(k, 2).astype(np.uint8).view(ml_dtypes.float8_e4m3)
+    mv = np.arange(k * 3).reshape(k, 3).astype(np.uint8).view(ml_dtypes.float8_e5m2)
+    record, beat, s_beats, m_beats = tm.submit(s, mv, perf_mode="double_row")
+    assert (beat["dtype"], beat["moving_dtype"], beat["double_row"]) == (DType.E4M3,
+                                                                         DType.E5M2, 1)
+    # Row r carries k = r in bits [7:0] and k = r + rows in bits [15:8] (none past K).
+    bits = s.view(np.uint8).astype(np.uint16)
+    assert len(s_beats) == rows
+    assert s_beats[0, 0] == bits[0, 0] | bits[rows, 0] << 8
+    assert s_beats[rows - 1, 1] == bits[rows - 1, 1]
+    mbits = mv.view(np.uint8).astype(np.uint16)
+    assert m_beats[2, 0] == mbits[0, 2] | mbits[rows, 2] << 8

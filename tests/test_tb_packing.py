@@ -15,11 +15,17 @@ LAYOUTS = [command_layout(), stationary_layout(1), stationary_layout(5), moving_
            result_layout(3), result_layout(16)]
 
 
-def random_fields(packer, rng, beats):
+def random_fields(packer, rng, beats, layout=None):
     values = {}
+    enums = {name: field.shape for name, field in (layout or [])
+             if hasattr(field.shape, "__members__")}
     for name, (_, width, lanes) in packer.fields.items():
         shape = (beats,) if lanes is None else (beats, lanes)
-        values[name] = rng.integers(0, 1 << width, shape, dtype=np.uint64)
+        if name in enums:       # only the codes the enumeration defines
+            codes = np.array([member.value for member in enums[name]], dtype=np.uint64)
+            values[name] = rng.choice(codes, shape)
+        else:
+            values[name] = rng.integers(0, 1 << width, shape, dtype=np.uint64)
     return values
 
 
@@ -39,7 +45,7 @@ def as_const_dict(layout, values, beat):
 def test_pack_equals_layout_const(layout):
     rng = np.random.default_rng(layout.size)
     packer = LayoutPacker(layout)
-    values = random_fields(packer, rng, 50)
+    values = random_fields(packer, rng, 50, layout)
     lines = packer.pack_hex(50, **values).splitlines()
     assert all(len(line) == packer.digits for line in lines)
     for beat, line in enumerate(lines):

@@ -18,6 +18,7 @@ from systolica.sim.tiling import (
 )
 
 BF16 = ml_dtypes.bfloat16
+E4M3 = ml_dtypes.float8_e4m3
 
 
 def int64_reference(stationary, moving):
@@ -122,6 +123,51 @@ def test_golden_tiled_matmuls_equal_slab_by_slab_per_problem(ftz):
         np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
 
 
+def test_double_row_slabs_are_twice_the_rows():
+    blocks = plan(11, 3, 5, 4, 4, perf_mode="double_row")
+    assert [b.slabs for b in blocks] == [((0, 8), (8, 11))]
+    assert tiling.matmul_count(11, 3, 5, 4, 4, perf_mode="double_row") == 2
+    jobs, _ = tiled_jobs(np.ones((11, 3), E4M3), np.ones((11, 5), E4M3), 4, 4,
+                         perf_mode="double_row")
+    assert [(j.stationary.shape[0], j.accumulate, j.perf_mode) for j in jobs] == [
+        (8, False, "double_row"), (3, True, "double_row")]
+
+
+def fp8(rng, shape):
+    """Random e4m3 values of every class but NaN and Inf (subnormals included)."""
+    bits = rng.integers(0, 256, shape).astype(np.uint8)
+    bits[(bits & 0x7F) >= 0x78] &= 0x77          # no Inf / NaN (exponent 1111)
+    return bits.view(E4M3)
+
+
+@pytest.mark.parametrize("ftz", [False, True])
+def test_golden_tiled_double_row_equals_slab_by_slab_nc_matmul(ftz):
+    # Mixed pairs too: e4m3 x e5m2. Each slab is one double-row nc_matmul (the order k, k +
+    # rows inside the slab), slabs added into PSUM one FP32 rounding each.
+    rng = np.random.default_rng(3)
+    rows = 4
+    for k, m, n in [(8, 3, 5), (11, 2, 4), (19, 4, 3), (3, 1, 1)]:
+        s = fp8(rng, (k, m))
+        v = fp8(rng, (k, n)).astype(np.float32).astype(ml_dtypes.float8_e5m2)
+        want = None
+        for k0 in range(0, k, 2 * rows):
+            want = nc_matmul(s[k0:k0 + 2 * rows], v[k0:k0 + 2 * rows], psum=want,
+                             accumulate=want is not None, ftz=ftz, perf_mode="double_row",
+                             rows=rows)
+        got = golden_tiled_matmul(s, v, rows, ftz, perf_mode="double_row")
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_run_tiled_fp8_double_row_uneven_shape():
+    rng = np.random.default_rng(5)
+    s, m = fp8(rng, (13, 6)), fp8(rng, (13, 7))          # slabs 6 + 6 + 1, folds 4 + 2
+    r = run_tiled(s, m, rows=3, cols=4, simulator="verilator", perf_mode="double_row")
+    assert r.out.dtype == np.float32 and r.out.shape == (6, 7)
+    np.testing.assert_array_equal(r.out.view(np.uint32), r.golden.view(np.uint32))
+    assert (r.mismatches, r.differing, r.matmuls) == (0, 0, 6)
+    assert 0 < r.macs_per_cycle <= 2 * 3 * 4
+
+
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_run_tiled_int8_uneven_shape(simulator):
     rng = np.random.default_rng(7)
@@ -188,9 +234,13 @@ def test_scoreboard_mismatches_are_passed_on(monkeypatch):
     (lambda: tiled_jobs(np.ones((2, 2), np.int8), np.ones((3, 2), np.int8), 2, 2),
      ValueError, "must share K"),
     (lambda: tiled_jobs(np.ones((2, 2), np.int8), np.ones((2, 2), BF16), 2, 2),
-     TypeError, "same dtype"),
+     TypeError, "int8 pairs only with int8"),
     (lambda: golden_tiled_matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float32), 2),
-     TypeError, "int8 or bfloat16"),
+     TypeError, "float32"),
+    (lambda: tiled_jobs(np.ones((2, 2), BF16), np.ones((2, 2), E4M3), 2, 2,
+                        perf_mode="double_row"), TypeError, "double_row"),
+    (lambda: golden_tiled_matmuls([(np.ones((2, 2), np.int8), np.ones((2, 2), np.int8))], 2,
+                                  ftz=True), ValueError, "ftz applies to float"),
 ])
 def test_bad_problems_are_refused(call, error, text):
     with pytest.raises(error, match=text):

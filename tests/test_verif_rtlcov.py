@@ -5,7 +5,7 @@ from systolica.sim.verif import rtlcov
 
 def test_verilog_modules_map_to_their_hdl_files():
     names = {"systolica_pe": "pe.py", "\\systolica_pe.adder": "fp32_add.py",
-             "systolica_pe.multiplier": "bf16_mul.py", "systolica_tile": "tile.py",
+             "systolica_pe.multiplier": "float_mul.py", "systolica_tile": "tile.py",
              "systolica_tile.array": "array.py", "systolica_tile.load_skew": "skew.py",
              "systolica_tile.deskew": "skew.py", "systolica_tile.psum$102": "psum.py",
              "systolica_tile.psum$102.adder_3": "fp32_add.py", "systolica_harness": None}

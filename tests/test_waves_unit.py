@@ -47,9 +47,31 @@ def test_filter_output_reads_back_to_the_same_bits():
 
 
 def test_filter_rejects_an_unknown_kind():
-    with pytest.raises(ValueError, match="kind must be 'bf16' or 'fp32', not 'fp16'"):
-        decode("3C00", "fp16")
-    assert filter_main(["fp16"], stdin=[], stdout=None) == 2
+    with pytest.raises(ValueError, match="kind must be one of bf16, fp32, fp16, .*not 'fp64'"):
+        decode("3C00", "fp64")
+    assert filter_main(["fp64"], stdin=[], stdout=None) == 2
+
+
+def test_narrow_float_filters_read_back_every_pattern():
+    import numpy as np
+
+    from systolica.golden import FORMATS
+    from systolica.sim.gtkwave_filter import NARROW
+
+    for kind, fields in NARROW.items():
+        fmt = FORMATS[kind]
+        assert fields == (fmt.exp_bits, fmt.man_bits, fmt.bias, fmt.has_inf)
+        bits = np.arange(1 << fmt.width, dtype=f"u{fmt.width // 8}")
+        for b, v in zip(bits, bits.view(fmt.dtype).astype(np.float64), strict=True):
+            shown = decode(f"{int(b):0{fmt.width // 4}X}", kind)
+            if np.isnan(v):
+                assert shown.startswith("NaN("), (kind, hex(b))
+            elif np.isinf(v):
+                assert shown == ("+Inf" if v > 0 else "-Inf"), (kind, hex(b))
+            else:
+                back = np.array(float(shown)).astype(fmt.dtype).view(bits.dtype)
+                assert back == b or (v == 0 and shown in ("0", "-0")), (kind, hex(b), shown)
+    assert decode("77", "e4m3") == "240" and decode("7E", "e4m3fn") == "448"
 
 
 def _generated(tmp_path, rows=2, cols=3, simulator="icarus", mode="bf16"):
@@ -186,9 +208,12 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
         if name in ("bank", "offset", "k", "m", "n"):
             assert flags & GTKWFlag.dec.value and filter_file is None, name
         else:
-            assert width == 1 and filter_file, name
+            assert width == field.width and filter_file, name
     assert _table(traces["op"][2]) == {"0": "MATMUL", "1": "READ"}
-    assert _table(traces["dtype"][2]) == {"0": "INT8", "1": "BF16"}
+    types = {"0": "INT8", "1": "BF16", "2": "FP16", "3": "E4M3", "4": "E5M2", "5": "E3M4",
+             "6": "E4M3FN"}
+    assert _table(traces["dtype"][2]) == _table(traces["moving_dtype"][2]) == types
+    assert _table(traces["double_row"][2]) == {"0": "single row", "1": "double row"}
     assert _table(traces["accumulate"][2]) == {"0": "overwrite", "1": "accumulate"}
     assert len(traces["bank"][1]) == 8 and len(traces["n"][1]) == 16
     assert traces["valid"][1] == ["systolica_tile.command__valid"]
@@ -289,7 +314,7 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
     assert ("systolica_tile.queued", 3, None) in signals
-    assert ("systolica_tile.command__payload", 76, 1) in signals          # dtype
+    assert ("systolica_tile.command__payload", 82, 1) in signals          # dtype LSB
     assert ("systolica_tile.status", 19, 18) in signals                   # error MSB
     assert ("systolica_tile.token_4", 18, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
@@ -471,8 +496,19 @@ def test_every_tile_test_has_a_lane_mode():
     names = waves.tile_test_names()
     assert len(names) >= 8
     modes = {name: waves.lane_mode(name) for name in names}
-    assert set(modes.values()) == set(waves.LANE_MODES)
+    assert {"int8", "bf16", "mixed", "fp16", "e4m3"} == set(modes.values())
+    assert set(modes.values()) <= set(waves.LANE_MODES)
+    assert modes["test_fp8_double_row"] == "e4m3"
     assert modes["test_identity"] == "int8" and modes["test_bf16_directed_rules"] == "bf16"
     # Banks and read-out: INT8 and BF16 matmuls in one run.
     assert modes["test_psum_banks_offsets_and_read_out"] == "mixed"
     assert modes["test_illegal_commands_are_rejected_with_status"] == "int8"
+
+
+def test_fp8_and_fp16_lanes_use_their_own_filter(tmp_path):
+    for mode in ("e4m3", "fp16"):
+        folder = tmp_path / mode
+        folder.mkdir()
+        text = _generated(folder, mode=mode).read_text()
+        assert f"{mode}-filter" in text and "fp32-filter" in text, mode
+        assert "bf16-filter" not in text

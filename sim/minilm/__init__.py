@@ -5,7 +5,7 @@ Modules, by role:
 
 - :mod:`.weights`: the model package, its weights and tokenizer, the built-in sentences;
 - :mod:`.encoder`: the FP32 numpy encoder, every matmul behind :class:`Matmuls`;
-- :mod:`.quantize`: INT8 post-training quantisation;
+- :mod:`.quantize`: INT8 and FP8 (e4m3) post-training quantisation;
 - :mod:`.run`: the matmuls on the tile (:class:`TileMatmuls`), the tile-program plan, the
   precision passes and :func:`run_model`;
 - :mod:`.report`: text and JSON reports, NeuronCore estimates;
@@ -17,9 +17,13 @@ The distributed engine the programs run on is :mod:`systolica.sim.engine`.
 from .encoder import Matmuls, encode, gelu, softmax
 from .quantize import (
     activation_scale,
+    quantize_activation_fp8,
     quantize_activation_int8,
+    quantize_weight_fp8,
     quantize_weight_int8,
+    saturate_e4m3,
     token_scales,
+    token_scales_fp8,
 )
 from .report import format_report, neuroncore_estimates, report_json
 from .run import (
@@ -62,7 +66,8 @@ __all__ = [
     "Matmuls", "ModelFileError", "ModelNotFoundError", "ModelRun", "PrecisionRun",
     "TextTooLongError", "TileMatmuls", "activation_scale", "encode", "format_report", "gelu",
     "load_tokenizer", "load_weights", "model_dir", "nearest_neighbours",
-    "neuroncore_estimates", "parse_layers", "plan_programs", "quantize_activation_int8",
-    "quantize_weight_int8", "report_json", "run_model", "run_precision", "similarity_matrix",
-    "softmax", "split_programs", "token_scales", "tokenize",
+    "neuroncore_estimates", "parse_layers", "plan_programs", "quantize_activation_fp8",
+    "quantize_activation_int8", "quantize_weight_fp8", "quantize_weight_int8", "report_json",
+    "run_model", "run_precision", "saturate_e4m3", "similarity_matrix", "softmax",
+    "split_programs", "token_scales", "token_scales_fp8", "tokenize",
 ]

@@ -61,7 +61,8 @@ def parser():
         prog="systolica sim --workload minilm",
         description="Run every matmul of a real transformer (all-MiniLM-L6-v2: q, k, v, "
                     "attention scores and context per sentence and head, o, FFN up and "
-                    "down) through the RTL tile in BF16 and INT8, as tile programs spread "
+                    "down) through the RTL tile in BF16, INT8 and FP8, as tile programs "
+                    "spread "
                     "over Dask workers; check every PSUM word against the golden model and "
                     "report accuracy against the FP32 model (per GEMM, embeddings, sentence "
                     "similarities), cycles and NeuronCore estimates.")
@@ -73,8 +74,9 @@ def parser():
                         "or all (default: $LAYERS or 0)")
     p.add_argument("--gemms", default=",".join(GEMMS),
                    help=f"which GEMMs of each layer (default: {','.join(GEMMS)})")
-    p.add_argument("--dtypes", default="bf16,int8",
-                   help="precision runs, bf16 and/or int8 (default: bf16,int8)")
+    p.add_argument("--dtypes", default=",".join(TARGETS),
+                   help=f"precision runs, some of {', '.join(TARGETS)} (fp8: float8_e4m3 "
+                        f"linear GEMMs in double-row mode) (default: {','.join(TARGETS)})")
     p.add_argument("--text", action="append", default=None,
                    help="a sentence to encode (repeat for more); default: six built-in "
                         "sentences, three pairs of near-duplicates")
@@ -160,7 +162,7 @@ def _check(p, args):
     if not gemms or any(g not in GEMMS for g in gemms):
         p.error(f"--gemms must list some of {', '.join(GEMMS)}, not {args.gemms!r}")
     if not dtypes or any(d not in TARGETS for d in dtypes):
-        p.error(f"--dtypes must list bf16 and/or int8, not {args.dtypes!r}")
+        p.error(f"--dtypes must list some of {', '.join(TARGETS)}, not {args.dtypes!r}")
     if args.scheduler is not None:
         if args.workers is not None:
             p.error("--workers sizes the local cluster; with --scheduler (or "

@@ -51,6 +51,12 @@ def neuroncore_estimates(gemm_shapes):
     return out
 
 
+def _in_bf16(gemm, dtype):
+    """True when a GEMM of the ``dtype`` precision run ran in BF16 on the tile instead
+    (attention in the INT8 and FP8 runs)."""
+    return dtype != "bf16" and gemm.tile_dtype == "bf16"
+
+
 def _totals(gemms):
     keys = ("programs", "matmuls", "cycles", "model_cycles", "macs", "mismatches",
             "differing")
@@ -91,6 +97,11 @@ def format_report(run):
                   if run.int8_activations == "tensor" else "per-token activation scales")
               + ", INT32 PSUM dequantised to FP32"
               + ("; attention GEMMs (scores, context) in BF16 on the same tile"
+                 if attention else ""),
+              "fp8": "FP8: linear GEMMs in float8_e4m3 (per-output-channel weight scales, "
+                     "per-token activation scales, saturating at +-240), FP8 double-row "
+                     "(2 MACs per PE per cycle), FP32 PSUM dequantised"
+              + ("; attention GEMMs (scores, context) in BF16 on the same tile"
                  if attention else "")}
     header = (f"    {'GEMM':<12}{'shape':<25}{'progs':>6}{'matmuls':>9}{'cycles':>11}"
               f"{'1-prog model':>13}{'MAC/cyc':>8}{'mism.':>6}{'max|err|':>10}"
@@ -101,7 +112,7 @@ def format_report(run):
         for layer in layers:
             rows = [g for g in prec.gemms if g.layer == layer]
             for g in rows:
-                name = f"L{layer} {g.gemm}" + ("*" if g.tile_dtype != dtype else "")
+                name = f"L{layer} {g.gemm}" + ("*" if _in_bf16(g, dtype) else "")
                 lines.append(
                     f"    {name:<12}{g.shape_text:<25}{g.programs:>6}{g.matmuls:>9,}"
                     f"{g.cycles:>11,}{g.model_cycles:>13,}{_rate(g.macs, g.cycles):>8.1f}"
@@ -116,9 +127,10 @@ def format_report(run):
         t = _totals(prec.gemms)
         lines.append(f"    {'total':<37}{t['programs']:>6}{t['matmuls']:>9,}{t['cycles']:>11,}"
                      f"{t['model_cycles']:>13,}{_rate(t['macs'], t['cycles']):>8.1f}"
-                     f"{t['mismatches'] + t['differing']:>6}   (peak {peak} MACs/cycle; "
+                     f"{t['mismatches'] + t['differing']:>6}   (peak {peak} MACs/cycle"
+                     f"{', 2x that double-row' if dtype == 'fp8' else ''}; "
                      f"{t['macs']:,} MACs on the RTL)")
-        if any(g.tile_dtype != dtype for g in prec.gemms):
+        if any(_in_bf16(g, dtype) for g in prec.gemms):
             lines.append("    * ran in BF16 on the tile (attention stays in a float type)")
         build, sim, clock, host = prec.time_split()
         workers = len(run.ledger.workers) > 1

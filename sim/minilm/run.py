@@ -19,7 +19,10 @@ Precisions: **BF16** rounds both operands to BF16 (RNE), FP32 PSUM. **INT8** qua
 linear GEMMs (:mod:`~systolica.sim.minilm.quantize`: per-output-channel weight scales, per-
 token or per-tensor activation scales, INT32 PSUM dequantised in FP32) and runs the attention
 GEMMs in BF16 on the same tile (the data type is chosen per matmul), as deployed INT8 models
-keep attention in a float type.
+keep attention in a float type. **FP8** quantises the linear GEMMs to ``float8_e4m3``
+(per-output-channel weight scales, per-token activation scales, saturating at +-240) and runs
+them in FP8 double-row mode (K-slabs of ``2 * rows``, two MACs per PE per cycle); its
+attention GEMMs run in BF16 as in the INT8 run.
 
 Each GEMM becomes one or more :class:`~systolica.sim.engine.TileProgram` (a linear GEMM cut
 into groups of M-folds; a layer's attention GEMMs for all sentences and heads grouped), sized
@@ -37,18 +40,23 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import program_cycles
+from systolica.golden import max_k, program_cycles
+from systolica.golden.formats import format_of
 
 from ..engine import SerialEngine, TileProgram, add_outcome
 from ..tiling import golden_tiled_matmul, plan
 from .encoder import Matmuls, encode
 from .quantize import (
     activation_scale,
+    quantize_activation_fp8,
     quantize_activation_int8,
+    quantize_weight_fp8,
     quantize_weight_int8,
     token_scales,
+    token_scales_fp8,
 )
 from .weights import (
+    ATTENTION_GEMMS,
     DEFAULT_SENTENCES,
     GEMMS,
     HEAD_DIM,
@@ -62,7 +70,7 @@ from .weights import (
 )
 
 #: Accuracy targets: cosine similarity of each pooled embedding with the FP32 model's.
-TARGETS = {"bf16": 0.9999, "int8": 0.99}
+TARGETS = {"bf16": 0.9999, "int8": 0.99, "fp8": 0.99}
 #: Cycles a tile program aims at (the simulator starts in about 0.6 s; an 8 x 8 tile on
 #: Verilator clocks about 40k-90k cycles/s).
 PROGRAM_CYCLES = 200_000
@@ -70,15 +78,23 @@ BF16 = ml_dtypes.bfloat16
 
 
 @functools.lru_cache(maxsize=4096)
-def _model_cycles(rows, cols, shapes):
-    return program_cycles(rows, cols, list(shapes))
+def _model_cycles(rows, cols, shapes, perf_mode=None):
+    return program_cycles(rows, cols, list(shapes), perf_mode=perf_mode)
 
 
-def _slabs(k, rows):
-    return [(k0, min(k, k0 + rows)) for k0 in range(0, k, rows)]
+def check_precision(dtype):
+    """Raise ``ValueError`` unless ``dtype`` names a precision run (:data:`TARGETS`)."""
+    if dtype not in TARGETS:
+        raise ValueError(f"precision must be one of {', '.join(TARGETS)}, not {dtype!r}")
 
 
-def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES):
+def tile_perf_mode(dtype, gemm):
+    """The tile's ``perf_mode`` for ``gemm`` in the ``dtype`` precision run: ``"double_row"``
+    for the FP8 run's linear GEMMs, else None (attention GEMMs run in BF16)."""
+    return "double_row" if dtype == "fp8" and gemm not in ATTENTION_GEMMS else None
+
+
+def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None):
     """How a GEMM's problems are grouped into tile programs.
 
     Parameters
@@ -90,6 +106,8 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES):
         Tile size in PEs.
     target : int
         Cycles a program aims at.
+    perf_mode : None or "double_row"
+        The matmuls' mode (double-row K-slabs are ``2 * rows`` long).
 
     Returns
     -------
@@ -106,11 +124,12 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES):
             units += [(i, b.m0, b.m1) for b in plan(k, m, n, rows, cols) if b.n0 == 0]
         else:
             units.append((i, 0, m))
+    slab = max_k(rows, perf_mode)
 
     def cost(unit):
         i, m0, m1 = unit
         k, _, n = shapes[i]
-        return len(_slabs(k, rows)) * math.ceil((m1 - m0) / cols) * max(min(k, rows), n)
+        return math.ceil(k / slab) * math.ceil((m1 - m0) / cols) * max(min(k, rows), n)
 
     costs = [cost(u) for u in units]
     total = sum(costs)
@@ -129,13 +148,13 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES):
     return groups
 
 
-def program_matmul_shapes(problems, rows, cols):
+def program_matmul_shapes(problems, rows, cols, perf_mode=None):
     """The ``(K, N)`` of every matmul of a program, in order (tuple), for the cycle model."""
     out = []
     for s, m in problems:
         k, mm = s.shape
         n = m.shape[1]
-        for b in plan(k, mm, n, rows, cols):
+        for b in plan(k, mm, n, rows, cols, perf_mode=perf_mode):
             out += [(k1 - k0, b.n1 - b.n0) for k0, k1 in b.slabs]
     return tuple(out)
 
@@ -150,9 +169,10 @@ class GemmReport:
     gemm : str
         One of :data:`~systolica.sim.minilm.weights.GEMMS`.
     dtype : str
-        The precision run, ``"bf16"`` or ``"int8"``.
+        The precision run, ``"bf16"``, ``"int8"`` or ``"fp8"``.
     tile_dtype : str
-        The operands' type on the tile (``"bf16"`` for attention in the INT8 run).
+        The operands' type on the tile (``"bf16"`` for attention in the INT8 and FP8 runs,
+        ``"e4m3"`` for the FP8 run's linear GEMMs, which run double-row).
     m, k, n : int
         Linear GEMMs: output features, input features (contraction), tokens. Attention: the
         first problem's (the others differ in the sentence length t).
@@ -304,7 +324,7 @@ class TileMatmuls(Matmuls):
 
     Parameters
     ----------
-    dtype : {"bf16", "int8"}
+    dtype : {"bf16", "int8", "fp8"}
     engine : systolica.sim.engine.Engine
     reference_trace : dict
         The FP32 run's trace (INT8 per-tensor scales are calibrated on it; errors are
@@ -341,6 +361,11 @@ class TileMatmuls(Matmuls):
                 continue
             if self.dtype == "bf16":
                 stationary, moving, dequant = weight.T.astype(BF16), x.T.astype(BF16), None
+            elif self.dtype == "fp8":
+                wq, w_scale = quantize_weight_fp8(weight)
+                x_scale = token_scales_fp8(x)
+                stationary, moving = wq.T, quantize_activation_fp8(x, x_scale).T
+                dequant = (w_scale[:, None] * x_scale.T).astype(np.float32)   # [out, T]
             else:
                 wq, w_scale = quantize_weight_int8(weight)
                 if self.int8_activations == "tensor":
@@ -393,17 +418,19 @@ class TileMatmuls(Matmuls):
         limit = None if self.rtl_folds is None else self.rtl_folds * self.cols
         shapes = [(s.shape[0], s.shape[1] if limit is None else min(s.shape[1], limit),
                    m.shape[1]) for s, m in problems]
-        groups = split_programs(shapes, self.rows, self.cols)
+        perf_mode = tile_perf_mode(self.dtype, gemm)
+        groups = split_programs(shapes, self.rows, self.cols, perf_mode=perf_mode)
         out = []
         for j, units in enumerate(groups):
             parts = tuple((np.ascontiguousarray(problems[i][0][:, m0:m1]), problems[i][1])
                           for i, m0, m1 in units)
-            matmul_shapes = program_matmul_shapes(parts, self.rows, self.cols)
+            matmul_shapes = program_matmul_shapes(parts, self.rows, self.cols, perf_mode)
             out.append(TileProgram(
                 key=f"{self.dtype}/L{layer}/{gemm}/{j}", problems=parts, rows=self.rows,
                 cols=self.cols, simulator=self.simulator, build_root=self.build_root,
                 matmuls=len(matmul_shapes),
-                model_cycles=_model_cycles(self.rows, self.cols, matmul_shapes)))
+                model_cycles=_model_cycles(self.rows, self.cols, matmul_shapes, perf_mode),
+                perf_mode=perf_mode))
         return out, groups, shapes
 
     def _run(self, layer, jobs):
@@ -416,24 +443,26 @@ class TileMatmuls(Matmuls):
                             strict=True))
         results = []
         for gemm, problems, programs, groups, shapes in plans:
+            perf_mode = tile_perf_mode(self.dtype, gemm)
             outs = []
             for (s, m), (_k, m_rtl, n) in zip(problems, shapes, strict=True):
                 full = s.shape[1]
                 if m_rtl < full:
-                    outs.append(golden_tiled_matmul(s, m, self.rows))
+                    outs.append(golden_tiled_matmul(s, m, self.rows, perf_mode=perf_mode))
                 else:
                     outs.append(np.empty((full, n), np.int32 if s.dtype == np.int8
                                          else np.float32))
             report = GemmReport(
                 layer=layer, gemm=gemm, dtype=self.dtype,
-                tile_dtype="int8" if problems[0][0].dtype == np.int8 else "bf16",
+                tile_dtype=format_of(problems[0][0].dtype).name,
                 m=problems[0][0].shape[1], k=problems[0][0].shape[0],
                 n=problems[0][1].shape[1], count=len(problems),
                 shapes=[(s.shape[1], s.shape[0], m.shape[1]) for s, m in problems],
                 m_rtl=shapes[0][1], programs=len(programs), matmuls=0, cycles=0,
                 model_cycles=_model_cycles(self.rows, self.cols, tuple(
                     x for p in programs for x in program_matmul_shapes(
-                        p.problems, self.rows, self.cols))) if programs else 0,
+                        p.problems, self.rows, self.cols, perf_mode)),
+                    perf_mode) if programs else 0,
                 macs=0, mismatches=0, differing=0)
             for program, units in zip(programs, groups, strict=True):
                 o = outcomes[program.key]
@@ -501,15 +530,16 @@ def plan_programs(tokens, selected, dtypes, rows, cols, rtl_folds=None):
     out = []
     for dtype in dtypes:
         for layer, gemm in selected:
+            perf_mode = tile_perf_mode(dtype, gemm)
             sh = [(k, m if limit is None else min(m, limit), n) for k, m, n in shapes[gemm]]
-            for j, units in enumerate(split_programs(sh, rows, cols)):
+            for j, units in enumerate(split_programs(sh, rows, cols, perf_mode=perf_mode)):
                 mm = []
                 for i, m0, m1 in units:
                     k, _, n = sh[i]
-                    for b in plan(k, m1 - m0, n, rows, cols):
+                    for b in plan(k, m1 - m0, n, rows, cols, perf_mode=perf_mode):
                         mm += [(k1 - k0, b.n1 - b.n0) for k0, k1 in b.slabs]
                 out.append(PlannedProgram(f"{dtype}/L{layer}/{gemm}/{j}", len(mm),
-                                          _model_cycles(rows, cols, tuple(mm))))
+                                          _model_cycles(rows, cols, tuple(mm), perf_mode)))
     return out
 
 
@@ -597,7 +627,7 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
         From :func:`~systolica.sim.minilm.weights.load_weights`.
     ids : list of numpy.ndarray of int64
         From :func:`~systolica.sim.minilm.weights.tokenize`.
-    dtype : {"bf16", "int8"}
+    dtype : {"bf16", "int8", "fp8"}
     reference_embeddings : numpy.ndarray, float32, shape [sentences, 384]
     reference_trace : dict
         The FP32 run's trace from :func:`~systolica.sim.minilm.encoder.encode`.
@@ -629,8 +659,7 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
     SimulatorNotFoundError, BuildError, SimulationError
         From the simulator runs.
     """
-    if dtype not in TARGETS:
-        raise ValueError(f"dtype must be bf16 or int8, not {dtype!r}")
+    check_precision(dtype)
     if int8_activations not in ("tensor", "token"):
         raise ValueError(f"int8_activations must be 'tensor' or 'token', not "
                          f"{int8_activations!r}")
@@ -665,7 +694,7 @@ def run_model(sentences=DEFAULT_SENTENCES, *, dtypes=("bf16", "int8"), layers=(0
     Parameters
     ----------
     sentences : sequence of str
-    dtypes : sequence of {"bf16", "int8"}
+    dtypes : sequence of {"bf16", "int8", "fp8"}
     layers : sequence of int
         Encoder layers (0 to 5) whose GEMMs run on the tile.
     gemms : sequence of str
@@ -701,8 +730,7 @@ def run_model(sentences=DEFAULT_SENTENCES, *, dtypes=("bf16", "int8"), layers=(0
         if gemm not in GEMMS:
             raise ValueError(f"unknown GEMM {gemm!r}; choose from {', '.join(GEMMS)}")
     for dtype in dtypes:
-        if dtype not in TARGETS:
-            raise ValueError(f"dtype must be bf16 or int8, not {dtype!r}")
+        check_precision(dtype)
     engine = engine or SerialEngine()
     weights = load_weights()
     ids = tokenize(sentences, load_tokenizer())

@@ -2,9 +2,9 @@
 
 ``python -m systolica.sim.verif.exhaustive`` (``make exhaustive``):
 
-- **multiplier**: the RTL BF16 x BF16 multiplier (:class:`~systolica.hdl.Bf16Multiplier`)
-  on all 2^32 operand pairs, IEEE and FTZ, against
-  :func:`~systolica.golden.bf16.bf16_product`, bit for bit;
+- **multiplier**: the RTL float multiplier (:class:`~systolica.hdl.FloatMultiplier`, the
+  one datapath every float type shares) with both operands BF16, on all 2^32 operand pairs,
+  IEEE and FTZ, against :func:`~systolica.golden.bf16.bf16_product`, bit for bit;
 - **adder**: the RTL FP32 adder (:class:`~systolica.hdl.fp32_add.Fp32Adder`) on
   ``--adder-pairs`` random operand pairs (default 10^9; mixed distributions that make the
   operands' exponents close, far, subnormal and special) plus a directed grid of every
@@ -55,9 +55,29 @@ class UnitSpec:
 
 
 def _multiplier():
-    from systolica.hdl.bf16_mul import Bf16Multiplier
+    """The tile's shared float multiplier (every type decoded) with both operand types tied
+    to BF16: ports ``a``, ``b`` (16 bits), ``ftz`` and ``product`` (32 bits)."""
+    from amaranth.hdl import Module
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
 
-    return Bf16Multiplier()
+    from systolica.hdl import DType, FloatMultiplier
+
+    class Bf16Pair(wiring.Component):
+        a: In(16)
+        b: In(16)
+        ftz: In(1)
+        product: Out(32)
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.multiplier = multiplier = FloatMultiplier()
+            m.d.comb += [multiplier.a.eq(self.a), multiplier.b.eq(self.b),
+                         multiplier.a_type.eq(DType.BF16), multiplier.b_type.eq(DType.BF16),
+                         multiplier.ftz.eq(self.ftz), self.product.eq(multiplier.product)]
+            return m
+
+    return Bf16Pair()
 
 
 def _adder():
@@ -66,7 +86,7 @@ def _adder():
     return Fp32Adder()
 
 
-MULTIPLIER = UnitSpec("bf16_mul", _multiplier, (("a", 16), ("b", 16)), ("ftz",),
+MULTIPLIER = UnitSpec("float_mul", _multiplier, (("a", 16), ("b", 16)), ("ftz",),
                       ("product", 32))
 ADDER = UnitSpec("fp32_add", _adder, (("a", 32), ("b", 32)), ("ftz",), ("sum", 32))
 
@@ -143,14 +163,19 @@ int main(int argc, char** argv) {{
 def build_harness(spec, build_root=None):
     """Generate the unit's Verilog and build its harness (cached by content); return the
     executable's path."""
-    from amaranth.back import verilog
-
+    from systolica.sim.runner import locked
     from systolica.sim.toolchain import prepare_environment
 
     prepare_environment("verilator")
     root = Path(build_root or os.environ.get("SYSTOLICA_BUILD_DIR") or "build")
     folder = (root / "exhaustive" / spec.name).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
+    with locked(folder / ".lock"):   # processes sharing the folder build it once
+        return _build_harness(spec, folder)
+
+
+def _build_harness(spec, folder):
+    from amaranth.back import verilog
+
     text = verilog.convert(spec.make(), name="dut")
     source = harness_source(spec)
     exe = folder / "obj" / "harness"

@@ -37,7 +37,7 @@ from . import fuzz
 
 #: Verilog module (as the generator names them) -> the hdl file it comes from.
 MODULE_FILES = (
-    (re.compile(r"\.multiplier$"), "bf16_mul.py"),
+    (re.compile(r"\.multiplier(_hi)?$"), "float_mul.py"),
     (re.compile(r"\.adder(_\d+)?$"), "fp32_add.py"),
     (re.compile(r"^systolica_pe$"), "pe.py"),
     (re.compile(r"\.array$"), "array.py"),
