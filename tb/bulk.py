@@ -76,8 +76,9 @@ class BulkProgram:
         Where the scoreboard reports mismatches.
     noise : numpy.random.Generator, optional
         Fill the operand bits the tile must ignore with random bits drawn from it:
-        stationary lanes ``>= M`` and the high byte of every INT8 operand lane (moving lanes
-        ``>= K`` stay zero, as the layout asks). The golden model is not affected.
+        stationary lanes ``>= M`` and the high byte of every 8-bit operand lane (INT8, FP8;
+        not in double-row mode, where it holds data; moving lanes ``>= K`` stay zero, as the
+        layout asks). The golden model is not affected.
     """
 
     def __init__(self, rows, cols, log=None, noise=None):
@@ -138,14 +139,17 @@ class BulkProgram:
 
     def _scribble(self, command, s_bits, m_bits):
         """Random bits where the tile must ignore them (see ``noise``)."""
+        from systolica.golden.formats import FORMATS
+
         rng = self._noise
         s_bits, m_bits = s_bits.copy(), m_bits.copy()
         s_bits[:, command.m:] = rng.integers(0, 1 << 16, size=s_bits[:, command.m:].shape)
-        if command.dtype == "int8":
-            s_bits[:, :command.m] |= (rng.integers(0, 256, size=(len(s_bits), command.m))
-                                      << 8).astype(np.uint16)
-            m_bits[:, :command.k] |= (rng.integers(0, 256, size=(len(m_bits), command.k))
-                                      << 8).astype(np.uint16)
+        if not command.double_row:      # there the high byte holds partition row r + rows
+            lanes = ((s_bits[:, :command.m], command.dtype),
+                     (m_bits[:, :min(command.k, self.rows)], command.mtype))
+            for bits, name in lanes:
+                if FORMATS[name].width == 8:
+                    bits |= (rng.integers(0, 256, size=bits.shape) << 8).astype(np.uint16)
         return s_bits, m_bits
 
     def commit_staged(self):

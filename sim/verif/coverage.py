@@ -5,8 +5,10 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
 :func:`sample_dump` one cocotb regression test (the per-cycle TB's dump, written with
 ``$SYSTOLICA_COVERAGE`` set; ``--dumps DIR --tag NAME`` samples a folder of them):
 
-- ``operand.int8`` / ``operand.bf16``: each operand class per data type;
-- ``product``: each BF16 product's class (exact normal, exact subnormal, rounded to a
+- ``operand.type``: each operand type as stationary and as moving, a mixed float pair,
+  FP8 double-row;
+- ``operand.int8`` / ``operand.bf16``: each operand class of INT8 and BF16 matmuls;
+- ``product``: each BF16 x BF16 product's class (exact normal, exact subnormal, rounded to a
   subnormal, underflow to zero, overflow);
 - ``add``: each column-chain add's rounding outcome (exact, below half, tie to even down,
   tie to even up, above half), classified exactly;
@@ -33,6 +35,7 @@ import numpy as np
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, coverage_section
 
 from systolica.golden.command import ERRORS, PSUM_ENTRIES
+from systolica.golden.formats import FORMATS
 
 from . import fuzz
 from .exhaustive import ROUNDING, classify_rounding
@@ -45,6 +48,11 @@ STORED_CLASSES = ("fp32 zero", "fp32 subnormal", "fp32 normal", "fp32 inf", "fp3
                   "int32")
 READ_REGIONS = ("from entry 0", "inside", "to the end")
 TILE_SHAPES = ("square", "wider", "taller")
+
+#: Operand-type bins: each type as stationary and as moving, a mixed float pair, and FP8
+#: double-row.
+_TYPE_BINS = ([f"stationary {name}" for name in FORMATS] + [f"moving {name}" for name in FORMATS]
+              + ["mixed float pair", "double-row"])
 
 #: Bins that are not in the model, and why (a reviewer's list).
 REMOVED = {
@@ -66,6 +74,7 @@ def _point(name, bins):
                                        bins=list(bins)))(lambda value: None)
 
 
+_type = _point("operand.type", _TYPE_BINS)
 _int8_operand = _point("operand.int8", INT8_CLASSES)
 _bf16_operand = _point("operand.bf16", BF16_CLASSES)
 _product = _point("product", PRODUCT_CLASSES)
@@ -195,6 +204,15 @@ def sample_program(report, records, operands, predicted):
         shadow[region] = np.asarray(r.expected, np.uint32)[0]
         shadow_dtype[region] = r.dtype
         stationary, moving = operands[r.index]
+        command = r.command
+        _type(f"stationary {command.dtype}")
+        _type(f"moving {command.mtype}")
+        if command.double_row:
+            _type("double-row")
+        elif command.dtype != command.mtype:
+            _type("mixed float pair")
+        if r.dtype != "int8" and not (command.dtype == command.mtype == "bf16"):
+            continue            # the operand, product and add classes are BF16's
         if r.dtype == "int8":
             for klass in int8_classes(np.concatenate([stationary.ravel(), moving.ravel()])):
                 _int8_operand(klass)

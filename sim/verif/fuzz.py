@@ -97,23 +97,67 @@ def _n(rng, limit):
     return int(rng.integers(1, min(top, limit) + 1))
 
 
+#: Float operand types besides BF16 that the second generator draws (see :func:`_operands`).
+OTHER_FLOATS = ("fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
+
+
 def _operands(rng, k, m, n, dtype, noise=None):
-    """Operands of one matmul; with ``noise`` (a second generator, so that the main draw is
-    the same with or without it) a third of the BF16 matmuls get operands aimed at the
-    arithmetic's edges instead: :func:`boundary_operands`, :func:`cancelling_operands` or
-    :func:`subnormal_operands`."""
+    """Operands of one matmul and its ``perf_mode``; with ``noise`` (a second generator,
+    so that the main draw is the same with or without it) a BF16 matmul may change:
+
+    - a third get operands aimed at the arithmetic's edges: :func:`boundary_operands`,
+      :func:`cancelling_operands` or :func:`subnormal_operands`;
+    - of the others, half take other float types (:func:`other_float_operands`: FP16 and
+      the FP8 family, mixed pairs, FP8 double-row).
+    """
     if dtype == "int8":
-        return stimulus.random_int8(rng, (k, m)), stimulus.random_int8(rng, (k, n))
+        return stimulus.random_int8(rng, (k, m)), stimulus.random_int8(rng, (k, n)), None
     kind = rng.integers(0, 3)
     make = stimulus.bf16_normal if kind == 0 else stimulus.bf16_wide
     s, v = make(rng, (k, m)), make(rng, (k, n))
     if kind == 2:
         s, v = stimulus.with_specials(rng, s, 0.2), stimulus.with_specials(rng, v, 0.2)
-    if noise is not None and noise.random() < 1 / 3:
+    if noise is None:
+        return s, v, None
+    draw = noise.random()
+    if draw < 1 / 3:
         edge = (boundary_operands, cancelling_operands, subnormal_operands)[
             int(noise.integers(3))]
         s, v = edge(noise, k, m, n)
-    return s, v
+    elif draw < 2 / 3:
+        return other_float_operands(noise, k, m, n)
+    return s, v, None
+
+
+def _float_bits(rng, name, shape):
+    """Random operands of float type ``name``: uniform bit patterns (every class: zeros,
+    subnormals, normals, the largest finite, Inf and NaN where the type has them), a
+    quarter of the time values near 1 instead (so sums do not all overflow)."""
+    from systolica.golden.formats import FORMATS
+
+    fmt = FORMATS[name]
+    if rng.random() < 0.25:
+        values = rng.standard_normal(shape).astype(np.float32)
+        return values.astype(fmt.dtype)
+    bits = rng.integers(0, 1 << fmt.width, size=shape)
+    return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+
+def other_float_operands(rng, k, m, n):
+    """``(stationary, moving, perf_mode)`` of a float matmul other than BF16 x BF16: each
+    operand's type drawn from BF16 and :data:`OTHER_FLOATS` (a mixed pair half the time),
+    or, a quarter of the time, an FP8 double-row matmul (both e4m3 or e5m2, K up to
+    2 x rows: the second half of the partition rows in each lane's high byte) when K is
+    the tile's full height."""
+    types = ("bf16", *OTHER_FLOATS)
+    if rng.random() < 0.25:
+        pair = [str(rng.choice(("e4m3", "e5m2"))) for _ in range(2)]
+        extra = int(rng.integers(1, k + 1))      # K = k + extra <= 2 x rows when k = rows
+        return (_float_bits(rng, pair[0], (k + extra, m)),
+                _float_bits(rng, pair[1], (k + extra, n)), "double_row")
+    stype = str(rng.choice(OTHER_FLOATS))
+    mtype = str(rng.choice(types)) if rng.random() < 0.5 else stype
+    return _float_bits(rng, stype, (k, m)), _float_bits(rng, mtype, (k, n)), None
 
 
 def _bf16_bits(rng, exponent, shape):
@@ -257,9 +301,11 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None):
         if dense and rng.random() < dense:
             k, m = rows, cols
         dtype = "bf16" if rng.random() < 0.5 else "int8"
-        s, v = _operands(rng, k, m, n, dtype, noise)
+        s, v, perf_mode = _operands(rng, k, m, n, dtype, noise)
+        if perf_mode is not None and k < rows:
+            s, v, perf_mode = s[:k], v[:k], None     # double-row only at full height
         out.append((s, v, bool(rng.random() < 0.4),
-                    bool(dtype == "bf16" and rng.random() < 0.3), bank, offset))
+                    bool(dtype == "bf16" and rng.random() < 0.3), bank, offset, perf_mode))
     return out
 
 
