@@ -27,12 +27,12 @@ def test_mutant_sample_and_equivalence_checks_agree(seed):
     # count in the mutation score.
     assert killed, "no mutant of the sample was killed: mutsel does not reach the netlist"
     # The structural check may never call a killed mutant equivalent; on a 2 x 2 tile the
-    # last column's travelling outputs (bf16_out of pe_0_1) feed nothing, pe_0_0's feed
+    # last column's travelling outputs (active_out of pe_0_1) feed nothing, pe_0_0's feed
     # pe_0_1.
     dead = mutants.Mutation(101, "-mode const1 -module systolica_tile.array -cell pe_0_1 "
-                            "-port bf16_out -portbit 0 -wire pe_0_1_bf16_out -wirebit 0", ())
+                            "-port active_out -portbit 0 -wire pe_0_1_active_out -wirebit 0", ())
     live = mutants.Mutation(102, "-mode const1 -module systolica_tile.array -cell pe_0_0 "
-                            "-port bf16_out -portbit 0 -wire pe_0_0_bf16_out -wirebit 0", ())
+                            "-port active_out -portbit 0 -wire pe_0_0_active_out -wirebit 0", ())
     structural = mutants.outside_output_cone([*mutations, dead, live], folder)
     assert not killed & set(structural), structural
     assert 101 in structural and 102 not in structural, structural

@@ -146,11 +146,11 @@ def _float_bits(rng, name, shape):
 def other_float_operands(rng, k, m, n):
     """``(stationary, moving, perf_mode)`` of a float matmul other than BF16 x BF16: each
     operand's type drawn from BF16 and :data:`OTHER_FLOATS` (a mixed pair half the time),
-    or, a quarter of the time, an FP8 double-row matmul (both e4m3 or e5m2, K up to
-    2 x rows: the second half of the partition rows in each lane's high byte) when K is
-    the tile's full height."""
+    or, 40 % of the time, an FP8 double-row matmul (both e4m3 or e5m2; K up to 2 x rows:
+    the second half of the partition rows in each lane's high byte, when the draw's K is
+    the tile's full height, see :func:`random_program`; else K <= rows, also legal)."""
     types = ("bf16", *OTHER_FLOATS)
-    if rng.random() < 0.25:
+    if rng.random() < 0.4:
         pair = [str(rng.choice(("e4m3", "e5m2"))) for _ in range(2)]
         extra = int(rng.integers(1, k + 1))      # K = k + extra <= 2 x rows when k = rows
         return (_float_bits(rng, pair[0], (k + extra, m)),
@@ -303,7 +303,7 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None):
         dtype = "bf16" if rng.random() < 0.5 else "int8"
         s, v, perf_mode = _operands(rng, k, m, n, dtype, noise)
         if perf_mode is not None and k < rows:
-            s, v, perf_mode = s[:k], v[:k], None     # double-row only at full height
+            s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
         out.append((s, v, bool(rng.random() < 0.4),
                     bool(dtype == "bf16" and rng.random() < 0.3), bank, offset, perf_mode))
     return out

@@ -58,96 +58,62 @@ COUNT = 240
 #: Survivors argued equivalent by hand, keyed by :func:`fingerprint` (the mutated cell's
 #: RTLIL and the mutation, so an entry stops matching when that cell changes): the reason
 #: why the mutated value cannot reach an output. docs/mutants.md lists them with the run.
-_LZ = ("a leading_zeros() stage output bit below what is read: stage S's shifted word "
-       "feeds only the later stages' zero tests, which read its bits >= 33 - S (lz_s16 "
-       ">= 17, lz_s8 >= 25, lz_s4 >= 29, lz_s2 = 31, lz_s1 none; span 32 in the "
-       "multiplier and the adder), and nothing else reads an lz_s wire: ")
-_PE_FTZ = ("the PE adder's FTZ input flush (fp32_add.py:73) of a subnormal operand never "
-           "acts in the PE: under FTZ its b is the multiplier's FTZ product (a subnormal "
-           "product is flushed; rounding up to the smallest normal is impossible, see "
-           "bf16_mul's tiny[23]) and its a the partial sum of the same beat from the PE "
-           "above (an FTZ product or an FTZ sum, never subnormal); the mutation only "
-           "changes the flush: ")
+_LZ = ("a leading_zeros() stage output bit below what is read: with span the power of "
+       "two above the counted width (32 for the FP32 adder's 27 bits and the BF16/FP16 "
+       "multiplier's 22, 16 for multiplier_hi's 8), stage S's shifted word lz_sS feeds "
+       "only the later stages' zero tests, which read its bits >= span + 1 - S, and "
+       "nothing else reads an lz_s wire: ")
+_HI = ("multiplier_hi's product reaches an output only on double-row beats (pe.py: result = "
+       "Mux(hi_in, adder_hi.sum, first)), whose operands are e4m3 or e5m2 (the interface: "
+       "golden.operand_formats refuses any other double-row pair; the tile does not check "
+       "it): decoded exponents -6..8 (e4m3) and -14..16 (e5m2), so exp = a_exp + b_exp + "
+       "128 - lz lies in 93..160 (lz <= 7 for a non-zero product), and the result always "
+       "takes the exp >= 1 (normal) branch: ")
 ARGUED = {
+    # ---- leading-zero counter (hdl/fp32_add.py leading_zeros, in the adders and both
+    # multipliers) ----------------------------------------------------------------------
+    "9497cb9652dc": _LZ + "adder_hi lz_s2[26] (span 32: bit 31 only).",
+    "f22947155212": _LZ + "adder_hi lz_s2[27], flipped when lz_s2[28] is 0 (span 32: bit 31 "
+                          "only).",
+    "7e01655008fd": _LZ + "multiplier lz_s4[15], flipped with lz_s4[31] (span 32: bits >= "
+                          "29).",
+    "141f28b47f17": _LZ + "multiplier lz_s2[15] (span 32: bit 31 only).",
+    "07b8794fe926": _LZ + "multiplier lz_s8[21] (span 32: bits >= 25).",
+    "b95c6f8cb746": _LZ + "multiplier lz_s2[7] (span 32: bit 31 only).",
+    # ---- multiplier_hi (the FP8 double-row product) -----------------------------------
+    "da476f92a270": _HI + "wide[17] inverted only feeds round_up and tiny, read on the "
+                          "subnormal branch alone.",
+    "5bb030dc68c0": _HI + "exp >= 1 with exp's bit 4 inverted: 93..160 moved by 16 stays "
+                          ">= 1.",
+    "d58e54a846fa": _HI + "tiny[2] flipped is read on the subnormal branch alone.",
+    "b0efd9871164": _HI + "exp >= 255 with exp's bit 5 flipped when bit 8 is set: bit 8 is "
+                          "clear for 93..160.",
+    "24ce53788f22": _HI + "exp's bit 0 flipped when bit 9 is set: bit 9 is clear for "
+                          "93..160.",
+    "3f938e2620c0": _HI + "the FTZ flush of a tiny product (ftz read as 0) is on the "
+                          "subnormal branch alone.",
+    # ---- bits a cell computes that nothing reads ---------------------------------------
+    "c923377db884": "bit 11 of the constant 26 in right = Mux(exp < -24, 26, 1 - exp) "
+                    "(multiplier_hi): the 13-bit mux's bits 5..12 go to $71, which nothing "
+                    "reads (right is 5 bits), so right is unchanged",
+    "3a470bcba5e9": "bit 29 of prod << lz (multiplier): the shift's bits 22 and up go to "
+                    "$173, which nothing reads (sig takes bits 0..21), so sig is unchanged",
+    "58accd354834": "bit 8 of diff = l_exp[7:0] - s_exp[7:0] (the borrow) forced 0: L is "
+                    "the operand of larger magnitude, so l_exp >= s_exp (both 1..255) and "
+                    "the borrow is always 0",
+    "bd858b4beb2f": "exp >= 255 in the adder with exp's bit 8 read as 0: exp is l_exp + 1 "
+                    "(carry out) or l_exp - left with left <= l_exp - 1, l_exp in 1..255, so "
+                    "exp <= 255 (bit 8 clear) unless l_exp = 255, i.e. the larger operand is "
+                    "Inf or NaN, when the sum is taken from the NaN / Inf branches and "
+                    "magnitude is not used",
     # ---- tile control (hdl/tile.py) ----------------------------------------------------
-    "0b5288887fa3": "reset value of loaded[2] forced to 1: loaded[i] is read only together "
-                    "with queued[i] (has_target, target, can_start) or copied to loaded[i-1] "
-                    "with queued[i], and the cycle an entry is queued its loaded bit is "
-                    "written (= is_read, after the shift in the same process): an "
-                    "unqueued entry's loaded bit is never seen",
-    "eddffbd8ef90": "load_in.value is never assigned (the tile loads through load_values) "
-                    "nor read: its register holds its reset 0, so forcing a bit of its hold "
-                    "path to 0 changes nothing",
-    "9d32de73bfd0": "bit 17 of head.bank * 512 inverted in bank * 512 + offset: the sum "
-                    "drives beat_addr, which is 12 bits (range(8 * 512)), and adding 2^17 "
-                    "leaves bits 0..11 alone; $54 has no other reader",
-    "43a9748b7607": "reset value of token_3's addr bit 8 inverted: a token's fields are only "
-                    "used with its valid bit (result.valid; PSUM write = result beat and "
-                    "not read), whose reset value is untouched, and the token is "
-                    "overwritten by token_2 at the first advance",
-    "59fc693cd7d9": "skew stage 1, lane 1's value bit 5 flipped while stalled only when that "
-                    "lane's active bit (bit 17) is 0: an inactive row's PEs pass psum_in "
-                    "through and never use the moving value, and active travels with it "
-                    "along the row",
-    "a99a521dfc9c": "cur_left's D bit 5 flipped when D bit 14 is set: bit 14 is set only "
-                    "when beat_left - 1 wraps (the last beat, beat_left = 0; N <= 512 keeps "
-                    "it clear otherwise), after which running is 0 and cur_left is not read "
-                    "(beat_left takes head.n - 1) until the next issue rewrites it",
-    "ca248b3255fb": "B[16] of the running mux is the constant 0 that pads cur_left to 17 "
-                    "bits: forcing it to 0 leaves the netlist as it was",
-    "0437c2272353": "target == 0 with target's bit 1 read as 0 also fires for target = 2: "
-                    "it feeds loaded_next[0] = loaded[0] | (load_done & target == 0), and "
-                    "target = 2 means entries 0 and 1 hold no unloaded command while entry 2 "
-                    "is queued, so (entries fill from 0) entry 0 is queued and loaded: "
-                    "loaded[0] is already 1",
-    "305307ff6555": "beat_k's bit 12 flipped when its bit 8 is set: beat_k is a queued "
-                    "matmul's K (1..rows, accepted only then) or 0 for a READ, never >= 256",
-    "f975c74ffee2": "row 0's active (in_mode.k > 0) forced true: in_mode.k is 0 only for a "
-                    "READ's beats (and before the first issue, with invalid tokens); a READ "
-                    "token's PSUM result is the stored entry (psum.read), the array's "
-                    "column for it is dropped and no PE state outlives the beat",
-    "b5582a41263f": "bit 16 of target_k - 1 (the borrow) forced 0: it is set only for "
-                    "target_k = 0, i.e. no target (a queued matmul has K >= 1), when "
-                    "stationary.ready and so load_beat and load_done are 0",
-    "fd28683590c7": "cur_k's D bit 5 forced 0: cur_k takes beat_k (a matmul's K <= rows = "
-                    "3, or 0) or holds, so bit 5 is always 0",
-    # ---- leading-zero counter (hdl/fp32_add.py leading_zeros, in both units) ------------
-    "b95b3d724064": _LZ + "adder lz_s8[0] (flipped with lz_s8[8]).",
-    "006540472f25": _LZ + "PSUM adder lz_s2[3].",
-    "98d4799b9bd1": _LZ + "adder lz_s16[7].",
-    "d3c7d7c62aba": _LZ + "multiplier lz_s8[18] (flipped with lz_s8[19]).",
-    "aa2f753e180f": _LZ + "multiplier lz_s4[27].",
-    "e03272371dec": _LZ + "multiplier lz_s16[5].",
-    "5f72108746f2": _LZ + "multiplier lz_s2[19].",
-    "39f52a58c8eb": _LZ + "multiplier lz_s16[14].",
-    "9ea46996ba68": _LZ + "multiplier lz_s4[1].",
-    # ---- BF16 multiplier (hdl/bf16_mul.py) --------------------------------------------
-    "f5c3bdc43fd7": "wide[7] flipped with wide[4] in the sticky test wide[0:25] != 0: wide "
-                    "is Cat(0 x 26, sig) >> right and sig's low 8 bits are 0, so wide[0..7] "
-                    "= 0 whenever right <= 26, which holds whenever tiny is used (exp < 1: "
-                    "right = 1 - exp in 1..25, or 26); with exp >= 1 the result takes the "
-                    "normal or Inf branch and ignores round_up",
-    "d3e85c909c39": "wide[23] flipped when wide[25] is 0: wide[23] is read only by the "
-                    "sticky test in round_up = wide[25] & (sticky | wide[26]), which is 0 "
-                    "whenever wide[25] is 0",
-    "dc407007b1f0": "exp >= 255 with exp's bit 6 flipped when bit 10 is set: exp (signed "
-                    "12-bit) lies in -140..382, so bit 10 is set only for negative exp; "
-                    "moving a negative exp by 64 keeps it in -204..-1, below 255 either way",
-    "5cbd82c4fce7": "1 - exp with exp's bit 9 flipped (when bit 0 is set): that changes "
-                    "1 - exp by 512, and only its low 5 bits reach right (5 bits)",
-    "9b63b1889938": "b's exponent == 0xFF with exponent bit 3 flipped when bit 0 is 0: "
-                    "with bit 0 at 0 neither the exponent nor the flipped one is 0xFF, and "
-                    "with bit 0 at 1 nothing is flipped",
-    "4a8425ef5711": "the FTZ flush test of a tiny product inverted (flush when tiny[23] is "
-                    "set instead of clear): tiny[23] is never set (it needs wide[26:49] all "
-                    "ones, i.e. right = 1 and sig[1..23] all ones, but sig[0..7] are 0), so "
-                    "the mutant keeps every tiny product under FTZ instead of flushing it; "
-                    "in this PE (pe_1_2, row 1) the product only feeds its adder, which "
-                    "under FTZ flushes a subnormal b to the zero of the same sign, the "
-                    "value the unmutated multiplier gives",
-    # ---- PE adder FTZ input flush (hdl/fp32_add.py:73) -------------------------------
-    "eb022abcc4c3": _PE_FTZ + "ftz & (exp == 0) with ftz read as 0 (pe_1_1).",
-    "f0231ef22af0": _PE_FTZ + "a's exp == 0 with exponent bit 2 read as 1 (pe_2_1).",
+    "4e0b9e570fa3": "slot = (queued count) - start, bit 1 flipped when bit 3 (the borrow) "
+                    "is set: start needs queued[0] (can_start), so the count is >= start "
+                    "and the borrow is never set",
+    "18c6c00bbbfb": "beat_left's bit 6 flipped when its bit 10 is set: beat_left is used "
+                    "(registered into cur_left, last, running, busy, the token's last with "
+                    "its valid) only on an issue, when it is cur_left of a running command "
+                    "(<= 510) or head.n - 1 of a queued one (<= 511): bit 10 is then clear",
 }
 
 
