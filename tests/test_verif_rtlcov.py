@@ -61,6 +61,8 @@ module systolica_tile(input clk, input [3:0] a, output [7:0] y, output z, output
   wire [4:0] \\$7 ;
   wire x;
   wire [1:0] u;
+  wire [1:0] \\o[0] ;
+  assign \\o[0]  = 2'b00;
   assign w = {a, 4'b0010};
   assign \\$7  = a + a;
   assign x = \\$7 [0];
@@ -73,7 +75,7 @@ endmodule
             (module, "x", None): (False, False),
             (module, "$7", 0): (False, False),
             (module, "u", 0): (False, False), (module, "w", 5): (False, False),
-            (module, "r", None): (False, False),
+            (module, "r", None): (False, False), (module, "o[0]", None): (False, False),
             (module, "w", 6): (True, True), (module, "z", None): (True, True)}
     constant = rtlcov.prove_constant(verilog, bits, tmp_path / "prove", controls=2)
     assert constant == {(module, "w", 1): (1, "tied"), (module, "w", 0): (0, "tied"),

@@ -54,6 +54,9 @@ DEPTH = 1 << 17
 WRAP = 1 << 16
 #: Bits that toggled, per module, that the prover must not call constant (its check).
 CONTROLS = 12
+#: Seconds one proof may take; a bit not proved by then stays in the denominator (the
+#: shared float multiplier's proofs can take minutes each).
+SAT_TIMEOUT = 5
 
 
 def hdl_file(module):
@@ -194,7 +197,8 @@ def _sat_script(verilog, jobs, value):
                     lines.append(f"rename \\{signal} {aliases[signal]}")
             sig = aliases[signal] + (f"[{bit}]" if bit is not None else "")
             lines += [f"log MARK {n}",
-                      f"sat -seq 1 -ignore_unknown_cells -prove {sig} 1'{value}"]
+                      f"sat -seq 1 -ignore_unknown_cells -timeout {SAT_TIMEOUT} "
+                      f"-prove {sig} 1'{value}"]
         lines.append("cd ..")
     return "\n".join(lines) + "\n"
 
@@ -270,8 +274,8 @@ def prove_constant(verilog, bits, folder, controls=CONTROLS):
         module, signal, bit = key
         # Yosys's JSON keeps the backslash of a public name that starts with "$" ("\\$19")
         found = nets.get((module, signal), nets.get((module, "\\" + signal)))
-        if found is None or (bit or 0) >= len(found):
-            return None
+        if found is None or (bit is None) != (len(found) == 1) or (bit or 0) >= len(found):
+            return None         # not this wire (a bracketed name read ambiguously): skip
         return found[bit or 0]
 
     out, quiet = {}, []
