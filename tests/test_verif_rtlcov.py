@@ -49,7 +49,8 @@ def test_constant_bits_are_tied_or_proved_and_toggled_ones_never(tmp_path):
     only SAT can show constant ((a + a)[0], once in a wire named like Amaranth's "$7"), one
     undriven (Verilator holds it at 0), one that can toggle and a register that starts at 0
     but can be 1: the first five are excluded, the others not (the register would be, if
-    the proof started from its initial value), and toggling control bits are not
+    the proof started from its initial value), a point whose name and bit fit no wire (a
+    bracketed name read without its bit) is skipped, and toggling control bits are not
     proved."""
     verilog = tmp_path / "tile.v"
     verilog.write_text("""
