@@ -50,8 +50,8 @@ def test_constant_bits_are_tied_or_proved_and_toggled_ones_never(tmp_path):
     undriven (Verilator holds it at 0), one that can toggle and a register that starts at 0
     but can be 1: the first five are excluded, the others not (the register would be, if
     the proof started from its initial value), a point whose name and bit fit no wire (a
-    bracketed name read without its bit) is skipped, and toggling control bits are not
-    proved."""
+    bracketed name read without its bit) is skipped, bit 0 of "o" is proved although a wire
+    named "o[0]" exists, and toggling control bits are not proved."""
     verilog = tmp_path / "tile.v"
     verilog.write_text("""
 module systolica_tile(input clk, input [3:0] a, output [7:0] y, output z, output q);
@@ -64,6 +64,10 @@ module systolica_tile(input clk, input [3:0] a, output [7:0] y, output z, output
   wire [1:0] u;
   wire [1:0] \\o[0] ;
   assign \\o[0]  = 2'b00;
+  wire [1:0] o;
+  wire [2:0] \\o[1] ;
+  assign o = a[1:0] + a[1:0];
+  assign \\o[1]  = {a[2:0]};
   assign w = {a, 4'b0010};
   assign \\$7  = a + a;
   assign x = \\$7 [0];
@@ -77,8 +81,10 @@ endmodule
             (module, "$7", 0): (False, False),
             (module, "u", 0): (False, False), (module, "w", 5): (False, False),
             (module, "r", None): (False, False), (module, "o[0]", None): (False, False),
+            (module, "o", 1): (False, False), (module, "o", 0): (False, False),
             (module, "w", 6): (True, True), (module, "z", None): (True, True)}
     constant = rtlcov.prove_constant(verilog, bits, tmp_path / "prove", controls=2)
     assert constant == {(module, "w", 1): (1, "tied"), (module, "w", 0): (0, "tied"),
                         (module, "u", 0): (0, "tied"),
-                        (module, "x", None): (0, "proved"), (module, "$7", 0): (0, "proved")}
+                        (module, "x", None): (0, "proved"), (module, "$7", 0): (0, "proved"),
+                        (module, "o", 0): (0, "proved")}

@@ -190,11 +190,10 @@ def _sat_script(verilog, jobs, value):
         aliases = {}
         for n, signal, bit in items:
             if signal not in aliases:
-                aliases[signal] = f"\\{signal}"
-                if any(c in signal for c in "[]: "):
-                    # sat reads name[bit]: a wire whose name holds brackets is renamed first
-                    aliases[signal] = f"\\cov_alias_{n}"
-                    lines.append(f"rename \\{signal} {aliases[signal]}")
+                # sat reads "name[bit]" as a wire of that name if there is one (the skew's
+                # o and o[0]), and stops on some characters: every wire gets a plain alias
+                aliases[signal] = f"\\cov_alias_{n}"
+                lines.append(f"rename \\{signal} {aliases[signal]}")
             sig = aliases[signal] + (f"[{bit}]" if bit is not None else "")
             lines += [f"log MARK {n}",
                       f"sat -seq 1 -ignore_unknown_cells -timeout {SAT_TIMEOUT} "
