@@ -46,10 +46,12 @@ help:
 	@echo "make exhaustive RTL BF16 multiplier on all 2^32 pairs (IEEE and FTZ) and FP32 adder on"
 	@echo "                10^9 random pairs + a rounding grid, against the golden model (~30 min)"
 	@echo "make mutants    mutation score: 240 Yosys mutants of the tile in one netlist, a fuzzed"
-	@echo "                kill-set per mutant, survivors checked for equivalence by SAT (~15 min)"
+	@echo "                kill-set per mutant; each survivor equivalent by structure, argued"
+	@echo "                equivalent (a reason per survivor) or open; score both ways (~11 min)"
 	@echo "make coverage   functional coverage: a fuzz sample with coverage on, merged with the"
-	@echo "                databases of earlier runs (make test writes one); closure check;"
-	@echo "                then Verilator line/toggle coverage per hdl module (~3 min)"
+	@echo "                databases of earlier runs (make test writes the fuzzer's and one per"
+	@echo "                regression configuration); closure check; then Verilator line/toggle"
+	@echo "                coverage per hdl module, bits proved constant excluded (~10 min)"
 	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
@@ -99,7 +101,7 @@ exhaustive: $(STAMP)
 	$(PY) -m systolica.sim.verif.exhaustive --seed $(or $(SEED),1)
 
 mutants: $(STAMP)
-	$(PY) -m systolica.sim.verif.mutants --seed $(or $(SEED),1)
+	$(PY) -m systolica.sim.verif.mutants --seed $(or $(SEED),1) --jobs 2
 
 coverage: $(STAMP)
 	$(PY) -m systolica.sim.verif.coverage --seed $(or $(SEED),1)

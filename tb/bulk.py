@@ -74,10 +74,16 @@ class BulkProgram:
         Tile size in PEs.
     log : logging.Logger, optional
         Where the scoreboard reports mismatches.
+    noise : numpy.random.Generator, optional
+        Fill the operand bits the tile must ignore with random bits drawn from it:
+        stationary lanes ``>= M`` and the high byte of every 8-bit operand lane (INT8, FP8;
+        not in double-row mode, where it holds data; moving lanes ``>= K`` stay zero, as the
+        layout asks). The golden model is not affected.
     """
 
-    def __init__(self, rows, cols, log=None):
+    def __init__(self, rows, cols, log=None, noise=None):
         self.rows, self.cols = rows, cols
+        self._noise = noise
         self.scoreboard = Scoreboard(log=log)
         self.model = TileModel(rows, cols, self.scoreboard)
         self._packers = {"commands": LayoutPacker(command_layout()),
@@ -123,11 +129,28 @@ class BulkProgram:
         self._staged = self.model.prepare_many(matmuls)
         for item in self._staged:
             command, s_bits, m_bits = self.model.stimulus(item)
+            if self._noise is not None:
+                s_bits, m_bits = self._scribble(item["command"], s_bits, m_bits)
             self._add_command(command)
             self._stationary.append(s_bits)
             self._moving.append(m_bits)
             self.stationary_count += len(s_bits)
             self.moving_count += len(m_bits)
+
+    def _scribble(self, command, s_bits, m_bits):
+        """Random bits where the tile must ignore them (see ``noise``)."""
+        from systolica.golden.formats import FORMATS
+
+        rng = self._noise
+        s_bits, m_bits = s_bits.copy(), m_bits.copy()
+        s_bits[:, command.m:] = rng.integers(0, 1 << 16, size=s_bits[:, command.m:].shape)
+        if not command.double_row:      # there the high byte holds partition row r + rows
+            lanes = ((s_bits[:, :command.m], command.dtype),
+                     (m_bits[:, :min(command.k, self.rows)], command.mtype))
+            for bits, name in lanes:
+                if FORMATS[name].width == 8:
+                    bits |= (rng.integers(0, 256, size=bits.shape) << 8).astype(np.uint16)
+        return s_bits, m_bits
 
     def commit_staged(self):
         """Model the staged matmuls (golden sums, shadow PSUM, expectations); returns their

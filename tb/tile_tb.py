@@ -2,7 +2,9 @@
 
 import json
 import os
+import pickle
 import random
+import tempfile
 
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
@@ -91,6 +93,10 @@ class TileTB:
             ("stationary", stationary_layout(self.cols)), ("moving", moving_layout(self.rows)),
             ("result", result_layout(self.cols)))}
         self._idle, self._backpressure = idle, backpressure
+        #: Operands of each accepted matmul by record index, kept only for the coverage dump
+        #: (``$SYSTOLICA_COVERAGE``, see :meth:`check`).
+        self._coverage = os.environ.get("SYSTOLICA_COVERAGE")
+        self._operands = {}
         #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
         self.finished = 0
@@ -114,6 +120,8 @@ class TileTB:
         record, command, s_bits, m_bits = self.model.submit(
             stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank, offset=offset,
             expected=expected, perf_mode=perf_mode)
+        if self._coverage and record.error is None:
+            self._operands[record.index] = (stationary, moving)
         self.command.send(command)
         for beat in self._packers["stationary"].pack_ints(len(s_bits), data=s_bits):
             self.stationary.send(beat)
@@ -204,7 +212,10 @@ class TileTB:
         ``status`` counts exactly the rejections the model predicts (last error included).
 
         With ``SYSTOLICA_STATS`` set, appends one JSON line with the MACs checked to that
-        file (the regression sums them).
+        file (the regression sums them). With ``SYSTOLICA_COVERAGE`` set to a folder, writes
+        what functional coverage samples (tile size, idle and backpressure levels, the
+        checked records with their stamps, each matmul's operands) into a pickle file there;
+        the regression samples it (``python -m systolica.sim.verif.coverage --dumps``).
         """
         self.scoreboard.check_complete()
         got = status_fields(self.dut.status.value.to_unsigned())
@@ -218,6 +229,13 @@ class TileTB:
         if stats:
             with open(stats, "a") as handle:
                 handle.write(json.dumps(self.scoreboard.macs_checked) + "\n")
+        if self._coverage:
+            os.makedirs(self._coverage, exist_ok=True)
+            handle, path = tempfile.mkstemp(suffix=".pkl", dir=self._coverage)
+            with os.fdopen(handle, "wb") as out:
+                pickle.dump({"rows": self.rows, "cols": self.cols, "idle": self._idle,
+                             "backpressure": self._backpressure, "records": self.records,
+                             "operands": self._operands}, out)
 
     def submit_slabs(self, stationary, moving, *, ftz=False):
         """Queue ``stationary.T @ moving`` with any K: K-slabs of ``rows`` accumulating in PSUM.

@@ -5,6 +5,8 @@ Parametrised over simulator x tile size; each configuration has its own build fo
 """
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -24,9 +26,11 @@ cocotb_test_names = tile_test_names
 def test_tile_regression(simulator, rows, cols, seed, tmp_path):
     tile = build(rows, cols, simulator)
     stats = tmp_path / "stats.jsonl"
+    dumps = tmp_path / "coverage"
     bulk = {"SYSTOLICA_BULK_MACS": str(BULK_MACS[rows, cols])} if (rows, cols) in BULK_MACS else {}
     run = run_tests(tile, "systolica.tb.test_tile", tmp_path, seed=seed,
-                    extra_env={"SYSTOLICA_STATS": str(stats), **bulk})
+                    extra_env={"SYSTOLICA_STATS": str(stats),
+                               "SYSTOLICA_COVERAGE": str(dumps), **bulk})
     names = cocotb_test_names()
     assert len(names) >= 8
     log_tail = "\n".join(run.log.read_text().splitlines()[-40:])
@@ -39,3 +43,13 @@ def test_tile_regression(simulator, rows, cols, seed, tmp_path):
     print(f"{simulator} {rows}x{cols}: {bf16_macs:,} BF16 and "
           f"{sum(entry['int8'] for entry in checked):,} INT8 MACs checked")
     assert bf16_macs >= BULK_MACS.get((rows, cols), 1)
+    # Functional coverage of the regression: every checked test's commands and operands,
+    # sampled in a process of its own (one database per configuration, no other test's
+    # samples in it) into <build>/coverage, which make coverage merges with the fuzzer's.
+    sampled = subprocess.run(
+        [sys.executable, "-m", "systolica.sim.verif.coverage", "--dumps", str(dumps),
+         "--tag", f"regression-{simulator}-{rows}x{cols}-seed{seed}"],
+        capture_output=True, text=True)
+    assert sampled.returncode == 0, sampled.stdout + sampled.stderr
+    # Every test but the error injection and the stuck tile ends in a passing check().
+    assert len(list(dumps.glob("*.pkl"))) >= run.tests - 2, "a checked test wrote no dump"

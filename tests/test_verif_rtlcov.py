@@ -29,3 +29,62 @@ def test_coverage_points_are_summed_per_module(tmp_path):
     assert set(table) == {"pe.py"}
     assert table["pe.py"]["line"][:2] == [1, 1]
     assert table["pe.py"]["toggle"][:2] == [0, 1]
+
+
+def test_toggle_bits_decode_verilator_names():
+    def key(name):
+        return ("toggle", "systolica_tile.array", "tile.v", 1, name)
+
+    points = {key("__02453[3]:0->1"): 1, key("__02453[3]:1->0"): 0,
+              key("queue_0__02ebank[4]:0->1"): 0, key("queue_0__02ebank[4]:1->0"): 0,
+              key("chain_start:1->0"): 2}
+    bits = rtlcov.toggle_bits(points)
+    assert bits == {("systolica_tile.array", "$53", 3): (True, False),
+                    ("systolica_tile.array", "queue_0.bank", 4): (False, False),
+                    ("systolica_tile.array", "chain_start", None): (False, True)}
+
+
+def test_constant_bits_are_tied_or_proved_and_toggled_ones_never(tmp_path):
+    """Bits tied in the netlist (one a 1 that rose once as the simulation started), two
+    only SAT can show constant ((a + a)[0], once in a wire named like Amaranth's "$7"), one
+    undriven (Verilator holds it at 0), one that can toggle and a register that starts at 0
+    but can be 1: the first five are excluded, the others not (the register would be, if
+    the proof started from its initial value), a point whose name and bit fit no wire (a
+    bracketed name read without its bit) is skipped, bit 0 of "o" is proved although a wire
+    named "o[0]" exists, and toggling control bits are not proved."""
+    verilog = tmp_path / "tile.v"
+    verilog.write_text("""
+module systolica_tile(input clk, input [3:0] a, output [7:0] y, output z, output q);
+  reg r = 1'b0;
+  always @(posedge clk) r <= a[2];
+  assign q = r;
+  wire [7:0] w;
+  wire [4:0] \\$7 ;
+  wire x;
+  wire [1:0] u;
+  wire [1:0] \\o[0] ;
+  assign \\o[0]  = 2'b00;
+  wire [1:0] o;
+  wire [2:0] \\o[1] ;
+  assign o = a[1:0] + a[1:0];
+  assign \\o[1]  = {a[2:0]};
+  assign w = {a, 4'b0010};
+  assign \\$7  = a + a;
+  assign x = \\$7 [0];
+  assign y = w | {7'b0, x} | {6'b0, u};
+  assign z = a[1];
+endmodule
+""")
+    module = "systolica_tile"
+    bits = {(module, "w", 1): (True, False), (module, "w", 0): (False, False),
+            (module, "x", None): (False, False),
+            (module, "$7", 0): (False, False),
+            (module, "u", 0): (False, False), (module, "w", 5): (False, False),
+            (module, "r", None): (False, False), (module, "o[0]", None): (False, False),
+            (module, "o", 1): (False, False), (module, "o", 0): (False, False),
+            (module, "w", 6): (True, True), (module, "z", None): (True, True)}
+    constant = rtlcov.prove_constant(verilog, bits, tmp_path / "prove", controls=2)
+    assert constant == {(module, "w", 1): (1, "tied"), (module, "w", 0): (0, "tied"),
+                        (module, "u", 0): (0, "tied"),
+                        (module, "x", None): (0, "proved"), (module, "$7", 0): (0, "proved"),
+                        (module, "o", 0): (0, "proved")}

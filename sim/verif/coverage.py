@@ -1,10 +1,14 @@
 """Functional coverage of the tile's stimulus and behaviour (``cocotb-coverage``).
 
 :func:`sample_program` samples one checked fuzz program (:mod:`systolica.sim.verif.fuzz`:
-commands, golden results, stamps) into ``cocotb_coverage``'s coverage database:
+commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, and
+:func:`sample_dump` one cocotb regression test (the per-cycle TB's dump, written with
+``$SYSTOLICA_COVERAGE`` set; ``--dumps DIR --tag NAME`` samples a folder of them):
 
-- ``operand.int8`` / ``operand.bf16``: each operand class per data type;
-- ``product``: each BF16 product's class (exact normal, exact subnormal, rounded to a
+- ``operand.type``: each operand type as stationary and as moving, a mixed float pair,
+  FP8 double-row;
+- ``operand.int8`` / ``operand.bf16``: each operand class of INT8 and BF16 matmuls;
+- ``product``: each BF16 x BF16 product's class (exact normal, exact subnormal, rounded to a
   subnormal, underflow to zero, overflow);
 - ``add``: each column-chain add's rounding outcome (exact, below half, tie to even down,
   tie to even up, above half), classified exactly;
@@ -31,6 +35,7 @@ import numpy as np
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, coverage_section
 
 from systolica.golden.command import ERRORS, PSUM_ENTRIES
+from systolica.golden.formats import FORMATS
 
 from . import fuzz
 from .exhaustive import ROUNDING, classify_rounding
@@ -43,6 +48,11 @@ STORED_CLASSES = ("fp32 zero", "fp32 subnormal", "fp32 normal", "fp32 inf", "fp3
                   "int32")
 READ_REGIONS = ("from entry 0", "inside", "to the end")
 TILE_SHAPES = ("square", "wider", "taller")
+
+#: Operand-type bins: each type as stationary and as moving, a mixed float pair, and FP8
+#: double-row.
+_TYPE_BINS = ([f"stationary {name}" for name in FORMATS] + [f"moving {name}" for name in FORMATS]
+              + ["mixed float pair", "double-row"])
 
 #: Bins that are not in the model, and why (a reviewer's list).
 REMOVED = {
@@ -64,6 +74,7 @@ def _point(name, bins):
                                        bins=list(bins)))(lambda value: None)
 
 
+_type = _point("operand.type", _TYPE_BINS)
 _int8_operand = _point("operand.int8", INT8_CLASSES)
 _bf16_operand = _point("operand.bf16", BF16_CLASSES)
 _product = _point("product", PRODUCT_CLASSES)
@@ -167,7 +178,8 @@ def _sample_adds(stationary, moving):
 
 def sample_program(report, records, operands, predicted):
     """Sample one checked program: ``records`` (the model's), ``operands`` (per legal
-    matmul's record index: its stationary and moving arrays), ``predicted`` (its stamps)."""
+    matmul's record index: its stationary and moving arrays), ``predicted`` (its stamps:
+    objects with ``accept`` and ``issues``; None leaves the queue occupancy unsampled)."""
     rows, cols = report.rows, report.cols
     _tile("square" if rows == cols else "wider" if cols > rows else "taller")
     _stall(report.idle, report.backpressure)
@@ -192,6 +204,15 @@ def sample_program(report, records, operands, predicted):
         shadow[region] = np.asarray(r.expected, np.uint32)[0]
         shadow_dtype[region] = r.dtype
         stationary, moving = operands[r.index]
+        command = r.command
+        _type(f"stationary {command.dtype}")
+        _type(f"moving {command.mtype}")
+        if command.double_row:
+            _type("double-row")
+        elif command.dtype != command.mtype:
+            _type("mixed float pair")
+        if r.dtype != "int8" and not (command.dtype == command.mtype == "bf16"):
+            continue            # the operand, product and add classes are BF16's
         if r.dtype == "int8":
             for klass in int8_classes(np.concatenate([stationary.ravel(), moving.ravel()])):
                 _int8_operand(klass)
@@ -206,8 +227,28 @@ def sample_program(report, records, operands, predicted):
             _product(klass)
         if not r.ftz and r.k > 1:
             _sample_adds(s_bits, m_bits)
-    for n in queue_occupancy(records, predicted):
+    for n in queue_occupancy(records, predicted) if predicted is not None else ():
         _queue(n)
+
+
+def sample_dump(path):
+    """Sample one regression test's dump (written by the per-cycle TB's ``check()`` with
+    ``$SYSTOLICA_COVERAGE`` set: tile size, stall levels, checked records, operands).
+
+    The command-queue occupancy needs each legal command's first issue cycle; the per-cycle
+    TB stamps moving beats, not a READ's beats, so a test with a legal READ leaves the
+    queue unsampled (the fuzzer's stamps come from the cycle model and cover it)."""
+    import pickle
+    from types import SimpleNamespace
+
+    with open(path, "rb") as handle:
+        dump = pickle.load(handle)
+    records = dump["records"]
+    report = SimpleNamespace(rows=dump["rows"], cols=dump["cols"], idle=dump["idle"],
+                             backpressure=dump["backpressure"])
+    stamped = all(r.error is not None or (r.op == "matmul" and r.accept is not None
+                                          and len(r.issues)) for r in records)
+    sample_program(report, records, dump["operands"], records if stamped else None)
 
 
 def queue_occupancy(records, predicted):
@@ -263,8 +304,22 @@ def main(argv=None):
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--commands", type=int, default=1600)
+    parser.add_argument("--dumps", default=None,
+                        help="sample the regression's dumps in this folder (*.pkl, written "
+                             "by the per-cycle TB with $SYSTOLICA_COVERAGE) instead of "
+                             "fuzzing, and write the database as <--tag>.xml")
+    parser.add_argument("--tag", default="regression")
     args = parser.parse_args(argv)
     folder = default_folder()
+    if args.dumps:
+        dumps = sorted(Path(args.dumps).glob("*.pkl"))
+        for path in dumps:
+            sample_dump(path)
+        export(folder, args.tag)
+        hit, total, _ = bins_report()
+        print(f"regression dumps {len(dumps)}: bins hit {hit} of {total}; "
+              f"{folder / args.tag}.xml")
+        return 0 if dumps else 1
     fuzz.fuzz(args.seed, args.commands, chunk=400, sizes=fuzz.SIZES, coverage=True)
     own = export(folder, f"run-make-coverage-seed{args.seed}")
     files = sorted(str(p) for p in folder.glob("*.xml") if not p.name.startswith("merged"))

@@ -46,6 +46,9 @@ CHUNK = 2000
 BACKPRESSURE = (0.0, 0.1, 0.3, 0.6)
 #: Idle probabilities of the input streams for the programs that idle.
 IDLE = (0.1, 0.3, 0.5)
+#: Most illegal commands in a rejection burst (see :func:`random_program`; at least a
+#: quarter of it): up to 2^11, so the 16-bit rejected count carries into bit 11.
+BURST = 2048
 
 _MASK = 0xFFFFFFFF
 
@@ -94,15 +97,119 @@ def _n(rng, limit):
     return int(rng.integers(1, min(top, limit) + 1))
 
 
-def _operands(rng, k, m, n, dtype):
+#: Float operand types besides BF16 that the second generator draws (see :func:`_operands`).
+OTHER_FLOATS = ("fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
+
+
+def _operands(rng, k, m, n, dtype, noise=None):
+    """Operands of one matmul and its ``perf_mode``; with ``noise`` (a second generator,
+    so that the main draw is the same with or without it) a BF16 matmul may change:
+
+    - a third get operands aimed at the arithmetic's edges: :func:`boundary_operands`,
+      :func:`cancelling_operands` or :func:`subnormal_operands`;
+    - of the others, half take other float types (:func:`other_float_operands`: FP16 and
+      the FP8 family, mixed pairs, FP8 double-row).
+    """
     if dtype == "int8":
-        return stimulus.random_int8(rng, (k, m)), stimulus.random_int8(rng, (k, n))
+        return stimulus.random_int8(rng, (k, m)), stimulus.random_int8(rng, (k, n)), None
     kind = rng.integers(0, 3)
     make = stimulus.bf16_normal if kind == 0 else stimulus.bf16_wide
     s, v = make(rng, (k, m)), make(rng, (k, n))
     if kind == 2:
         s, v = stimulus.with_specials(rng, s, 0.2), stimulus.with_specials(rng, v, 0.2)
-    return s, v
+    if noise is None:
+        return s, v, None
+    draw = noise.random()
+    if draw < 1 / 3:
+        edge = (boundary_operands, cancelling_operands, subnormal_operands)[
+            int(noise.integers(3))]
+        s, v = edge(noise, k, m, n)
+    elif draw < 2 / 3:
+        return other_float_operands(noise, k, m, n)
+    return s, v, None
+
+
+def _float_bits(rng, name, shape):
+    """Random operands of float type ``name``: uniform bit patterns (every class: zeros,
+    subnormals, normals, the largest finite, Inf and NaN where the type has them), a
+    quarter of the time values near 1 instead (so sums do not all overflow)."""
+    from systolica.golden.formats import FORMATS
+
+    fmt = FORMATS[name]
+    if rng.random() < 0.25:
+        values = rng.standard_normal(shape).astype(np.float32)
+        return values.astype(fmt.dtype)
+    bits = rng.integers(0, 1 << fmt.width, size=shape)
+    return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+
+def other_float_operands(rng, k, m, n):
+    """``(stationary, moving, perf_mode)`` of a float matmul other than BF16 x BF16: each
+    operand's type drawn from BF16 and :data:`OTHER_FLOATS` (a mixed pair half the time),
+    or, 40 % of the time, an FP8 double-row matmul (both e4m3 or e5m2; K up to 2 x rows:
+    the second half of the partition rows in each lane's high byte, when the draw's K is
+    the tile's full height, see :func:`random_program`; else K <= rows, also legal)."""
+    types = ("bf16", *OTHER_FLOATS)
+    if rng.random() < 0.4:
+        pair = [str(rng.choice(("e4m3", "e5m2"))) for _ in range(2)]
+        extra = int(rng.integers(1, k + 1))      # K = k + extra <= 2 x rows when k = rows
+        return (_float_bits(rng, pair[0], (k + extra, m)),
+                _float_bits(rng, pair[1], (k + extra, n)), "double_row")
+    stype = str(rng.choice(OTHER_FLOATS))
+    mtype = str(rng.choice(types)) if rng.random() < 0.5 else stype
+    return _float_bits(rng, stype, (k, m)), _float_bits(rng, mtype, (k, n)), None
+
+
+def _bf16_bits(rng, exponent, shape):
+    sign = rng.integers(0, 2, size=shape)
+    return (sign << 15) | (np.asarray(exponent) << 7) | rng.integers(0, 128, size=shape)
+
+
+def boundary_operands(rng, k, m, n):
+    """BF16 operands whose products straddle FP32's normal/subnormal boundary (biased
+    exponents summing to 122..134, the boundary at 128) or its overflow end (summing to
+    370..386, Inf from 382), with some subnormal and zero operands: every product class
+    and the multiplier's and adder's rounding at both ends of the range."""
+    high = rng.random() < 0.25
+    lo, hi = (185, 194) if high else (61, 68)
+    s_exp = rng.integers(lo, hi, size=(k, m))
+    v_exp = rng.integers(lo, hi, size=(k, n))
+    s = _bf16_bits(rng, s_exp, (k, m))
+    v = _bf16_bits(rng, v_exp, (k, n))
+    for bits in (s, v):
+        pick = rng.random(bits.shape) < 0.1
+        bits[pick] &= 0x807F                     # subnormal (or zero) of the same sign
+    return stimulus.from_bits(s), stimulus.from_bits(v)
+
+
+def subnormal_operands(rng, k, m, n):
+    """BF16 subnormals (mostly with few fraction bits: the multiplier normalises them by up
+    to 15 places) times large normals (biased exponents 120..254), so that their products
+    land in FP32's normal range; zeros and infinities mixed in (0 x Inf is NaN). Which side
+    holds the subnormals is drawn per matmul."""
+    small_shape, large_shape = ((k, m), (k, n)) if rng.random() < 0.5 else ((k, n), (k, m))
+    fraction = rng.integers(1, 128, size=small_shape) >> rng.integers(0, 7, size=small_shape)
+    small = (rng.integers(0, 2, size=small_shape) << 15) | np.maximum(fraction, 1)
+    large = _bf16_bits(rng, rng.integers(120, 255, size=large_shape), large_shape)
+    specials = np.array([0x0000, 0x8000, 0x7F80, 0xFF80], np.int64)
+    for bits in (small, large):
+        pick = rng.random(bits.shape) < 0.05
+        bits[pick] = rng.choice(specials, int(pick.sum()))
+    small, large = stimulus.from_bits(small), stimulus.from_bits(large)
+    return (small, large) if small_shape == (k, m) else (large, small)
+
+
+def cancelling_operands(rng, k, m, n):
+    """BF16 operands whose column chain cancels: every odd partition row repeats the moving
+    row above it with the stationary row above negated and its last significand bits
+    perturbed, so the adds subtract nearly equal products (the adder's massive
+    cancellation, leading-zero count and exact-zero sign rules)."""
+    s = stimulus.bf16_normal(rng, (k, m)).view(np.uint16).copy()
+    v = stimulus.bf16_normal(rng, (k, n)).view(np.uint16).copy()
+    for row in range(1, k, 2):
+        v[row] = v[row - 1]
+        s[row] = (s[row - 1] ^ 0x8000) ^ rng.integers(0, 4, size=m)
+    return stimulus.from_bits(s), stimulus.from_bits(v)
 
 
 def _out_of_range(rng, legal, low, width):
@@ -149,15 +256,28 @@ def _illegal(rng, rows, cols):
                    ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5))
 
 
-def random_program(rng, rows, cols, count, dense=0.0):
+def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset)`` (a legal matmul) or a
     :class:`~systolica.golden.Command` (a legal READ or an illegal command).
 
     ``dense``: share of the legal matmuls that use the whole array (K = rows, M = cols),
     every PE busy (the mutation kill-set raises it); 0 draws as before.
+
+    ``noise``: a second generator (None: off) for what the main draw does not decide, so a
+    program's commands stay the same with it: a READ's unused fields (K, M, data type, FTZ,
+    accumulate; the tile must ignore them) get random values, a third of the BF16 matmuls
+    get edge operands (:func:`_operands`), and with probability 1/2 the program starts
+    with a burst of up to :data:`BURST` illegal commands, so that ``status.rejected``
+    carries into its upper bits. ``burst``: that many illegal commands first instead (a directed
+    program: RTL coverage wraps the count with 2^16).
     """
     out = []
+    if burst is None and noise is not None and noise.random() < 0.5:
+        # A random length: the count's check is at the end of the program, so a wrong
+        # carry that flips back and forth must stop on the wrong side in some program.
+        burst = int(noise.integers(BURST // 4, BURST + 1))
+    out.extend(_illegal(noise or rng, rows, cols) for _ in range(burst or 0))
     for _ in range(count):
         draw = rng.random()
         if draw < 0.3:
@@ -169,15 +289,23 @@ def random_program(rng, rows, cols, count, dense=0.0):
         if rng.random() < 0.3:              # a region that ends at the bank's end
             offset = PSUM_ENTRIES - n
         if draw < 0.45:
-            out.append(Command("read", n=n, bank=bank, offset=offset))
+            unused = {}
+            if noise is not None:
+                unused = {"k": int(noise.integers(1 << 16)), "m": int(noise.integers(1 << 16)),
+                          "dtype": "bf16" if noise.random() < 0.5 else "int8",
+                          "ftz": bool(noise.random() < 0.5),
+                          "accumulate": bool(noise.random() < 0.5)}
+            out.append(Command("read", n=n, bank=bank, offset=offset, **unused))
             continue
         k, m = int(rng.integers(1, rows + 1)), int(rng.integers(1, cols + 1))
         if dense and rng.random() < dense:
             k, m = rows, cols
         dtype = "bf16" if rng.random() < 0.5 else "int8"
-        s, v = _operands(rng, k, m, n, dtype)
+        s, v, perf_mode = _operands(rng, k, m, n, dtype, noise)
+        if perf_mode is not None and k < rows:
+            s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
         out.append((s, v, bool(rng.random() < 0.4),
-                    bool(dtype == "bf16" and rng.random() < 0.3), bank, offset))
+                    bool(dtype == "bf16" and rng.random() < 0.3), bank, offset, perf_mode))
     return out
 
 
@@ -198,6 +326,7 @@ class ProgramReport:
     result_beats: int = 0
     cycles: int = 0
     stamps_checked: int = 0
+    burst: int = 0          # illegal commands of a rejection burst, besides ``commands``
     errors: list = field(default_factory=list)
 
     @property
@@ -222,27 +351,31 @@ def _submit(program, items):
 
 def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
                       build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
-                      coverage=False):
+                      coverage=False, burst=None):
     """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
 
     ``tile``: a harness :class:`~systolica.sim.runner.Build` to run on instead of building
     one (its size must be the program's; the mutation runner passes its mutant build), and
     ``plusargs`` extra simulator arguments for it; ``dense`` see :func:`random_program`.
     ``coverage``: sample the program into the functional coverage database
-    (:mod:`systolica.sim.verif.coverage`).
+    (:mod:`systolica.sim.verif.coverage`). ``burst``: see :func:`random_program`.
     """
     from systolica.hdl.layouts import command_layout
     from systolica.sim.runner import build, run_tests
     from systolica.tb.bulk import BulkProgram, resident_depth
 
     rng = np.random.default_rng([seed, index])
+    # The second generator fills what the tile must ignore (READ fields, stationary lanes
+    # >= M, INT8 lanes' high bytes) and adds edge operands and rejection bursts.
+    noise = np.random.default_rng([seed, index, 1])
     rows, cols = sizes[index % len(sizes)]
     # Every level in every four programs, the pairs varying from one four to the next.
     backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
     idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
     report = ProgramReport(index, rows, cols, chunk, idle, backpressure)
-    items = random_program(rng, rows, cols, chunk, dense)
-    program = BulkProgram(rows, cols)
+    items = random_program(rng, rows, cols, chunk, dense, noise, burst)
+    report.burst = len(items) - chunk
+    program = BulkProgram(rows, cols, noise=noise)
     _submit(program, items)
     records = program.model.records
     for r in records:
@@ -372,7 +505,9 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
         reports.append(report)
         rejected = sum(report.rejected.values())
         out(f"program {index}: {report.rows}x{report.cols} idle {report.idle:.1f} bp "
-            f"{report.backpressure:.1f}: {report.commands} commands ({report.matmuls} matmuls, "
+            f"{report.backpressure:.1f}: {report.commands} commands"
+            + (f" + a burst of {report.burst} illegal" if report.burst else "")
+            + f" ({report.matmuls} matmuls, "
             f"{report.reads} reads, {rejected} rejected), {report.words:,} words, "
             f"{report.stamps_checked:,} stamps, {report.cycles:,} cycles: "
             f"{'ok' if report.passed else 'FAILED'}  [{time.perf_counter() - started:.0f} s]")
@@ -385,6 +520,7 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
 
 def summarize(reports, seconds):
     total = sum(r.commands for r in reports)
+    bursts = sum(r.burst for r in reports)
     kinds = {}
     for r in reports:
         for name, count in r.rejected.items():
@@ -392,7 +528,8 @@ def summarize(reports, seconds):
     failed = [r.index for r in reports if not r.passed]
     lines = [
         f"commands   {total:,} in {len(reports)} programs on tiles "
-        f"{', '.join(sorted({f'{r.rows}x{r.cols}' for r in reports}))}",
+        f"{', '.join(sorted({f'{r.rows}x{r.cols}' for r in reports}))}"
+        + (f", plus {bursts:,} illegal commands in rejection bursts" if bursts else ""),
         f"matmuls    {sum(r.matmuls for r in reports):,}; reads {sum(r.reads for r in reports):,}"
         f"; rejected {sum(kinds.values()):,} ("
         + ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items())) + ")",
