@@ -1,7 +1,8 @@
 # Systolica: `make sim` runs the main job, `make test` the tests. Both create .venv first.
 #
 # Variables (on the command line or in the environment):
-#   SIM=verilator|icarus  ROWS=8  COLS=8  DTYPE=int8|bf16  FTZ=1  SEED=1  WAVES=1
+#   SIM=verilator|icarus  ROWS=8  COLS=8  DTYPE=int8|bf16|fp16|e4m3|e5m2|e3m4|e4m3fn  FTZ=1
+#   SEED=1  WAVES=1
 #   WORKLOAD=minilm|random  LAYERS=0|0,5|all (minilm)  WORKERS=N (minilm)
 #   TIMELINE=run.png TRACE=run.json (random)
 #   (see `make help`; every target runs a subcommand of the `systolica` command,

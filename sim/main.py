@@ -37,7 +37,8 @@ COMMANDS = {
                 "the long seeded cocotb regression on one tile (>= 10,000,000 BF16 MACs)",
                 False),
     "cells": ("systolica.sim.cells", "main",
-              "the PE's cost in Yosys cells, INT8 only vs BF16 + INT8", False),
+              "the PE's cost in Yosys cells: INT8 only, + BF16, + every float type, + FP8 "
+              "double-row", False),
     "minilm-speedup": ("systolica.sim.minilm.speedup", "main",
                        "all MiniLM layers on the local Dask cluster and serially: wall times",
                        False),

@@ -54,6 +54,12 @@ def default_workers():
 TILE_SIZES = {"icarus": 8, "verilator": 64}
 
 
+def _article(number):
+    """"a" or "an" before a number said in English ("an 8", "an 11", "an 18", "a 64")."""
+    text = str(number)
+    return "an" if text[0] == "8" or len(text) in (2, 5) and text[:2] in ("11", "18") else "a"
+
+
 def parser():
     """The argument parser of the minilm workload (argparse.ArgumentParser); defaults of
     ``--sim``, ``--rows``, ``--cols`` and ``--layers`` come from SIM, ROWS, COLS and LAYERS
@@ -197,7 +203,8 @@ def main(argv=None):
     workers = args.workers or default_workers()
     if rtl_folds == 0 and args.scheduler is None:
         workers = 1                 # nothing runs on the tile: no cluster to start
-    print(f"systolica: all-MiniLM-L6-v2 on a {args.rows} x {args.cols} tile, {args.sim}: "
+    print(f"systolica: all-MiniLM-L6-v2 on {_article(args.rows)} {args.rows} x {args.cols} "
+          f"tile, {args.sim}: "
           f"{', '.join(dtypes)}, layer{'s' if len(layers) > 1 else ''} "
           f"{','.join(map(str, layers))}; "
           + (f"Dask scheduler {args.scheduler}" if args.scheduler else
