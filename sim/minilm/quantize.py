@@ -21,6 +21,14 @@ import numpy as np
 E4M3_MAX = float(ml_dtypes.finfo(ml_dtypes.float8_e4m3).max)
 
 
+def row_scales(x, limit):
+    """Symmetric per-row scales ``max|x[r, :]| / limit`` (float32 [R, 1]; 1 for a zero row):
+    weights' per-output-channel scales and activations' per-token scales, for INT8
+    (``limit`` 127) and FP8 e4m3 (240)."""
+    peak = np.abs(x).max(axis=1, keepdims=True)
+    return np.where(peak > 0, peak / limit, 1.0).astype(np.float32)
+
+
 def quantize_weight_int8(weight):
     """Per-output-channel symmetric INT8 weights.
 
@@ -34,10 +42,8 @@ def quantize_weight_int8(weight):
         int8 [out, in] values in [-127, 127] (round half to even) and float32 [out] scales
         with ``weight ~= q * scale[:, None]`` (a zero row gets scale 1).
     """
-    peak = np.abs(weight).max(axis=1)
-    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(weight / scale[:, None]), -127, 127).astype(np.int8)
-    return q, scale
+    scale = row_scales(weight, 127.0)
+    return np.clip(np.rint(weight / scale), -127, 127).astype(np.int8), scale[:, 0]
 
 
 def quantize_activation_int8(x, scale):
@@ -53,8 +59,7 @@ def token_scales(x):
     Dynamic (from the activations themselves); they scale the moving tensor's columns, so
     the INT32 PSUM column ``t`` dequantises with ``scale[t]``.
     """
-    peak = np.abs(x).max(axis=1, keepdims=True)
-    return np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    return row_scales(x, 127.0)
 
 
 def activation_scale(x):
@@ -82,15 +87,13 @@ def quantize_weight_fp8(weight):
         ``float8_e4m3`` [out, in] values in [-240, 240] and float32 [out] scales
         ``max|W[o, :]| / 240`` with ``weight ~= q * scale[:, None]`` (a zero row gets scale 1).
     """
-    peak = np.abs(weight).max(axis=1)
-    scale = np.where(peak > 0, peak / E4M3_MAX, 1.0).astype(np.float32)
-    return saturate_e4m3(weight / scale[:, None]), scale
+    scale = row_scales(weight, E4M3_MAX)
+    return saturate_e4m3(weight / scale), scale[:, 0]
 
 
 def token_scales_fp8(x):
     """Per-token FP8 scales ``max|x[t, :]| / 240`` (float32 [T, 1]; 1 for a zero row)."""
-    peak = np.abs(x).max(axis=1, keepdims=True)
-    return np.where(peak > 0, peak / E4M3_MAX, 1.0).astype(np.float32)
+    return row_scales(x, E4M3_MAX)
 
 
 def quantize_activation_fp8(x, scale):
