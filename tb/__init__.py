@@ -7,8 +7,8 @@ Split as in cocotb's ``matrix_multiplier`` example:
 - :mod:`systolica.tb.scoreboard`: compares every PSUM row with the golden model and accounts
   for every transaction.
 - :mod:`systolica.tb.tile_tb`: the TB class that wires drivers, monitor, model and scoreboard.
-- :mod:`systolica.tb.test_tile`: the regression's cocotb tests.
-- :mod:`systolica.tb.test_program`: runs a matmul program from a file (``run_matmul``,
+- :mod:`systolica.tb.cases.tile`: the regression's cocotb tests.
+- :mod:`systolica.tb.cases.program`: runs a matmul program from a file (``run_matmul``,
   ``python -m systolica.sim``).
 
 This package imports cocotb and is meant to be loaded inside a simulator.

@@ -6,7 +6,7 @@ the tile's streams itself (with seeded idle and backpressure), and captures ever
 beat and cycle stamp, so Python wakes once per program. The host side of this module packs
 whole programs with numpy from the Amaranth layouts' field offsets and checks every captured
 result with the same model and scoreboard as the per-cycle TB. The cocotb side is
-:mod:`systolica.tb.test_bulk`, which imports nothing of the host side (so the simulator
+:mod:`systolica.tb.cases.bulk`, which imports nothing of the host side (so the simulator
 process starts quickly).
 """
 

@@ -8,7 +8,6 @@ beats, no results). It is shared by the per-cycle TB (:mod:`systolica.tb.tile_tb
 bulk-stimulus harness (:mod:`systolica.tb.bulk`).
 """
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -144,12 +143,18 @@ class TileModel:
         #: Result beats the commands so far expect (int).
         self.result_count = 0
         self._matmul_count = 0
-        self._corrupt = os.environ.get("SYSTOLICA_CORRUPT_GOLDEN") == "1"
 
     @property
     def matmuls(self):
         """Records of the accepted matmuls, in order (list of :class:`CommandRecord`)."""
         return [r for r in self.records if r.op == "matmul" and r.error is None]
+
+    def expectation(self, golden, index):
+        """The PSUM words (uint32 bit patterns, ``[cols, N]``) the scoreboard expects for
+        accepted matmul number ``index`` (from 0), given the golden model's ``golden``:
+        ``golden`` itself. Error-injection tests
+        override it (:mod:`systolica.tb.fault_injection`); nothing else should."""
+        return golden
 
     def error_of(self, command):
         """Why the tile would reject ``command`` (str), or None."""
@@ -165,9 +170,6 @@ class TileModel:
         ``offset .. offset + N - 1`` of ``bank``; ``ftz`` flushes subnormals (float only);
         ``perf_mode="double_row"`` for FP8 double-row matmuls. ``expected`` overrides the
         golden PSUM [M, N] (error-injection tests only).
-        With ``SYSTOLICA_CORRUPT_GOLDEN=1`` in the environment, the first matmul expects one
-        wrong word (bit 4 of PSUM [0, 0] flipped), so every test fails on purpose: the
-        regression's reproduce-with-waves path is tested with it.
 
         ``command_beat`` is a dict for ``command_layout()``; ``stationary_bits`` (uint16
         ``[K, cols]``, lanes >= M zero) and ``moving_bits`` (uint16 ``[N, rows]``, lanes >= K
@@ -349,9 +351,7 @@ class TileModel:
             golden[:m] = np.ascontiguousarray(expected).view(np.uint32)
         self.psum[region] = golden.T
         self._psum_dtype[region] = dtype
-        if self._corrupt and not self._matmul_count:
-            golden = golden.copy()
-            golden[0, 0] ^= 1 << 4
+        golden = self.expectation(golden, self._matmul_count)
         self._matmul_count += 1
         record = self._record(command, None, golden)
         record.psum_dtype = dtype

@@ -19,6 +19,7 @@ from systolica.hdl.layouts import (
     status_layout,
 )
 
+from . import protocol
 from .model import TileModel
 from .packing import LayoutPacker
 from .scoreboard import Scoreboard
@@ -72,9 +73,13 @@ class TileTB:
     psum_zeroed : bool
         Whether PSUM is known to hold zeros (the first run of a fresh simulation); see
         :class:`TileModel`. Tests that share a simulation leave it False.
+    model_class : type
+        The golden model's class: :class:`TileModel`, or an error-injection subclass
+        (:mod:`systolica.tb.fault_injection`, tests only).
     """
 
-    def __init__(self, dut, seed, idle=0.0, backpressure=0.0, psum_zeroed=False):
+    def __init__(self, dut, seed, idle=0.0, backpressure=0.0, psum_zeroed=False,
+                 model_class=TileModel):
         self.dut = dut
         self.rows, self.cols = tile_shape(dut)
         self.log = dut._log
@@ -88,14 +93,15 @@ class TileTB:
                                    random.Random(rng.random()), idle)
         self.result = StreamMonitor(dut, "result", result_layout(self.cols),
                                     random.Random(rng.random()), backpressure, self._on_result)
-        self.model = TileModel(self.rows, self.cols, self.scoreboard, psum_zeroed=psum_zeroed)
+        self.model = model_class(self.rows, self.cols, self.scoreboard,
+                                 psum_zeroed=psum_zeroed)
         self._packers = {name: LayoutPacker(layout) for name, layout in (
             ("stationary", stationary_layout(self.cols)), ("moving", moving_layout(self.rows)),
             ("result", result_layout(self.cols)))}
         self._idle, self._backpressure = idle, backpressure
         #: Operands of each accepted matmul by record index, kept only for the coverage dump
         #: (``$SYSTOLICA_COVERAGE``, see :meth:`check`).
-        self._coverage = os.environ.get("SYSTOLICA_COVERAGE")
+        self._coverage = os.environ.get(protocol.COVERAGE)
         self._operands = {}
         #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
@@ -215,7 +221,7 @@ class TileTB:
         file (the regression sums them). With ``SYSTOLICA_COVERAGE`` set to a folder, writes
         what functional coverage samples (tile size, idle and backpressure levels, the
         checked records with their stamps, each matmul's operands) into a pickle file there;
-        the regression samples it (``python -m systolica.sim.verif.coverage --dumps``).
+        the regression samples it (``python -m systolica.sim.apps.verif.coverage --dumps``).
         """
         self.scoreboard.check_complete()
         got = status_fields(self.dut.status.value.to_unsigned())
@@ -225,7 +231,7 @@ class TileTB:
                              f"{names.get(got[1], got[1])}; expected {want[0]}, "
                              f"{names[want[1]]}")
         self.log.info("scoreboard: %s", self.scoreboard.summary())
-        stats = os.environ.get("SYSTOLICA_STATS")
+        stats = os.environ.get(protocol.STATS)
         if stats:
             with open(stats, "a") as handle:
                 handle.write(json.dumps(self.scoreboard.macs_checked) + "\n")

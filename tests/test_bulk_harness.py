@@ -7,8 +7,10 @@ import pytest
 
 from systolica.golden import program_schedule
 from systolica.sim import Matmul, SimulationError, build, run_matmul, run_program
-from systolica.sim.runner import run_tests
+from systolica.sim.build.runner import run_tests
+from systolica.tb import bulk
 from systolica.tb.bulk import BulkProgram
+from systolica.tb.fault_injection import CorruptFirstMatmul
 
 
 def mixed_program(rng, rows, cols):
@@ -51,7 +53,7 @@ def test_bulk_under_idle_and_backpressure(seed):
 
 
 def test_bulk_catches_a_corrupted_golden_word(monkeypatch):
-    monkeypatch.setenv("SYSTOLICA_CORRUPT_GOLDEN", "1")
+    monkeypatch.setattr(bulk, "TileModel", CorruptFirstMatmul)
     ones = np.ones((2, 2), np.int8)
     result = run_program([(ones, ones)], rows=2, cols=2, simulator="icarus")
     assert result.mismatches == 1
@@ -65,7 +67,7 @@ def test_bulk_stuck_tile_times_out_with_message(tmp_path):
     program.submit(ones, ones)
     program.drop_stationary()              # the matmul's stationary never comes
     tile = build(2, 2, "icarus", harness_depth=program.depth)
-    run = run_tests(tile, "systolica.tb.test_bulk", tmp_path, testcase="run_bulk",
+    run = run_tests(tile, "systolica.tb.cases.bulk", tmp_path, testcase="run_bulk",
                     plusargs=program.write(tmp_path),
                     extra_env={"SYSTOLICA_MAX_CYCLES": "100",
                                "SYSTOLICA_BULK_TIMING": str(tmp_path / "t.txt")})

@@ -3,7 +3,7 @@
 import re
 
 from systolica.hdl.layouts import command_layout
-from systolica.sim.generate import (
+from systolica.sim.build.generate import (
     BLOCK_MODULE,
     PE_MODULE,
     TOPLEVEL,

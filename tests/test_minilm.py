@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from systolica.sim import minilm
-from systolica.sim.engine import Ledger, ProgramOutcome, SerialEngine
-from systolica.sim.minilm import (
+from systolica.sim.api.engine import Ledger, ProgramOutcome, SerialEngine
+from systolica.sim.apps.minilm import (
     ModelFileError,
     ModelNotFoundError,
     TextTooLongError,
@@ -26,8 +26,8 @@ from systolica.sim.minilm import (
     run_precision,
     tokenize,
 )
-from systolica.sim.minilm import cli as minilm_cli
-from systolica.sim.minilm import weights as minilm_weights
+from systolica.sim.apps.minilm import cli as minilm_cli
+from systolica.sim.apps.minilm import weights as minilm_weights
 
 
 @pytest.fixture(scope="module")
@@ -452,7 +452,7 @@ def test_progress_counts_programs_against_the_plan():
     import io
     from types import SimpleNamespace
 
-    from systolica.sim.progress import ProgramProgress
+    from systolica.sim.apps.progress import ProgramProgress
 
     stream = io.StringIO()
     progress = ProgramProgress(stream=stream)
@@ -473,7 +473,7 @@ def test_progress_in_a_log_says_it_is_still_running():
     """Not a terminal: a program that runs for minutes is not minutes of silence."""
     import io
 
-    from systolica.sim.progress import ProgramProgress
+    from systolica.sim.apps.progress import ProgramProgress
 
     stream = io.StringIO()
     progress = ProgramProgress(stream=stream, heartbeat=0.2)
@@ -489,10 +489,11 @@ def test_progress_in_a_log_says_it_is_still_running():
 
 
 def test_the_minilm_package_does_not_import_the_random_workloads_cli():
-    """No import cycle between ``sim/cli.py`` and the MiniLM code: the MiniLM command line
-    takes its shared pieces from ``sim/options.py``; only ``sim/cli.py`` imports MiniLM."""
-    code = ("import sys, systolica.sim.minilm.cli, systolica.sim.minilm.speedup; "
-            "print('systolica.sim.cli' in sys.modules)")
+    """No import cycle between ``sim/apps/simulate.py`` and the MiniLM code: the MiniLM
+    command line takes its shared pieces from ``sim/apps/options.py``; only
+    ``sim/apps/simulate.py`` imports MiniLM."""
+    code = ("import sys, systolica.sim.apps.minilm.cli, systolica.sim.apps.minilm.speedup; "
+            "print('systolica.sim.apps.simulate' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
@@ -505,7 +506,7 @@ def test_speedup_reports_cpu_seconds_and_accuracy():
     accuracy line per precision that says when a target is missed."""
     from types import SimpleNamespace
 
-    from systolica.sim.minilm import speedup
+    from systolica.sim.apps.minilm import speedup
 
     machine, own = speedup.machine_busy_seconds(), speedup.own_cpu_seconds()
     subprocess.run([sys.executable, "-c", "sum(range(3_000_000))"], check=True)

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from systolica.sim.engine import DaskEngine, SerialEngine
-from systolica.sim.minilm import run_model
-from systolica.sim.minilm.report import busy_fraction
-from systolica.sim.runner import default_build_root
+from systolica.sim.api.engine import DaskEngine, SerialEngine
+from systolica.sim.apps.minilm import run_model
+from systolica.sim.apps.minilm.report import busy_fraction
+from systolica.sim.build.runner import default_build_root
 
 SENTENCES = ["The cat sleeps on the mat."]
 SLICE = {"layers": [0, 1], "gemms": ["q", "scores", "context"], "rows": 4, "cols": 4,
@@ -72,7 +72,7 @@ def test_waiting_programs_run_by_priority_on_the_cluster():
     highest priority must run first (in submission order it would run last)."""
     import numpy as np
 
-    from systolica.sim.engine import TileProgram
+    from systolica.sim.api.engine import TileProgram
 
     rng = np.random.default_rng(7)
     programs = [TileProgram(

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from systolica.sim import minilm
-from systolica.sim.tiling import run_tiled
+from systolica.sim.api.tiling import run_tiled
 
 BF16 = ml_dtypes.bfloat16
 
@@ -99,7 +99,7 @@ def test_all_layers_seeded_sample(seed):
     M-folds of each problem), every precision, checked and accounted for."""
     import random
 
-    from systolica.sim.engine import SerialEngine
+    from systolica.sim.api.engine import SerialEngine
 
     rng = random.Random(seed)
     layer, gemm = rng.randrange(minilm.LAYERS), rng.choice(minilm.GEMMS)

@@ -1,4 +1,4 @@
-"""Regression tier: the cocotb tests of systolica.tb.test_tile on the generated Verilog.
+"""Regression tier: the cocotb tests of systolica.tb.cases.tile on the generated Verilog.
 
 Parametrised over simulator x tile size; each configuration has its own build folder
 (``build/<rows>x<cols>/<simulator>``), built once and shared between pytest-xdist workers.
@@ -11,13 +11,13 @@ import sys
 import pytest
 
 from systolica.sim import SIMULATORS, build
-from systolica.sim.runner import run_tests
-from systolica.sim.waves import reproduce_report, tile_test_names
+from systolica.sim.build.runner import run_tests
+from systolica.sim.waves.gtkwave import reproduce_report, tile_test_names
 
 SIZES = [(1, 1), (2, 3), (4, 4), (8, 8), (16, 16)]
 #: BF16 MACs the bulk test checks on the largest tile: CI checks >= 100,000 per simulator.
 BULK_MACS = {(16, 16): 100_000}
-#: Names of the @cocotb.test functions in tb/test_tile.py, read from its source.
+#: Names of the @cocotb.test functions in tb/cases/tile.py, read from its source.
 cocotb_test_names = tile_test_names
 
 
@@ -28,7 +28,7 @@ def test_tile_regression(simulator, rows, cols, seed, tmp_path):
     stats = tmp_path / "stats.jsonl"
     dumps = tmp_path / "coverage"
     bulk = {"SYSTOLICA_BULK_MACS": str(BULK_MACS[rows, cols])} if (rows, cols) in BULK_MACS else {}
-    run = run_tests(tile, "systolica.tb.test_tile", tmp_path, seed=seed,
+    run = run_tests(tile, "systolica.tb.cases.tile", tmp_path, seed=seed,
                     extra_env={"SYSTOLICA_STATS": str(stats),
                                "SYSTOLICA_COVERAGE": str(dumps), **bulk})
     names = cocotb_test_names()
@@ -47,7 +47,7 @@ def test_tile_regression(simulator, rows, cols, seed, tmp_path):
     # sampled in a process of its own (one database per configuration, no other test's
     # samples in it) into <build>/coverage, which make coverage merges with the fuzzer's.
     sampled = subprocess.run(
-        [sys.executable, "-m", "systolica.sim.verif.coverage", "--dumps", str(dumps),
+        [sys.executable, "-m", "systolica.sim.apps.verif.coverage", "--dumps", str(dumps),
          "--tag", f"regression-{simulator}-{rows}x{cols}-seed{seed}"],
         capture_output=True, text=True)
     assert sampled.returncode == 0, sampled.stdout + sampled.stderr

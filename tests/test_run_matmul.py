@@ -7,7 +7,7 @@ import pytest
 from systolica.golden import matmul_cycles
 from systolica.golden.bf16 import fp32_bits
 from systolica.sim import Matmul, Read, SimulatorNotFoundError, run_matmul, run_program
-from systolica.sim.api import _check_operands
+from systolica.sim.api.runs import _check_operands
 
 BF16 = ml_dtypes.bfloat16
 

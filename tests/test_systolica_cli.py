@@ -12,7 +12,7 @@ import pytest
 from systolica.golden import CommandTiming
 from systolica.sim import main as systolica
 from systolica.sim import timeline
-from systolica.sim.options import env_flag
+from systolica.sim.apps.options import env_flag
 
 REPO = Path(__file__).resolve().parents[1]
 SUBCOMMANDS = ("sim", "waves", "bench", "regress", "cells", "minilm-speedup", "estimate",
@@ -259,7 +259,7 @@ def test_random_workload_draws_its_program(tmp_path):
 
 
 def test_default_build_root_is_the_checkouts(monkeypatch, tmp_path):
-    from systolica.sim.runner import default_build_root
+    from systolica.sim.build.runner import default_build_root
 
     monkeypatch.delenv("SYSTOLICA_BUILD_DIR", raising=False)
     monkeypatch.chdir(tmp_path)           # not ./build of wherever the API runs
@@ -295,7 +295,7 @@ def test_minilm_utilisation_plot(tmp_path):
     """``systolica sim --plot``: the MiniLM report's per-GEMM utilisation picture."""
     from types import SimpleNamespace
 
-    from systolica.sim.minilm.report import plot_utilisation
+    from systolica.sim.apps.minilm.report import plot_utilisation
 
     def gemm(layer, name, macs, cycles, model_cycles):
         return SimpleNamespace(layer=layer, gemm=name, macs=macs, cycles=cycles,

@@ -6,9 +6,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import systolica.sim.tiling as tiling
+import systolica.sim.api.tiling as tiling
 from systolica.golden import nc_matmul
-from systolica.sim.tiling import (
+from systolica.sim.api.tiling import (
     Block,
     golden_tiled_matmul,
     golden_tiled_matmuls,

@@ -3,7 +3,7 @@ tests/test_verif_fuzz.py)."""
 
 import numpy as np
 
-from systolica.sim.verif import coverage
+from systolica.sim.apps.verif import coverage
 
 
 def test_classifiers():

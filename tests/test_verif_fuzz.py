@@ -4,7 +4,9 @@ it catches a wrong word and a wrong stamp, and the stepped cycle model's idle pa
 import numpy as np
 
 from systolica.golden import Command, command_schedule
-from systolica.sim.verif import coverage, fuzz
+from systolica.sim.apps.verif import coverage, fuzz
+from systolica.tb import bulk
+from systolica.tb.fault_injection import CorruptFirstMatmul
 
 #: Tile sizes of the CI sample: square, wider, taller (4 x 4 and 3 x 4 are the bulk harness
 #: builds tests/test_bulk_harness.py uses too).
@@ -14,7 +16,7 @@ SAMPLE_SIZES = ((4, 4), (3, 4), (4, 3))
 def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
     """The seeded sample of ``make test``: every command accounted for, every word and
     stamp checked, and every functional coverage bin hit (closure; the bins left out are
-    listed in systolica.sim.verif.coverage.REMOVED with their reasons). Its coverage
+    listed in systolica.sim.apps.verif.coverage.REMOVED with their reasons). Its coverage
     database goes to <build>/coverage for ``make coverage`` to merge."""
     lines = []
     reports = fuzz.fuzz(seed, 1200, chunk=300, sizes=SAMPLE_SIZES, out=lines.append,
@@ -33,7 +35,7 @@ def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
 
 
 def test_fuzz_flags_a_wrong_word_and_prints_its_replay(monkeypatch):
-    monkeypatch.setenv("SYSTOLICA_CORRUPT_GOLDEN", "1")
+    monkeypatch.setattr(bulk, "TileModel", CorruptFirstMatmul)
     lines = []
     reports = fuzz.fuzz(5, 50, chunk=50, sizes=SAMPLE_SIZES[:1], out=lines.append)
     assert not reports[0].passed

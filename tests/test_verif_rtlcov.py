@@ -1,6 +1,6 @@
 """RTL code coverage (``make coverage``): Verilator's coverage.dat read per hdl module."""
 
-from systolica.sim.verif import rtlcov
+from systolica.sim.apps.verif import rtlcov
 
 
 def test_verilog_modules_map_to_their_hdl_files():

@@ -11,16 +11,17 @@ from pathlib import Path
 import pywellen
 
 from systolica.sim import build
-from systolica.sim.runner import run_tests
-from systolica.sim.waves import reproduce_report, save_file_signals
+from systolica.sim.build.runner import run_tests
+from systolica.sim.waves.gtkwave import reproduce_report, save_file_signals
+from systolica.tb import protocol
 
 REPO = Path(__file__).resolve().parent.parent
-CORRUPT = {"SYSTOLICA_CORRUPT_GOLDEN": "1"}
+CORRUPT = {protocol.CORRUPT_GOLDEN: "1"}
 
 
 def test_a_failing_test_prints_a_command_that_writes_its_waveform(tmp_path):
     seed = 314159
-    run = run_tests(build(2, 2, "icarus"), "systolica.tb.test_tile", tmp_path, seed=seed,
+    run = run_tests(build(2, 2, "icarus"), protocol.TILE_TESTS, tmp_path, seed=seed,
                     testcase="test_identity", extra_env=CORRUPT)
     assert (run.tests, run.failed) == (1, 1), run.log.read_text()[-2000:]
     report = reproduce_report(2, 2, "icarus", seed, run.results_xml, env=CORRUPT)

@@ -7,7 +7,8 @@ reads the dump with pywellen and checks each traced signal's name, width and pic
 import pytest
 import pywellen
 
-from systolica.sim import waves
+from systolica.sim.apps import waves as waves_cli
+from systolica.sim.waves import gtkwave as waves
 
 
 def dump_signals(dump):
@@ -24,7 +25,7 @@ def missing_signals(save, dump):
 
 
 def run_waves(capsys, *argv):
-    status = waves.main(["--no-open", *argv])
+    status = waves_cli.main(["--no-open", *argv])
     out = capsys.readouterr().out
     fields = dict(line.strip().split(None, 1) for line in out.splitlines()
                   if line.startswith("  ") and not line.strip().startswith(("save", "view")))

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from systolica.sim import waves
-from systolica.sim.gtkwave_filter import decode
-from systolica.sim.gtkwave_filter import main as filter_main
+from systolica.sim.apps import waves as waves_cli
+from systolica.sim.waves import gtkwave as waves
+from systolica.sim.waves.gtkwave_filter import decode
+from systolica.sim.waves.gtkwave_filter import main as filter_main
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -56,7 +57,7 @@ def test_narrow_float_filters_read_back_every_pattern():
     import numpy as np
 
     from systolica.golden import FORMATS
-    from systolica.sim.gtkwave_filter import NARROW
+    from systolica.sim.waves.gtkwave_filter import NARROW
 
     for kind, fields in NARROW.items():
         fmt = FORMATS[kind]
@@ -326,7 +327,7 @@ def _verilog_top(rows, cols):
     {signal: {field: (lsb, width)}} from Amaranth's ``assign \\sig.field = sig[msb:lsb];``."""
     import re
 
-    from systolica.sim.generate import TOPLEVEL, generate_verilog
+    from systolica.sim.build.generate import TOPLEVEL, generate_verilog
 
     text, _ = generate_verilog(rows, cols)
     top = text[text.index(f"module {TOPLEVEL}("):]
@@ -427,7 +428,7 @@ def test_bad_arguments_exit_2_with_one_line(argv, env, message, monkeypatch, cap
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     with pytest.raises(SystemExit) as exit_info:
-        waves.main(argv)
+        waves_cli.main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message in err
@@ -438,7 +439,7 @@ def test_open_without_gtkwave_on_path_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("DISPLAY", ":99")
     with pytest.raises(SystemExit) as exit_info:
-        waves.main(["--open"])
+        waves_cli.main(["--open"])
     assert exit_info.value.code == 2
     assert "--open: gtkwave is not on PATH; install it with 'apt-get install gtkwave'" in \
         capsys.readouterr().err
@@ -447,7 +448,7 @@ def test_open_without_gtkwave_on_path_exits_2(tmp_path, monkeypatch, capsys):
 def test_module_entry_points():
     run = lambda *args: subprocess.run([sys.executable, "-m", *args, "--help"],  # noqa: E731
                                        capture_output=True, text=True, cwd=REPO, timeout=120)
-    for args in (("systolica.sim", "waves"), ("systolica.sim.waves",)):
+    for args in (("systolica.sim", "waves"), ("systolica.sim.apps.waves",)):
         result = run(*args)
         assert result.returncode == 0, result.stderr
         assert "usage: systolica waves" in result.stdout

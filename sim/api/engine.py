@@ -1,0 +1,582 @@
+"""Tile programs as units of work, run in this process or on a Dask distributed cluster.
+
+A :class:`TileProgram` is what one simulator run does: one or more GEMM problems cut into
+K-slab matmuls and run back to back on one RTL tile (:func:`systolica.sim.api.tiling.
+run_tiled_program`), every PSUM word checked against the golden model by the testbench's
+scoreboard. Programs are independent, so an engine runs a batch of them wherever it likes
+and hands the results back in the order asked; the results do not depend on where or in
+which order programs ran (each is a pure function of its operands), so a run is bit for bit
+the same with one worker or many.
+
+- :class:`SerialEngine` (``--workers 1``): one after the other, in this process, no Dask.
+- :class:`DaskEngine`: an embedded ``LocalCluster`` (one single-threaded worker process per
+  core, listening on 127.0.0.1 only, dashboard off unless asked for), or an existing
+  scheduler (``tcp://HOST:PORT`` or ``tls://HOST:PORT``, with Dask's TLS security). A program
+  whose worker dies is run again elsewhere (Dask reschedules it; an exception inside it is
+  retried :data:`RETRIES` times).
+
+Every finished program goes through a :class:`Ledger`, which accepts each program exactly
+once and adds up the matmuls the scoreboards checked, so a report can prove that every
+matmul of the run was checked once, whichever workers ran it.
+"""
+
+import os
+import re
+import resource
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from systolica.sim.build.errors import USER_FACING, SimulationError, SystolicaError
+
+#: Retries of a program whose task raised (a worker that dies is handled by Dask's own
+#: rescheduling, up to ``distributed.scheduler.allowed-failures`` times).
+RETRIES = 2
+#: Seconds to wait for a scheduler to answer (default), and for it to have a worker.
+CONNECT_TIMEOUT = 10.0
+WORKER_TIMEOUT = 30.0
+#: Dask settings of the embedded cluster (measured on the 2-core machine, 8 x 8 tile, six
+#: BF16 programs of 2,304 matmuls on one worker against the same in one process):
+#:
+#: - Dask starts workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc hand freed
+#:   memory back at once and turns off its adaptive mmap threshold, so every large numpy
+#:   temporary of a program (stimulus, hex text, golden sums) is mapped and faulted in
+#:   anew: the programs' host side took 4.0-4.9 CPU-s with it against 2.9-3.1 without it
+#:   (2.7-3.7 in-process). Workers here live for one run, so the thread limits stay and the
+#:   trim setting goes.
+#: - An idle worker's event loop took 2.1 % of a core, 0.25 % with its 20 ms health tick and
+#:   100 ms memory check at 1 s.
+#: - Dask's statistical profiler walks every thread's stack every 10 ms under the GIL;
+#:   only the dashboard reads it.
+WORKER_CONFIG = {
+    "distributed.nanny.pre-spawn-environ": {"OMP_NUM_THREADS": 1, "MKL_NUM_THREADS": 1,
+                                            "OPENBLAS_NUM_THREADS": 1},
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.memory.monitor-interval": "1s",
+    "distributed.worker.profile.enabled": False,
+}
+_ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
+
+
+class SchedulerError(SystolicaError):
+    """A Dask scheduler address is malformed, unreachable or has no workers, or the TLS
+    settings for it are unusable."""
+
+
+@dataclass(frozen=True)
+class TileProgram:
+    """One unit of work: GEMM problems run back to back as one tile program.
+
+    Attributes
+    ----------
+    key : str
+        Unique within a run, e.g. ``"bf16/L0/up/1"``.
+    problems : tuple of (numpy.ndarray, numpy.ndarray)
+        ``(stationary [K, M], moving [K, N])`` pairs, int8 or float operand types
+        (:func:`systolica.sim.api.tiling.tiled_jobs`).
+    rows, cols : int
+        Tile size in PEs.
+    simulator : str
+        ``"verilator"`` or ``"icarus"``.
+    build_root : str or None
+        Build folder on the worker (None: the worker's ``$SYSTOLICA_BUILD_DIR`` or
+        ``./build``).
+    matmuls : int
+        Matmuls the program runs (from the tiling plan).
+    model_cycles : int
+        The cycle model's figure for the program run alone with no stalls.
+    perf_mode : None or "double_row"
+        FP8 double-row matmuls for every problem (K-slabs of ``2 * rows``).
+    priority : int
+        Among programs waiting for a worker, higher runs first (Dask's task priority). A
+        model run gives earlier steps of the model higher priorities, so that of two
+        independent passes the one behind catches up and neither is left alone at the
+        end with fewer programs than workers.
+    """
+
+    key: str
+    problems: tuple
+    rows: int
+    cols: int
+    simulator: str
+    build_root: str | None
+    matmuls: int
+    model_cycles: int
+    perf_mode: str | None = None
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class ProgramOutcome:
+    """What a worker sends back for a :class:`TileProgram`.
+
+    Attributes
+    ----------
+    key : str
+    outs : list of numpy.ndarray
+        Per problem, the RTL's [M, N] result (int32 or float32).
+    differing : list of int
+        Per problem, words that differ from the golden model on the host's second check.
+    mismatches : int
+        Scoreboard mismatches over the whole program.
+    matmuls, words : int
+        Matmuls and PSUM words the scoreboard checked.
+    macs, cycles : int
+        Multiply-accumulates and clock cycles of the program.
+    build_seconds, sim_seconds, clock_seconds, seconds : float
+        On the worker: building the tile (0 when reused), the simulator run with its
+        start-up, its clock loop alone, and the whole task (host side included), in seconds.
+    worker : str
+        ``host:pid`` of the process that ran it.
+    host_cpu_seconds, sim_cpu_seconds : float
+        CPU time of the task: in the process that ran it (all its threads: stimulus, the
+        golden model beside the simulator, checking) and in the simulator process it
+        started, in seconds.
+    """
+
+    key: str
+    outs: list
+    differing: list
+    mismatches: int
+    matmuls: int
+    words: int
+    macs: int
+    cycles: int
+    build_seconds: float
+    sim_seconds: float
+    clock_seconds: float
+    seconds: float
+    worker: str
+    host_cpu_seconds: float = 0.0
+    sim_cpu_seconds: float = 0.0
+
+
+def _children_cpu():
+    """CPU seconds of this process's finished child processes (float)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def execute(program):
+    """Run one :class:`TileProgram` (in whichever process calls it); return a
+    :class:`ProgramOutcome`.
+
+    Raises
+    ------
+    SimulatorNotFoundError, BuildError, SimulationError, ValueError, TypeError
+        As :func:`systolica.sim.api.tiling.run_tiled_program`.
+    """
+    from systolica.sim.api.tiling import run_tiled_program
+
+    started, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
+    r = run_tiled_program(program.problems, rows=program.rows, cols=program.cols,
+                          simulator=program.simulator, build_root=program.build_root,
+                          perf_mode=program.perf_mode)
+    return ProgramOutcome(
+        key=program.key, outs=r.outs, differing=r.differing, mismatches=r.mismatches,
+        matmuls=r.matmuls, words=r.words, macs=r.macs, cycles=r.cycles,
+        build_seconds=r.build_seconds, sim_seconds=r.run_seconds, clock_seconds=r.seconds,
+        seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}",
+        host_cpu_seconds=time.process_time() - cpu, sim_cpu_seconds=_children_cpu() - children)
+
+
+def add_outcome(totals, outcome):
+    """Add a :class:`ProgramOutcome`'s counters (matmuls, cycles, mismatches, differing
+    words, build / simulator / clock-loop / task seconds) to the same-named attributes of
+    ``totals`` (a :class:`Ledger`, a per-GEMM report)."""
+    totals.matmuls += outcome.matmuls
+    totals.cycles += outcome.cycles
+    totals.mismatches += outcome.mismatches
+    totals.differing += sum(outcome.differing)
+    totals.build_seconds += outcome.build_seconds
+    totals.sim_seconds += outcome.sim_seconds
+    totals.clock_seconds += outcome.clock_seconds
+    totals.seconds += outcome.seconds
+
+
+@dataclass
+class Ledger:
+    """Accounting across workers: every planned program accepted once, every matmul counted.
+
+    Attributes
+    ----------
+    planned_programs, planned_matmuls : int
+        What the run's plan holds (set with :meth:`plan`).
+    programs, matmuls, words, cycles, mismatches, differing : int
+        Summed over accepted outcomes.
+    duplicates : int
+        Outcomes offered for a program already accepted (refused, not counted).
+    unknown : int
+        Outcomes for a program that was never planned (refused, not counted).
+    build_seconds, sim_seconds, clock_seconds, seconds : float
+        Summed worker-side times (build, simulator, clock loop, whole tasks), in seconds.
+    host_cpu_seconds, sim_cpu_seconds : float
+        Summed CPU time of the tasks in the processes that ran them and in their simulator
+        processes, in seconds.
+    workers : dict of str to int
+        Programs per worker (``host:pid``).
+    """
+
+    planned_programs: int = 0
+    planned_matmuls: int = 0
+    programs: int = 0
+    matmuls: int = 0
+    words: int = 0
+    cycles: int = 0
+    mismatches: int = 0
+    differing: int = 0
+    duplicates: int = 0
+    unknown: int = 0
+    build_seconds: float = 0.0
+    sim_seconds: float = 0.0
+    clock_seconds: float = 0.0
+    seconds: float = 0.0
+    host_cpu_seconds: float = 0.0
+    sim_cpu_seconds: float = 0.0
+    workers: dict = field(default_factory=dict)
+    _expected: dict = field(default_factory=dict, repr=False)
+    _accepted: set = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def plan(self, programs):
+        """Register planned programs (an iterable of objects with ``key`` and ``matmuls``,
+        such as :class:`TileProgram`)."""
+        with self._lock:
+            for p in programs:
+                if p.key in self._expected:
+                    raise ValueError(f"program key {p.key!r} planned twice")
+                self._expected[p.key] = p.matmuls
+                self.planned_programs += 1
+                self.planned_matmuls += p.matmuls
+
+    def accept(self, outcome):
+        """Count ``outcome`` (a :class:`ProgramOutcome`) once; return False (and count it as
+        a duplicate or unknown) when its program was accepted before or never planned, or
+        its matmul count is not the planned one."""
+        with self._lock:
+            if outcome.key not in self._expected:
+                self.unknown += 1
+                return False
+            if outcome.key in self._accepted:
+                self.duplicates += 1
+                return False
+            if outcome.matmuls != self._expected[outcome.key]:
+                raise SimulationError(f"program {outcome.key} checked {outcome.matmuls} "
+                                      f"matmuls, planned {self._expected[outcome.key]}")
+            self._accepted.add(outcome.key)
+            self.programs += 1
+            self.words += outcome.words
+            self.host_cpu_seconds += outcome.host_cpu_seconds
+            self.sim_cpu_seconds += outcome.sim_cpu_seconds
+            add_outcome(self, outcome)
+            self.workers[outcome.worker] = self.workers.get(outcome.worker, 0) + 1
+            return True
+
+    @property
+    def missing(self):
+        """Planned programs not accepted (list of str keys)."""
+        with self._lock:
+            return [k for k in self._expected if k not in self._accepted]
+
+    @property
+    def complete(self):
+        """True when every planned program and matmul was accepted exactly once."""
+        return (self.programs == self.planned_programs and not self.unknown
+                and self.matmuls == self.planned_matmuls and not self.missing)
+
+    def as_dict(self):
+        """The figures as a JSON-ready dict."""
+        return {"planned_programs": self.planned_programs,
+                "planned_matmuls": self.planned_matmuls, "programs": self.programs,
+                "matmuls_checked": self.matmuls, "psum_words_checked": self.words,
+                "cycles": self.cycles, "mismatches": self.mismatches,
+                "differing": self.differing, "duplicates_refused": self.duplicates,
+                "unknown_refused": self.unknown, "missing": self.missing,
+                "complete": self.complete, "workers": dict(self.workers),
+                "worker_seconds": {"build": self.build_seconds, "simulator": self.sim_seconds,
+                                   "clock_loop": self.clock_seconds,
+                                   "tasks": self.seconds},
+                "worker_cpu_seconds": {"host": self.host_cpu_seconds,
+                                       "simulator": self.sim_cpu_seconds}}
+
+
+class Engine:
+    """Runs batches of tile programs; subclasses say where.
+
+    Attributes
+    ----------
+    ledger : Ledger
+    parallel : bool
+        Whether batches from several threads run at the same time (False: the caller
+        should submit one batch at a time).
+    description : str
+        For the report, e.g. ``"Dask LocalCluster, 2 worker processes on 127.0.0.1"``.
+    """
+
+    parallel = False
+    description = ""
+
+    def __init__(self, on_done=None):
+        self.ledger = Ledger()
+        self._on_done = on_done
+        self._lock = threading.Lock()
+
+    def _finish(self, program, outcome):
+        self.ledger.accept(outcome)
+        if self._on_done:
+            with self._lock:
+                self._on_done(program, outcome)
+
+    def run(self, programs):
+        """Run ``programs`` (list of :class:`TileProgram`); return their outcomes in the same
+        order (list of :class:`ProgramOutcome`)."""
+        raise NotImplementedError
+
+    def close(self):
+        """Release what the engine started."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class SerialEngine(Engine):
+    """One program after the other, in this process (no Dask)."""
+
+    description = "serial, in this process (--workers 1)"
+
+    def run(self, programs):
+        out = []
+        for program in programs:
+            outcome = execute(program)
+            self._finish(program, outcome)
+            out.append(outcome)
+        return out
+
+
+def check_scheduler_address(address):
+    """Return ``address`` if it is ``tcp://HOST:PORT`` or ``tls://HOST:PORT`` with a port of
+    1 to 65535, else raise :class:`SchedulerError` saying what is allowed."""
+    m = _ADDRESS.match(address or "")
+    if not m or not 1 <= int(m.group(3)) <= 65535:
+        raise SchedulerError(f"the scheduler address must be tcp://HOST:PORT or "
+                             f"tls://HOST:PORT (port 1-65535), not {address!r}")
+    return address
+
+
+def security_from_files(spec):
+    """A ``distributed.Security`` from ``"CA,CERT,KEY"`` (three PEM file paths), TLS
+    required.
+
+    Raises
+    ------
+    SchedulerError
+        If ``spec`` is not three comma-separated paths or a file does not exist.
+    """
+    from distributed import Security
+
+    parts = [p.strip() for p in (spec or "").split(",")]
+    if len(parts) != 3 or not all(parts):
+        raise SchedulerError(f"--security must be CA_FILE,CERT_FILE,KEY_FILE (three PEM "
+                             f"files), not {spec!r}")
+    for what, path in zip(("CA", "certificate", "key"), parts, strict=True):
+        if not os.path.isfile(path):
+            raise SchedulerError(f"--security: the TLS {what} file {path} does not exist")
+    return Security(tls_ca_file=parts[0], tls_client_cert=parts[1], tls_client_key=parts[2],
+                    require_encryption=True)
+
+
+class DaskEngine(Engine):
+    """Programs as Dask tasks: on an embedded local cluster, or on an existing scheduler.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Worker processes of the embedded cluster (default: one per core). Ignored with
+        ``scheduler``.
+    scheduler : str, optional
+        Address of an existing scheduler, ``tcp://HOST:PORT`` or ``tls://HOST:PORT``.
+    security : distributed.Security, optional
+        TLS settings for ``scheduler`` (default: Dask's configuration,
+        ``distributed.comm.tls.*``).
+    dashboard : bool
+        Serve the embedded cluster's dashboard on 127.0.0.1 (a free port; the address is in
+        :attr:`description`).
+    on_done : callable, optional
+        ``on_done(program, outcome)`` after each accepted program (called under a lock).
+    timeout : float
+        Seconds to wait for ``scheduler`` to answer (default :data:`CONNECT_TIMEOUT`).
+
+    Raises
+    ------
+    SchedulerError
+        A malformed or unreachable scheduler, one without workers within
+        :data:`WORKER_TIMEOUT` seconds, or bad TLS settings.
+    """
+
+    parallel = True
+
+    def __init__(self, workers=None, *, scheduler=None, security=None, dashboard=False,
+                 on_done=None, timeout=CONNECT_TIMEOUT):
+        super().__init__(on_done)
+        import logging
+
+        import dask
+        from distributed import Client, LocalCluster
+
+        self._cluster = None
+        self._warm = []
+        self._run = uuid.uuid4().hex[:8]
+        if scheduler:
+            check_scheduler_address(scheduler)
+            try:
+                _probe(scheduler, security, timeout)
+                self.client = Client(scheduler, timeout=timeout, security=security,
+                                     set_as_default=False)
+            except Exception as error:  # noqa: BLE001 (any failure to connect is one line)
+                first = str(error).splitlines()[0] if str(error) else type(error).__name__
+                raise SchedulerError(
+                    f"cannot reach the Dask scheduler at {scheduler} within "
+                    f"{timeout:g} s ({first}); check --scheduler or "
+                    f"DASK_SCHEDULER_ADDRESS (and --security for tls://), or leave both "
+                    f"unset to start a local cluster") from None
+            try:
+                self.client.wait_for_workers(1, timeout=WORKER_TIMEOUT)
+            except (TimeoutError, OSError):
+                self.client.close()
+                raise SchedulerError(
+                    f"the Dask scheduler at {scheduler} has no worker (waited "
+                    f"{WORKER_TIMEOUT:.0f} s); start one with 'dask worker {scheduler}'"
+                    ) from None
+            n = len(self.client.scheduler_info(n_workers=-1)["workers"])
+            self.description = f"Dask scheduler {scheduler}, {n} workers"
+        else:
+            workers = workers or os.cpu_count() or 1
+            # The scheduler and each worker serve HTTP (health, metrics, dashboard); bind it
+            # to 127.0.0.1 on a free port, and without --dashboard keep only /health.
+            routes = {} if dashboard else {
+                "distributed.scheduler.http.routes": ["distributed.http.health"],
+                "distributed.worker.http.routes": ["distributed.http.health"]}
+            with dask.config.set({**routes, **WORKER_CONFIG}):
+                self._cluster = LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True,
+                    host="127.0.0.1", protocol="tcp", dashboard_address="127.0.0.1:0",
+                    scheduler_kwargs={"dashboard": bool(dashboard)},
+                    silence_logs=logging.ERROR)
+            self.client = Client(self._cluster, set_as_default=False)
+            # A fresh worker imports the tiling, testbench and runner modules on its first
+            # program (about 1.5 s); start that now, while the caller prepares the run.
+            self._warm = [self.client.submit(_warm_up, key=f"systolica-{self._run}-warm-{i}",
+                                             workers=[address], pure=False)
+                          for i, address in enumerate(self.client.scheduler_info(
+                              n_workers=-1)["workers"])]
+            self.description = (f"Dask LocalCluster, {workers} worker processes on 127.0.0.1"
+                                + (f", dashboard {self.client.dashboard_link}" if dashboard
+                                   else ""))
+
+    def run(self, programs):
+        from distributed import as_completed
+        from distributed.scheduler import KilledWorker
+
+        futures = {self.client.submit(execute, p, key=f"systolica-{self._run}-{p.key}",
+                                      retries=RETRIES, pure=False, priority=p.priority): p
+                   for p in programs}
+        out = {}
+        try:
+            for future in as_completed(list(futures), loop=self.client.loop):
+                program = futures[future]
+                try:
+                    outcome = future.result()
+                except KilledWorker as error:
+                    raise SimulationError(f"program {program.key} killed every worker that "
+                                          f"ran it ({error})") from None
+                except USER_FACING:
+                    raise
+                except Exception as error:  # noqa: BLE001 (a worker's failure, one line)
+                    first = (str(error).splitlines() or [""])[0]
+                    raise SimulationError(
+                        f"program {program.key} failed on a Dask worker: "
+                        f"{type(error).__name__}: {first} (is this project, the same "
+                        f"version, installed there?)") from None
+                self._finish(program, outcome)
+                out[program.key] = outcome
+        finally:
+            for future in futures:
+                future.release()
+        return [out[p.key] for p in programs]
+
+    def close(self):
+        for future in self._warm:
+            future.release()
+        self._warm = []
+        client, cluster, self.client, self._cluster = self.client, self._cluster, None, None
+        try:
+            if client is not None:
+                client.close()
+        finally:
+            if cluster is not None:
+                cluster.close()
+
+
+def _warm_up():
+    """Import what :func:`execute` needs (in a worker, before its first program)."""
+    import cocotb_tools.runner  # noqa: F401
+
+    import systolica.tb.bulk  # noqa: F401
+
+    from . import tiling  # noqa: F401
+
+
+def _probe(address, security, timeout):
+    """Ask the scheduler at ``address`` who it is, within ``timeout`` seconds overall.
+
+    ``distributed.Client`` bounds the TCP connection by its timeout but not the exchange
+    after it, so a listener that accepts and never answers would hang it; this asks one
+    ``identity`` question under :func:`asyncio.wait_for` first.
+
+    Raises
+    ------
+    TimeoutError, OSError, distributed.comm.CommClosedError
+        If no scheduler answers in time.
+    """
+    import asyncio
+
+    from distributed.core import rpc
+
+    async def ask():
+        r = rpc(address, timeout=timeout, connection_args=(
+            security.get_connection_args("client") if security is not None else {}))
+        try:
+            return await r.identity()
+        finally:
+            await r.close_rpc()
+
+    async def bounded():
+        try:
+            return await asyncio.wait_for(ask(), timeout)
+        except TimeoutError:
+            raise TimeoutError(f"no answer from {address} after {timeout:g} s") from None
+
+    asyncio.run(bounded())
+
+
+def make_engine(workers=None, *, scheduler=None, security=None, dashboard=False,
+                on_done=None, timeout=CONNECT_TIMEOUT):
+    """The engine a command line asks for: :class:`SerialEngine` for ``workers == 1``
+    without a scheduler, else a :class:`DaskEngine` (see there)."""
+    if scheduler is None and workers == 1:
+        return SerialEngine(on_done)
+    return DaskEngine(workers, scheduler=scheduler, security=security, dashboard=dashboard,
+                      on_done=on_done, timeout=timeout)
+
+
+def same_bits(a, b):
+    """True when two arrays have the same dtype, shape and bit patterns (bool)."""
+    return (a.dtype == b.dtype and a.shape == b.shape
+            and np.array_equal(a.view(np.uint8), b.view(np.uint8)))

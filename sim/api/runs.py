@@ -1,0 +1,591 @@
+"""Python API: run matmuls on the RTL tile and get PSUM results and cycle counts."""
+
+import itertools
+import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from systolica.golden import (
+    PSUM_BANKS,
+    PSUM_ENTRIES,
+    Command,
+    CommandTiming,
+    check_k,
+    nc_matmul,
+    operand_formats,
+)
+from systolica.golden.timing import command_schedule
+from systolica.sim.build.errors import SimulationError
+from systolica.sim.build.runner import Build, TestRun, build, run_tests
+from systolica.sim.build.toolchain import check_simulator_name
+from systolica.tb import protocol
+
+_counter = itertools.count()
+
+
+@dataclass(frozen=True)
+class Matmul:
+    """One matmul of a program for :func:`run_program`.
+
+    Attributes
+    ----------
+    stationary : numpy.ndarray, shape [K, M]
+        int8, or a float type: ``ml_dtypes.bfloat16``, ``numpy.float16``,
+        ``ml_dtypes.float8_e4m3`` / ``float8_e5m2`` / ``float8_e3m4`` / ``float8_e4m3fn``.
+    moving : numpy.ndarray, shape [K, N]
+        int8 with int8; any float type with a float stationary.
+    accumulate : bool
+        Add into the PSUM region (left by earlier matmuls of the program, zero after reset)
+        instead of overwriting it.
+    ftz : bool
+        Flush subnormals to zero (float only).
+    bank : int
+        PSUM bank, 0..7.
+    offset : int
+        First PSUM entry of the region in the bank; ``offset + N <= 512``.
+    perf_mode : None or "double_row"
+        FP8 double-row (both operands e4m3/e5m2): K up to ``2 * rows``.
+    """
+
+    stationary: np.ndarray
+    moving: np.ndarray
+    accumulate: bool = False
+    ftz: bool = False
+    bank: int = 0
+    offset: int = 0
+    perf_mode: str | None = None
+
+
+@dataclass(frozen=True)
+class Read:
+    """A PSUM read-out command of a program for :func:`run_program`.
+
+    Streams PSUM entries ``offset .. offset + n - 1`` of ``bank`` out of the tile, after
+    every earlier command of the program has written them.
+
+    Attributes
+    ----------
+    n : int
+        Entries to read, 1..512 - offset.
+    bank, offset : int
+        PSUM bank (0..7) and first entry.
+    """
+
+    n: int
+    bank: int = 0
+    offset: int = 0
+
+
+class _PsumAndCycles(NamedTuple):
+    psum: np.ndarray
+    cycles: int
+
+
+class MatmulResult(_PsumAndCycles):
+    """Result of :func:`run_matmul`: unpacks as ``psum, cycles``.
+
+    Attributes
+    ----------
+    psum : numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N]
+        PSUM after the matmul.
+    cycles : int
+        Clock cycles from the cycle the first moving beat was accepted to the cycle the last
+        result was taken, inclusive (``N + rows + cols`` when nothing stalls).
+    waveform : pathlib.Path or None
+        The FST waveform of the run (``waves=True``), else ``None``.
+    """
+
+    def __new__(cls, psum, cycles, waveform=None):
+        result = super().__new__(cls, psum, cycles)
+        result.waveform = waveform
+        return result
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    """Result of :func:`run_program`.
+
+    Attributes
+    ----------
+    psums : list of numpy.ndarray (int32 or float32)
+        Per command, in order: a matmul's PSUM region after it ([M, N]); a READ's entries
+        ([cols, N], int32 or float32 by the data type of the matmul that wrote its first
+        entry).
+    stamps : list of systolica.golden.CommandTiming
+        Per command, the measured cycle stamps: ``accept`` (command taken), ``issues`` (each
+        moving beat taken; empty for a READ, whose beats do not cross a stream) and
+        ``results`` (each result beat taken). Stationary beats are not stamped (``loads``
+        is empty).
+    predicted : list of systolica.golden.CommandTiming
+        The cycle model's stamps for the same program with no stalls
+        (:func:`systolica.golden.command_schedule`), with ``loads`` and a READ's ``issues``
+        filled in; :meth:`model_agrees` compares it with ``stamps`` (True when ``idle`` and
+        ``backpressure`` are 0).
+    first_accept, last_result : list of int or None
+        Per command, the cycle its first moving beat was accepted (None for a READ) and its
+        last result taken.
+    cycles : int
+        Cycles from the end of reset until the last result was taken.
+    seconds : float
+        Wall time of the simulation's clock loop alone (no start-up), in seconds.
+    mismatches : int
+        PSUM words that differed from the golden model (the scoreboard's count).
+    build : Build
+        The simulator build used.
+    run : TestRun
+        The simulator run (log, waveform, wall time).
+    free_seconds : float or None
+        With ``free_run=True`` (bulk driver only): wall time of the same build clocking the
+        same number of cycles over the same stimulus with no Python at all, in seconds.
+    cpu_seconds, free_cpu_seconds : float or None
+        Bulk driver only: CPU time of the simulator process over the clock loop and over
+        the free run, in seconds (steadier than wall time on a loaded machine).
+    """
+
+    psums: list
+    stamps: list
+    predicted: list
+    first_accept: list
+    last_result: list
+    cycles: int
+    seconds: float
+    mismatches: int
+    build: Build
+    run: TestRun
+    free_seconds: float | None = None
+    cpu_seconds: float | None = None
+    free_cpu_seconds: float | None = None
+
+    def model_agrees(self):
+        """Whether every measured stamp equals the cycle model's (:attr:`predicted`): each
+        command's accept cycle and result cycles, and each matmul's moving-beat cycles
+        (bool; expected True when the run had no idle and no backpressure)."""
+        return all(
+            (m.accept, m.results) == (p.accept, p.results)
+            and (not p.loads or m.issues == p.issues)    # READs: no moving beats
+            for m, p in zip(self.stamps, self.predicted, strict=True))
+
+
+def _check_positive_int(name, value):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return int(value)
+
+
+def _check_region(what, bank, offset, n):
+    """``what`` is "the matmul writes" or "the READ reads"."""
+    for name, value in (("bank", bank), ("offset", offset)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+    if bank >= PSUM_BANKS:
+        raise ValueError(f"bank must be between 0 and {PSUM_BANKS - 1} (the tile has "
+                         f"{PSUM_BANKS} PSUM banks), not {bank}")
+    if offset + n > PSUM_ENTRIES:
+        raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1}, past the end of "
+                         f"the {PSUM_ENTRIES}-entry bank (offset + n must be at most "
+                         f"{PSUM_ENTRIES})")
+
+
+def _check_operands(stationary, moving, rows, cols, ftz=False, perf_mode=None):
+    if not isinstance(ftz, (bool, np.bool_)):
+        raise TypeError(f"ftz must be a bool, not {type(ftz).__name__}")
+    for name, array in (("stationary", stationary), ("moving", moving)):
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array of an operand type (int8, "
+                            f"ml_dtypes.bfloat16, ...), not {type(array).__name__}")
+    stype, _ = operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
+    for name, array in (("stationary", stationary), ("moving", moving)):
+        if array.ndim != 2:
+            raise ValueError(f"{name} must be 2-D, not {array.ndim}-D with shape {array.shape}")
+    if ftz and not stype.is_float:
+        raise ValueError("ftz applies to float matmuls only")
+    (k, m), (k2, n) = stationary.shape, moving.shape
+    if k != k2:
+        raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got stationary "
+                         f"{stationary.shape} and moving {moving.shape}")
+    check_k(k, rows, perf_mode)
+    if not 1 <= m <= cols:
+        raise ValueError(f"M = {m} must be between 1 and cols = {cols}")
+    if not 1 <= n <= PSUM_ENTRIES:
+        raise ValueError(f"N (moving columns) must be between 1 and the PSUM bank size "
+                         f"{PSUM_ENTRIES}, not {n} (split larger N into several matmuls)")
+
+
+def _as_job(job):
+    if isinstance(job, (Matmul, Read)):
+        return job
+    if isinstance(job, tuple) and len(job) == 2:
+        return Matmul(*job)
+    raise TypeError(f"each job must be a Matmul, a Read or a (stationary, moving) pair, "
+                    f"not {type(job).__name__}")
+
+
+def _check_job(job, rows, cols):
+    if isinstance(job, Read):
+        n = _check_positive_int("Read.n", job.n)
+        _check_region("the READ reads", job.bank, job.offset, n)
+        return
+    if not isinstance(job.accumulate, (bool, np.bool_)):
+        raise TypeError(f"Matmul.accumulate must be a bool, not {type(job.accumulate).__name__}")
+    _check_operands(job.stationary, job.moving, rows, cols, job.ftz, job.perf_mode)
+    _check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1])
+
+
+def _command(job):
+    """The golden Command of a job (for the cycle model)."""
+    if isinstance(job, Read):
+        return Command("read", n=int(job.n), bank=int(job.bank), offset=int(job.offset))
+    (k, m), n = job.stationary.shape, job.moving.shape[1]
+    stype, mtype = operand_formats(job.stationary.dtype, job.moving.dtype,
+                                   perf_mode=job.perf_mode)
+    return Command("matmul", k=k, m=m, n=n, bank=int(job.bank), offset=int(job.offset),
+                   dtype=stype.name, moving_dtype=mtype.name, perf_mode=job.perf_mode,
+                   ftz=bool(job.ftz), accumulate=bool(job.accumulate))
+
+
+def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1, idle=0.0,
+                backpressure=0.0, build_root=None, keep=None, wave_format="fst", driver=None,
+                free_run=False, progress=None):
+    """Run a command sequence (matmuls and PSUM reads) back to back on one RTL tile.
+
+    Two testbenches give the same results and cycle stamps: ``driver="bulk"`` hands the
+    whole program to the simulation as memory files (the harness of :mod:`systolica.tb.bulk`;
+    Python wakes once per program, so it runs near the simulator's free-running speed) and
+    ``driver="cycle"`` drives the streams from Python every cycle (:mod:`systolica.tb.tile_tb`).
+    The default is ``"bulk"``, and ``"cycle"`` with ``waves`` (waveform save files name the
+    bare tile's hierarchy).
+
+    Parameters
+    ----------
+    jobs : sequence of Matmul, Read or (numpy.ndarray, numpy.ndarray)
+        The commands in order. Per matmul, ``stationary`` [K, M] and ``moving`` [K, N], both
+        int8 or any pair of float types (:class:`Matmul`), K <= rows (``2 * rows`` in
+        double-row), M <= cols, 1 <= N, and a PSUM region
+        (``bank`` < 8, ``offset + N`` <= 512); pairs run as overwriting matmuls into bank 0
+        from entry 0. A :class:`Read` streams a PSUM region out.
+    rows, cols : int
+        Tile size in PEs.
+    simulator : {"verilator", "icarus"}
+    waves : bool
+        Trace the run into a waveform (``ProgramResult.run.waveform``).
+    seed : int
+        Seed of the idle and backpressure patterns (COCOTB_RANDOM_SEED).
+    idle, backpressure : float
+        Probability per cycle of an input stream idling / the result stream stalling, [0, 1).
+    build_root : path, optional
+        Where builds and runs go (default ``$SYSTOLICA_BUILD_DIR`` or ``./build``).
+    keep : bool, optional
+        Keep the run folder (log, results, waveform); default: keep only with ``waves``.
+    wave_format : {"fst", "vcd"}
+        Format of the waveform with ``waves``.
+    driver : {"bulk", "cycle"}, optional
+        Which testbench drives the tile (see above).
+    free_run : bool
+        Bulk driver only: also time the same build free-running over the same stimulus
+        (``ProgramResult.free_seconds``), the limit for ``make bench``'s ratio.
+    progress : callable, optional
+        Bulk driver only: called as ``progress(results, total, cycle)`` about four times a
+        second while the simulator runs (result beats received so far, result beats the
+        program expects, the harness's cycle), for long runs on large tiles.
+
+    Returns
+    -------
+    ProgramResult
+
+    Raises
+    ------
+    TypeError, ValueError
+        On bad operands or arguments (before anything is built).
+    SimulatorNotFoundError, BuildError, SimulationError
+        When a tool is missing, the build fails, or the simulation fails or gets stuck.
+    """
+    rows = _check_positive_int("rows", rows)
+    cols = _check_positive_int("cols", cols)
+    check_simulator_name(simulator)
+    jobs = [_as_job(job) for job in jobs]
+    if not jobs:
+        raise ValueError("jobs must hold at least one command")
+    for job in jobs:
+        _check_job(job, rows, cols)
+    commands = [_command(job) for job in jobs]
+
+    def predicted():   # the cycle model's stamps (the bulk path computes them in a thread)
+        return command_schedule(rows, cols, commands)
+    for name, p in (("idle", idle), ("backpressure", backpressure)):
+        if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+            raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
+    if driver is None:
+        driver = "cycle" if waves else "bulk"
+    if driver not in ("bulk", "cycle"):
+        raise ValueError(f"driver must be 'bulk' or 'cycle', not {driver!r}")
+    if driver == "bulk":
+        return _run_bulk(jobs, rows, cols, simulator=simulator, waves=waves, seed=seed,
+                         idle=idle, backpressure=backpressure, build_root=build_root,
+                         keep=keep, wave_format=wave_format, free_run=free_run,
+                         predicted=predicted, progress=progress)
+    tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
+                 wave_format=wave_format)
+    runs = tile.directory / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))
+    program = []
+    for job, command in zip(jobs, commands, strict=True):
+        region = {"bank": job.bank, "offset": job.offset}
+        if isinstance(job, Read):
+            program.append({**region, "read": job.n})
+            continue
+        program.append({**region, "stationary": job.stationary, "moving": job.moving,
+                        "stationary_type": command.dtype, "moving_type": command.mtype,
+                        "perf_mode": job.perf_mode, "accumulate": job.accumulate,
+                        "ftz": job.ftz})
+    protocol.write_program(run_dir / "program.npz", program, idle=idle,
+                           backpressure=backpressure)
+    results_path = run_dir / "results.npz"
+    run = run_tests(tile, protocol.PROGRAM_RUNNER, run_dir, seed=seed,
+                    extra_env={protocol.PROGRAM: str(run_dir / "program.npz"),
+                               protocol.RESULTS: str(results_path)})
+    if not results_path.is_file():
+        raise SimulationError(f"the simulation wrote no results; see {run.log}")
+    out = protocol.read_results(results_path, len(jobs))
+    missing = [i for i, psum in enumerate(out["psums"]) if psum is None]
+    if missing:
+        raise SimulationError(
+            f"matmuls {missing} did not complete ({out['observed_beats']} of "
+            f"{out['expected_beats']} result beats arrived); see {run.log}")
+    stamps = [CommandTiming(accept, issues=issues, results=results)
+              for accept, issues, results in zip(out["accept"], out["issues"], out["results"],
+                                                 strict=True)]
+    result = _program_result(out["psums"], stamps, predicted(), cycles=out["cycles"],
+                             seconds=out["seconds"], mismatches=out["mismatches"],
+                             build=tile, run=run)
+    if run.failed and not result.mismatches:
+        raise SimulationError(f"the simulation failed; see {run.log}")
+    if not (waves if keep is None else keep):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+def _program_result(psums, stamps, predicted, **kwargs):
+    return ProgramResult(
+        psums=psums, stamps=stamps, predicted=predicted,
+        first_accept=[t.first_issue for t in stamps], last_result=[t.last_result for t in stamps],
+        **kwargs)
+
+
+def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, build_root,
+              keep, wave_format, free_run, predicted, progress):
+    """:func:`run_program` through the bulk-stimulus harness."""
+    from systolica.hdl.layouts import command_layout
+    from systolica.tb.bulk import BulkProgram, resident_depth
+
+    program = BulkProgram(rows, cols)
+    records = []
+    matmuls_only = not any(isinstance(job, Read) for job in jobs)
+    for is_read, run in itertools.groupby(jobs, key=lambda job: isinstance(job, Read)):
+        if is_read:
+            records += [program.submit_command(_command(job)) for job in run]
+        else:   # a run of matmuls: one batched golden computation per shape
+            run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset,
+                    j.perf_mode) for j in run]
+            if matmuls_only:   # the golden model runs beside the simulator (below)
+                program.stage_many(run)
+            else:
+                records += program.submit_many(run)
+    depth = program.depth
+    if simulator == "verilator":
+        # One build per tile size serves every program that fits: a Verilator build costs
+        # seconds to minutes, an Icarus one almost nothing (and Icarus memories cost more).
+        depth = max(depth, resident_depth(rows, cols, command_layout().size))
+    tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
+                 wave_format=wave_format, harness_depth=depth)
+    runs = tile.directory / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))
+    plusargs = program.write(run_dir) + [
+        f"+seed={seed}", f"+idle={int(round(idle * 256))}",
+        f"+bp={int(round(backpressure * 256))}"]
+    slow = (1.0 - idle) * (1.0 - backpressure)
+    budget = int(200 + 8 * (program.command_count + program.stationary_count
+                            + program.result_count + (rows + cols) * (len(jobs) + 1)) / slow)
+    timing = run_dir / "timing.txt"
+    # The harness's cocotb side has no assertions for pytest to rewrite (that hook costs the
+    # simulator process a good part of its start-up).
+    env = {protocol.MAX_CYCLES: str(budget), protocol.BULK_TIMING: str(timing),
+           "COCOTB_REWRITE_ASSERTION_FILES": ""}
+    if progress is not None:
+        # Wake Python about every millisecond of simulation: Icarus runs ~100x slower.
+        pe_cycles = 65536 if simulator == "verilator" else 655
+        env.update({protocol.PROGRESS: str(run_dir / "progress.txt"),
+                    protocol.PROGRESS_CYCLES: str(max(16, pe_cycles // (rows * cols)))})
+    # Simulating needs nothing of the golden models: the cycle model's stamps and, for a
+    # program of matmuls only, the expected PSUM words are computed in a thread while the
+    # simulator process runs (on another core where there is one), before anything is checked.
+    total = program.result_count
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        expected = pool.submit(program.commit_staged) if matmuls_only else None
+        schedule = pool.submit(predicted)
+        with _polling(run_dir / "progress.txt", progress, total):
+            run = run_tests(tile, protocol.BULK_RUNNER, run_dir, seed=seed,
+                            plusargs=plusargs, testcase="run_bulk", extra_env=env)
+        if expected is not None:
+            records = expected.result()
+        predicted = schedule.result()
+    if run.failed or not (run_dir / "results.hex").is_file():
+        tail = run.log.read_text(errors="replace").splitlines()[-5:]
+        stuck = [line.strip() for line in tail if "tile stuck" in line]
+        raise SimulationError((stuck[0] if stuck else "the harness run failed")
+                              + f"; see {run.log}")
+    fields = timing.read_text().split() if timing.is_file() else []
+    try:
+        received = program.check(run_dir, status=[int(v) for v in fields[2:4]] or None)
+    except ValueError as error:   # x/z bits or a malformed line in the captured results
+        raise SimulationError(f"the harness's captured results are unreadable ({error}); "
+                              f"see {run_dir}") from None
+    scoreboard = program.scoreboard
+    if received != program.result_count or scoreboard.outstanding:
+        raise SimulationError(f"{received} of {program.result_count} result beats "
+                              f"arrived; see {run.log}")
+    seconds = float(fields[1]) if fields else run.seconds
+    cpu_seconds = float(fields[4]) if len(fields) > 4 else None
+    free_seconds = free_cpu_seconds = None
+    if free_run:
+        cycles = max(r.last_result for r in records) + 1
+        run_tests(tile, protocol.BULK_RUNNER, run_dir / "free", seed=seed,
+                  plusargs=plusargs, testcase="free_run",
+                  extra_env={protocol.FREE_RUN_CYCLES: str(cycles),
+                             protocol.BULK_TIMING: str(run_dir / "free.txt")})
+        free_fields = (run_dir / "free.txt").read_text().split()
+        free_seconds, free_cpu_seconds = float(free_fields[1]), float(free_fields[2])
+    stamps = [CommandTiming(r.accept, issues=tuple(r.issues), results=tuple(r.result_cycles))
+              for r in records]
+    result = _program_result(
+        [program.model.results(r) for r in records], stamps, predicted,
+        cycles=max(r.last_result for r in records) + 1, seconds=seconds,
+        mismatches=len(scoreboard.mismatches) + scoreboard.unexpected, build=tile, run=run,
+        free_seconds=free_seconds, cpu_seconds=cpu_seconds, free_cpu_seconds=free_cpu_seconds)
+    if not (waves if keep is None else keep):
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return result
+
+
+@contextmanager
+def _polling(path, progress, total):
+    """While the block runs, hand ``progress`` the harness's reports from ``path`` (a
+    thread polls the file four times a second)."""
+    if progress is None:
+        yield
+        return
+    stop = threading.Event()
+
+    def poll():
+        seen = None
+        while not stop.wait(0.25):
+            try:
+                fields = path.read_text().split()
+            except OSError:
+                continue
+            if len(fields) == 2 and fields != seen:
+                seen = fields
+                progress(int(fields[0]), total, int(fields[1]))
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=None,
+               accumulate=False, waves=False, ftz=False, bank=0, offset=0, perf_mode=None):
+    """Run one ``nc_matmul`` on the RTL tile; return its PSUM and cycle count.
+
+    Parameters
+    ----------
+    stationary : numpy.ndarray, shape [K, M]
+        int8 or a float type (see :class:`Matmul`); K <= rows (2 * rows double-row),
+        M <= cols.
+    moving : numpy.ndarray, shape [K, N]
+        int8 with int8, any float type with a float stationary; 1 <= N <= 512.
+    rows, cols : int
+        Tile size in PEs.
+    simulator : {"verilator", "icarus"}
+    psum : numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N], optional
+        PSUM before the matmul; required with ``accumulate=True``.
+    accumulate : bool
+        Add the matmul into ``psum`` (INT32 wrapping, or FP32 with one more RNE rounding)
+        instead of overwriting it. The tile's PSUM starts from zero and has no write port, so
+        a given ``psum`` is added on the host with the golden model's add; accumulation
+        inside the RTL is exercised through :func:`run_program` (``Matmul.accumulate``).
+    waves : bool
+        Keep an FST waveform of the run; its path is ``MatmulResult.waveform``.
+    ftz : bool
+        Flush subnormal inputs, products and sums to signed zero (float only).
+    perf_mode : None or "double_row"
+        FP8 double-row (both operands e4m3/e5m2, K up to ``2 * rows``).
+    bank, offset : int
+        PSUM region the tile writes: entries ``offset .. offset + N - 1`` of bank ``bank``
+        (0..7; ``offset + N <= 512``). The result is read back from there with a READ
+        command after the matmul.
+
+    Returns
+    -------
+    MatmulResult
+        ``(psum, cycles)``: [M, N] int32 or float32, and clock cycles.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Bad operands (unsupported dtype, int8 with a float, double-row with another type
+        than e4m3/e5m2, not 2-D, K mismatch, K > rows (2 * rows double-row),
+        M > cols, N > 512), bad sizes, a bank or offset outside PSUM, an unknown simulator,
+        ``ftz`` with INT8, or a bad ``psum``.
+    SimulatorNotFoundError
+        The simulator binary (or a build tool) is missing.
+    BuildError, SimulationError
+        The build or the simulation failed; a wrong RTL result raises SimulationError.
+    """
+    rows = _check_positive_int("rows", rows)
+    cols = _check_positive_int("cols", cols)
+    check_simulator_name(simulator)
+    _check_operands(stationary, moving, rows, cols, ftz, perf_mode)
+    n = moving.shape[1]
+    _check_region("the matmul writes", bank, offset, n)
+    if psum is not None and not accumulate:
+        raise ValueError("psum is only used with accumulate=True (an overwriting matmul "
+                         "ignores it); pass accumulate=True or leave psum out")
+    mode = {"ftz": True} if ftz else {}
+    if accumulate or psum is not None:
+        # The golden model validates psum (dtype, shape) and accumulate before any build.
+        nc_matmul(stationary, moving, psum=psum, accumulate=accumulate, perf_mode=perf_mode,
+                  rows=rows, **mode)
+    result = run_program([Matmul(stationary, moving, ftz=ftz, bank=bank, offset=offset,
+                                 perf_mode=perf_mode),
+                          Read(n, bank=bank, offset=offset)], rows=rows, cols=cols,
+                         simulator=simulator, waves=waves)
+    if result.mismatches:
+        raise SimulationError(f"the RTL result differs from the golden model in "
+                              f"{result.mismatches} PSUM words; see {result.run.log}")
+    out = result.psums[1][: stationary.shape[1]]
+    if accumulate:
+        out = _psum_add(psum, out, ftz)
+    return MatmulResult(out, result.last_result[0] - result.first_accept[0] + 1,
+                        result.run.waveform)
+
+
+def _psum_add(psum, column, ftz):
+    """The PSUM accumulate add (INT32 wrap or FP32 RNE), as the golden model defines it."""
+    if column.dtype == np.int32:
+        return ((psum.astype(np.int64) + column + 2**31) % 2**32 - 2**31).astype(np.int32)
+    from systolica.golden.bf16 import fp32_add
+
+    return fp32_add(psum, column, ftz=ftz)

@@ -1,0 +1,478 @@
+"""Any-size GEMM on the RTL tile: K-slabs accumulating in PSUM, M-folds and N-chunks.
+
+A problem ``stationary[K, M] x moving[K, N] -> out[M, N]`` (``out = stationary.T @ moving``)
+is cut as NKI code cuts it for the tensor engine:
+
+- **M-folds**: column blocks ``stationary[:, m0:m0+cols]`` (the stationary free size);
+- **N-chunks**: ``moving[:, n0:n0+512]`` (at most the PSUM depth, one PSUM entry per column);
+- **K-slabs**: ``[k0:k0+rows]`` of both operands (``2 * rows`` in FP8 double-row mode,
+  ``perf_mode="double_row"``). The first slab of an output block overwrites PSUM entries
+  ``0..n-1``; every further slab accumulates into them (``accumulate=True``: one more FP32 RNE
+  rounding per slab for float types, INT32 wrap for INT8).
+
+Every slab of one (M-fold, N-chunk) output block runs back to back before the next block's
+first slab overwrites the same PSUM entries, and the block's result is the PSUM read out after
+its last slab. All blocks of a problem run in one :func:`~systolica.sim.run_program` call;
+:func:`run_tiled_program` runs several problems as one program (one simulator start-up).
+
+The golden counterpart, :func:`golden_tiled_matmul`, is the same slab-by-slab accumulation
+(:func:`systolica.golden.nc_matmul` per slab, then ``accumulate=True``); the RTL must equal it
+bit for bit. :func:`golden_tiled_matmuls` computes many problems' at once.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from systolica.golden import (
+    PSUM_ENTRIES,
+    fp32_add,
+    max_k,
+    nc_matmul_batch,
+    operand_formats,
+    wrap_int32,
+)
+from systolica.sim.api.runs import Matmul, run_program
+
+
+@dataclass(frozen=True)
+class Block:
+    """One output block of a tiled problem: PSUM rows ``m0:m1`` x entries ``n0:n1``.
+
+    Attributes
+    ----------
+    m0, m1, n0, n1 : int
+        Element ranges of ``out[M, N]`` this block fills (``m1 - m0 <= cols``,
+        ``n1 - n0 <= 512``).
+    slabs : tuple of (int, int)
+        The K ranges ``(k0, k1)`` accumulated into the block, in order (``k1 - k0 <= rows``).
+    """
+
+    m0: int
+    m1: int
+    n0: int
+    n1: int
+    slabs: tuple
+
+
+@dataclass(frozen=True)
+class TiledResult:
+    """Result of :func:`run_tiled`.
+
+    Attributes
+    ----------
+    out : numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N]
+        The RTL's result, reassembled from the last slab's PSUM of every block.
+    golden : numpy.ndarray, same dtype and shape
+        :func:`golden_tiled_matmul` of the same operands.
+    mismatches : int
+        PSUM words the testbench's scoreboard found different from the golden model, over
+        every matmul of the program (each slab's partial sums included).
+    differing : int
+        Words of ``out`` whose bit pattern differs from ``golden`` (a second check, on the
+        host, of the reassembled result).
+    matmuls : int
+        Matmuls the problem ran as.
+    macs : int
+        ``K * M * N`` multiply-accumulates of the problem.
+    cycles : int
+        Clock cycles of the program, end of reset to the last result taken.
+    seconds : float
+        Wall time of the simulation's clock loop, in seconds.
+    run_seconds : float
+        Wall time of the simulator run including its start-up, in seconds.
+    build_seconds : float
+        Wall time spent generating and building the tile for this call (0 when reused).
+    rows, cols : int
+        The tile the problem ran on.
+    """
+
+    out: np.ndarray
+    golden: np.ndarray
+    mismatches: int
+    differing: int
+    matmuls: int
+    macs: int
+    cycles: int
+    seconds: float
+    run_seconds: float
+    build_seconds: float
+    rows: int
+    cols: int
+
+    @property
+    def exact(self):
+        """True when the scoreboard saw no mismatch and ``out`` equals ``golden`` bit for bit."""
+        return self.mismatches == 0 and self.differing == 0
+
+    @property
+    def macs_per_cycle(self):
+        """Achieved MACs per clock cycle (float); the peak is ``rows * cols``."""
+        return self.macs / self.cycles if self.cycles else 0.0
+
+
+def _check_problem(stationary, moving, perf_mode=None):
+    """Check one problem's operands: numpy arrays of a type pair the tile takes
+    (:func:`~systolica.golden.operand_formats`), non-empty, 2-D, sharing K."""
+    for name, array in (("stationary", stationary), ("moving", moving)):
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array of an operand type (int8, "
+                            f"ml_dtypes.bfloat16, ...), not {type(array).__name__}")
+    operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
+    for name, array in (("stationary", stationary), ("moving", moving)):
+        if array.ndim != 2 or 0 in array.shape:
+            raise ValueError(f"{name} must be a non-empty 2-D array, not shape {array.shape}")
+    if stationary.shape[0] != moving.shape[0]:
+        raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got stationary "
+                         f"{stationary.shape} and moving {moving.shape}")
+
+
+def _check_size(name, value):
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return int(value)
+
+
+def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
+    """The output blocks of a ``[K, M] x [K, N]`` problem on a ``rows x cols`` tile.
+
+    Parameters
+    ----------
+    k, m, n : int
+        Contraction length, stationary free size, moving free size (each >= 1).
+    rows, cols : int
+        Tile size in PEs.
+    psum_depth : int
+        Largest N of one matmul (PSUM entries), 512 on the tile.
+    perf_mode : None or "double_row"
+        Double-row K-slabs are ``2 * rows`` long.
+
+    Returns
+    -------
+    list of Block
+        M-folds outermost, then N-chunks; each block lists its K-slabs in ascending order.
+        The program runs ``sum(len(b.slabs) for b in blocks)`` matmuls:
+        ``ceil(K/slab) * ceil(M/cols) * ceil(N/psum_depth)`` with ``slab = rows`` (``2 *
+        rows`` double-row).
+
+    Raises
+    ------
+    ValueError
+        If a size is not a positive integer.
+    """
+    k, m, n = (_check_size(name, v) for name, v in (("K", k), ("M", m), ("N", n)))
+    rows, cols = _check_size("rows", rows), _check_size("cols", cols)
+    psum_depth = _check_size("psum_depth", psum_depth)
+    slab = max_k(rows, perf_mode)
+    slabs = tuple((k0, min(k, k0 + slab)) for k0 in range(0, k, slab))
+    return [Block(m0, min(m, m0 + cols), n0, min(n, n0 + psum_depth), slabs)
+            for m0 in range(0, m, cols) for n0 in range(0, n, psum_depth)]
+
+
+def tiled_jobs(stationary, moving, rows, cols, ftz=False, perf_mode=None):
+    """The :class:`~systolica.sim.Matmul` program of a tiled problem, and its blocks.
+
+    Parameters
+    ----------
+    stationary : numpy.ndarray, shape [K, M]
+        int8 or a float operand type (:class:`~systolica.sim.Matmul`).
+    moving : numpy.ndarray, shape [K, N]
+        int8 with int8, any float type with a float stationary.
+    rows, cols : int
+        Tile size in PEs.
+    ftz : bool
+        Flush subnormals to zero (float only).
+    perf_mode : None or "double_row"
+        FP8 double-row matmuls (both operands e4m3/e5m2), K-slabs of ``2 * rows``.
+
+    Returns
+    -------
+    (list of Matmul, list of Block)
+        Jobs in program order (per block: its slabs, the first overwriting, the rest
+        accumulating), and the blocks from :func:`plan`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On operands that are not non-empty 2-D arrays of a type pair the tile takes sharing
+        K, or bad sizes.
+    """
+    _check_problem(stationary, moving, perf_mode)
+    (k, m), n = stationary.shape, moving.shape[1]
+    blocks = plan(k, m, n, rows, cols, perf_mode=perf_mode)
+    jobs = []
+    for b in blocks:
+        for i, (k0, k1) in enumerate(b.slabs):
+            jobs.append(Matmul(np.ascontiguousarray(stationary[k0:k1, b.m0:b.m1]),
+                               np.ascontiguousarray(moving[k0:k1, b.n0:b.n1]),
+                               accumulate=i > 0, ftz=ftz, perf_mode=perf_mode))
+    return jobs, blocks
+
+
+def golden_tiled_matmul(stationary, moving, rows, ftz=False, perf_mode=None):
+    """What the tile must produce for a tiled problem, bit for bit.
+
+    K-slabs of ``rows`` (``2 * rows`` double-row) accumulate in order: ``psum =
+    nc_matmul(s[slab 0], m[slab 0])``, then ``psum = nc_matmul(s[slab j], m[slab j],
+    psum=psum, accumulate=True)``. M-folds and N-chunks do not change the result (columns and
+    PSUM entries are independent), so only ``rows`` matters.
+
+    Parameters
+    ----------
+    stationary : numpy.ndarray, shape [K, M]
+    moving : numpy.ndarray, shape [K, N]
+        A type pair as :func:`tiled_jobs` takes.
+    rows : int
+        Partition rows of the tile.
+    ftz : bool
+        Flush subnormals to zero (float only).
+    perf_mode : None or "double_row"
+        As :func:`tiled_jobs`.
+
+    Returns
+    -------
+    numpy.ndarray, shape [M, N]
+        int32 for int8 operands (wrapping modulo 2**32), float32 for float types.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`tiled_jobs`, and ``ftz`` with int8.
+    """
+    return golden_tiled_matmuls([(stationary, moving)], rows, ftz, perf_mode)[0]
+
+
+def golden_tiled_matmuls(problems, rows, ftz=False, perf_mode=None):
+    """:func:`golden_tiled_matmul` of every problem, bit for bit the same, computed per
+    shape at once: the problems of one data type and shape are stacked and every K-slab of
+    all of them is one :func:`~systolica.golden.nc_matmul_batch` call; the slabs' results are
+    then added into PSUM in slab order (one :func:`~systolica.golden.fp32_add` per slab for
+    float types, which is what ``accumulate=True`` does; INT8 sums wrap modulo 2**32 in any
+    order).
+
+    Parameters
+    ----------
+    problems : sequence of (numpy.ndarray, numpy.ndarray)
+        ``(stationary [K, M], moving [K, N])`` pairs as :func:`golden_tiled_matmul` takes.
+    rows : int
+    ftz : bool
+    perf_mode : None or "double_row"
+
+    Returns
+    -------
+    list of numpy.ndarray, int32 or float32, shape [M, N] each, in the order of ``problems``
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`golden_tiled_matmul`, for the first bad problem.
+    """
+    problems = list(problems)
+    for stationary, moving in problems:
+        _check_problem(stationary, moving, perf_mode)
+    rows = _check_size("rows", rows)
+    if ftz and any(s.dtype == np.int8 for s, _m in problems):
+        raise ValueError("ftz applies to float matmuls only; int8 matmuls are exact "
+                         "(use ftz=False)")
+    groups = {}
+    for i, (stationary, moving) in enumerate(problems):
+        key = (stationary.dtype, moving.dtype, stationary.shape, moving.shape)
+        groups.setdefault(key, []).append(i)
+    outs = [None] * len(problems)
+    for (dtype, _m_dtype, _s_shape, _m_shape), indices in groups.items():
+        s = np.stack([problems[i][0] for i in indices])
+        v = np.stack([problems[i][1] for i in indices])
+        if dtype == np.int8:
+            wide = np.einsum("pkm,pkn->pmn", s.astype(np.int64), v.astype(np.int64))
+            result = wrap_int32(wide)
+        else:
+            result = _float_slabs(s, v, rows, ftz, perf_mode)
+        for j, i in enumerate(indices):
+            outs[i] = result[j]
+    return outs
+
+
+def _float_slabs(stationary, moving, rows, ftz, perf_mode):
+    """Float [P, K, M] x [P, K, N] -> float32 [P, M, N], K-slab by K-slab into PSUM."""
+    count, k, m = stationary.shape
+    n = moving.shape[2]
+    slab = max_k(rows, perf_mode)
+    full = k // slab
+    mode = {"ftz": True} if ftz else {}
+    chain = dict(mode, perf_mode=perf_mode, rows=rows) if perf_mode else mode
+    slabs = []
+    if full:
+        s = stationary[:, :full * slab].reshape(count * full, slab, m)
+        v = moving[:, :full * slab].reshape(count * full, slab, n)
+        slabs += list(np.moveaxis(nc_matmul_batch(s, v, **chain).reshape(count, full, m, n),
+                                  1, 0))
+    if k % slab:
+        slabs.append(nc_matmul_batch(np.ascontiguousarray(stationary[:, full * slab:]),
+                                     np.ascontiguousarray(moving[:, full * slab:]), **chain))
+    psum = slabs[0]
+    for part in slabs[1:]:
+        psum = fp32_add(psum, part, **mode)
+    return psum
+
+
+@dataclass(frozen=True)
+class TiledProgramResult:
+    """Result of :func:`run_tiled_program`: several problems run as one tile program.
+
+    Attributes
+    ----------
+    outs : list of numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N] each
+        The RTL's result per problem, reassembled from the last slab's PSUM of every block.
+    differing : list of int
+        Per problem, words of ``outs[i]`` whose bit pattern differs from
+        :func:`golden_tiled_matmul` of the same operands (checked on the host).
+    mismatches : int
+        PSUM words the testbench's scoreboard found different from the golden model, over
+        every matmul of the program (each slab's partial sums included).
+    matmuls : int
+        Matmuls the program ran; every one's PSUM was checked by the scoreboard.
+    words : int
+        PSUM words the scoreboard checked (``sum(M * N)`` over the matmuls).
+    macs : int
+        ``K * M * N`` multiply-accumulates summed over the problems.
+    cycles : int
+        Clock cycles of the program, end of reset to the last result taken.
+    seconds, run_seconds, build_seconds : float
+        Wall time of the clock loop, of the simulator run with its start-up, and of
+        generating and building the tile for this call (0 when reused), in seconds.
+    rows, cols : int
+        The tile the program ran on.
+    """
+
+    outs: list
+    differing: list
+    mismatches: int
+    matmuls: int
+    words: int
+    macs: int
+    cycles: int
+    seconds: float
+    run_seconds: float
+    build_seconds: float
+    rows: int
+    cols: int
+
+
+def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
+                      build_root=None, waves=False, progress=None, perf_mode=None):
+    """Run several ``stationary.T @ moving`` problems back to back as one tile program.
+
+    Each problem is cut as :func:`plan` says; the problems' matmuls follow each other in one
+    :func:`~systolica.sim.run_program` call (one simulator start-up for all of them). Every
+    block's slabs run back to back and its result is the PSUM after its last slab, so the
+    problems do not disturb each other.
+
+    Parameters
+    ----------
+    problems : sequence of (numpy.ndarray, numpy.ndarray)
+        ``(stationary [K, M], moving [K, N])`` pairs, each a type pair as :func:`tiled_jobs`
+        takes (the data types may change from problem to problem).
+    rows, cols, simulator, ftz, build_root, waves, progress, perf_mode
+        As :func:`run_tiled`.
+
+    Returns
+    -------
+    TiledProgramResult
+
+    Raises
+    ------
+    TypeError, ValueError
+        On bad operands or sizes, or no problems, before anything is built.
+    SimulatorNotFoundError, BuildError, SimulationError
+        As :func:`~systolica.sim.run_program`.
+    """
+    problems = list(problems)
+    if not problems:
+        raise ValueError("problems must hold at least one (stationary, moving) pair")
+    jobs, plans = [], []
+    for stationary, moving in problems:
+        more, blocks = tiled_jobs(stationary, moving, rows, cols, ftz, perf_mode)
+        jobs += more
+        plans.append(blocks)
+    result = run_program(jobs, rows=rows, cols=cols, simulator=simulator, waves=waves,
+                         build_root=build_root, progress=progress)
+    outs, differing, index = [], [], 0
+    goldens = golden_tiled_matmuls(problems, rows, ftz, perf_mode)
+    for blocks, golden in zip(plans, goldens, strict=True):
+        out = np.empty_like(golden)
+        for b in blocks:
+            index += len(b.slabs)
+            psum = result.psums[index - 1]
+            if psum.shape != (b.m1 - b.m0, b.n1 - b.n0):
+                raise ValueError(f"the program returned a PSUM of shape {psum.shape} for "
+                                 f"block [{b.m0}:{b.m1}, {b.n0}:{b.n1}]")
+            out[b.m0:b.m1, b.n0:b.n1] = psum
+        outs.append(out)
+        differing.append(int(np.count_nonzero(out.view(np.uint32) != golden.view(np.uint32))))
+    return TiledProgramResult(
+        outs=outs, differing=differing, mismatches=int(result.mismatches), matmuls=len(jobs),
+        words=int(sum(p.size for p in result.psums)),
+        macs=sum(s.shape[0] * s.shape[1] * m.shape[1] for s, m in problems),
+        cycles=int(result.cycles), seconds=float(result.seconds),
+        run_seconds=float(result.run.seconds), build_seconds=float(result.build.seconds),
+        rows=int(rows), cols=int(cols))
+
+
+def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=False,
+              build_root=None, waves=False, progress=None, perf_mode=None):
+    """Run ``stationary.T @ moving`` of any size on the RTL tile and reassemble the result.
+
+    Parameters
+    ----------
+    stationary : numpy.ndarray, shape [K, M]
+        Any K, M >= 1 (weights: K input features, M output features); int8 or a float
+        operand type (:class:`~systolica.sim.Matmul`).
+    moving : numpy.ndarray, shape [K, N]
+        Any N >= 1 (activations: one column per token); int8 with int8, any float type with
+        a float stationary.
+    rows, cols : int
+        Tile size in PEs.
+    simulator : {"verilator", "icarus"}
+    ftz : bool
+        Flush subnormals to zero (float only).
+    perf_mode : None or "double_row"
+        FP8 double-row (both operands e4m3/e5m2): K-slabs of ``2 * rows``.
+    build_root : path, optional
+        Build folder (default ``$SYSTOLICA_BUILD_DIR`` or ``./build``).
+    waves : bool
+        Write an FST waveform of the whole program.
+    progress : callable, optional
+        Passed to :func:`~systolica.sim.run_program`: ``progress(results, total, cycle)``
+        while the simulator runs.
+
+    Returns
+    -------
+    TiledResult
+        The reassembled [M, N] result (int32 or float32), the golden result, the scoreboard's
+        mismatch count and the host's count of differing words, matmuls, MACs, cycles and
+        wall times. A wrong RTL result shows as ``mismatches > 0`` or ``differing > 0``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        On bad operands or sizes, before anything is built.
+    SimulatorNotFoundError, BuildError, SimulationError
+        As :func:`~systolica.sim.run_program`.
+    """
+    result = run_tiled_program([(stationary, moving)], rows=rows, cols=cols,
+                               simulator=simulator, ftz=ftz, build_root=build_root,
+                               waves=waves, progress=progress, perf_mode=perf_mode)
+    return TiledResult(out=result.outs[0], golden=golden_tiled_matmul(stationary, moving,
+                                                                      rows, ftz, perf_mode),
+                       mismatches=result.mismatches, differing=result.differing[0],
+                       matmuls=result.matmuls, macs=result.macs, cycles=result.cycles,
+                       seconds=result.seconds, run_seconds=result.run_seconds,
+                       build_seconds=result.build_seconds, rows=result.rows, cols=result.cols)
+
+
+def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
+    """Matmuls a ``[K, M] x [K, N]`` problem runs as on a ``rows x cols`` tile (int; K-slabs
+    of ``2 * rows`` with ``perf_mode="double_row"``)."""
+    return (math.ceil(k / max_k(rows, perf_mode)) * math.ceil(m / cols)
+            * math.ceil(n / psum_depth))

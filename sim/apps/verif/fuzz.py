@@ -1,0 +1,582 @@
+"""Command-stream fuzzer: seeded random programs through the bulk harness, nothing lost.
+
+Each program (``--chunk`` commands) mixes legal matmuls (INT8, BF16 IEEE and FTZ, overwrite
+and accumulate, random bank/offset/K/M/N) and READs with illegal commands of every
+:data:`~systolica.golden.command.ERRORS` kind (several errors at once too, to pin the
+check order), and runs on the bulk harness (:mod:`systolica.tb.bulk`) of one of the tile
+sizes in turn, with every backpressure level and every idle level (random idle cycles on
+the input streams, or none) in every four programs. Per program it requires:
+
+- every command accounted for: each legal command's result beats (``N`` of them, ``last``
+  on the final one) and nothing else; the rejected count and last error in ``status``
+  equal the model's; a command-accept stamp for every command;
+- every result word equal to the golden model's, bit for bit (the scoreboard);
+- every stamp (command accepted, moving beat accepted, result taken) equal to the stepped
+  cycle model (:func:`~systolica.golden.command_schedule`) under the harness's own idle
+  and backpressure patterns (:class:`HarnessPatterns` reproduces its generators).
+
+A failing program prints the command that replays it alone. Program ``p`` of seed ``s``
+draws from ``numpy.random.default_rng([s, p])``, so any program replays without the others.
+
+``python -m systolica.sim.apps.verif.fuzz --seed S --commands N`` (``make fuzz SEED=S
+COMMANDS=N``); exit status 0 when every program passed, 1 otherwise.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from systolica.golden import Command, command_schedule
+from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES
+from systolica.tb import protocol, stimulus
+
+#: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
+#: more columns than rows, more rows than columns.
+SIZES = ((4, 4), (3, 4), (5, 3))
+#: Commands per program (one simulator run).
+CHUNK = 2000
+#: Backpressure probabilities drawn per program.
+BACKPRESSURE = (0.0, 0.1, 0.3, 0.6)
+#: Idle probabilities of the input streams for the programs that idle.
+IDLE = (0.1, 0.3, 0.5)
+#: Most illegal commands in a rejection burst (see :func:`random_program`; at least a
+#: quarter of it): up to 2^11, so the 16-bit rejected count carries into bit 11.
+BURST = 2048
+
+_MASK = 0xFFFFFFFF
+
+
+def _xorshift(x):
+    x ^= (x << 13) & _MASK
+    x ^= x >> 17
+    x ^= (x << 5) & _MASK
+    return x
+
+
+class _Generator:
+    """One of the harness's xorshift32 generators: ``draw(cycle)`` is whether its low byte
+    is at least ``level`` in that cycle (cycle 0 = the first cycle a beat can transfer)."""
+
+    def __init__(self, start, level):
+        self._x, self._level, self._pattern = start & _MASK, level & 0xFF, []
+
+    def __call__(self, cycle):
+        while len(self._pattern) <= cycle:
+            self._pattern.append((self._x & 0xFF) >= self._level)
+            self._x = _xorshift(self._x)
+        return self._pattern[cycle]
+
+
+class HarnessPatterns:
+    """The idle and backpressure patterns ``tb/harness.v`` draws from ``+seed``, ``+idle``
+    and ``+bp``, for the stepped cycle model: :attr:`ready` is ``result.ready`` per cycle
+    and :meth:`offer` whether an input stream's driver offers a beat in a cycle."""
+
+    def __init__(self, seed, idle, bp):
+        seed = seed & _MASK or 1
+        self.ready = _Generator(0xC2B2AE35 ^ (seed * 104729), bp)
+        self._offers = {"command": _Generator(0x27D4EB2F ^ (seed * 31), idle),
+                        "stationary": _Generator(0x9E3779B9 ^ seed, idle),
+                        "moving": _Generator(0x85EBCA6B ^ (seed * 7919), idle)}
+
+    def offer(self, stream, cycle):
+        return self._offers[stream](cycle)
+
+
+def _n(rng, limit):
+    """A random N in 1..limit, mostly small (short commands keep the program fast)."""
+    draw = rng.random()
+    top = 8 if draw < 0.7 else 40 if draw < 0.97 else limit
+    return int(rng.integers(1, min(top, limit) + 1))
+
+
+#: Float operand types besides BF16 that the second generator draws (see :func:`_operands`).
+OTHER_FLOATS = ("fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
+
+
+def _operands(rng, k, m, n, dtype, noise=None):
+    """Operands of one matmul and its ``perf_mode``; with ``noise`` (a second generator,
+    so that the main draw is the same with or without it) a BF16 matmul may change:
+
+    - a third get operands aimed at the arithmetic's edges: :func:`boundary_operands`,
+      :func:`cancelling_operands` or :func:`subnormal_operands`;
+    - of the others, half take other float types (:func:`other_float_operands`: FP16 and
+      the FP8 family, mixed pairs, FP8 double-row).
+    """
+    if dtype == "int8":
+        return stimulus.random_int8(rng, (k, m)), stimulus.random_int8(rng, (k, n)), None
+    kind = rng.integers(0, 3)
+    make = stimulus.bf16_normal if kind == 0 else stimulus.bf16_wide
+    s, v = make(rng, (k, m)), make(rng, (k, n))
+    if kind == 2:
+        s, v = stimulus.with_specials(rng, s, 0.2), stimulus.with_specials(rng, v, 0.2)
+    if noise is None:
+        return s, v, None
+    draw = noise.random()
+    if draw < 1 / 3:
+        edge = (boundary_operands, cancelling_operands, subnormal_operands)[
+            int(noise.integers(3))]
+        s, v = edge(noise, k, m, n)
+    elif draw < 2 / 3:
+        return other_float_operands(noise, k, m, n)
+    return s, v, None
+
+
+def _float_bits(rng, name, shape):
+    """Random operands of float type ``name``: uniform bit patterns (every class: zeros,
+    subnormals, normals, the largest finite, Inf and NaN where the type has them), a
+    quarter of the time values near 1 instead (so sums do not all overflow)."""
+    from systolica.golden.formats import FORMATS
+
+    fmt = FORMATS[name]
+    if rng.random() < 0.25:
+        values = rng.standard_normal(shape).astype(np.float32)
+        return values.astype(fmt.dtype)
+    bits = rng.integers(0, 1 << fmt.width, size=shape)
+    return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+
+def other_float_operands(rng, k, m, n):
+    """``(stationary, moving, perf_mode)`` of a float matmul other than BF16 x BF16: each
+    operand's type drawn from BF16 and :data:`OTHER_FLOATS` (a mixed pair half the time),
+    or, 40 % of the time, an FP8 double-row matmul (both e4m3 or e5m2; K up to 2 x rows:
+    the second half of the partition rows in each lane's high byte, when the draw's K is
+    the tile's full height, see :func:`random_program`; else K <= rows, also legal)."""
+    types = ("bf16", *OTHER_FLOATS)
+    if rng.random() < 0.4:
+        pair = [str(rng.choice(("e4m3", "e5m2"))) for _ in range(2)]
+        extra = int(rng.integers(1, k + 1))      # K = k + extra <= 2 x rows when k = rows
+        return (_float_bits(rng, pair[0], (k + extra, m)),
+                _float_bits(rng, pair[1], (k + extra, n)), "double_row")
+    stype = str(rng.choice(OTHER_FLOATS))
+    mtype = str(rng.choice(types)) if rng.random() < 0.5 else stype
+    return _float_bits(rng, stype, (k, m)), _float_bits(rng, mtype, (k, n)), None
+
+
+def _bf16_bits(rng, exponent, shape):
+    sign = rng.integers(0, 2, size=shape)
+    return (sign << 15) | (np.asarray(exponent) << 7) | rng.integers(0, 128, size=shape)
+
+
+def boundary_operands(rng, k, m, n):
+    """BF16 operands whose products straddle FP32's normal/subnormal boundary (biased
+    exponents summing to 122..134, the boundary at 128) or its overflow end (summing to
+    370..386, Inf from 382), with some subnormal and zero operands: every product class
+    and the multiplier's and adder's rounding at both ends of the range."""
+    high = rng.random() < 0.25
+    lo, hi = (185, 194) if high else (61, 68)
+    s_exp = rng.integers(lo, hi, size=(k, m))
+    v_exp = rng.integers(lo, hi, size=(k, n))
+    s = _bf16_bits(rng, s_exp, (k, m))
+    v = _bf16_bits(rng, v_exp, (k, n))
+    for bits in (s, v):
+        pick = rng.random(bits.shape) < 0.1
+        bits[pick] &= 0x807F                     # subnormal (or zero) of the same sign
+    return stimulus.from_bits(s), stimulus.from_bits(v)
+
+
+def subnormal_operands(rng, k, m, n):
+    """BF16 subnormals (mostly with few fraction bits: the multiplier normalises them by up
+    to 15 places) times large normals (biased exponents 120..254), so that their products
+    land in FP32's normal range; zeros and infinities mixed in (0 x Inf is NaN). Which side
+    holds the subnormals is drawn per matmul."""
+    small_shape, large_shape = ((k, m), (k, n)) if rng.random() < 0.5 else ((k, n), (k, m))
+    fraction = rng.integers(1, 128, size=small_shape) >> rng.integers(0, 7, size=small_shape)
+    small = (rng.integers(0, 2, size=small_shape) << 15) | np.maximum(fraction, 1)
+    large = _bf16_bits(rng, rng.integers(120, 255, size=large_shape), large_shape)
+    specials = np.array([0x0000, 0x8000, 0x7F80, 0xFF80], np.int64)
+    for bits in (small, large):
+        pick = rng.random(bits.shape) < 0.05
+        bits[pick] = rng.choice(specials, int(pick.sum()))
+    small, large = stimulus.from_bits(small), stimulus.from_bits(large)
+    return (small, large) if small_shape == (k, m) else (large, small)
+
+
+def cancelling_operands(rng, k, m, n):
+    """BF16 operands whose column chain cancels: every odd partition row repeats the moving
+    row above it with the stationary row above negated and its last significand bits
+    perturbed, so the adds subtract nearly equal products (the adder's massive
+    cancellation, leading-zero count and exact-zero sign rules)."""
+    s = stimulus.bf16_normal(rng, (k, m)).view(np.uint16).copy()
+    v = stimulus.bf16_normal(rng, (k, n)).view(np.uint16).copy()
+    for row in range(1, k, 2):
+        v[row] = v[row - 1]
+        s[row] = (s[row - 1] ^ 0x8000) ^ rng.integers(0, 4, size=m)
+    return stimulus.from_bits(s), stimulus.from_bits(v)
+
+
+def _out_of_range(rng, legal, low, width):
+    """A value of a ``width``-bit field at or above ``low``: the bound itself, a legal value
+    with one high bit set (an alias that a comparison dropping that bit would accept), or
+    uniform."""
+    top = 1 << width
+    bits = [j for j in range(max(1, low.bit_length() - 1), width) if (legal | 1 << j) >= low]
+    choices = [low, int(rng.integers(low, top))]
+    if bits:
+        choices.append(legal | 1 << int(rng.choice(bits)))
+    value = int(rng.choice(choices))
+    return value if value < top else low
+
+
+def _illegal(rng, rows, cols):
+    """A command the tile must reject; which check fails is drawn (sometimes several)."""
+    op = "matmul" if rng.random() < 0.7 else "read"
+    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE"] if op == "matmul" else [])
+    wrong = {kinds[int(rng.integers(len(kinds)))]}
+    while rng.random() < 0.25:
+        wrong.add(kinds[int(rng.integers(len(kinds)))])
+    bank = int(rng.integers(PSUM_BANKS))
+    if "BANK_RANGE" in wrong:
+        bank = _out_of_range(rng, bank, PSUM_BANKS, 8)
+    k = int(rng.integers(1, rows + 1))
+    if "K_RANGE" in wrong:
+        k = int(rng.choice([0, _out_of_range(rng, k, rows + 1, 16)]))
+    m = int(rng.integers(1, cols + 1))
+    if "M_RANGE" in wrong:
+        m = int(rng.choice([0, _out_of_range(rng, m, cols + 1, 16)]))
+    offset = int(rng.integers(PSUM_ENTRIES))
+    n = _n(rng, PSUM_ENTRIES - offset)
+    if "N_RANGE" in wrong:
+        case = rng.integers(3)
+        if case == 0:
+            n = 0
+        elif case == 1:
+            n = _out_of_range(rng, n, PSUM_ENTRIES - offset + 1, 16)
+        else:
+            offset = _out_of_range(rng, offset, PSUM_ENTRIES, 16)
+    return Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
+                   dtype="bf16" if rng.random() < 0.5 else "int8",
+                   ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5))
+
+
+def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None):
+    """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
+    ``(stationary, moving, accumulate, ftz, bank, offset)`` (a legal matmul) or a
+    :class:`~systolica.golden.Command` (a legal READ or an illegal command).
+
+    ``dense``: share of the legal matmuls that use the whole array (K = rows, M = cols),
+    every PE busy (the mutation kill-set raises it); 0 draws as before.
+
+    ``noise``: a second generator (None: off) for what the main draw does not decide, so a
+    program's commands stay the same with it: a READ's unused fields (K, M, data type, FTZ,
+    accumulate; the tile must ignore them) get random values, a third of the BF16 matmuls
+    get edge operands (:func:`_operands`), and with probability 1/2 the program starts
+    with a burst of up to :data:`BURST` illegal commands, so that ``status.rejected``
+    carries into its upper bits. ``burst``: that many illegal commands first instead (a directed
+    program: RTL coverage wraps the count with 2^16).
+    """
+    out = []
+    if burst is None and noise is not None and noise.random() < 0.5:
+        # A random length: the count's check is at the end of the program, so a wrong
+        # carry that flips back and forth must stop on the wrong side in some program.
+        burst = int(noise.integers(BURST // 4, BURST + 1))
+    out.extend(_illegal(noise or rng, rows, cols) for _ in range(burst or 0))
+    for _ in range(count):
+        draw = rng.random()
+        if draw < 0.3:
+            out.append(_illegal(rng, rows, cols))
+            continue
+        bank = int(rng.integers(PSUM_BANKS))
+        offset = int(rng.integers(PSUM_ENTRIES)) if rng.random() < 0.5 else 0
+        n = _n(rng, PSUM_ENTRIES - offset)
+        if rng.random() < 0.3:              # a region that ends at the bank's end
+            offset = PSUM_ENTRIES - n
+        if draw < 0.45:
+            unused = {}
+            if noise is not None:
+                unused = {"k": int(noise.integers(1 << 16)), "m": int(noise.integers(1 << 16)),
+                          "dtype": "bf16" if noise.random() < 0.5 else "int8",
+                          "ftz": bool(noise.random() < 0.5),
+                          "accumulate": bool(noise.random() < 0.5)}
+            out.append(Command("read", n=n, bank=bank, offset=offset, **unused))
+            continue
+        k, m = int(rng.integers(1, rows + 1)), int(rng.integers(1, cols + 1))
+        if dense and rng.random() < dense:
+            k, m = rows, cols
+        dtype = "bf16" if rng.random() < 0.5 else "int8"
+        s, v, perf_mode = _operands(rng, k, m, n, dtype, noise)
+        if perf_mode is not None and k < rows:
+            s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
+        out.append((s, v, bool(rng.random() < 0.4),
+                    bool(dtype == "bf16" and rng.random() < 0.3), bank, offset, perf_mode))
+    return out
+
+
+@dataclass
+class ProgramReport:
+    """What one fuzzed program did and whether it passed."""
+
+    index: int
+    rows: int
+    cols: int
+    commands: int
+    idle: float
+    backpressure: float
+    matmuls: int = 0
+    reads: int = 0
+    rejected: dict = field(default_factory=dict)
+    words: int = 0
+    result_beats: int = 0
+    cycles: int = 0
+    stamps_checked: int = 0
+    burst: int = 0          # illegal commands of a rejection burst, besides ``commands``
+    errors: list = field(default_factory=list)
+
+    @property
+    def passed(self):
+        return not self.errors
+
+
+def _submit(program, items):
+    """Hand ``items`` (see :func:`random_program`) to a BulkProgram in program order."""
+    batch = []
+    for item in items:
+        if isinstance(item, Command):
+            if batch:
+                program.submit_many(batch)
+                batch = []
+            program.submit_command(item)
+        else:
+            batch.append(item)
+    if batch:
+        program.submit_many(batch)
+
+
+def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
+                      build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
+                      coverage=False, burst=None):
+    """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
+
+    ``tile``: a harness :class:`~systolica.sim.build.runner.Build` to run on instead of building
+    one (its size must be the program's; the mutation runner passes its mutant build), and
+    ``plusargs`` extra simulator arguments for it; ``dense`` see :func:`random_program`.
+    ``coverage``: sample the program into the functional coverage database
+    (:mod:`systolica.sim.apps.verif.coverage`). ``burst``: see :func:`random_program`.
+    """
+    from systolica.hdl.layouts import command_layout
+    from systolica.sim.build.runner import build, run_tests
+    from systolica.tb.bulk import BulkProgram, resident_depth
+
+    rng = np.random.default_rng([seed, index])
+    # The second generator fills what the tile must ignore (READ fields, stationary lanes
+    # >= M, INT8 lanes' high bytes) and adds edge operands and rejection bursts.
+    noise = np.random.default_rng([seed, index, 1])
+    rows, cols = sizes[index % len(sizes)]
+    # Every level in every four programs, the pairs varying from one four to the next.
+    backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
+    idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
+    report = ProgramReport(index, rows, cols, chunk, idle, backpressure)
+    items = random_program(rng, rows, cols, chunk, dense, noise, burst)
+    report.burst = len(items) - chunk
+    program = BulkProgram(rows, cols, noise=noise)
+    _submit(program, items)
+    records = program.model.records
+    for r in records:
+        if r.error is not None:
+            report.rejected[r.error] = report.rejected.get(r.error, 0) + 1
+        elif r.op == "matmul":
+            report.matmuls += 1
+        else:
+            report.reads += 1
+    if tile is None:
+        depth = program.depth
+        if simulator == "verilator":
+            depth = max(depth, resident_depth(rows, cols, command_layout().size))
+        tile = build(rows, cols, simulator, build_root=build_root, harness_depth=depth)
+    elif program.depth > tile.harness_depth:
+        raise ValueError(f"program {index} needs a harness depth of {program.depth}, more "
+                         f"than the build's {tile.harness_depth}")
+    runs = tile.directory / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"fuzz{os.getpid()}_{index}_", dir=runs))
+    sim_seed = int(rng.integers(1, 1 << 31))
+    bp_level, idle_level = int(round(backpressure * 256)), int(round(idle * 256))
+    plusargs = program.write(run_dir) + [f"+seed={sim_seed}", f"+idle={idle_level}",
+                                         f"+bp={bp_level}", *plusargs]
+    slow = (1.0 - idle) * (1.0 - backpressure)
+    budget = int(1000 + 8 * (program.command_count + program.stationary_count
+                             + program.result_count) / slow)
+    timing = run_dir / "timing.txt"
+    run = run_tests(tile, protocol.BULK_RUNNER, run_dir, seed=sim_seed, plusargs=plusargs,
+                    testcase="run_bulk",
+                    extra_env={protocol.MAX_CYCLES: str(budget),
+                               protocol.BULK_TIMING: str(timing),
+                               "COCOTB_REWRITE_ASSERTION_FILES": ""})
+    errors = report.errors
+    if run.failed or not timing.is_file():
+        errors.append(f"the harness run failed; see {run.log}")
+        return report
+    fields = timing.read_text().split()
+    report.cycles = int(fields[0])
+    try:
+        received = program.check(run_dir, status=[int(v) for v in fields[2:4]])
+    except AssertionError as error:
+        errors.append(str(error))
+        received = None
+    except (FileNotFoundError, ValueError) as error:
+        errors.append(f"captured results unreadable: {error}")
+        return report
+    board = program.scoreboard
+    report.result_beats = board.observed_count
+    report.words = sum(int(np.size(r.expected)) for r in records if r.expected is not None)
+    if received is not None and received != program.result_count:
+        errors.append(f"{received} of {program.result_count} result beats arrived")
+    if board.outstanding or board.unexpected:
+        errors.append(f"scoreboard: {board.outstanding} beats missing, {board.unexpected} "
+                      f"unexpected")
+    for mismatch in board.mismatches[:5]:
+        errors.append(f"wrong word: {mismatch}")
+    if len(board.mismatches) > 5:
+        errors.append(f"... {len(board.mismatches)} wrong words in all")
+    _check_accounting(records, errors)
+    patterns = HarnessPatterns(sim_seed, idle_level, bp_level)
+    predicted = command_schedule(rows, cols, [r.command for r in records],
+                                 result_ready=patterns.ready, offer=patterns.offer)
+    report.stamps_checked = _compare_stamps(records, predicted, errors)
+    if coverage:
+        from systolica.sim.apps.verif.coverage import sample_program
+
+        operands = {i: item[:2] for i, item in enumerate(items) if not isinstance(item, Command)}
+        sample_program(report, records, operands, predicted)
+    if report.passed and not keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    elif not report.passed:
+        errors.append(f"run folder kept: {run_dir}")
+    return report
+
+
+def _check_accounting(records, errors):
+    for r in records:
+        if r.accept is None:
+            errors.append(f"command {r.index} ({r.command}) has no accept stamp")
+        beats = len(r.result_cycles)
+        want = 0 if r.error is not None else r.n
+        if beats != want:
+            errors.append(f"command {r.index} ({r.command}, error {r.error}): {beats} result "
+                          f"beats, expected {want}")
+
+
+def _compare_stamps(records, predicted, errors, limit=5):
+    checked = bad = 0
+    for r, p in zip(records, predicted, strict=True):
+        pairs = [("accept", [r.accept], [p.accept]), ("results", r.result_cycles, p.results)]
+        if r.op == "matmul" and r.error is None:
+            pairs.append(("moving beats", r.issues, p.issues))
+        for what, got, want in pairs:
+            checked += len(want)
+            if list(got) != list(want):
+                bad += 1
+                if bad <= limit:
+                    first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False))
+                                  if a != b), min(len(got), len(want)))
+                    errors.append(f"command {r.index} ({r.command}): {what} stamp {first} is "
+                                  f"{list(got)[first:first + 1]}, the cycle model says "
+                                  f"{list(want)[first:first + 1]}")
+    if bad > limit:
+        errors.append(f"... {bad} stamp sequences differ from the cycle model in all")
+    return checked
+
+
+def replay_command(seed, index, chunk, sizes=SIZES):
+    """The command line that runs program ``index`` of ``seed`` alone, keeping its files."""
+    return (f"{sys.executable} -m systolica.sim.apps.verif.fuzz --seed {seed} --program {index} "
+            f"--chunk {chunk} --sizes {','.join(f'{r}x{c}' for r, c in sizes)} --keep")
+
+
+def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", build_root=None,
+         programs=None, keep=False, out=print, coverage=False):
+    """Run ``commands`` fuzzed commands (in programs of ``chunk``); return the reports."""
+    if programs is None:
+        programs = range(max(1, -(-commands // chunk)))
+    reports = []
+    started = time.perf_counter()
+    for index in programs:
+        size = min(chunk, commands - index * chunk) if commands else chunk
+        report = run_program_index(seed, index, chunk=max(1, size), sizes=sizes,
+                                   simulator=simulator, build_root=build_root, keep=keep,
+                                   coverage=coverage)
+        reports.append(report)
+        rejected = sum(report.rejected.values())
+        out(f"program {index}: {report.rows}x{report.cols} idle {report.idle:.1f} bp "
+            f"{report.backpressure:.1f}: {report.commands} commands"
+            + (f" + a burst of {report.burst} illegal" if report.burst else "")
+            + f" ({report.matmuls} matmuls, "
+            f"{report.reads} reads, {rejected} rejected), {report.words:,} words, "
+            f"{report.stamps_checked:,} stamps, {report.cycles:,} cycles: "
+            f"{'ok' if report.passed else 'FAILED'}  [{time.perf_counter() - started:.0f} s]")
+        for error in report.errors:
+            out(f"  {error}")
+        if not report.passed:
+            out(f"  replay: {replay_command(seed, index, chunk, sizes)}")
+    return reports
+
+
+def summarize(reports, seconds):
+    total = sum(r.commands for r in reports)
+    bursts = sum(r.burst for r in reports)
+    kinds = {}
+    for r in reports:
+        for name, count in r.rejected.items():
+            kinds[name] = kinds.get(name, 0) + count
+    failed = [r.index for r in reports if not r.passed]
+    lines = [
+        f"commands   {total:,} in {len(reports)} programs on tiles "
+        f"{', '.join(sorted({f'{r.rows}x{r.cols}' for r in reports}))}"
+        + (f", plus {bursts:,} illegal commands in rejection bursts" if bursts else ""),
+        f"matmuls    {sum(r.matmuls for r in reports):,}; reads {sum(r.reads for r in reports):,}"
+        f"; rejected {sum(kinds.values()):,} ("
+        + ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items())) + ")",
+        f"checked    {sum(r.words for r in reports):,} PSUM words, "
+        f"{sum(r.result_beats for r in reports):,} result beats, "
+        f"{sum(r.stamps_checked for r in reports):,} stamps against the cycle model",
+        f"lost       {0 if not failed else 'see failures'}; failed programs: "
+        f"{failed or 'none'}",
+        f"time       {seconds:.0f} s",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m systolica.sim.apps.verif.fuzz",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--commands", type=int, default=100_000)
+    parser.add_argument("--chunk", type=int, default=CHUNK, help="commands per program")
+    parser.add_argument("--program", type=int, action="append",
+                        help="run only this program index (replay); repeatable")
+    parser.add_argument("--sizes", default=",".join(f"{r}x{c}" for r, c in SIZES),
+                        help="tile sizes, one per program in turn (default %(default)s)")
+    parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
+    parser.add_argument("--build-dir", default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the run folders")
+    args = parser.parse_args(argv)
+    if args.commands < 1 or args.chunk < 1:
+        parser.error("--commands and --chunk must be positive")
+    try:
+        sizes = tuple(tuple(int(v) for v in size.split("x")) for size in args.sizes.split(","))
+        if not sizes or any(len(size) != 2 or min(size) < 1 for size in sizes):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--sizes must be like 4x4,3x4, not {args.sizes!r}")
+    started = time.perf_counter()
+    commands = args.commands
+    if args.program:
+        commands = (max(args.program) + 1) * args.chunk
+    reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=sizes, simulator=args.sim,
+                   build_root=args.build_dir, programs=args.program, keep=args.keep)
+    print(summarize(reports, time.perf_counter() - started))
+    failed = [r for r in reports if not r.passed]
+    print("FAIL" if failed else "PASS: every command accounted for, every word and stamp "
+          "checked")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

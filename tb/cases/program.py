@@ -1,0 +1,51 @@
+"""Run a command program from a file and write the RTL's results back (for
+:func:`systolica.sim.run_program`'s per-cycle path).
+
+The host names the program file in ``$SYSTOLICA_PROGRAM`` and the results file in
+``$SYSTOLICA_RESULTS``; both schemas are :mod:`systolica.tb.protocol`'s
+(:func:`~systolica.tb.protocol.write_program`, :func:`~systolica.tb.protocol.write_results`).
+"""
+
+import os
+import time
+
+import cocotb
+
+from systolica.golden import FORMATS
+
+from .. import protocol
+from ..tile_tb import TileTB
+
+
+@cocotb.test()
+async def run_program(dut):
+    """Run every matmul of the program, check it on the scoreboard, save the results."""
+    commands, idle, backpressure = protocol.read_program(os.environ[protocol.PROGRAM])
+    tb = TileTB(dut, seed=cocotb.RANDOM_SEED, idle=idle, backpressure=backpressure,
+                psum_zeroed=True)   # one program per simulation: PSUM starts at zero
+    await tb.start()
+    records = []
+    for c in commands:
+        region = {"bank": c["bank"], "offset": c["offset"]}
+        if "read" in c:
+            records.append(tb.read(n=c["read"], **region))
+        else:
+            operands = (c[role].view(FORMATS[c[f"{role}_type"]].dtype)
+                        for role in ("stationary", "moving"))
+            records.append(tb.submit(*operands, accumulate=c["accumulate"], ftz=c["ftz"],
+                                     perf_mode=c["perf_mode"], **region))
+    start = tb.cycle
+    started = time.perf_counter()
+    try:
+        await tb.run()
+    finally:
+        protocol.write_results(
+            os.environ[protocol.RESULTS],
+            psums={r.index: tb.results(r) for r in records if len(r.results) == r.n},
+            issues=[r.issues for r in records], results=[r.result_cycles for r in records],
+            accept=[-1 if r.accept is None else r.accept for r in records],
+            cycles=tb.finished - start, seconds=time.perf_counter() - started,
+            mismatches=len(tb.scoreboard.mismatches),
+            expected_beats=tb.scoreboard.expected_count,
+            observed_beats=tb.scoreboard.observed_count)
+    tb.check()

@@ -1,0 +1,424 @@
+"""Regression tests of the tile: run by ``tests/test_regression.py`` on each simulator.
+
+Every test derives its matrices and its idle/backpressure pattern from ``cocotb.RANDOM_SEED``
+(printed by cocotb at start-up; replay with ``COCOTB_RANDOM_SEED=<seed>``), so a failure is
+reproducible.
+"""
+
+import os
+
+import cocotb
+import numpy as np
+
+from systolica.golden import FORMATS, Command, command_schedule
+
+from .. import fault_injection, protocol, stimulus
+from ..stimulus import bf16, random_int8
+from ..tile_tb import SimulationStuck, TileTB
+
+
+def _rng(salt):
+    return np.random.default_rng([cocotb.RANDOM_SEED, salt])
+
+
+async def _started(dut, salt, idle=0.0, backpressure=0.0):
+    tb = TileTB(dut, seed=cocotb.RANDOM_SEED * 1000 + salt, idle=idle, backpressure=backpressure,
+                model_class=fault_injection.model_class())
+    dut._log.info("tile %d x %d, COCOTB_RANDOM_SEED=%s (test seed %d), idle %.2f, "
+                  "backpressure %.2f", tb.rows, tb.cols, os.environ.get("COCOTB_RANDOM_SEED"),
+                  cocotb.RANDOM_SEED, idle, backpressure)
+    await tb.start()
+    return tb
+
+
+@cocotb.test()
+async def test_random_full_size(dut):
+    """Random int8 matrices using the whole tile (K = rows, M = cols)."""
+    tb = await _started(dut, 1)
+    rng = _rng(1)
+    for n in (1, 7, 2 * tb.rows + 3):
+        tb.submit(random_int8(rng, (tb.rows, tb.cols)), random_int8(rng, (tb.rows, n)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_extremes(dut):
+    """-128 and 127 everywhere (largest products of each sign), and all zeros."""
+    tb = await _started(dut, 2)
+    k, m = tb.rows, tb.cols
+    for s_value, m_value in ((-128, -128), (127, 127), (-128, 127), (127, -128), (0, 0)):
+        tb.submit(np.full((k, m), s_value, np.int8), np.full((k, 3), m_value, np.int8))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_identity(dut):
+    """An identity stationary passes the moving vectors through (PSUM = moving)."""
+    tb = await _started(dut, 3)
+    d = min(tb.rows, tb.cols)
+    moving = random_int8(_rng(3), (d, 5))
+    record = tb.submit(np.eye(d, dtype=np.int8), moving)
+    await tb.run()
+    tb.check()
+    np.testing.assert_array_equal(tb.results(record), moving.astype(np.int32))
+
+
+@cocotb.test()
+async def test_one_hot_rows(dut):
+    """One-hot moving vectors select one partition row each, so a skew error names its row."""
+    tb = await _started(dut, 4)
+    k, m = tb.rows, tb.cols
+    stationary = ((np.arange(k * m).reshape(k, m) % 120) + 1).astype(np.int8)
+    moving = np.zeros((k, k), np.int8)
+    moving[np.arange(k), np.arange(k)] = 1
+    record = tb.submit(stationary, moving)
+    await tb.run()
+    tb.check()
+    # Column n of the result is partition row n of the stationary matrix.
+    np.testing.assert_array_equal(tb.results(record), stationary.T.astype(np.int32))
+
+
+@cocotb.test()
+async def test_partial_k_and_m(dut):
+    """K < rows and M < cols: unused partition rows and columns stay out of the result."""
+    tb = await _started(dut, 5)
+    rng = _rng(5)
+    for k in sorted({1, max(1, tb.rows // 2), tb.rows}):
+        for m in sorted({1, max(1, tb.cols - 1)}):
+            tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 4)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_back_to_back_stationaries(dut):
+    """Several matmuls in a row, each with its own stationary, including single-beat ones."""
+    tb = await _started(dut, 6)
+    rng = _rng(6)
+    for i in range(8):
+        n = int(rng.integers(1, 2 * tb.rows + 2)) if i % 2 else 1
+        tb.submit(random_int8(rng, (tb.rows, tb.cols)), random_int8(rng, (tb.rows, n)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_random_idle_and_backpressure(dut):
+    """Random shapes under random input idles and result backpressure."""
+    tb = await _started(dut, 7, idle=0.3, backpressure=0.4)
+    rng = _rng(7)
+    for _ in range(6):
+        k = int(rng.integers(1, tb.rows + 1))
+        m = int(rng.integers(1, tb.cols + 1))
+        n = int(rng.integers(1, 12))
+        tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, n)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_error_injection_is_caught(dut):
+    """Corrupt one golden word on purpose: the scoreboard must flag exactly that word."""
+    tb = await _started(dut, 8)
+    rng = _rng(8)
+    stationary = random_int8(rng, (tb.rows, tb.cols))
+    moving = random_int8(rng, (tb.rows, 3))
+    from systolica.golden import nc_matmul
+
+    wrong = nc_matmul(stationary, moving).copy()
+    bad_m, bad_n = tb.cols - 1, 1
+    wrong[bad_m, bad_n] ^= 1 << 4
+    tb.submit(stationary, moving, expected=wrong)
+    await tb.run()
+    assert len(tb.scoreboard.mismatches) == 1, tb.scoreboard.summary()
+    caught = tb.scoreboard.mismatches[0]
+    assert (caught.matmul, caught.m, caught.n) == (0, bad_m, bad_n), str(caught)
+    try:
+        tb.check()
+    except AssertionError as error:
+        dut._log.info("error injection caught as intended: %s", error)
+    else:
+        raise AssertionError("the scoreboard accepted a corrupted golden result")
+
+
+# ---- BF16 -------------------------------------------------------------------------------
+
+@cocotb.test()
+async def test_bf16_random_normal(dut):
+    """Normal-range random BF16 matrices using the whole tile."""
+    tb = await _started(dut, 10)
+    rng = _rng(10)
+    for n in (1, 2 * tb.rows + 3):
+        tb.submit(stimulus.bf16_normal(rng, (tb.rows, tb.cols)),
+                  stimulus.bf16_normal(rng, (tb.rows, n)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_bf16_wide_exponent(dut):
+    """Random BF16 over the whole exponent range: subnormals, overflow, cancellation."""
+    tb = await _started(dut, 11)
+    rng = _rng(11)
+    for ftz in (False, True, False):
+        tb.submit(stimulus.bf16_wide(rng, (tb.rows, tb.cols)),
+                  stimulus.bf16_wide(rng, (tb.rows, 2 * tb.cols + 1)), ftz=ftz)
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_bf16_specials_mixed(dut):
+    """+-0, +-Inf, NaNs with payloads, max finite and subnormals mixed into random matrices."""
+    tb = await _started(dut, 12)
+    rng = _rng(12)
+    for ftz in (False, True):
+        s = stimulus.with_specials(rng, stimulus.bf16_wide(rng, (tb.rows, tb.cols)), 0.15)
+        m = stimulus.with_specials(rng, stimulus.bf16_normal(rng, (tb.rows, 9)), 0.15)
+        tb.submit(s, m, ftz=ftz)
+    await tb.run()
+    tb.check()
+
+
+#: Directed cases: (name, stationary column, moving column, ftz), one rule each.
+MAX = 3.3895313892515355e38   # BF16 max finite
+DIRECTED = [
+    ("product overflows to +Inf", [MAX], [2.0], False),
+    ("product overflows to -Inf", [-MAX], [2.0], False),
+    ("running sum overflows to Inf", [MAX, MAX], [1.0, 1.0], False),
+    ("product underflows to a subnormal", [2.0**-100], [2.0**-30], False),
+    ("product underflows to zero", [2.0**-100], [2.0**-60], False),
+    ("subnormal product tie rounds to even", [1.5 * 2.0**-74], [2.0**-75], False),
+    ("sum tie rounds to even (down)", [2.0**12, 1.0], [2.0**12, 1.0], False),
+    ("sum tie rounds to even (up)", [2.0**12, 1.0, 1.0], [2.0**12, 2.0, 1.0], False),
+    ("x + (-x) is +0", [3.0, 3.0], [1.5, -1.5], False),
+    ("all -0 products stay -0", [-0.0, -0.0, -0.0], [1.0, 2.0, 4.0], False),
+    ("lone -0 product stays -0", [-0.0], [5.0], False),
+    ("Inf - Inf is NaN", [float("inf"), float("inf")], [1.0, -1.0], False),
+    ("0 x Inf is NaN", [0.0], [float("inf")], False),
+    ("NaN payload becomes canonical", [float("nan")], [1.0], False),
+    ("FTZ flushes a subnormal input", [2.0**-130], [2.0**100], True),
+    ("FTZ flushes a subnormal product", [-(2.0**-100)], [2.0**-30], True),
+    ("FTZ flushes a subnormal sum", [1.5 * 2.0**-63, -(2.0**-63)], [2.0**-63, 2.0**-63], True),
+]
+
+
+@cocotb.test()
+async def test_bf16_directed_rules(dut):
+    """One matmul per numerics rule (K beyond the tile's rows runs as accumulating slabs)."""
+    tb = await _started(dut, 13)
+    for name, s_col, m_col, ftz in DIRECTED:
+        s = bf16(np.array(s_col).reshape(-1, 1))
+        m = bf16(np.array(m_col).reshape(-1, 1))
+        for given, exact in ((s_col, s), (m_col, m)):   # every directed value is BF16-exact
+            assert np.array_equal(exact.astype(np.float64).ravel(), given, equal_nan=True), name
+        tb.log.info("directed: %s", name)
+        tb.submit_slabs(s, m, ftz=ftz)
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_psum_keeps_nan_inf_and_flushes_under_ftz(dut):
+    """NaN and Inf in PSUM stay through accumulation; an FTZ accumulate flushes a stored
+    subnormal; overwrite never reads the old value."""
+    tb = await _started(dut, 14)
+    tiny = 2.0**-65                  # tiny * tiny = 2**-130, a subnormal FP32 in PSUM
+    cases = [  # (first stationary, first moving, then accumulated stationary, moving, ftz)
+        (float("nan"), 1.0, 2.0, 1.0, False),
+        (float("inf"), 1.0, -5.0, 1.0, False),
+        (tiny, tiny, 0.0, 1.0, True),
+    ]
+    for s1, m1, s2, m2, ftz in cases:
+        tb.submit(bf16([[s1]]), bf16([[m1]]))
+        tb.submit(bf16([[s2]]), bf16([[m2]]), accumulate=True, ftz=ftz)
+    tb.submit(bf16([[7.0]]), bf16([[1.0]]))   # overwrite after NaN/Inf: a plain 7
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_multi_slab_accumulation(dut):
+    """K = 2 * rows + 1 as three matmuls accumulating into one PSUM region, INT8 and BF16."""
+    tb = await _started(dut, 15)
+    rng = _rng(15)
+    k = 2 * tb.rows + 1
+    tb.submit_slabs(random_int8(rng, (k, tb.cols)), random_int8(rng, (k, 6)))
+    tb.submit_slabs(stimulus.bf16_normal(rng, (k, tb.cols)), stimulus.bf16_normal(rng, (k, 6)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_int8_and_bf16_interleaved(dut):
+    """INT8 and BF16 matmuls back to back on one tile, each with its own stationary."""
+    tb = await _started(dut, 16, idle=0.2, backpressure=0.2)
+    rng = _rng(16)
+    for i in range(6):
+        n = int(rng.integers(1, tb.rows + 4))
+        if i % 2:
+            tb.submit(random_int8(rng, (tb.rows, tb.cols)), random_int8(rng, (tb.rows, n)))
+        else:
+            tb.submit(stimulus.bf16_wide(rng, (tb.rows, tb.cols)),
+                      stimulus.bf16_normal(rng, (tb.rows, n)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_bf16_bulk_random(dut):
+    """Bulk BF16 MACs (``SYSTOLICA_BULK_MACS``, default one small matmul), half wide-range."""
+    tb = await _started(dut, 17)
+    rng = _rng(17)
+    target = int(os.environ.get(protocol.BULK_MACS, "0"))
+    per_matmul = tb.rows * tb.cols * 512
+    count = max(1, -(-target // per_matmul))
+    n = 512 if target else 8
+    for i in range(count):
+        make = stimulus.bf16_wide if i % 2 else stimulus.bf16_normal
+        tb.submit(make(rng, (tb.rows, tb.cols)), make(rng, (tb.rows, n)), ftz=i % 4 == 3)
+    await tb.run()
+    tb.check()
+    dut._log.info("bulk: %d BF16 MACs checked", tb.scoreboard.macs_checked["bf16"])
+
+
+@cocotb.test()
+async def test_stuck_tile_times_out_with_message(dut):
+    """A matmul whose stationary never comes: the tile waits, the TB gives up with a message."""
+    tb = await _started(dut, 9)
+    tb.moving.send({"data": [1] * tb.rows})   # and no command, so it is never taken
+    tb.scoreboard.expect(0, 0, [0] * tb.cols, last=True)
+    try:
+        await tb.run(max_cycles=40)
+    except SimulationStuck as error:
+        dut._log.info("stuck run reported as intended: %s", error)
+        assert "moving beats sent 0 (1 pending)" in str(error), str(error)
+        assert "1 missing" in str(error), str(error)
+    else:
+        raise AssertionError("the tile ran a matmul without a stationary, or the TB never gave up")
+
+
+@cocotb.test()
+async def test_psum_banks_offsets_and_read_out(dut):
+    """Matmuls into several banks and offsets, accumulating and overwriting, then READ
+    commands stream regions out (spanning several matmuls' writes); the TB's shadow PSUM
+    predicts every word."""
+    tb = await _started(dut, 20)
+    rng = _rng(20)
+    k, m = tb.rows, tb.cols
+    tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 6)), bank=3, offset=500)
+    tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 6)), bank=3, offset=500,
+              accumulate=True)
+    tb.submit(stimulus.bf16_normal(rng, (k, m)), stimulus.bf16_normal(rng, (k, 6)), bank=7,
+              offset=0)
+    tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), bank=0, offset=9)
+    tb.read(bank=3, offset=500, n=6)            # the sums of the first two
+    tb.submit(stimulus.bf16_normal(rng, (k, m)), stimulus.bf16_normal(rng, (k, 4)), bank=7,
+              offset=2, accumulate=True)
+    tb.read(bank=7, offset=0, n=6)
+    tb.read(bank=0, offset=9, n=3)
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_illegal_commands_are_rejected_with_status(dut):
+    """Each kind of illegal command, between legal ones: the tile drops it (no beats taken,
+    no results), counts it in ``status.rejected`` and names it in ``status.error``; the legal
+    matmuls around it run as if it had not been sent."""
+    tb = await _started(dut, 21)
+    rng = _rng(21)
+    k, m = tb.rows, tb.cols
+    illegal = [Command("matmul", k=k + 1, m=1, n=1), Command("matmul", k=1, m=m + 1, n=1),
+               Command("matmul", k=1, m=1, n=0), Command("matmul", k=1, m=1, n=8, offset=510),
+               Command("read", n=1, bank=8), Command("read", n=513)]
+    for i, command in enumerate(illegal):
+        tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), accumulate=i > 0)
+        record = tb.submit_command(command)
+        assert record.error is not None, command
+    tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), accumulate=True)
+    tb.submit_command(Command("matmul", k=0, m=1, n=1, bank=9))   # bank is checked first
+    await tb.run()
+    tb.check()
+    assert [r.error for r in tb.records if r.error] == [
+        "K_RANGE", "M_RANGE", "N_RANGE", "N_RANGE", "BANK_RANGE", "N_RANGE", "BANK_RANGE"]
+
+
+@cocotb.test()
+async def test_timing_model_follows_random_backpressure(dut):
+    """Under random result backpressure (inputs never idle), the stepped cycle model,
+    given the ready pattern the TB drove, predicts every command, moving and result stamp."""
+    tb = await _started(dut, 22, backpressure=0.35)
+    rng = _rng(22)
+    commands = []
+    for i in range(10):
+        k = int(rng.integers(1, tb.rows + 1))
+        n = int(rng.integers(1, 2 * (tb.rows + tb.cols)))
+        record = tb.submit(random_int8(rng, (k, tb.cols)), random_int8(rng, (k, n)),
+                           bank=i % 8)
+        commands.append(record.command)
+        if i % 4 == 3:
+            commands.append(tb.read(bank=i % 8, n=n).command)
+    await tb.run()
+    tb.check()
+    ready = tb.result.ready_cycles
+    schedule = command_schedule(tb.rows, tb.cols, commands,
+                                result_ready=lambda cycle: ready[cycle])
+    for record, predicted in zip(tb.records, schedule, strict=True):
+        measured = (record.accept, tuple(record.issues), tuple(record.result_cycles))
+        want = (predicted.accept, predicted.issues if record.op == "matmul" else (),
+                predicted.results)
+        assert measured == want, (record.index, measured, want)
+
+
+# ---- FP16, FP8, mixed pairs, FP8 double-row ----------------------------------------------
+
+def _random_float(rng, name, shape, mask=None):
+    """Random bit patterns of the float type ``name`` (an ml_dtypes / numpy array)."""
+    fmt = FORMATS[name]
+    bits = rng.integers(0, 1 << fmt.width, shape)
+    if mask is not None:
+        bits &= mask
+    return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+
+@cocotb.test()
+async def test_fp16_fp8_mixed_pairs(dut):
+    """Every ordered pair of float types (BF16, FP16, the four FP8 types), random bit
+    patterns, K and M, IEEE and FTZ, back to back under idles and backpressure."""
+    tb = await _started(dut, 20, idle=0.2, backpressure=0.2)
+    rng = _rng(20)
+    floats = [name for name, fmt in FORMATS.items() if fmt.is_float]
+    for sname in floats:
+        for mname in floats:
+            k = int(rng.integers(1, tb.rows + 1))
+            m = int(rng.integers(1, tb.cols + 1))
+            n = int(rng.integers(1, 6))
+            tb.submit(_random_float(rng, sname, (k, m)), _random_float(rng, mname, (k, n)),
+                      ftz=bool(rng.integers(0, 2)))
+    await tb.run()
+    tb.check()
+
+
+@cocotb.test()
+async def test_fp8_double_row(dut):
+    """FP8 double-row matmuls (e4m3 / e5m2, mixed): K = 2 x rows, odd K above and below
+    rows, accumulating into PSUM, between single-row FP8 and INT8 matmuls."""
+    tb = await _started(dut, 21, idle=0.1, backpressure=0.1)
+    rng = _rng(21)
+    rows = tb.rows
+    written = False             # bank 3 entries 0..4 hold a known value (PSUM may not be 0)
+    for k in sorted({2 * rows, 2 * rows - 1, rows + 1, rows, 1}, reverse=True):
+        for sname, mname in (("e4m3", "e5m2"), ("e5m2", "e4m3"), ("e4m3", "e4m3")):
+            # Mostly finite values (exponent MSB cleared), so rounding decides the sums.
+            tb.submit(_random_float(rng, sname, (k, tb.cols), 0xBF),
+                      _random_float(rng, mname, (k, 5), 0xBF), perf_mode="double_row",
+                      accumulate=written and bool(rng.integers(0, 2)), bank=3)
+            written = True
+        tb.submit(_random_float(rng, "e5m2", (min(k, rows), tb.cols)),
+                  _random_float(rng, "e5m2", (min(k, rows), 3)))
+        tb.submit(random_int8(rng, (rows, tb.cols)), random_int8(rng, (rows, 2)))
+    await tb.run()
+    tb.check()

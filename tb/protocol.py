@@ -1,0 +1,181 @@
+"""The host <-> cocotb protocol, defined once: the environment variables the host sets for a
+simulator run, the cocotb test modules it runs, and the file schemas both sides read.
+
+A simulator run is a separate process: the host (:mod:`systolica.sim`) starts it through
+:func:`systolica.sim.build.runner.run_tests` with a cocotb test module of
+:mod:`systolica.tb.cases` and a few environment variables, and reads back what the module
+wrote. Both sides take every name from here. Only the standard library and numpy are
+imported, numpy only inside the file functions (the bulk harness's cocotb module imports
+nothing but cocotb and this module).
+
+Environment variables (all optional unless a module says otherwise):
+
+========================== ================================================================
+``SYSTOLICA_MAX_CYCLES``    bulk harness: clock cycles before the run is declared stuck
+``SYSTOLICA_BULK_TIMING``   bulk harness: file for ``<cycles> <seconds> <cpu seconds>``
+``SYSTOLICA_PROGRESS``      bulk harness: file for ``<results received> <cycle>`` reports
+``SYSTOLICA_PROGRESS_CYCLES`` bulk harness: cycles between progress reports (default 1024)
+``SYSTOLICA_FREE_RUN_CYCLES`` bulk harness: free-run this many cycles instead (``make bench``)
+``SYSTOLICA_PROGRAM``       program runner: the program file (:func:`write_program`)
+``SYSTOLICA_RESULTS``       program runner: the results file it writes (:func:`write_results`)
+``SYSTOLICA_STATS``         per-cycle TB: file it appends ``{"macs": n}`` JSON lines to
+``SYSTOLICA_BULK_MACS``     regression: BF16 MACs the bulk test checks (default one matmul)
+``SYSTOLICA_COVERAGE``      per-cycle TB: folder for functional-coverage dumps
+``SYSTOLICA_CORRUPT_GOLDEN`` regression: ``1`` makes the golden model expect one wrong word
+                            (error injection, :mod:`systolica.tb.fault_injection`; tests only)
+========================== ================================================================
+"""
+
+# ---- environment variables ---------------------------------------------------------------
+MAX_CYCLES = "SYSTOLICA_MAX_CYCLES"
+BULK_TIMING = "SYSTOLICA_BULK_TIMING"
+PROGRESS = "SYSTOLICA_PROGRESS"
+PROGRESS_CYCLES = "SYSTOLICA_PROGRESS_CYCLES"
+FREE_RUN_CYCLES = "SYSTOLICA_FREE_RUN_CYCLES"
+PROGRAM = "SYSTOLICA_PROGRAM"
+RESULTS = "SYSTOLICA_RESULTS"
+STATS = "SYSTOLICA_STATS"
+BULK_MACS = "SYSTOLICA_BULK_MACS"
+COVERAGE = "SYSTOLICA_COVERAGE"
+CORRUPT_GOLDEN = "SYSTOLICA_CORRUPT_GOLDEN"
+
+# ---- cocotb test modules -----------------------------------------------------------------
+#: The regression's cocotb tests on the per-cycle TB.
+TILE_TESTS = "systolica.tb.cases.tile"
+#: Runs one command program from a file on the per-cycle TB (:func:`write_program`).
+PROGRAM_RUNNER = "systolica.tb.cases.program"
+#: Clocks the bulk-stimulus harness (:mod:`systolica.tb.bulk`); testcases ``run_bulk`` and
+#: ``free_run``.
+BULK_RUNNER = "systolica.tb.cases.bulk"
+
+#: Every cocotb test of :data:`TILE_TESTS` and how its lanes are best decoded in a waveform
+#: (one of ``"int8"``, ``"bf16"``, ``"fp16"``, ``"e4m3"``, ``"mixed"``). A regression test
+#: checks that this names exactly the module's tests.
+TILE_TEST_LANES = {
+    "test_random_full_size": "int8",
+    "test_extremes": "int8",
+    "test_identity": "int8",
+    "test_one_hot_rows": "int8",
+    "test_partial_k_and_m": "int8",
+    "test_back_to_back_stationaries": "int8",
+    "test_random_idle_and_backpressure": "int8",
+    "test_error_injection_is_caught": "int8",
+    "test_bf16_random_normal": "bf16",
+    "test_bf16_wide_exponent": "bf16",
+    "test_bf16_specials_mixed": "bf16",
+    "test_bf16_directed_rules": "bf16",
+    "test_psum_keeps_nan_inf_and_flushes_under_ftz": "bf16",
+    "test_multi_slab_accumulation": "mixed",
+    "test_int8_and_bf16_interleaved": "mixed",
+    "test_bf16_bulk_random": "bf16",
+    "test_stuck_tile_times_out_with_message": "int8",
+    "test_psum_banks_offsets_and_read_out": "mixed",
+    "test_illegal_commands_are_rejected_with_status": "int8",
+    "test_timing_model_follows_random_backpressure": "int8",
+    "test_fp16_fp8_mixed_pairs": "fp16",
+    "test_fp8_double_row": "e4m3",
+}
+
+
+# ---- the program file (host -> program runner) -------------------------------------------
+
+def write_program(path, commands, *, idle=0.0, backpressure=0.0):
+    """Write a command program for :data:`PROGRAM_RUNNER` to ``path`` (``.npz``).
+
+    ``commands``: dicts, in order; a READ is ``{"bank", "offset", "read": n}``; a matmul is
+    ``{"bank", "offset", "stationary", "moving", "stationary_type", "moving_type",
+    "accumulate", "ftz", "perf_mode"}`` with the operands as numpy arrays ([K, M] and
+    [K, N], any 1- or 2-byte dtype; stored as their bit patterns), the types as short type
+    names (``"int8"``, ``"e4m3"``, ...) and ``perf_mode`` None or ``"double_row"``.
+    ``idle`` and ``backpressure`` are probabilities (0..1).
+    """
+    import numpy as np
+
+    program = {"count": np.int64(len(commands)), "idle": np.float64(idle),
+               "backpressure": np.float64(backpressure)}
+    for i, c in enumerate(commands):
+        program[f"bank_{i}"] = np.int64(c["bank"])
+        program[f"offset_{i}"] = np.int64(c["offset"])
+        if "read" in c:
+            program[f"read_{i}"] = np.int64(c["read"])
+            continue
+        for role in ("stationary", "moving"):
+            array = c[role]
+            program[f"{role}_{i}"] = array.view(f"u{array.dtype.itemsize}")
+            program[f"{role}_type_{i}"] = np.str_(c[f"{role}_type"])
+        if c.get("perf_mode") is not None:
+            program[f"perf_mode_{i}"] = np.str_(c["perf_mode"])
+        program[f"accumulate_{i}"] = np.bool_(c["accumulate"])
+        program[f"ftz_{i}"] = np.bool_(c["ftz"])
+    np.savez(path, **program)
+
+
+def read_program(path):
+    """Read a file of :func:`write_program`: ``(commands, idle, backpressure)``, the commands
+    as the dicts it was given (operands as unsigned bit patterns: view them as their type)."""
+    import numpy as np
+
+    with np.load(path) as program:
+        commands = []
+        for i in range(int(program["count"])):
+            c = {"bank": int(program[f"bank_{i}"]), "offset": int(program[f"offset_{i}"])}
+            if f"read_{i}" in program:
+                c["read"] = int(program[f"read_{i}"])
+            else:
+                for role in ("stationary", "moving"):
+                    c[role] = program[f"{role}_{i}"]
+                    c[f"{role}_type"] = str(program[f"{role}_type_{i}"])
+                c["perf_mode"] = (str(program[f"perf_mode_{i}"])
+                                  if f"perf_mode_{i}" in program else None)
+                c["accumulate"] = bool(program[f"accumulate_{i}"])
+                c["ftz"] = bool(program[f"ftz_{i}"])
+            commands.append(c)
+        idle = float(program["idle"]) if "idle" in program else 0.0
+        backpressure = float(program["backpressure"]) if "backpressure" in program else 0.0
+    return commands, idle, backpressure
+
+
+# ---- the results file (program runner -> host) -------------------------------------------
+
+def write_results(path, *, psums, issues, results, accept, cycles, seconds, mismatches,
+                  expected_beats, observed_beats):
+    """Write what :data:`PROGRAM_RUNNER` observed to ``path`` (``.npz``).
+
+    ``psums``: {command index: PSUM array} for the commands whose results all arrived
+    (int32 or float32); ``issues`` / ``results``: per command, the cycles of its moving
+    beats / result beats (lists of int); ``accept``: per command its accept cycle (-1 if
+    never accepted); ``cycles``: first cycle after reset to the last result, inclusive;
+    ``seconds``: wall time of the clock loop; the scoreboard's ``mismatches``,
+    ``expected_beats`` and ``observed_beats``.
+    """
+    import numpy as np
+
+    out = {f"psum_{i}": psum for i, psum in psums.items()}
+    for i, (beats, result_beats) in enumerate(zip(issues, results, strict=True)):
+        out[f"issues_{i}"] = np.array(beats, dtype=np.int64)
+        out[f"results_{i}"] = np.array(result_beats, dtype=np.int64)
+    out.update(accept=np.array(accept, dtype=np.int64), cycles=np.int64(cycles),
+               seconds=np.float64(seconds), mismatches=np.int64(mismatches),
+               expected_beats=np.int64(expected_beats),
+               observed_beats=np.int64(observed_beats))
+    np.savez(path, **out)
+
+
+def read_results(path, count):
+    """Read a file of :func:`write_results` for a program of ``count`` commands: a dict with
+    ``psums`` (list, None where a command's results did not all arrive), ``issues``,
+    ``results``, ``accept`` (lists of tuples / ints) and the scalar fields as Python
+    numbers."""
+    import numpy as np
+
+    with np.load(path) as out:
+        return {
+            "psums": [out[f"psum_{i}"] if f"psum_{i}" in out else None for i in range(count)],
+            "issues": [tuple(int(v) for v in out[f"issues_{i}"]) for i in range(count)],
+            "results": [tuple(int(v) for v in out[f"results_{i}"]) for i in range(count)],
+            "accept": [int(v) for v in out["accept"]],
+            "cycles": int(out["cycles"]), "seconds": float(out["seconds"]),
+            "mismatches": int(out["mismatches"]),
+            "expected_beats": int(out["expected_beats"]),
+            "observed_beats": int(out["observed_beats"]),
+        }
