@@ -80,11 +80,10 @@ test: $(STAMP)
 	$(PY) -m pytest -n auto -v tests/
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -n auto tests/test_golden_*.py tests/test_hdl_*.py tests/test_tb_*.py \
-		tests/test_scaling_[!s]*.py
+	$(PY) -m pytest -n auto tests/unit
 
 check-types: $(STAMP)
-	SYSTOLICA_EXHAUSTIVE=1 $(PY) -m pytest -p no:xdist tests/test_golden_types.py -k fp8_with_bf16
+	SYSTOLICA_EXHAUSTIVE=1 $(PY) -m pytest -p no:xdist tests/unit/golden/test_golden_types.py -k fp8_with_bf16
 
 regress-long: $(STAMP)
 	$(PY) -m systolica regress --seed $(or $(SEED),1)

@@ -321,7 +321,8 @@ def double_row_macs_per_pe_per_cycle(rows, cols, n):
     """Steady-state MACs per PE per cycle of back-to-back FP8 double-row matmuls.
 
     Timed by the cycle model (``golden.timing``, equal to the RTL's stamps in
-    ``tests/test_rtl_types.py``, where a 16 x 16 tile measured 505.95 MACs/cycle over a
+    ``tests/regression/rtl/test_rtl_types.py``, where a 16 x 16 tile measured 505.95
+    MACs/cycle over a
     whole program of 8, 512 in steady state): K = 2 x rows, M = cols, N = ``n`` (the PSUM
     bank depth), between the first moving beats of the second and the last of 4 matmuls.
     Returns 2 (int) for every tile, or a float if a tile ever falls short of it.

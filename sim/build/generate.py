@@ -11,6 +11,7 @@ from pathlib import Path
 from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
+from systolica import hdl as hdl_package
 from systolica.hdl import ProcessingElement, SystolicArray, Tile
 from systolica.hdl.layouts import _check_positive
 
@@ -28,14 +29,18 @@ BLOCKED_PES = 64 * 64
 #: "Benchmarks"): the largest block that still verilates and compiles in about a minute.
 BLOCK_SIDE = 16
 
-_HDL_DIR = Path(__file__).resolve().parent.parent / "hdl"
+#: The HDL sources (the ``systolica.hdl`` package's folder).
+_HDL_DIR = Path(hdl_package.__file__).resolve().parent
 
 
 def hdl_fingerprint():
     """Hash of the HDL sources and of this generator, so generated files are redone when
     either changes (str)."""
     digest = hashlib.sha256()
-    for path in sorted(_HDL_DIR.glob("*.py")) + [Path(__file__).resolve()]:
+    sources = sorted(_HDL_DIR.glob("*.py"))
+    if not any(path.name == "tile.py" for path in sources):
+        raise RuntimeError(f"no HDL sources in {_HDL_DIR}: the Verilog could not follow them")
+    for path in sources + [Path(__file__).resolve()]:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

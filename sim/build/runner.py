@@ -49,7 +49,7 @@ def default_build_root():
     ``~/.cache/systolica/build``."""
     if os.environ.get("SYSTOLICA_BUILD_DIR"):
         return Path(os.environ["SYSTOLICA_BUILD_DIR"]).resolve()
-    checkout = Path(__file__).resolve().parents[1]
+    checkout = Path(__file__).resolve().parents[2]   # sim/build/runner.py
     if (checkout / "pyproject.toml").is_file() and (checkout / "hdl").is_dir():
         return checkout / "build"
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"

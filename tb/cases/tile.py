@@ -1,4 +1,5 @@
-"""Regression tests of the tile: run by ``tests/test_regression.py`` on each simulator.
+"""Regression tests of the tile: run by ``tests/regression/rtl/test_regression.py`` on each
+simulator.
 
 Every test derives its matrices and its idle/backpressure pattern from ``cocotb.RANDOM_SEED``
 (printed by cocotb at start-up; replay with ``COCOTB_RANDOM_SEED=<seed>``), so a failure is

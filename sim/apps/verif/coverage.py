@@ -320,7 +320,7 @@ def main(argv=None):
         print(f"regression dumps {len(dumps)}: bins hit {hit} of {total}; "
               f"{folder / args.tag}.xml")
         return 0 if dumps else 1
-    fuzz.fuzz(args.seed, args.commands, chunk=400, sizes=fuzz.SIZES, coverage=True)
+    fuzz.fuzz(args.seed, args.commands, chunk=400, sizes=fuzz.SIZES, sample=sample_program)
     own = export(folder, f"run-make-coverage-seed{args.seed}")
     files = sorted(str(p) for p in folder.glob("*.xml") if not p.name.startswith("merged"))
     merged = folder / "merged.xml"

@@ -351,14 +351,15 @@ def _submit(program, items):
 
 def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
                       build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
-                      coverage=False, burst=None):
+                      sample=None, burst=None):
     """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
 
     ``tile``: a harness :class:`~systolica.sim.build.runner.Build` to run on instead of building
     one (its size must be the program's; the mutation runner passes its mutant build), and
     ``plusargs`` extra simulator arguments for it; ``dense`` see :func:`random_program`.
-    ``coverage``: sample the program into the functional coverage database
-    (:mod:`systolica.sim.apps.verif.coverage`). ``burst``: see :func:`random_program`.
+    ``sample``: called as ``sample(report, records, operands, predicted)`` after the check
+    (the functional coverage's :func:`systolica.sim.apps.verif.coverage.sample_program`
+    samples the program into its database). ``burst``: see :func:`random_program`.
     """
     from systolica.hdl.layouts import command_layout
     from systolica.sim.build.runner import build, run_tests
@@ -440,11 +441,9 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     predicted = command_schedule(rows, cols, [r.command for r in records],
                                  result_ready=patterns.ready, offer=patterns.offer)
     report.stamps_checked = _compare_stamps(records, predicted, errors)
-    if coverage:
-        from systolica.sim.apps.verif.coverage import sample_program
-
+    if sample is not None:
         operands = {i: item[:2] for i, item in enumerate(items) if not isinstance(item, Command)}
-        sample_program(report, records, operands, predicted)
+        sample(report, records, operands, predicted)
     if report.passed and not keep:
         shutil.rmtree(run_dir, ignore_errors=True)
     elif not report.passed:
@@ -491,8 +490,9 @@ def replay_command(seed, index, chunk, sizes=SIZES):
 
 
 def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", build_root=None,
-         programs=None, keep=False, out=print, coverage=False):
-    """Run ``commands`` fuzzed commands (in programs of ``chunk``); return the reports."""
+         programs=None, keep=False, out=print, sample=None):
+    """Run ``commands`` fuzzed commands (in programs of ``chunk``); return the reports.
+    ``sample``: see :func:`run_program_index`."""
     if programs is None:
         programs = range(max(1, -(-commands // chunk)))
     reports = []
@@ -501,7 +501,7 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
         size = min(chunk, commands - index * chunk) if commands else chunk
         report = run_program_index(seed, index, chunk=max(1, size), sizes=sizes,
                                    simulator=simulator, build_root=build_root, keep=keep,
-                                   coverage=coverage)
+                                   sample=sample)
         reports.append(report)
         rejected = sum(report.rejected.values())
         out(f"program {index}: {report.rows}x{report.cols} idle {report.idle:.1f} bp "

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from systolica.golden import CommandTiming
-from systolica.sim import main as systolica
-from systolica.sim import timeline
+from systolica.sim.apps import main as systolica
+from systolica.sim.waves import timeline
 from systolica.sim.apps.options import env_flag
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]   # tests/<tier>/<area>/this file
 SUBCOMMANDS = ("sim", "waves", "bench", "regress", "cells", "minilm-speedup", "estimate",
                "validate", "claims")
 
@@ -319,8 +319,8 @@ def test_minilm_utilisation_plot(tmp_path):
 
 def test_cells_json(monkeypatch, capsys):
     """``systolica cells --json``: the counts as one JSON document (Yosys stubbed here;
-    tests/test_sim_cells.py runs the real one)."""
-    from systolica.sim import cells
+    tests/regression/tools/test_sim_cells.py runs the real one)."""
+    from systolica.sim.apps import cells
 
     def fake(float_dtypes, double_row):
         total = 10 + 20 * len(float_dtypes) + 100 * double_row
@@ -341,7 +341,7 @@ def test_regress_json_keeps_stdout_for_the_document(monkeypatch, capsys, tmp_pat
     a failed regression still exits 1 (simulator stubbed; make regress-long runs it)."""
     from types import SimpleNamespace
 
-    from systolica.sim import regress
+    from systolica.sim.apps import regress
 
     def run_tests(tile, module, folder, seed, extra_env):
         Path(extra_env["SYSTOLICA_STATS"]).write_text('{"bf16": 600, "int8": 40}\n'

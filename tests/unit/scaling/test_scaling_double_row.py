@@ -6,7 +6,8 @@ from systolica.scaling.tilemodel import double_row_macs_per_pe_per_cycle
 
 
 def test_double_row_rate_is_two_macs_per_pe_per_cycle():
-    # The cycle model equals the RTL's stamps (tests/test_rtl_types.py measures 16 x 16).
+    # The cycle model equals the RTL's stamps (tests/regression/rtl/test_rtl_types.py measures
+    # 16 x 16).
     for rows, cols in ((16, 16), (128, 128), (4, 8)):
         assert double_row_macs_per_pe_per_cycle(rows, cols, 512) == 2
 

@@ -17,7 +17,7 @@ import pytest
 from systolica.scaling.tilemodel import gemm_tile_cycles, scalesim_ws_cycles
 from systolica.scaling.workloads import load_scalesim_topology
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]   # tests/<tier>/<area>/this file
 VENV = ROOT / "build" / "scalesim-venv"
 READY = VENV / ".installed"
 

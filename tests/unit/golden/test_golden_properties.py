@@ -1,6 +1,6 @@
 """Property-based tests (hypothesis): the golden models against the independent references.
 
-The BF16/FP32 references are the exact-integer ones of tests/test_golden_bf16.py (no
+The BF16/FP32 references are the exact-integer ones of tests/unit/golden/test_golden_bf16.py (no
 floating point at all); INT8 uses Python ints wrapped by hand. Operand strategies reach
 every float class (zero of both signs, subnormal, normal, max finite, Inf, NaN with any
 payload) and every INT8 extreme; shapes run from 1 x 1 x 1 up; accumulate chains go

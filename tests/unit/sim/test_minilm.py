@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from systolica.sim import minilm
+from systolica.sim.apps import minilm
 from systolica.sim.api.engine import Ledger, ProgramOutcome, SerialEngine
 from systolica.sim.apps.minilm import (
     ModelFileError,

@@ -15,7 +15,7 @@ from systolica.sim.build.runner import run_tests
 from systolica.sim.waves.gtkwave import reproduce_report, save_file_signals
 from systolica.tb import protocol
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]   # tests/<tier>/<area>/this file
 CORRUPT = {protocol.CORRUPT_GOLDEN: "1"}
 
 

@@ -1,7 +1,7 @@
 """Unit tier of the waves tooling: the BF16/FP32 filter, save files, viewer, reproduce commands.
 
-No simulator runs here (tests/test_waves_savefile.py and tests/test_waves_reproduce.py run
-them).
+No simulator runs here (tests/regression/waves/test_waves_savefile.py and
+tests/regression/waves/test_waves_reproduce.py run them).
 """
 
 import os
@@ -18,7 +18,7 @@ from systolica.sim.waves import gtkwave as waves
 from systolica.sim.waves.gtkwave_filter import decode
 from systolica.sim.waves.gtkwave_filter import main as filter_main
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]   # tests/<tier>/<area>/this file
 
 
 @pytest.mark.parametrize("text,kind,shown", [
@@ -346,8 +346,8 @@ def _verilog_top(rows, cols):
 
 @pytest.mark.parametrize("rows,cols", [(2, 3), (1, 1)])
 def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols):
-    # The simulator-free half of tests/test_waves_savefile.py: every signal of the tile top
-    # that the save file names is declared there with that width.
+    # The simulator-free half of tests/regression/waves/test_waves_savefile.py: every signal
+    # of the tile top that the save file names is declared there with that width.
     declared, _ = _verilog_top(rows, cols)
     top = [(name.removeprefix("systolica_tile."), width, bit) for name, width, bit
            in waves.save_file_signals(_generated(tmp_path, rows=rows, cols=cols))

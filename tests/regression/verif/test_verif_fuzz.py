@@ -9,7 +9,7 @@ from systolica.tb import bulk
 from systolica.tb.fault_injection import CorruptFirstMatmul
 
 #: Tile sizes of the CI sample: square, wider, taller (4 x 4 and 3 x 4 are the bulk harness
-#: builds tests/test_bulk_harness.py uses too).
+#: builds tests/regression/rtl/test_bulk_harness.py uses too).
 SAMPLE_SIZES = ((4, 4), (3, 4), (4, 3))
 
 
@@ -20,7 +20,7 @@ def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
     database goes to <build>/coverage for ``make coverage`` to merge."""
     lines = []
     reports = fuzz.fuzz(seed, 1200, chunk=300, sizes=SAMPLE_SIZES, out=lines.append,
-                        coverage=True)
+                        sample=coverage.sample_program)
     assert [r.passed for r in reports] == [True] * 4, "\n".join(lines)
     assert sum(r.commands for r in reports) == 1200
     coverage.export(coverage.default_folder(), f"make-test-seed{seed}")

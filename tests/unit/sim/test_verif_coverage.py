@@ -1,5 +1,5 @@
 """Functional coverage classifiers (closure itself is checked on make test's fuzz sample,
-tests/test_verif_fuzz.py)."""
+tests/regression/verif/test_verif_fuzz.py)."""
 
 import numpy as np
 

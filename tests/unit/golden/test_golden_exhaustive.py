@@ -1,5 +1,5 @@
 """Unit tier: exhaustive slices of the golden numerics against the exact-integer references
-of tests/test_golden_bf16.py, sized to stay a few seconds: every BF16 value times every
+of tests/unit/golden/test_golden_bf16.py, sized to stay a few seconds: every BF16 value times every
 edge value (both modes), and the FP32 add over every pair of exponent fields. (The RTL
 against the golden model over all 2^32 multiplier pairs is ``make exhaustive``.)"""
 

@@ -9,7 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from systolica.sim import minilm
+from systolica.sim.apps import minilm
 from systolica.sim.api.tiling import run_tiled
 
 BF16 = ml_dtypes.bfloat16

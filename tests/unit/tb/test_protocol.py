@@ -1,0 +1,82 @@
+"""Unit tier: the host <-> cocotb protocol (tb/protocol.py): its test catalogue names exactly
+the cocotb module's tests, its files read back what was written, every environment variable
+it names is one the cocotb side reads."""
+
+import ast
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from systolica.sim.waves.gtkwave import LANE_MODES
+from systolica.tb import fault_injection, protocol
+from systolica.tb.model import TileModel
+from systolica.tb.scoreboard import Scoreboard
+
+TB = Path(protocol.__file__).resolve().parent
+
+
+def test_catalogue_names_every_cocotb_test_of_the_tile_module_in_order():
+    tree = ast.parse((TB / "cases" / "tile.py").read_text())
+    tests = [node.name for node in tree.body if isinstance(node, ast.AsyncFunctionDef)
+             and any("cocotb.test" in ast.unparse(d) for d in node.decorator_list)]
+    assert tests and tests == list(protocol.TILE_TEST_LANES)
+    assert set(protocol.TILE_TEST_LANES.values()) <= set(LANE_MODES)
+
+
+def test_program_file_round_trips(tmp_path):
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (3, 2), dtype=np.int8)
+    b = rng.standard_normal((3, 5)).astype(ml_dtypes.bfloat16)
+    commands = [{"bank": 1, "offset": 4, "stationary": a, "moving": a, "stationary_type": "int8",
+                 "moving_type": "int8", "accumulate": False, "ftz": True, "perf_mode": None},
+                {"bank": 0, "offset": 0, "read": 7},
+                {"bank": 2, "offset": 0, "stationary": b, "moving": b, "stationary_type": "bf16",
+                 "moving_type": "bf16", "accumulate": True, "ftz": False,
+                 "perf_mode": "double_row"}]
+    protocol.write_program(tmp_path / "p.npz", commands, idle=0.25, backpressure=0.5)
+    back, idle, backpressure = protocol.read_program(tmp_path / "p.npz")
+    assert (idle, backpressure) == (0.25, 0.5)
+    assert back[1] == commands[1]
+    for want, got in ((commands[0], back[0]), (commands[2], back[2])):
+        for key in ("bank", "offset", "stationary_type", "moving_type", "accumulate", "ftz",
+                    "perf_mode"):
+            assert got[key] == want[key], key
+        for role in ("stationary", "moving"):
+            assert got[role].tobytes() == want[role].tobytes()
+            assert got[role].dtype.kind == "u" and got[role].shape == want[role].shape
+
+
+def test_results_file_round_trips(tmp_path):
+    psum = np.arange(6, dtype=np.int32).reshape(2, 3)
+    protocol.write_results(tmp_path / "r.npz", psums={0: psum}, issues=[[5, 6], []],
+                           results=[[9, 10], [11]], accept=[3, -1], cycles=12, seconds=0.5,
+                           mismatches=0, expected_beats=3, observed_beats=3)
+    out = protocol.read_results(tmp_path / "r.npz", 2)
+    assert out["psums"][1] is None and np.array_equal(out["psums"][0], psum)
+    assert out["issues"] == [(5, 6), ()] and out["results"] == [(9, 10), (11,)]
+    assert out["accept"] == [3, -1]
+    assert (out["cycles"], out["seconds"], out["mismatches"]) == (12, 0.5, 0)
+
+
+def test_every_environment_variable_is_read_by_name_from_the_protocol():
+    names = {value for key, value in vars(protocol).items()
+             if key.isupper() and isinstance(value, str) and value.startswith("SYSTOLICA_")}
+    assert len(names) == 11
+    sources = "\n".join(p.read_text() for p in TB.rglob("*.py") if p.name != "protocol.py")
+    for name in names:
+        assert f'"{name}"' not in sources, f"{name} spelled out instead of taken from protocol"
+
+
+def test_fault_injection_flips_one_bit_of_the_first_matmul_only():
+    ones = np.ones((2, 2), np.int8)
+    clean, corrupt = (cls(2, 2, Scoreboard()) for cls in (TileModel,
+                                                          fault_injection.CorruptFirstMatmul))
+    for model in (clean, corrupt):
+        model.submit(ones, ones)
+        model.submit(ones, ones)
+    (c0, c1), (x0, x1) = ([r.expected for r in m.records] for m in (clean, corrupt))
+    assert np.array_equal(c1, x1)                       # the second matmul is untouched
+    diff = c0 ^ x0
+    assert diff[0, 0] == 1 << fault_injection.CORRUPT_BIT and np.count_nonzero(diff) == 1
+    assert fault_injection.model_class() is TileModel   # off unless the variable is set
