@@ -13,7 +13,24 @@ PSUM).
 
 from dataclasses import dataclass
 
-from .formats import FORMATS, check_perf_mode, max_k, operand_formats
+import numpy as np
+
+from .formats import FORMATS, check_k, check_perf_mode, max_k, operand_formats
+
+
+def check_positive(name, value):
+    """The positive-size rule of every public entry point: ``value`` must be an integer
+    (Python or numpy, not bool) of at least 1. Returns it as an int.
+
+    Raises
+    ------
+    ValueError
+        ``"<name> must be a positive integer, not <value>"`` otherwise.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return int(value)
+
 
 #: PSUM banks per partition on the NeuronCore, and the tile's default.
 PSUM_BANKS = 8
@@ -103,6 +120,46 @@ class Command:
         """LoadStationary beats of this matmul on a tile of ``rows`` partition rows: ``k``, or
         ``min(k, rows)`` in double-row mode (each beat carries rows r and r + rows)."""
         return min(self.k, rows) if self.double_row else self.k
+
+
+def check_region(what, bank, offset, n, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES):
+    """The PSUM region rule with a user-facing message (the tile's codes for it are
+    ``BANK_RANGE`` and ``N_RANGE``, :func:`command_error`): ``bank`` in ``0..banks-1``,
+    ``offset`` >= 0 and ``offset + n <= entries``. ``what`` names the access in the message
+    ("the matmul writes", "the READ reads").
+
+    Raises
+    ------
+    ValueError
+        Naming the value and the allowed range.
+    """
+    for name, value in (("bank", bank), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
+    if bank >= banks:
+        raise ValueError(f"bank must be between 0 and {banks - 1} (the tile has {banks} PSUM "
+                         f"banks), not {bank}")
+    if offset + n > entries:
+        raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1}, past the end of "
+                         f"the {entries}-entry bank (offset + n must be at most {entries})")
+
+
+def check_fits(k, m, n, *, rows, cols, entries=PSUM_ENTRIES, perf_mode=None):
+    """The one-matmul size rule with a user-facing message (the tile's codes are
+    ``K_RANGE``, ``M_RANGE``, ``N_RANGE``): K by :func:`~systolica.golden.check_k`,
+    ``1 <= M <= cols`` and ``1 <= N <= entries``.
+
+    Raises
+    ------
+    ValueError
+        Naming the size and its allowed range.
+    """
+    check_k(k, rows, perf_mode)
+    if not 1 <= m <= cols:
+        raise ValueError(f"M = {m} must be between 1 and cols = {cols}")
+    if not 1 <= n <= entries:
+        raise ValueError(f"N (moving columns) must be between 1 and the PSUM bank size "
+                         f"{entries}, not {n} (split larger N into several matmuls)")
 
 
 def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES):

@@ -14,7 +14,8 @@ is not used.
 
 import numpy as np
 
-from .bf16 import fp32_chain, fp32_chain_batch
+from .bf16 import fp32_add, fp32_chain, fp32_chain_batch
+from .command import check_positive
 from .formats import DOUBLE_ROW, check_k, decode, double_row_order, operand_formats
 
 _INT32_MOD = 1 << 32
@@ -39,6 +40,39 @@ def wrap_int32(values):
     return ((wide + (1 << 31)) % _INT32_MOD - (1 << 31)).astype(np.int32)
 
 
+def psum_accumulate(psum, sums, *, ftz=False):
+    """What a PSUM entry holds after an accumulating matmul adds ``sums`` to it: the PSUM
+    accumulate rule, defined here once (the PE array's column sums are added to the stored
+    value by one more INT32 wrap-around add for INT8, or one more FP32 RNE add,
+    :func:`~systolica.golden.fp32_add`, for every float type).
+
+    Parameters
+    ----------
+    psum : numpy.ndarray, int32 or float32
+        The stored PSUM values.
+    sums : numpy.ndarray, the same dtype and shape
+        The matmul's result (``nc_matmul`` without ``accumulate``).
+    ftz : bool
+        Float only: flush subnormal inputs and results to zero (the matmul's FTZ mode).
+
+    Returns
+    -------
+    numpy.ndarray, the same dtype and shape
+
+    Raises
+    ------
+    TypeError
+        If the dtypes are not both int32 or both float32.
+    """
+    psum, sums = np.asarray(psum), np.asarray(sums)
+    if psum.dtype != sums.dtype or psum.dtype not in (np.int32, np.float32):
+        raise TypeError(f"psum and sums must both be int32 (INT8 matmuls) or both float32 "
+                        f"(float matmuls), not {psum.dtype} and {sums.dtype}")
+    if psum.dtype == np.int32:
+        return wrap_int32(psum.astype(np.int64) + sums)
+    return fp32_add(psum, sums, ftz=ftz)
+
+
 def _check_matrix(name, array, dtype, ndim=2):
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{name} must be a numpy array, not {type(array).__name__}")
@@ -49,11 +83,39 @@ def _check_matrix(name, array, dtype, ndim=2):
                          f"{array.shape}")
 
 
-def _operand_formats(stationary, moving, perf_mode):
+def check_operands(stationary, moving, *, perf_mode=None, ndim=2):
+    """The operand rule of every matmul entry point: ``stationary`` [K, M] and ``moving``
+    [K, N] (``[B, K, ...]`` stacks with ``ndim=3``) are numpy arrays of a type pair the tile
+    takes (:func:`~systolica.golden.operand_formats`), ``ndim``-D, sharing K (and B).
+
+    Returns
+    -------
+    tuple of OperandFormat
+        ``(stationary format, moving format)``.
+
+    Raises
+    ------
+    TypeError
+        If an operand is not a numpy array, or the types do not pair (the message lists the
+        allowed types).
+    ValueError
+        If an operand is not ``ndim``-D or the contraction (and batch) sizes differ.
+    """
     for name, array in (("stationary", stationary), ("moving", moving)):
         if not isinstance(array, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array, not {type(array).__name__}")
-    return operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
+            raise TypeError(f"{name} must be a numpy array of an operand type (int8, "
+                            f"ml_dtypes.bfloat16, ...), not {type(array).__name__}")
+    pair = operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
+    for name, array in (("stationary", stationary), ("moving", moving)):
+        if array.ndim != ndim:
+            raise ValueError(f"{name} must be {ndim}-D, not {array.ndim}-D with shape "
+                             f"{array.shape}")
+    if stationary.shape[:-1] != moving.shape[:-1]:
+        shape = "[K, M] and moving [K, N] must share K" if ndim == 2 else \
+            "[B, K, M] and moving [B, K, N] must share B and K"
+        raise ValueError(f"stationary {shape}; got stationary {stationary.shape} and moving "
+                         f"{moving.shape}")
+    return pair
 
 
 def _check_bool(name, value):
@@ -73,8 +135,7 @@ def _check_float_options(pair, k, ftz, perf_mode, rows):
                          "with the first product, and there is none for K = 0")
     if perf_mode != DOUBLE_ROW:
         return None
-    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 1:
-        raise ValueError(f"rows must be a positive integer, not {rows!r}")
+    check_positive("rows", rows)
     check_k(k, rows, perf_mode)
     return double_row_order(k, rows)
 
@@ -131,13 +192,7 @@ def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False, per
     RuntimeError
         Float only: the CPU's FP mode (FTZ/DAZ) would make the model inexact.
     """
-    pair = _operand_formats(stationary, moving, perf_mode)
-    _check_matrix("stationary", stationary, stationary.dtype)
-    _check_matrix("moving", moving, moving.dtype)
-    if stationary.shape[0] != moving.shape[0]:
-        raise ValueError(
-            f"stationary [K, M] and moving [K, N] must share K; got stationary "
-            f"{stationary.shape} and moving {moving.shape}")
+    pair = check_operands(stationary, moving, perf_mode=perf_mode)
     _check_bool("accumulate", accumulate)
     order = _check_float_options(pair, stationary.shape[0], ftz, perf_mode, rows)
     psum_dtype = pair[0].psum_dtype
@@ -156,9 +211,7 @@ def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False, per
 
     # Exact: |sum| <= K * 2**14, so int64 never overflows for any K below 2**49.
     wide = stationary.astype(np.int64).T @ moving.astype(np.int64)
-    if accumulate:
-        wide = wide + psum.astype(np.int64)
-    return wrap_int32(wide)
+    return psum_accumulate(psum, wrap_int32(wide)) if accumulate else wrap_int32(wide)
 
 
 def nc_matmul_batch(stationary, moving, *, ftz=False, perf_mode=None, rows=ENGINE_ROWS):
@@ -166,9 +219,8 @@ def nc_matmul_batch(stationary, moving, *, ftz=False, perf_mode=None, rows=ENGIN
     every ``b`` of a batch at once (overwriting: no PSUM), bit for bit the same.
 
     The testbench computes a whole program's matmuls of one shape with it; accumulating into
-    PSUM is one more :func:`~systolica.golden.fp32_add` (float) or :func:`wrap_int32` (INT8)
-    of the stored value and this result, which is what ``nc_matmul(..., accumulate=True)``
-    computes.
+    PSUM is :func:`psum_accumulate` of the stored value and this result, which is what
+    ``nc_matmul(..., accumulate=True)`` computes.
 
     Parameters
     ----------
@@ -188,10 +240,7 @@ def nc_matmul_batch(stationary, moving, *, ftz=False, perf_mode=None, rows=ENGIN
     RuntimeError
         Float only: the CPU's FP mode (FTZ/DAZ) would make the model inexact.
     """
-    pair = _operand_formats(stationary, moving, perf_mode)
-    if stationary.ndim != 3 or moving.ndim != 3 or stationary.shape[:2] != moving.shape[:2]:
-        raise ValueError(f"stationary [B, K, M] and moving [B, K, N] must be 3-D with the same "
-                         f"B and K; got {stationary.shape} and {moving.shape}")
+    pair = check_operands(stationary, moving, perf_mode=perf_mode, ndim=3)
     order = _check_float_options(pair, stationary.shape[1], ftz, perf_mode, rows)
     if pair[0].is_float:
         return fp32_chain_batch(decode(stationary, ftz=ftz), decode(moving, ftz=ftz), ftz,

@@ -33,16 +33,11 @@ clock cycles.
 
 from dataclasses import dataclass
 
-from .command import PSUM_BANKS, PSUM_ENTRIES, Command, command_error
+from .command import PSUM_BANKS, PSUM_ENTRIES, Command, check_positive, command_error
 from .formats import max_k
 
 #: Commands accepted and not yet started that the tile holds.
 COMMAND_QUEUE_DEPTH = 3
-
-
-def _check_positive(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 
 def tile_latency(rows, cols):
@@ -63,8 +58,8 @@ def tile_latency(rows, cols):
     ValueError
         If ``rows`` or ``cols`` is not a positive integer.
     """
-    _check_positive("rows", rows)
-    _check_positive("cols", cols)
+    check_positive("rows", rows)
+    check_positive("cols", cols)
     return rows + cols
 
 
@@ -79,7 +74,7 @@ def matmul_cycles(rows, cols, n):
     ValueError
         If an argument is not a positive integer.
     """
-    _check_positive("n", n)
+    check_positive("n", n)
     return n + tile_latency(rows, cols)
 
 
@@ -324,8 +319,8 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
         If an element of ``commands`` is not a :class:`Command`.
     """
     latency = tile_latency(rows, cols)
-    _check_positive("banks", banks)
-    _check_positive("entries", entries)
+    check_positive("banks", banks)
+    check_positive("entries", entries)
     commands, errors = _checked(commands, rows, cols, banks, entries)
     if result_ready is None and offer is None:
         return _recurrence(commands, errors, latency, rows)
@@ -349,8 +344,8 @@ def program_schedule(rows, cols, shapes, *, perf_mode=None):
     latency = tile_latency(rows, cols)
     commands = []
     for j, (k, n) in enumerate(shapes):
-        _check_positive(f"K of matmul {j}", k)
-        _check_positive(f"N of matmul {j}", n)
+        check_positive(f"K of matmul {j}", k)
+        check_positive(f"N of matmul {j}", n)
         if k > max_k(rows, perf_mode):
             mode = f", 2 x rows = {2 * rows} in double_row" if perf_mode else ""
             raise ValueError(f"K of matmul {j} is {k}, more than rows = {rows}{mode}")

@@ -46,6 +46,8 @@ the model's FLOP (``3 x`` forward, no recomputation) against the ranks' BF16 pea
 import math
 from dataclasses import dataclass, field, replace
 
+from systolica.golden import check_positive
+
 from .tilemodel import gemm_tile_cycles, split_gemm
 from .workloads import transformer_workload
 
@@ -220,9 +222,7 @@ def check_layout(hw, layout, model=None):
         raise ValueError(f"{hw.name} is a datasheet GPU preset; allowed: a NeuronCore preset "
                          "(inf2, trn1, trn1n, trn2, trn2-ultraserver) for --model estimates")
     for name in ("tp", "pp", "dp", "micro_batch"):
-        value = getattr(layout, name)
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        check_positive(name, getattr(layout, name))
     if layout.recompute not in RECOMPUTE:
         raise ValueError(f"recompute {layout.recompute!r} is not allowed; allowed: "
                          + ", ".join(RECOMPUTE))
@@ -451,8 +451,7 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
     """
     chips = check_layout(hw, layout, model)
     for name, value in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        check_positive(name, value)
     if weights not in WEIGHT_BYTES:
         raise ValueError(f"weights {weights!r} is not allowed; allowed: "
                          + ", ".join(WEIGHT_BYTES))
@@ -542,8 +541,7 @@ def training(hw, model, layout, global_batch, seq, cal=IDEAL):
     """
     chips = check_layout(hw, layout, model)
     for name, value in (("global_batch", global_batch), ("seq", seq)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        check_positive(name, value)
     per_step = layout.dp * layout.micro_batch
     if global_batch % per_step:
         raise ValueError(f"global batch {global_batch} is not a multiple of dp x micro-batch "

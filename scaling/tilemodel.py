@@ -44,6 +44,7 @@ counts from 0 (total minus one).
 import math
 from functools import cache, lru_cache
 
+from systolica.golden import check_positive, fold
 from systolica.golden.timing import program_schedule, tile_latency
 
 #: Cycles before the first load can begin: the first command is taken in cycle 0 and its
@@ -51,11 +52,6 @@ from systolica.golden.timing import program_schedule, tile_latency
 COMMAND_CYCLES = 1
 
 NEG = None  # max-plus "minus infinity"
-
-
-def _check(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 
 def uniform_program_cycles(rows, cols, k, n, count):
@@ -94,7 +90,7 @@ def uniform_program_cycles(rows, cols, k, n, count):
     """
     latency = tile_latency(rows, cols)
     for name, value in (("k", k), ("n", n), ("count", count)):
-        _check(name, value)
+        check_positive(name, value)
     if k > rows:
         raise ValueError(f"k is {k}, more than rows = {rows}")
     return COMMAND_CYCLES + latency + k + n + (count - 1) * max(k, n)
@@ -180,12 +176,12 @@ def periodic_program_cycles(rows, cols, period, repeats=1):
         On a size that is not a positive integer, ``k > rows``, or an empty program.
     """
     latency = tile_latency(rows, cols)
-    _check("repeats", repeats)
+    check_positive("repeats", repeats)
     if not any(times for _, _, times in period):
         raise ValueError("period must hold at least one matmul")
     for k, n, times in period:
-        _check("k", k)
-        _check("n", n)
+        check_positive("k", k)
+        check_positive("n", n)
         if not isinstance(times, int) or times < 0:
             raise ValueError(f"times must be a non-negative integer, not {times!r}")
         if k > rows:
@@ -203,11 +199,8 @@ def gemm_program(rows, psum_depth, k, n, folds=1):
     """
     for name, value in (("rows", rows), ("psum_depth", psum_depth), ("k", k), ("n", n),
                         ("folds", folds)):
-        _check(name, value)
-    one = []
-    for n0 in range(0, n, psum_depth):
-        for k0 in range(0, k, rows):
-            one.append((min(rows, k - k0), min(psum_depth, n - n0)))
+        check_positive(name, value)
+    one = [(k1 - k0, n1 - n0) for n0, n1 in fold(n, psum_depth) for k0, k1 in fold(k, rows)]
     return one * folds
 
 
@@ -239,7 +232,7 @@ def gemm_tile_cycles(rows, cols, psum_depth, k, n, folds=1):
     """
     for name, value in (("rows", rows), ("cols", cols), ("psum_depth", psum_depth), ("k", k),
                         ("n", n), ("folds", folds)):
-        _check(name, value)
+        check_positive(name, value)
     latency = tile_latency(rows, cols)
     k_full, k_rem = divmod(k, rows)
     n_full, n_rem = divmod(n, psum_depth)
@@ -277,8 +270,8 @@ def split_gemm(m, k, n, count, cols, units):
     """
     for name, value in (("m", m), ("k", k), ("n", n), ("count", count), ("cols", cols),
                         ("units", units)):
-        _check(name, value)
-    folds = count * math.ceil(m / cols)
+        check_positive(name, value)
+    folds = count * len(fold(m, cols))
     if folds >= units:
         return math.ceil(folds / units), n
     parts = min(units // folds, n)
@@ -311,9 +304,24 @@ def scalesim_ws_cycles(rows, cols, m, k, n):
         If a size is not a positive integer.
     """
     for name, value in (("rows", rows), ("cols", cols), ("m", m), ("k", k), ("n", n)):
-        _check(name, value)
-    folds = math.ceil(k / rows) * math.ceil(m / cols)
-    return folds * (2 * rows + cols + n - 2) - 1
+        check_positive(name, value)
+    folds = len(fold(k, rows)) * len(fold(m, cols))
+    return folds * scalesim_ws_fold_cycles(rows, cols, n) - 1
+
+
+def scalesim_ws_fold_cycles(rows, cols, n):
+    """Cycles of one fold in SCALE-Sim v3's weight-stationary model: ``2R + C + T - 2`` for an
+    ``R x C`` array and ``T = n`` moving rows (folds do not overlap), int. The peer formula's
+    one home; :func:`scalesim_ws_cycles` and ``systolica bench`` use it."""
+    return 2 * rows + cols + n - 2
+
+
+def nki_matmul_cycles(m, n):
+    """Cycles of one ``nc_matmul`` by the NKI cost model once the pipeline runs:
+    ``max(min(64, N_stationary), N_moving)`` with ``N_stationary = m`` and ``N_moving = n``
+    (AWS Neuron documentation, ``nki.isa.nc_matmul``, "Estimated instruction cost"), int. The
+    peer formula's one home (``systolica bench`` compares the RTL with it)."""
+    return max(min(64, m), n)
 
 
 @cache

@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
+from systolica.golden import check_positive
+
 from .spec import SpecError
 
 PHASES = ("prefill", "decode", "train")
@@ -94,8 +96,7 @@ class Workload:
 def single_gemm(m, k, n, name="gemm"):
     """A workload of one GEMM ``[M, K] x [K, N]``; ValueError on a size below 1."""
     for label, value in (("M", m), ("K", k), ("N", n)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, not {value!r}")
+        check_positive(label, value)
     return Workload(name=f"{name} [{m}, {k}] x [{k}, {n}]", gemms=(Gemm(name, m, k, n),))
 
 
@@ -446,8 +447,7 @@ def transformer_workload(model, phase, batch, seq, tp=1, dp=1, dtype_bytes=2, lm
     if phase not in PHASES:
         raise ValueError(f"phase {phase!r} is not allowed; allowed: {', '.join(PHASES)}")
     for label, value in (("batch", batch), ("seq", seq), ("tp", tp), ("dp", dp)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, not {value!r}")
+        check_positive(label, value)
     if phase == "decode" and not model.decoder:
         raise ValueError(f"{model.name} is an encoder (no LM head): it does not decode; "
                          "allowed phases: prefill, train")

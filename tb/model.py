@@ -17,10 +17,9 @@ from systolica.golden import (
     PSUM_ENTRIES,
     Command,
     command_error,
-    fp32_add,
     nc_matmul_batch,
     operand_formats,
-    wrap_int32,
+    psum_accumulate,
 )
 from systolica.hdl.layouts import DType, ErrorCode, Op
 
@@ -102,12 +101,9 @@ def _hex_list(values, limit=8):
 
 
 def _psum_add(dtype, ftz, old, new):
-    """What PSUM holds after an accumulating matmul: ``old`` (uint32 PSUM words) plus
-    ``new`` (its column sums, int32 or float32, same shape): the INT32 wrap for INT8, one FP32
-    RNE add (:func:`~systolica.golden.fp32_add`) for every float type."""
-    if dtype == "int8":
-        return wrap_int32(old.view(np.int32).astype(np.int64) + new)
-    return fp32_add(old.view(np.float32), new, ftz=ftz)
+    """:func:`~systolica.golden.psum_accumulate` of ``old`` (uint32 PSUM words, read as INT32
+    for INT8 and FP32 for float types) and ``new`` (the column sums, int32 or float32)."""
+    return psum_accumulate(old.view(np.int32 if dtype == "int8" else np.float32), new, ftz=ftz)
 
 
 class TileModel:

@@ -14,13 +14,15 @@ from typing import NamedTuple
 import numpy as np
 
 from systolica.golden import (
-    PSUM_BANKS,
-    PSUM_ENTRIES,
     Command,
     CommandTiming,
-    check_k,
+    check_fits,
+    check_operands,
+    check_positive,
+    check_region,
     nc_matmul,
     operand_formats,
+    psum_accumulate,
 )
 from systolica.golden.timing import command_schedule
 from systolica.sim.build.errors import SimulationError
@@ -174,49 +176,14 @@ class ProgramResult:
             for m, p in zip(self.stamps, self.predicted, strict=True))
 
 
-def _check_positive_int(name, value):
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return int(value)
-
-
-def _check_region(what, bank, offset, n):
-    """``what`` is "the matmul writes" or "the READ reads"."""
-    for name, value in (("bank", bank), ("offset", offset)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
-    if bank >= PSUM_BANKS:
-        raise ValueError(f"bank must be between 0 and {PSUM_BANKS - 1} (the tile has "
-                         f"{PSUM_BANKS} PSUM banks), not {bank}")
-    if offset + n > PSUM_ENTRIES:
-        raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1}, past the end of "
-                         f"the {PSUM_ENTRIES}-entry bank (offset + n must be at most "
-                         f"{PSUM_ENTRIES})")
-
-
 def _check_operands(stationary, moving, rows, cols, ftz=False, perf_mode=None):
     if not isinstance(ftz, (bool, np.bool_)):
         raise TypeError(f"ftz must be a bool, not {type(ftz).__name__}")
-    for name, array in (("stationary", stationary), ("moving", moving)):
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array of an operand type (int8, "
-                            f"ml_dtypes.bfloat16, ...), not {type(array).__name__}")
-    stype, _ = operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
-    for name, array in (("stationary", stationary), ("moving", moving)):
-        if array.ndim != 2:
-            raise ValueError(f"{name} must be 2-D, not {array.ndim}-D with shape {array.shape}")
+    stype, _ = check_operands(stationary, moving, perf_mode=perf_mode)
     if ftz and not stype.is_float:
         raise ValueError("ftz applies to float matmuls only")
-    (k, m), (k2, n) = stationary.shape, moving.shape
-    if k != k2:
-        raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got stationary "
-                         f"{stationary.shape} and moving {moving.shape}")
-    check_k(k, rows, perf_mode)
-    if not 1 <= m <= cols:
-        raise ValueError(f"M = {m} must be between 1 and cols = {cols}")
-    if not 1 <= n <= PSUM_ENTRIES:
-        raise ValueError(f"N (moving columns) must be between 1 and the PSUM bank size "
-                         f"{PSUM_ENTRIES}, not {n} (split larger N into several matmuls)")
+    (k, m), n = stationary.shape, moving.shape[1]
+    check_fits(k, m, n, rows=rows, cols=cols, perf_mode=perf_mode)
 
 
 def _as_job(job):
@@ -230,13 +197,13 @@ def _as_job(job):
 
 def _check_job(job, rows, cols):
     if isinstance(job, Read):
-        n = _check_positive_int("Read.n", job.n)
-        _check_region("the READ reads", job.bank, job.offset, n)
+        n = check_positive("Read.n", job.n)
+        check_region("the READ reads", job.bank, job.offset, n)
         return
     if not isinstance(job.accumulate, (bool, np.bool_)):
         raise TypeError(f"Matmul.accumulate must be a bool, not {type(job.accumulate).__name__}")
     _check_operands(job.stationary, job.moving, rows, cols, job.ftz, job.perf_mode)
-    _check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1])
+    check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1])
 
 
 def _command(job):
@@ -307,8 +274,8 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     SimulatorNotFoundError, BuildError, SimulationError
         When a tool is missing, the build fails, or the simulation fails or gets stuck.
     """
-    rows = _check_positive_int("rows", rows)
-    cols = _check_positive_int("cols", cols)
+    rows = check_positive("rows", rows)
+    cols = check_positive("cols", cols)
     check_simulator_name(simulator)
     jobs = [_as_job(job) for job in jobs]
     if not jobs:
@@ -554,12 +521,12 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     BuildError, SimulationError
         The build or the simulation failed; a wrong RTL result raises SimulationError.
     """
-    rows = _check_positive_int("rows", rows)
-    cols = _check_positive_int("cols", cols)
+    rows = check_positive("rows", rows)
+    cols = check_positive("cols", cols)
     check_simulator_name(simulator)
     _check_operands(stationary, moving, rows, cols, ftz, perf_mode)
     n = moving.shape[1]
-    _check_region("the matmul writes", bank, offset, n)
+    check_region("the matmul writes", bank, offset, n)
     if psum is not None and not accumulate:
         raise ValueError("psum is only used with accumulate=True (an overwriting matmul "
                          "ignores it); pass accumulate=True or leave psum out")
@@ -577,15 +544,7 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
                               f"{result.mismatches} PSUM words; see {result.run.log}")
     out = result.psums[1][: stationary.shape[1]]
     if accumulate:
-        out = _psum_add(psum, out, ftz)
+        out = psum_accumulate(psum, out, ftz=ftz)
     return MatmulResult(out, result.last_result[0] - result.first_accept[0] + 1,
                         result.run.waveform)
 
-
-def _psum_add(psum, column, ftz):
-    """The PSUM accumulate add (INT32 wrap or FP32 RNE), as the golden model defines it."""
-    if column.dtype == np.int32:
-        return ((psum.astype(np.int64) + column + 2**31) % 2**32 - 2**31).astype(np.int32)
-    from systolica.golden.bf16 import fp32_add
-
-    return fp32_add(psum, column, ftz=ftz)

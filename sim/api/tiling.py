@@ -20,17 +20,19 @@ The golden counterpart, :func:`golden_tiled_matmul`, is the same slab-by-slab ac
 bit for bit. :func:`golden_tiled_matmuls` computes many problems' at once.
 """
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from systolica.golden import (
     PSUM_ENTRIES,
+    check_operands,
+    check_positive,
     fp32_add,
+    gemm_folds,
+    gemm_matmul_count,
     max_k,
     nc_matmul_batch,
-    operand_formats,
     wrap_int32,
 )
 from systolica.sim.api.runs import Matmul, run_program
@@ -113,25 +115,11 @@ class TiledResult:
 
 
 def _check_problem(stationary, moving, perf_mode=None):
-    """Check one problem's operands: numpy arrays of a type pair the tile takes
-    (:func:`~systolica.golden.operand_formats`), non-empty, 2-D, sharing K."""
+    """Check one problem's operands (:func:`~systolica.golden.check_operands`), non-empty."""
+    check_operands(stationary, moving, perf_mode=perf_mode)
     for name, array in (("stationary", stationary), ("moving", moving)):
-        if not isinstance(array, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array of an operand type (int8, "
-                            f"ml_dtypes.bfloat16, ...), not {type(array).__name__}")
-    operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
-    for name, array in (("stationary", stationary), ("moving", moving)):
-        if array.ndim != 2 or 0 in array.shape:
+        if 0 in array.shape:
             raise ValueError(f"{name} must be a non-empty 2-D array, not shape {array.shape}")
-    if stationary.shape[0] != moving.shape[0]:
-        raise ValueError(f"stationary [K, M] and moving [K, N] must share K; got stationary "
-                         f"{stationary.shape} and moving {moving.shape}")
-
-
-def _check_size(name, value):
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
-    return int(value)
 
 
 def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
@@ -161,13 +149,8 @@ def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
     ValueError
         If a size is not a positive integer.
     """
-    k, m, n = (_check_size(name, v) for name, v in (("K", k), ("M", m), ("N", n)))
-    rows, cols = _check_size("rows", rows), _check_size("cols", cols)
-    psum_depth = _check_size("psum_depth", psum_depth)
-    slab = max_k(rows, perf_mode)
-    slabs = tuple((k0, min(k, k0 + slab)) for k0 in range(0, k, slab))
-    return [Block(m0, min(m, m0 + cols), n0, min(n, n0 + psum_depth), slabs)
-            for m0 in range(0, m, cols) for n0 in range(0, n, psum_depth)]
+    slabs, m_folds, n_chunks = gemm_folds(k, m, n, rows, cols, psum_depth, perf_mode)
+    return [Block(m0, m1, n0, n1, slabs) for m0, m1 in m_folds for n0, n1 in n_chunks]
 
 
 def tiled_jobs(stationary, moving, rows, cols, ftz=False, perf_mode=None):
@@ -271,7 +254,7 @@ def golden_tiled_matmuls(problems, rows, ftz=False, perf_mode=None):
     problems = list(problems)
     for stationary, moving in problems:
         _check_problem(stationary, moving, perf_mode)
-    rows = _check_size("rows", rows)
+    rows = check_positive("rows", rows)
     if ftz and any(s.dtype == np.int8 for s, _m in problems):
         raise ValueError("ftz applies to float matmuls only; int8 matmuls are exact "
                          "(use ftz=False)")
@@ -473,6 +456,6 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
 
 def matmul_count(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
     """Matmuls a ``[K, M] x [K, N]`` problem runs as on a ``rows x cols`` tile (int; K-slabs
-    of ``2 * rows`` with ``perf_mode="double_row"``)."""
-    return (math.ceil(k / max_k(rows, perf_mode)) * math.ceil(m / cols)
-            * math.ceil(n / psum_depth))
+    of ``2 * rows`` with ``perf_mode="double_row"``); the rule is
+    :func:`systolica.golden.gemm_matmul_count`'s."""
+    return gemm_matmul_count(k, m, n, rows, cols, psum_depth, perf_mode)

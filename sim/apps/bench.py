@@ -37,6 +37,7 @@ import ml_dtypes
 import numpy as np
 
 from systolica.golden import program_cycles
+from systolica.scaling.tilemodel import nki_matmul_cycles, scalesim_ws_fold_cycles
 from systolica.sim.api.runs import Matmul, run_program
 from systolica.sim.apps.options import OneLineParser, integer
 from systolica.sim.build.errors import SystolicaError
@@ -171,21 +172,20 @@ THROUGHPUT_N = {1: 64, 16: 32, 128: 16, 512: 8}
 def scalesim_ws_utilization(rows, cols, n):
     """MACs per cycle over the peak for one fold of SCALE-Sim's WS model (K = R, M = C).
 
-    Each fold costs ``2R + C + T - 2`` cycles with ``T = n`` moving rows, and folds do not
-    overlap, so the fraction is ``n / (2R + C + n - 2)`` (float).
+    The fraction is ``n`` over one fold's cycles
+    (:func:`systolica.scaling.tilemodel.scalesim_ws_fold_cycles`), float.
     """
-    return n / (2 * rows + cols + n - 2)
+    return n / scalesim_ws_fold_cycles(rows, cols, n)
 
 
 def nki_utilization(cols, n):
     """MACs per cycle over the peak by the NKI cost model for ``M = cols`` (float).
 
-    A matmul costs ``max(min(64, N_stationary), N_moving)`` cycles once the pipeline runs,
-    with ``N_stationary = M`` and ``N_moving = n`` (AWS Neuron documentation,
-    ``nki.isa.nc_matmul``, "Estimated instruction cost"), so the fraction is
-    ``n / max(min(64, cols), n)``.
+    The fraction is ``n`` over :func:`systolica.scaling.tilemodel.nki_matmul_cycles` of
+    ``(cols, n)`` (AWS Neuron documentation, ``nki.isa.nc_matmul``, "Estimated instruction
+    cost"), float.
     """
-    return n / max(min(64, cols), n)
+    return n / nki_matmul_cycles(cols, n)
 
 
 def throughput(rows, cols, simulator="verilator", seed=1):

@@ -13,7 +13,7 @@ from amaranth.lib import wiring
 
 from systolica import hdl as hdl_package
 from systolica.hdl import ProcessingElement, SystolicArray, Tile
-from systolica.hdl.layouts import _check_positive
+from systolica.golden import check_positive
 
 #: Name of the tile's top-level Verilog module.
 TOPLEVEL = "systolica_tile"
@@ -156,8 +156,8 @@ def generate_verilog(rows, cols, block=None):
         If ``rows`` or ``cols`` is not a positive integer, or ``block`` is not a power of
         two dividing both.
     """
-    _check_positive("rows", rows)
-    _check_positive("cols", cols)
+    check_positive("rows", rows)
+    check_positive("cols", cols)
     parts = [_to_verilog(ProcessingElement(), PE_MODULE, AMARANTH_PASSES)]
     if block is not None:
         parts.append(_to_verilog(SystolicArray(block, block, pe_module=PE_MODULE),

@@ -152,10 +152,10 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
     BuildError
         If Verilog generation or the simulator build fails (the message names the log).
     """
-    from systolica.hdl.layouts import _check_positive
+    from systolica.golden import check_positive
 
-    _check_positive("rows", rows)
-    _check_positive("cols", cols)
+    check_positive("rows", rows)
+    check_positive("cols", cols)
     check_simulator_name(simulator)
     if wave_format not in WAVE_FORMATS:
         raise ValueError(f"unknown waveform format {wave_format!r}; choose one of: "

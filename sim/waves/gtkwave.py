@@ -58,6 +58,7 @@ from pathlib import Path
 from amaranth.hdl import Shape
 from vcd.gtkw import GTKWSave, make_translation_filter
 
+from systolica.golden import FORMATS
 from systolica.hdl.layouts import (
     OPERAND_WIDTH,
     PSUM_BANKS,
@@ -92,7 +93,7 @@ ZOOM = -15.0
 #: Largest rows and cols for which the save file has per-PE groups.
 PE_GROUP_LIMIT = 8
 #: Lane decodings: one data type, or both for runs that mix them.
-LANE_MODES = ("int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
+LANE_MODES = ("int8", "bf16", "mixed", *(name for name in FORMATS if name not in ("int8", "bf16")))
 #: Bits per operand lane and per PSUM word (from systolica.hdl.layouts).
 OPERAND_BITS, PSUM_BITS = OPERAND_WIDTH, PSUM_WIDTH
 #: Kinds of the translate filter process (see ``gtkwave_filter.py``).
@@ -270,12 +271,12 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
         If ``rows``/``cols``/``psum_banks``/``psum_entries`` are not positive integers, or
         ``simulator`` or ``mode`` is unknown.
     """
-    from systolica.hdl.layouts import _check_positive
+    from systolica.golden import check_positive
 
-    _check_positive("rows", rows)
-    _check_positive("cols", cols)
-    _check_positive("psum_banks", psum_banks)
-    _check_positive("psum_entries", psum_entries)
+    check_positive("rows", rows)
+    check_positive("cols", cols)
+    check_positive("psum_banks", psum_banks)
+    check_positive("psum_entries", psum_entries)
     check_simulator_name(simulator)
     if mode not in LANE_MODES:
         raise ValueError(f"unknown lane mode {mode!r}; choose one of: {', '.join(LANE_MODES)}")

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from systolica.golden import Command, command_schedule
+from systolica.golden import FORMATS, Command, command_schedule
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES
+from systolica.golden.formats import DOUBLE_ROW_TYPES
 from systolica.tb import protocol, stimulus
 
 #: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
@@ -98,7 +99,7 @@ def _n(rng, limit):
 
 
 #: Float operand types besides BF16 that the second generator draws (see :func:`_operands`).
-OTHER_FLOATS = ("fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
+OTHER_FLOATS = tuple(name for name, f in FORMATS.items() if f.is_float and name != "bf16")
 
 
 def _operands(rng, k, m, n, dtype, noise=None):
@@ -151,7 +152,7 @@ def other_float_operands(rng, k, m, n):
     the tile's full height, see :func:`random_program`; else K <= rows, also legal)."""
     types = ("bf16", *OTHER_FLOATS)
     if rng.random() < 0.4:
-        pair = [str(rng.choice(("e4m3", "e5m2"))) for _ in range(2)]
+        pair = [str(rng.choice(DOUBLE_ROW_TYPES)) for _ in range(2)]
         extra = int(rng.integers(1, k + 1))      # K = k + extra <= 2 x rows when k = rows
         return (_float_bits(rng, pair[0], (k + extra, m)),
                 _float_bits(rng, pair[1], (k + extra, n)), "double_row")

@@ -9,8 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from systolica.sim.apps import minilm
 from systolica.sim.api.tiling import run_tiled
+from systolica.sim.apps import minilm
 
 BF16 = ml_dtypes.bfloat16
 

@@ -108,8 +108,10 @@ def test_batched_column_sums_equal_one_matmul_at_a_time(dtype, ftz):
 
 
 def test_batched_column_sums_refuse_bad_stacks():
-    with pytest.raises(ValueError, match="must be 3-D with the same B and K"):
+    with pytest.raises(ValueError, match="must share B and K"):
         nc_matmul_batch(np.zeros((2, 3, 4), np.int8), np.zeros((2, 2, 4), np.int8))
+    with pytest.raises(ValueError, match="stationary must be 3-D, not 2-D"):
+        nc_matmul_batch(np.zeros((3, 4), np.int8), np.zeros((2, 3, 4), np.int8))
     with pytest.raises(TypeError, match="int8 pairs only with int8"):
         nc_matmul_batch(np.zeros((1, 1, 1), np.int8),
                         np.zeros((1, 1, 1), ml_dtypes.bfloat16))

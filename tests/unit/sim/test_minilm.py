@@ -12,8 +12,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from systolica.sim.apps import minilm
 from systolica.sim.api.engine import Ledger, ProgramOutcome, SerialEngine
+from systolica.sim.apps import minilm
 from systolica.sim.apps.minilm import (
     ModelFileError,
     ModelNotFoundError,

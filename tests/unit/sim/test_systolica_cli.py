@@ -11,8 +11,8 @@ import pytest
 
 from systolica.golden import CommandTiming
 from systolica.sim.apps import main as systolica
-from systolica.sim.waves import timeline
 from systolica.sim.apps.options import env_flag
+from systolica.sim.waves import timeline
 
 REPO = Path(__file__).resolve().parents[3]   # tests/<tier>/<area>/this file
 SUBCOMMANDS = ("sim", "waves", "bench", "regress", "cells", "minilm-speedup", "estimate",
