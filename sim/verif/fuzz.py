@@ -130,17 +130,66 @@ def _operands(rng, k, m, n, dtype, noise=None):
 
 
 def _float_bits(rng, name, shape):
-    """Random operands of float type ``name``: uniform bit patterns (every class: zeros,
-    subnormals, normals, the largest finite, Inf and NaN where the type has them), a
-    quarter of the time values near 1 instead (so sums do not all overflow)."""
+    """Random operands of float type ``name``, one of three draws per matrix: uniform bit
+    patterns (every class in proportion to its patterns), values near 1 (a fifth of the
+    time: sums that do not all overflow), or :func:`float_classes` (half the time: the rare
+    classes as often as the common one); then, a third of the time, zeros
+    (:func:`sparse`)."""
     from systolica.golden.formats import FORMATS
 
     fmt = FORMATS[name]
-    if rng.random() < 0.25:
+    draw = rng.random()
+    if draw < 0.2:
         values = rng.standard_normal(shape).astype(np.float32)
         return values.astype(fmt.dtype)
-    bits = rng.integers(0, 1 << fmt.width, size=shape)
+    if draw < 0.5:
+        bits = rng.integers(0, 1 << fmt.width, size=shape)
+    else:
+        bits = float_classes(rng, fmt, shape)
+    if rng.random() < 1 / 3:
+        bits = sparse(rng, bits, fmt.width)
     return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+
+def float_classes(rng, fmt, shape, special=None):
+    """Bit patterns of float format ``fmt`` (a :class:`~systolica.golden.formats.OperandFormat`)
+    drawn class by class, so that a class of few patterns (an FP8 type's NaNs, its largest
+    binade, its subnormals) is as likely as the normals: +-0; subnormals (half of them one
+    fraction bit, so each bit of the fraction's zero test is seen alone); the smallest and
+    the largest finite binades; the all-ones exponent (Inf and every NaN payload, one bit
+    alone half the time; e4m3fn's finite 1111.xxx and its NaN); other normals. The all-ones
+    exponent's share is drawn per matrix (none, few, many), since one NaN hides a column,
+    unless ``special`` gives it."""
+    ebits, mbits, width = fmt.exp_bits, fmt.man_bits, fmt.width
+    top = (1 << ebits) - 1
+    if special is None:
+        special = float(rng.choice((0.0, 0.04, 0.15)))
+    weights = np.array([0.12, 0.25, 0.18, special, 0.45 - special])
+    kind = rng.choice(5, size=shape, p=weights / weights.sum())
+    fraction = rng.integers(0, 1 << mbits, size=shape)
+    single = 1 << rng.integers(0, mbits, size=shape)
+    fraction = np.where(rng.random(shape) < 0.5, single, fraction)
+    exponent = rng.integers(1, top, size=shape)                          # normals
+    exponent = np.where(kind == 0, 0, exponent)                          # zeros
+    fraction = np.where(kind == 0, 0, fraction)
+    exponent = np.where(kind == 1, 0, exponent)                          # subnormals
+    fraction = np.where(kind == 1, np.maximum(fraction, 1), fraction)
+    edge = np.where(rng.random(shape) < 0.5, 1, top - 1)                 # edge binades
+    exponent = np.where(kind == 2, edge, exponent)
+    exponent = np.where(kind == 3, top, exponent)                        # Inf, NaN
+    fraction = np.where((kind == 3) & (rng.random(shape) < 0.25), 0, fraction)
+    sign = rng.integers(0, 2, size=shape)
+    return (sign << (width - 1)) | (exponent << mbits) | fraction
+
+
+def sparse(rng, bits, width):
+    """Copy of the bit patterns ``bits`` (``width``-bit floats) with a share of them, drawn
+    per matrix (a half or nine in ten), replaced by +-0: pruned weights, ReLU activations;
+    whole products, column sums and double-row pairs that are zero."""
+    bits = np.array(bits, copy=True)
+    pick = rng.random(bits.shape) < float(rng.choice((0.5, 0.9)))
+    bits[pick] &= 1 << (width - 1)
+    return bits
 
 
 def other_float_operands(rng, k, m, n):
@@ -148,13 +197,24 @@ def other_float_operands(rng, k, m, n):
     operand's type drawn from BF16 and :data:`OTHER_FLOATS` (a mixed pair half the time),
     or, 40 % of the time, an FP8 double-row matmul (both e4m3 or e5m2; K up to 2 x rows:
     the second half of the partition rows in each lane's high byte, when the draw's K is
-    the tile's full height, see :func:`random_program`; else K <= rows, also legal)."""
+    the tile's full height, see :func:`random_program`; else K <= rows, also legal). A
+    third of the double-row matmuls cancel: some partition rows' second element is the
+    first's product negated (stationary sign flipped, moving repeated), so each PE's second
+    add subtracts nearly what its first one added (the second adder's cancellation, its
+    leading-zero count, exact zeros and Inf - Inf)."""
     types = ("bf16", *OTHER_FLOATS)
     if rng.random() < 0.4:
         pair = [str(rng.choice(("e4m3", "e5m2"))) for _ in range(2)]
         extra = int(rng.integers(1, k + 1))      # K = k + extra <= 2 x rows when k = rows
-        return (_float_bits(rng, pair[0], (k + extra, m)),
-                _float_bits(rng, pair[1], (k + extra, n)), "double_row")
+        s = _float_bits(rng, pair[0], (k + extra, m))
+        v = _float_bits(rng, pair[1], (k + extra, n))
+        if rng.random() < 1 / 3:
+            s_bits, v_bits = s.view(np.uint8).copy(), v.view(np.uint8).copy()
+            rows = np.flatnonzero(rng.random(extra) < 0.6)
+            s_bits[k + rows] = s_bits[rows] ^ 0x80
+            v_bits[k + rows] = v_bits[rows]
+            s, v = s_bits.view(s.dtype), v_bits.view(v.dtype)
+        return s, v, "double_row"
     stype = str(rng.choice(OTHER_FLOATS))
     mtype = str(rng.choice(types)) if rng.random() < 0.5 else stype
     return _float_bits(rng, stype, (k, m)), _float_bits(rng, mtype, (k, n)), None
@@ -167,15 +227,20 @@ def _bf16_bits(rng, exponent, shape):
 
 def boundary_operands(rng, k, m, n):
     """BF16 operands whose products straddle FP32's normal/subnormal boundary (biased
-    exponents summing to 122..134, the boundary at 128) or its overflow end (summing to
-    370..386, Inf from 382), with some subnormal and zero operands: every product class
-    and the multiplier's and adder's rounding at both ends of the range."""
-    high = rng.random() < 0.25
-    lo, hi = (185, 194) if high else (61, 68)
+    exponents summing to 122..134, the boundary at 128), sit at the bottom of the subnormal
+    range (summing to 100..112: products of about 2^-154 .. 2^-142, rounded to the smallest
+    subnormals or to zero) or at the overflow end (summing to 370..386, Inf from 382), with
+    some subnormal and zero operands: every product class and the multiplier's and adder's
+    rounding at both ends of the range. Half the time the fractions are short (their low
+    five bits zero), so that products end exactly on a rounding tie."""
+    where = rng.random()
+    lo, hi = (185, 194) if where < 0.25 else (50, 57) if where < 0.45 else (61, 68)
     s_exp = rng.integers(lo, hi, size=(k, m))
     v_exp = rng.integers(lo, hi, size=(k, n))
     s = _bf16_bits(rng, s_exp, (k, m))
     v = _bf16_bits(rng, v_exp, (k, n))
+    if rng.random() < 0.5:
+        s, v = s & ~0x1F, v & ~0x1F
     for bits in (s, v):
         pick = rng.random(bits.shape) < 0.1
         bits[pick] &= 0x807F                     # subnormal (or zero) of the same sign
@@ -184,11 +249,14 @@ def boundary_operands(rng, k, m, n):
 
 def subnormal_operands(rng, k, m, n):
     """BF16 subnormals (mostly with few fraction bits: the multiplier normalises them by up
-    to 15 places) times large normals (biased exponents 120..254), so that their products
+    to 15 places; a third of them one bit alone, so each bit of the zero-fraction test is
+    seen by itself) times large normals (biased exponents 120..254), so that their products
     land in FP32's normal range; zeros and infinities mixed in (0 x Inf is NaN). Which side
     holds the subnormals is drawn per matmul."""
     small_shape, large_shape = ((k, m), (k, n)) if rng.random() < 0.5 else ((k, n), (k, m))
     fraction = rng.integers(1, 128, size=small_shape) >> rng.integers(0, 7, size=small_shape)
+    fraction = np.where(rng.random(small_shape) < 1 / 3,
+                        1 << rng.integers(0, 7, size=small_shape), fraction)
     small = (rng.integers(0, 2, size=small_shape) << 15) | np.maximum(fraction, 1)
     large = _bf16_bits(rng, rng.integers(120, 255, size=large_shape), large_shape)
     specials = np.array([0x0000, 0x8000, 0x7F80, 0xFF80], np.int64)
@@ -203,12 +271,23 @@ def cancelling_operands(rng, k, m, n):
     """BF16 operands whose column chain cancels: every odd partition row repeats the moving
     row above it with the stationary row above negated and its last significand bits
     perturbed, so the adds subtract nearly equal products (the adder's massive
-    cancellation, leading-zero count and exact-zero sign rules)."""
+    cancellation, leading-zero count and exact-zero sign rules). Two thirds of the time the
+    operands are scaled by powers of two so that the products' biased exponent is about a
+    drawn value, over the whole range or at its bottom (1..90, where the normaliser stops
+    at exponent 1 and the difference is subnormal), instead of about 127."""
     s = stimulus.bf16_normal(rng, (k, m)).view(np.uint16).copy()
     v = stimulus.bf16_normal(rng, (k, n)).view(np.uint16).copy()
     for row in range(1, k, 2):
         v[row] = v[row - 1]
         s[row] = (s[row - 1] ^ 0x8000) ^ rng.integers(0, 4, size=m)
+    where = rng.random()
+    if where < 2 / 3:
+        target = int(rng.integers(1, 255)) if where < 1 / 3 else int(rng.integers(1, 91))
+        s_shift = (target - 127) // 2 + int(rng.integers(-8, 9))
+        for bits, shift in ((s, s_shift), (v, target - 127 - s_shift)):
+            exponent = (bits >> 7) & 0xFF
+            moved = np.clip(exponent.astype(np.int64) + shift, 1, 254)
+            bits[:] = np.where(exponent != 0, (bits & 0x807F) | (moved << 7), bits)
     return stimulus.from_bits(s), stimulus.from_bits(v)
 
 
@@ -256,13 +335,18 @@ def _illegal(rng, rows, cols):
                    ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5))
 
 
-def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None):
+def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset)`` (a legal matmul) or a
     :class:`~systolica.golden.Command` (a legal READ or an illegal command).
 
     ``dense``: share of the legal matmuls that use the whole array (K = rows, M = cols),
     every PE busy (the mutation kill-set raises it); 0 draws as before.
+
+    ``floats``: with ``noise``, share of the legal matmuls whose operands are replaced by
+    :func:`other_float_operands` (FP16, the FP8 family, mixed pairs, FP8 double-row; FTZ
+    drawn too) whatever the main draw's type: the mutation kill-set raises it, so that each
+    PE's rare float patterns come often; 0 draws as before.
 
     ``noise``: a second generator (None: off) for what the main draw does not decide, so a
     program's commands stay the same with it: a READ's unused fields (K, M, data type, FTZ,
@@ -302,10 +386,14 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None):
             k, m = rows, cols
         dtype = "bf16" if rng.random() < 0.5 else "int8"
         s, v, perf_mode = _operands(rng, k, m, n, dtype, noise)
+        accumulate = bool(rng.random() < 0.4)
+        ftz = bool(dtype == "bf16" and rng.random() < 0.3)
+        if floats and noise is not None and noise.random() < floats:
+            s, v, perf_mode = other_float_operands(noise, k, m, n)
+            ftz = bool(noise.random() < 0.3)
         if perf_mode is not None and k < rows:
             s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
-        out.append((s, v, bool(rng.random() < 0.4),
-                    bool(dtype == "bf16" and rng.random() < 0.3), bank, offset, perf_mode))
+        out.append((s, v, accumulate, ftz, bank, offset, perf_mode))
     return out
 
 
@@ -351,12 +439,13 @@ def _submit(program, items):
 
 def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
                       build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
-                      coverage=False, burst=None):
+                      coverage=False, burst=None, floats=0.0):
     """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
 
     ``tile``: a harness :class:`~systolica.sim.runner.Build` to run on instead of building
     one (its size must be the program's; the mutation runner passes its mutant build), and
-    ``plusargs`` extra simulator arguments for it; ``dense`` see :func:`random_program`.
+    ``plusargs`` extra simulator arguments for it; ``dense`` and ``floats`` see
+    :func:`random_program`.
     ``coverage``: sample the program into the functional coverage database
     (:mod:`systolica.sim.verif.coverage`). ``burst``: see :func:`random_program`.
     """
@@ -373,7 +462,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
     idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
     report = ProgramReport(index, rows, cols, chunk, idle, backpressure)
-    items = random_program(rng, rows, cols, chunk, dense, noise, burst)
+    items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats)
     report.burst = len(items) - chunk
     program = BulkProgram(rows, cols, noise=noise)
     _submit(program, items)
