@@ -397,6 +397,142 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     return out
 
 
+#: FP8 types whose every bit pattern :func:`pattern_sweep` puts in every PE.
+SWEPT = ("e4m3", "e5m2", "e3m4", "e4m3fn")
+
+
+def pattern_sweep(rng, rows, cols, n=3):
+    """A directed program (items as :func:`random_program`'s): every bit pattern of each
+    FP8 type in every PE's stationary register and every partition row's moving operand,
+    in single-row matmuls and (e4m3, e5m2) in both bytes of double-row ones, and every
+    BF16 and FP16 subnormal in every moving row. Patterns a fuzzer draws rarely at one PE
+    (one NaN payload, the largest binade, a subnormal of one fraction bit) are each seen
+    at every PE.
+
+    - Stationary sweep, per type (and per double-row type, K = 2 x rows): 256 matmuls of
+      ``n`` beats, matmul ``p`` holding pattern ``(p + 16 r + 8 c) mod 256`` at partition
+      row ``r`` (``r + rows``: the high byte) and column ``c``. Patterns 16 apart lie in
+      different aligned blocks of 16 and (up to 8 of them) none are 128 apart, so a column
+      holds at most one pattern of the all-ones exponent (Inf, NaN) and a NaN never hides
+      another special of its column. The moving operands are drawn by
+      :func:`float_classes` without that class, of a type drawn per matmul. The double-row
+      sweeps run twice, the second time with about half the partition rows cancelling:
+      their second element is the first's negated product (stationary sign flipped, moving
+      repeated), so each swept pattern also meets its own negation in the second adder;
+      and per partition row below the first, a moving sweep of the rows above it while its
+      own pair of large products cancels: the second adder's leading-zero count at every
+      depth.
+    - Moving sweep, per type (and per double-row type): one matmul of 256 beats, beat
+      ``b`` holding ``(b + 16 r) mod 256`` in row ``r``; the stationary drawn as above.
+    - BF16 and FP16 subnormals (every sign and fraction): matmuls of 256 beats whose beat
+      ``b`` holds subnormal ``(b + 16 r)`` in row ``r``, times normals, FTZ off.
+    - The first adder's cancellation at every exponent: BF16 matmuls whose rows 0 and 1
+      cancel but for the stationary's last bits, beat ``b`` at about 2^(b - 127).
+
+    FTZ is drawn per matmul (a quarter of them), except for the subnormal sweeps.
+    """
+    from systolica.golden.formats import FORMATS
+
+    items, slot = [], [0]
+
+    def add(s, v, perf_mode=None, ftz=None):
+        region = slot[0] % (PSUM_BANKS * (PSUM_ENTRIES // 256))
+        bank, offset = divmod(region * 256, PSUM_ENTRIES)
+        slot[0] += 1
+        ftz = bool(rng.random() < 0.25) if ftz is None else ftz
+        items.append((s, v, False, ftz, bank, offset, perf_mode))
+
+    def view(bits, name):
+        fmt = FORMATS[name]
+        return np.asarray(bits).astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+    def benign(name, shape):
+        """Moving operands without Inf or NaN; a third of the time only subnormals and
+        zeros, so that a tiny product is not lost in its column's sum."""
+        fmt = FORMATS[name]
+        if rng.random() < 1 / 3:
+            fraction = np.where(rng.random(shape) < 0.5,
+                                1 << rng.integers(0, fmt.man_bits, size=shape),
+                                rng.integers(0, 1 << fmt.man_bits, size=shape))
+            bits = (rng.integers(0, 2, size=shape) << (fmt.width - 1)) | fraction
+        else:
+            bits = float_classes(rng, fmt, shape, special=0.0)
+        return view(bits, name)
+
+    runs = [(name, None, (name, *FP8_PARTNERS), False) for name in SWEPT]
+    runs += [(name, "double_row", ("e4m3", "e5m2"), cancel) for cancel in (False, True)
+             for name in ("e4m3", "e5m2")]
+    for name, perf_mode, partners, cancel in runs:
+        k = 2 * rows if perf_mode else rows
+        rows_off = 16 * np.arange(k)[:, None]
+        for p in range(256):
+            mtype = str(rng.choice(partners))
+            s = (p + rows_off + 8 * np.arange(cols)[None, :]) % 256
+            v = benign(mtype, (k, n))
+            if cancel:
+                # Half the partition rows cancel: second element = the first's product
+                # negated (Inf - Inf, exact zeros, the second add's deep cancellation).
+                pick = np.flatnonzero(rng.random(rows) < 0.5)
+                s[rows + pick] = s[pick] ^ 0x80
+                v_bits = v.view(np.uint8).copy()
+                v_bits[rows + pick] = v_bits[pick]
+                v = v_bits.view(v.dtype)
+            add(view(s, name), v, perf_mode)
+        v = view((np.arange(256)[None, :] + rows_off) % 256, name)
+        add(benign(str(rng.choice(partners)), (k, cols)), v, perf_mode)
+        if cancel:
+            # The second add's cancellation at every depth: partition row ``row``'s pair
+            # cancels (large fixed products) while the rows above sweep every pattern, so
+            # the partial sum left over lies 0 to ~50 binades below the cancelled product.
+            fmt = FORMATS[name]
+            for row in range(1, rows):
+                s_bits = _float_bits_exp(rng, fmt, (k, cols), (1 << fmt.exp_bits) - 4)
+                v_bits = np.array(v.view(np.uint8), dtype=np.int64)
+                v_bits[row:] = _float_bits_exp(rng, fmt, (k - row, 256), (1 << fmt.exp_bits) - 4)
+                v_bits[row + 1:rows] = float_classes(rng, fmt, (rows - row - 1, 256), 0.0)
+                v_bits[rows:rows + row] = 0
+                s_bits[rows + row] = s_bits[row] ^ 0x80
+                v_bits[rows + row] = v_bits[row, :1]
+                v_bits[row] = v_bits[row, :1]
+                add(view(s_bits, name), view(v_bits, name), perf_mode)
+    # The first adder's cancellation at every exponent: BF16 beats whose partition rows 0
+    # and 1 hold products of about 2^(b - 127) (beat b) that cancel but for the last bits
+    # of the stationary (a different perturbation per column), row 2 and below zero.
+    fmt = FORMATS["bf16"]
+    for _ in range(2):
+        s_bits = _float_bits_exp(rng, fmt, (rows, cols), 127)
+        s_bits[1] = s_bits[0] ^ 0x8000 ^ (1 + np.arange(cols) % 7)
+        s_bits[2:] = 0
+        v_bits = np.zeros((rows, 254), np.int64)
+        v_bits[0] = ((rng.integers(0, 2, size=254) << 15) | (np.arange(1, 255) << 7)
+                     | rng.integers(0, 128, size=254))
+        v_bits[1] = v_bits[0]
+        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
+    for name in ("bf16", "fp16"):
+        fmt = FORMATS[name]
+        count = 1 << (fmt.man_bits + 1)                     # sign and fraction
+        b = (np.arange(count)[None, :] + 16 * np.arange(rows)[:, None]) % count
+        v = ((b >> fmt.man_bits) << (fmt.width - 1)) | (b & ((1 << fmt.man_bits) - 1))
+        big = fmt.bias + int(rng.integers(0, fmt.bias // 2 + 1))
+        s_bits = _float_bits_exp(rng, fmt, (rows, cols), big)
+        for start in range(0, count, 256):             # N <= 256 per matmul
+            add(view(s_bits, name), view(v[:, start:start + 256], name), None, ftz=False)
+    return items
+
+
+#: Moving types paired with a swept stationary FP8 type in single-row matmuls.
+FP8_PARTNERS = ("bf16", "e4m3", "e5m2")
+
+
+def _float_bits_exp(rng, fmt, shape, exponent):
+    """Normals of ``fmt`` with biased exponents about ``exponent`` (random sign and
+    fraction)."""
+    top = (1 << fmt.exp_bits) - 2
+    e = np.clip(exponent + rng.integers(-2, 3, size=shape), 1, top)
+    return ((rng.integers(0, 2, size=shape) << (fmt.width - 1)) | (e << fmt.man_bits)
+            | rng.integers(0, 1 << fmt.man_bits, size=shape))
+
+
 @dataclass
 class ProgramReport:
     """What one fuzzed program did and whether it passed."""
@@ -439,13 +575,15 @@ def _submit(program, items):
 
 def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
                       build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
-                      coverage=False, burst=None, floats=0.0):
+                      coverage=False, burst=None, floats=0.0, directed=None):
     """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
 
     ``tile``: a harness :class:`~systolica.sim.runner.Build` to run on instead of building
     one (its size must be the program's; the mutation runner passes its mutant build), and
     ``plusargs`` extra simulator arguments for it; ``dense`` and ``floats`` see
-    :func:`random_program`.
+    :func:`random_program`. ``directed``: a function ``(rng, rows, cols)`` returning the
+    program's items (such as :func:`pattern_sweep`) instead of a random program; ``chunk``
+    is then not used.
     ``coverage``: sample the program into the functional coverage database
     (:mod:`systolica.sim.verif.coverage`). ``burst``: see :func:`random_program`.
     """
@@ -462,8 +600,12 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
     idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
     report = ProgramReport(index, rows, cols, chunk, idle, backpressure)
-    items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats)
-    report.burst = len(items) - chunk
+    if directed is None:
+        items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats)
+        report.burst = len(items) - chunk
+    else:
+        items = directed(rng, rows, cols)
+        report.commands = len(items)
     program = BulkProgram(rows, cols, noise=noise)
     _submit(program, items)
     records = program.model.records
