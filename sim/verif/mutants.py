@@ -10,9 +10,12 @@
    simulator's ``+mutsel=`` argument, so one Verilator build of the bulk harness serves
    every mutant.
 3. Per mutant the kill-set runs: fuzzed programs (:mod:`systolica.sim.verif.fuzz`: INT8
-   and BF16 matmuls, IEEE and FTZ, specials, accumulate, READs, every illegal command,
-   idle and backpressure), each word, stamp and the status checked. A mutant is **killed**
-   when any check fails or the run gets stuck, **survives** otherwise. Mutant 0 must pass.
+   and float matmuls of every type, FP8 double-row, IEEE and FTZ, specials, accumulate,
+   READs, every illegal command, idle and backpressure; :data:`DENSE` and :data:`FLOATS`
+   raised), then the directed :func:`~systolica.sim.verif.fuzz.pattern_sweep` (every FP8
+   pattern at every PE, BF16 / FP16 subnormals, cancellation at every depth), each word,
+   stamp and the status checked. A mutant is **killed** when any check fails or the run
+   gets stuck, **survives** otherwise. Mutant 0 must pass.
 4. Each survivor gets a disposition: **equivalent (structure)** when its cell lies outside
    the fan-in cone of every tile output (:func:`outside_output_cone`, refused if it ever
    calls a killed mutant equivalent), **equivalent (argued)** when :data:`ARGUED` holds a
@@ -49,6 +52,10 @@ KILL_PROGRAMS = 8
 KILL_COMMANDS = 300
 #: Share of the kill-set's matmuls that use every PE (K = rows, M = cols).
 DENSE = 0.6
+#: Share of the kill-set's matmuls given other float operands (FP16, the FP8 family, mixed
+#: pairs, FP8 double-row; see fuzz.random_program): each PE's FP8 patterns, the double-row
+#: multiplier and adder, come often enough to be seen at every PE.
+FLOATS = 0.5
 #: Harness memory depth of the mutant build (beats per stream; a kill-set program's longest
 #: stream fits).
 DEPTH = 1 << 16
@@ -121,7 +128,8 @@ DOC_HEADER = """# Mutation run: survivors
 
 Written by `python -m systolica.sim.verif.mutants --doc docs/mutants.md` (seed {seed},
 {count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
-{commands} commands, `--jobs {jobs}`, {seconds:.0f} s on the shared 2-core machine).
+{commands} commands then the FP8 pattern sweep, `--jobs {jobs}`, {seconds:.0f} s on the
+shared 2-core machine).
 
 Every survivor has a disposition: **equivalent (structure)**, its cell outside the fan-in
 cone of every tile output in the flattened netlist (checked against every killed mutant:
@@ -263,18 +271,29 @@ def build_mutants(rows, cols, count, seed, build_root=None):
                   DEPTH), mutations)
 
 
-def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS):
-    """Run the kill-set on mutant ``index``; return ``(index, killed_by)`` (the first failing
-    program's first error, or None when it survived)."""
+def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS, sweep=True):
+    """Run the kill-set on mutant ``index``: ``programs`` fuzzed programs, then (``sweep``)
+    the directed :func:`~systolica.sim.verif.fuzz.pattern_sweep`; return ``(index,
+    killed_by)`` (the first failing program's first error, or None when it survived)."""
     for program in range(programs):
         try:
             report = fuzz.run_program_index(seed, program, chunk=commands,
                                             sizes=((tile.rows, tile.cols),), tile=tile,
-                                            plusargs=[f"+mutsel={index}"], dense=DENSE)
+                                            plusargs=[f"+mutsel={index}"], dense=DENSE,
+                                            floats=FLOATS)
         except Exception as error:       # a stuck or crashed run kills the mutant too
             return index, f"program {program}: {type(error).__name__}: {error}"
         if not report.passed:
             return index, f"program {program}: {report.errors[0]}"
+    if sweep:
+        try:
+            report = fuzz.run_program_index(seed, programs, sizes=((tile.rows, tile.cols),),
+                                            tile=tile, plusargs=[f"+mutsel={index}"],
+                                            directed=fuzz.pattern_sweep)
+        except Exception as error:
+            return index, f"pattern sweep: {type(error).__name__}: {error}"
+        if not report.passed:
+            return index, f"pattern sweep: {report.errors[0]}"
     return index, None
 
 
