@@ -48,7 +48,7 @@ help:
 	@echo "                10^9 random pairs + a rounding grid, against the golden model (~30 min)"
 	@echo "make mutants    mutation score: 240 Yosys mutants of the tile in one netlist, a fuzzed"
 	@echo "                kill-set per mutant; each survivor equivalent by structure, argued"
-	@echo "                equivalent (a reason per survivor) or open; score both ways (~11 min)"
+	@echo "                equivalent (a reason per survivor) or open; score both ways (~6 min)"
 	@echo "make coverage   functional coverage: a fuzz sample with coverage on, merged with the"
 	@echo "                databases of earlier runs (make test writes the fuzzer's and one per"
 	@echo "                regression configuration); closure check; then Verilator line/toggle"

@@ -131,17 +131,66 @@ def _operands(rng, k, m, n, dtype, noise=None):
 
 
 def _float_bits(rng, name, shape):
-    """Random operands of float type ``name``: uniform bit patterns (every class: zeros,
-    subnormals, normals, the largest finite, Inf and NaN where the type has them), a
-    quarter of the time values near 1 instead (so sums do not all overflow)."""
+    """Random operands of float type ``name``, one of three draws per matrix: uniform bit
+    patterns (every class in proportion to its patterns), values near 1 (a fifth of the
+    time: sums that do not all overflow), or :func:`float_classes` (half the time: the rare
+    classes as often as the common one); then, a third of the time, zeros
+    (:func:`sparse`)."""
     from systolica.golden.formats import FORMATS
 
     fmt = FORMATS[name]
-    if rng.random() < 0.25:
+    draw = rng.random()
+    if draw < 0.2:
         values = rng.standard_normal(shape).astype(np.float32)
         return values.astype(fmt.dtype)
-    bits = rng.integers(0, 1 << fmt.width, size=shape)
+    if draw < 0.5:
+        bits = rng.integers(0, 1 << fmt.width, size=shape)
+    else:
+        bits = float_classes(rng, fmt, shape)
+    if rng.random() < 1 / 3:
+        bits = sparse(rng, bits, fmt.width)
     return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+
+def float_classes(rng, fmt, shape, special=None):
+    """Bit patterns of float format ``fmt`` (a :class:`~systolica.golden.formats.OperandFormat`)
+    drawn class by class, so that a class of few patterns (an FP8 type's NaNs, its largest
+    binade, its subnormals) is as likely as the normals: +-0; subnormals (half of them one
+    fraction bit, so each bit of the fraction's zero test is seen alone); the smallest and
+    the largest finite binades; the all-ones exponent (Inf and every NaN payload, one bit
+    alone half the time; e4m3fn's finite 1111.xxx and its NaN); other normals. The all-ones
+    exponent's share is drawn per matrix (none, few, many), since one NaN hides a column,
+    unless ``special`` gives it."""
+    ebits, mbits, width = fmt.exp_bits, fmt.man_bits, fmt.width
+    top = (1 << ebits) - 1
+    if special is None:
+        special = float(rng.choice((0.0, 0.04, 0.15)))
+    weights = np.array([0.12, 0.25, 0.18, special, 0.45 - special])
+    kind = rng.choice(5, size=shape, p=weights / weights.sum())
+    fraction = rng.integers(0, 1 << mbits, size=shape)
+    single = 1 << rng.integers(0, mbits, size=shape)
+    fraction = np.where(rng.random(shape) < 0.5, single, fraction)
+    exponent = rng.integers(1, top, size=shape)                          # normals
+    exponent = np.where(kind == 0, 0, exponent)                          # zeros
+    fraction = np.where(kind == 0, 0, fraction)
+    exponent = np.where(kind == 1, 0, exponent)                          # subnormals
+    fraction = np.where(kind == 1, np.maximum(fraction, 1), fraction)
+    edge = np.where(rng.random(shape) < 0.5, 1, top - 1)                 # edge binades
+    exponent = np.where(kind == 2, edge, exponent)
+    exponent = np.where(kind == 3, top, exponent)                        # Inf, NaN
+    fraction = np.where((kind == 3) & (rng.random(shape) < 0.25), 0, fraction)
+    sign = rng.integers(0, 2, size=shape)
+    return (sign << (width - 1)) | (exponent << mbits) | fraction
+
+
+def sparse(rng, bits, width):
+    """Copy of the bit patterns ``bits`` (``width``-bit floats) with a share of them, drawn
+    per matrix (a half or nine in ten), replaced by +-0: pruned weights, ReLU activations;
+    whole products, column sums and double-row pairs that are zero."""
+    bits = np.array(bits, copy=True)
+    pick = rng.random(bits.shape) < float(rng.choice((0.5, 0.9)))
+    bits[pick] &= 1 << (width - 1)
+    return bits
 
 
 def other_float_operands(rng, k, m, n):
@@ -149,13 +198,24 @@ def other_float_operands(rng, k, m, n):
     operand's type drawn from BF16 and :data:`OTHER_FLOATS` (a mixed pair half the time),
     or, 40 % of the time, an FP8 double-row matmul (both e4m3 or e5m2; K up to 2 x rows:
     the second half of the partition rows in each lane's high byte, when the draw's K is
-    the tile's full height, see :func:`random_program`; else K <= rows, also legal)."""
+    the tile's full height, see :func:`random_program`; else K <= rows, also legal). A
+    third of the double-row matmuls cancel: some partition rows' second element is the
+    first's product negated (stationary sign flipped, moving repeated), so each PE's second
+    add subtracts nearly what its first one added (the second adder's cancellation, its
+    leading-zero count, exact zeros and Inf - Inf)."""
     types = ("bf16", *OTHER_FLOATS)
     if rng.random() < 0.4:
         pair = [str(rng.choice(DOUBLE_ROW_TYPES)) for _ in range(2)]
         extra = int(rng.integers(1, k + 1))      # K = k + extra <= 2 x rows when k = rows
-        return (_float_bits(rng, pair[0], (k + extra, m)),
-                _float_bits(rng, pair[1], (k + extra, n)), "double_row")
+        s = _float_bits(rng, pair[0], (k + extra, m))
+        v = _float_bits(rng, pair[1], (k + extra, n))
+        if rng.random() < 1 / 3:
+            s_bits, v_bits = s.view(np.uint8).copy(), v.view(np.uint8).copy()
+            rows = np.flatnonzero(rng.random(extra) < 0.6)
+            s_bits[k + rows] = s_bits[rows] ^ 0x80
+            v_bits[k + rows] = v_bits[rows]
+            s, v = s_bits.view(s.dtype), v_bits.view(v.dtype)
+        return s, v, "double_row"
     stype = str(rng.choice(OTHER_FLOATS))
     mtype = str(rng.choice(types)) if rng.random() < 0.5 else stype
     return _float_bits(rng, stype, (k, m)), _float_bits(rng, mtype, (k, n)), None
@@ -168,15 +228,20 @@ def _bf16_bits(rng, exponent, shape):
 
 def boundary_operands(rng, k, m, n):
     """BF16 operands whose products straddle FP32's normal/subnormal boundary (biased
-    exponents summing to 122..134, the boundary at 128) or its overflow end (summing to
-    370..386, Inf from 382), with some subnormal and zero operands: every product class
-    and the multiplier's and adder's rounding at both ends of the range."""
-    high = rng.random() < 0.25
-    lo, hi = (185, 194) if high else (61, 68)
+    exponents summing to 122..134, the boundary at 128), sit at the bottom of the subnormal
+    range (summing to 100..112: products of about 2^-154 .. 2^-142, rounded to the smallest
+    subnormals or to zero) or at the overflow end (summing to 370..386, Inf from 382), with
+    some subnormal and zero operands: every product class and the multiplier's and adder's
+    rounding at both ends of the range. Half the time the fractions are short (their low
+    five bits zero), so that products end exactly on a rounding tie."""
+    where = rng.random()
+    lo, hi = (185, 194) if where < 0.25 else (50, 57) if where < 0.45 else (61, 68)
     s_exp = rng.integers(lo, hi, size=(k, m))
     v_exp = rng.integers(lo, hi, size=(k, n))
     s = _bf16_bits(rng, s_exp, (k, m))
     v = _bf16_bits(rng, v_exp, (k, n))
+    if rng.random() < 0.5:
+        s, v = s & ~0x1F, v & ~0x1F
     for bits in (s, v):
         pick = rng.random(bits.shape) < 0.1
         bits[pick] &= 0x807F                     # subnormal (or zero) of the same sign
@@ -185,11 +250,14 @@ def boundary_operands(rng, k, m, n):
 
 def subnormal_operands(rng, k, m, n):
     """BF16 subnormals (mostly with few fraction bits: the multiplier normalises them by up
-    to 15 places) times large normals (biased exponents 120..254), so that their products
+    to 15 places; a third of them one bit alone, so each bit of the zero-fraction test is
+    seen by itself) times large normals (biased exponents 120..254), so that their products
     land in FP32's normal range; zeros and infinities mixed in (0 x Inf is NaN). Which side
     holds the subnormals is drawn per matmul."""
     small_shape, large_shape = ((k, m), (k, n)) if rng.random() < 0.5 else ((k, n), (k, m))
     fraction = rng.integers(1, 128, size=small_shape) >> rng.integers(0, 7, size=small_shape)
+    fraction = np.where(rng.random(small_shape) < 1 / 3,
+                        1 << rng.integers(0, 7, size=small_shape), fraction)
     small = (rng.integers(0, 2, size=small_shape) << 15) | np.maximum(fraction, 1)
     large = _bf16_bits(rng, rng.integers(120, 255, size=large_shape), large_shape)
     specials = np.array([0x0000, 0x8000, 0x7F80, 0xFF80], np.int64)
@@ -204,12 +272,23 @@ def cancelling_operands(rng, k, m, n):
     """BF16 operands whose column chain cancels: every odd partition row repeats the moving
     row above it with the stationary row above negated and its last significand bits
     perturbed, so the adds subtract nearly equal products (the adder's massive
-    cancellation, leading-zero count and exact-zero sign rules)."""
+    cancellation, leading-zero count and exact-zero sign rules). Two thirds of the time the
+    operands are scaled by powers of two so that the products' biased exponent is about a
+    drawn value, over the whole range or at its bottom (1..90, where the normaliser stops
+    at exponent 1 and the difference is subnormal), instead of about 127."""
     s = stimulus.bf16_normal(rng, (k, m)).view(np.uint16).copy()
     v = stimulus.bf16_normal(rng, (k, n)).view(np.uint16).copy()
     for row in range(1, k, 2):
         v[row] = v[row - 1]
         s[row] = (s[row - 1] ^ 0x8000) ^ rng.integers(0, 4, size=m)
+    where = rng.random()
+    if where < 2 / 3:
+        target = int(rng.integers(1, 255)) if where < 1 / 3 else int(rng.integers(1, 91))
+        s_shift = (target - 127) // 2 + int(rng.integers(-8, 9))
+        for bits, shift in ((s, s_shift), (v, target - 127 - s_shift)):
+            exponent = (bits >> 7) & 0xFF
+            moved = np.clip(exponent.astype(np.int64) + shift, 1, 254)
+            bits[:] = np.where(exponent != 0, (bits & 0x807F) | (moved << 7), bits)
     return stimulus.from_bits(s), stimulus.from_bits(v)
 
 
@@ -257,13 +336,18 @@ def _illegal(rng, rows, cols):
                    ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5))
 
 
-def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None):
+def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset)`` (a legal matmul) or a
     :class:`~systolica.golden.Command` (a legal READ or an illegal command).
 
     ``dense``: share of the legal matmuls that use the whole array (K = rows, M = cols),
     every PE busy (the mutation kill-set raises it); 0 draws as before.
+
+    ``floats``: with ``noise``, share of the legal matmuls whose operands are replaced by
+    :func:`other_float_operands` (FP16, the FP8 family, mixed pairs, FP8 double-row; FTZ
+    drawn too) whatever the main draw's type: the mutation kill-set raises it, so that each
+    PE's rare float patterns come often; 0 draws as before.
 
     ``noise``: a second generator (None: off) for what the main draw does not decide, so a
     program's commands stay the same with it: a READ's unused fields (K, M, data type, FTZ,
@@ -303,11 +387,151 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None):
             k, m = rows, cols
         dtype = "bf16" if rng.random() < 0.5 else "int8"
         s, v, perf_mode = _operands(rng, k, m, n, dtype, noise)
+        accumulate = bool(rng.random() < 0.4)
+        ftz = bool(dtype == "bf16" and rng.random() < 0.3)
+        if floats and noise is not None and noise.random() < floats:
+            s, v, perf_mode = other_float_operands(noise, k, m, n)
+            ftz = bool(noise.random() < 0.3)
         if perf_mode is not None and k < rows:
             s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
-        out.append((s, v, bool(rng.random() < 0.4),
-                    bool(dtype == "bf16" and rng.random() < 0.3), bank, offset, perf_mode))
+        out.append((s, v, accumulate, ftz, bank, offset, perf_mode))
     return out
+
+
+#: FP8 types whose every bit pattern :func:`pattern_sweep` puts in every PE.
+SWEPT = ("e4m3", "e5m2", "e3m4", "e4m3fn")
+
+
+def pattern_sweep(rng, rows, cols, n=3):
+    """A directed program (items as :func:`random_program`'s): every bit pattern of each
+    FP8 type in every PE's stationary register and every partition row's moving operand,
+    in single-row matmuls and (e4m3, e5m2) in both bytes of double-row ones, and every
+    BF16 and FP16 subnormal in every moving row. Patterns a fuzzer draws rarely at one PE
+    (one NaN payload, the largest binade, a subnormal of one fraction bit) are each seen
+    at every PE.
+
+    - Stationary sweep, per type (and per double-row type, K = 2 x rows): 256 matmuls of
+      ``n`` beats, matmul ``p`` holding pattern ``(p + 16 r + 8 c) mod 256`` at partition
+      row ``r`` (``r + rows``: the high byte) and column ``c``. Patterns 16 apart lie in
+      different aligned blocks of 16 and (up to 8 of them) none are 128 apart, so a column
+      holds at most one pattern of the all-ones exponent (Inf, NaN) and a NaN never hides
+      another special of its column. The moving operands are drawn by
+      :func:`float_classes` without that class, of a type drawn per matmul. The double-row
+      sweeps run twice, the second time with about half the partition rows cancelling:
+      their second element is the first's negated product (stationary sign flipped, moving
+      repeated), so each swept pattern also meets its own negation in the second adder;
+      and per partition row below the first, a moving sweep of the rows above it while its
+      own pair of large products cancels: the second adder's leading-zero count at every
+      depth.
+    - Moving sweep, per type (and per double-row type): one matmul of 256 beats, beat
+      ``b`` holding ``(b + 16 r) mod 256`` in row ``r``; the stationary drawn as above.
+    - BF16 and FP16 subnormals (every sign and fraction): matmuls of 256 beats whose beat
+      ``b`` holds subnormal ``(b + 16 r)`` in row ``r``, times normals, FTZ off.
+    - The first adder's cancellation at every exponent: BF16 matmuls whose rows 0 and 1
+      cancel but for the stationary's last bits, beat ``b`` at about 2^(b - 127).
+
+    FTZ is drawn per matmul (a quarter of them), except for the subnormal sweeps.
+    """
+    from systolica.golden.formats import FORMATS
+
+    items, slot = [], [0]
+
+    def add(s, v, perf_mode=None, ftz=None):
+        region = slot[0] % (PSUM_BANKS * (PSUM_ENTRIES // 256))
+        bank, offset = divmod(region * 256, PSUM_ENTRIES)
+        slot[0] += 1
+        ftz = bool(rng.random() < 0.25) if ftz is None else ftz
+        items.append((s, v, False, ftz, bank, offset, perf_mode))
+
+    def view(bits, name):
+        fmt = FORMATS[name]
+        return np.asarray(bits).astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+    def benign(name, shape):
+        """Moving operands without Inf or NaN; a third of the time only subnormals and
+        zeros, so that a tiny product is not lost in its column's sum."""
+        fmt = FORMATS[name]
+        if rng.random() < 1 / 3:
+            fraction = np.where(rng.random(shape) < 0.5,
+                                1 << rng.integers(0, fmt.man_bits, size=shape),
+                                rng.integers(0, 1 << fmt.man_bits, size=shape))
+            bits = (rng.integers(0, 2, size=shape) << (fmt.width - 1)) | fraction
+        else:
+            bits = float_classes(rng, fmt, shape, special=0.0)
+        return view(bits, name)
+
+    runs = [(name, None, (name, *FP8_PARTNERS), False) for name in SWEPT]
+    runs += [(name, "double_row", ("e4m3", "e5m2"), cancel) for cancel in (False, True)
+             for name in ("e4m3", "e5m2")]
+    for name, perf_mode, partners, cancel in runs:
+        k = 2 * rows if perf_mode else rows
+        rows_off = 16 * np.arange(k)[:, None]
+        for p in range(256):
+            mtype = str(rng.choice(partners))
+            s = (p + rows_off + 8 * np.arange(cols)[None, :]) % 256
+            v = benign(mtype, (k, n))
+            if cancel:
+                # Half the partition rows cancel: second element = the first's product
+                # negated (Inf - Inf, exact zeros, the second add's deep cancellation).
+                pick = np.flatnonzero(rng.random(rows) < 0.5)
+                s[rows + pick] = s[pick] ^ 0x80
+                v_bits = v.view(np.uint8).copy()
+                v_bits[rows + pick] = v_bits[pick]
+                v = v_bits.view(v.dtype)
+            add(view(s, name), v, perf_mode)
+        v = view((np.arange(256)[None, :] + rows_off) % 256, name)
+        add(benign(str(rng.choice(partners)), (k, cols)), v, perf_mode)
+        if cancel:
+            # The second add's cancellation at every depth: partition row ``row``'s pair
+            # cancels (large fixed products) while the rows above sweep every pattern, so
+            # the partial sum left over lies 0 to ~50 binades below the cancelled product.
+            fmt = FORMATS[name]
+            for row in range(1, rows):
+                s_bits = _float_bits_exp(rng, fmt, (k, cols), (1 << fmt.exp_bits) - 4)
+                v_bits = np.array(v.view(np.uint8), dtype=np.int64)
+                v_bits[row:] = _float_bits_exp(rng, fmt, (k - row, 256), (1 << fmt.exp_bits) - 4)
+                v_bits[row + 1:rows] = float_classes(rng, fmt, (rows - row - 1, 256), 0.0)
+                v_bits[rows:rows + row] = 0
+                s_bits[rows + row] = s_bits[row] ^ 0x80
+                v_bits[rows + row] = v_bits[row, :1]
+                v_bits[row] = v_bits[row, :1]
+                add(view(s_bits, name), view(v_bits, name), perf_mode)
+    # The first adder's cancellation at every exponent: BF16 beats whose partition rows 0
+    # and 1 hold products of about 2^(b - 127) (beat b) that cancel but for the last bits
+    # of the stationary (a different perturbation per column), row 2 and below zero.
+    fmt = FORMATS["bf16"]
+    for _ in range(2):
+        s_bits = _float_bits_exp(rng, fmt, (rows, cols), 127)
+        s_bits[1] = s_bits[0] ^ 0x8000 ^ (1 + np.arange(cols) % 7)
+        s_bits[2:] = 0
+        v_bits = np.zeros((rows, 254), np.int64)
+        v_bits[0] = ((rng.integers(0, 2, size=254) << 15) | (np.arange(1, 255) << 7)
+                     | rng.integers(0, 128, size=254))
+        v_bits[1] = v_bits[0]
+        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
+    for name in ("bf16", "fp16"):
+        fmt = FORMATS[name]
+        count = 1 << (fmt.man_bits + 1)                     # sign and fraction
+        b = (np.arange(count)[None, :] + 16 * np.arange(rows)[:, None]) % count
+        v = ((b >> fmt.man_bits) << (fmt.width - 1)) | (b & ((1 << fmt.man_bits) - 1))
+        big = fmt.bias + int(rng.integers(0, fmt.bias // 2 + 1))
+        s_bits = _float_bits_exp(rng, fmt, (rows, cols), big)
+        for start in range(0, count, 256):             # N <= 256 per matmul
+            add(view(s_bits, name), view(v[:, start:start + 256], name), None, ftz=False)
+    return items
+
+
+#: Moving types paired with a swept stationary FP8 type in single-row matmuls.
+FP8_PARTNERS = ("bf16", "e4m3", "e5m2")
+
+
+def _float_bits_exp(rng, fmt, shape, exponent):
+    """Normals of ``fmt`` with biased exponents about ``exponent`` (random sign and
+    fraction)."""
+    top = (1 << fmt.exp_bits) - 2
+    e = np.clip(exponent + rng.integers(-2, 3, size=shape), 1, top)
+    return ((rng.integers(0, 2, size=shape) << (fmt.width - 1)) | (e << fmt.man_bits)
+            | rng.integers(0, 1 << fmt.man_bits, size=shape))
 
 
 @dataclass
@@ -352,12 +576,15 @@ def _submit(program, items):
 
 def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
                       build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
-                      sample=None, burst=None):
+                      sample=None, burst=None, floats=0.0, directed=None):
     """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
 
     ``tile``: a harness :class:`~systolica.sim.build.runner.Build` to run on instead of building
     one (its size must be the program's; the mutation runner passes its mutant build), and
-    ``plusargs`` extra simulator arguments for it; ``dense`` see :func:`random_program`.
+    ``plusargs`` extra simulator arguments for it; ``dense`` and ``floats`` see
+    :func:`random_program`. ``directed``: a function ``(rng, rows, cols)`` returning the
+    program's items (such as :func:`pattern_sweep`) instead of a random program; ``chunk``
+    is then not used.
     ``sample``: called as ``sample(report, records, operands, predicted)`` after the check
     (the functional coverage's :func:`systolica.sim.apps.verif.coverage.sample_program`
     samples the program into its database). ``burst``: see :func:`random_program`.
@@ -375,8 +602,12 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
     idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
     report = ProgramReport(index, rows, cols, chunk, idle, backpressure)
-    items = random_program(rng, rows, cols, chunk, dense, noise, burst)
-    report.burst = len(items) - chunk
+    if directed is None:
+        items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats)
+        report.burst = len(items) - chunk
+    else:
+        items = directed(rng, rows, cols)
+        report.commands = len(items)
     program = BulkProgram(rows, cols, noise=noise)
     _submit(program, items)
     records = program.model.records

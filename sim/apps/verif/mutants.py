@@ -10,9 +10,12 @@
    simulator's ``+mutsel=`` argument, so one Verilator build of the bulk harness serves
    every mutant.
 3. Per mutant the kill-set runs: fuzzed programs (:mod:`systolica.sim.apps.verif.fuzz`: INT8
-   and BF16 matmuls, IEEE and FTZ, specials, accumulate, READs, every illegal command,
-   idle and backpressure), each word, stamp and the status checked. A mutant is **killed**
-   when any check fails or the run gets stuck, **survives** otherwise. Mutant 0 must pass.
+   and float matmuls of every type, FP8 double-row, IEEE and FTZ, specials, accumulate,
+   READs, every illegal command, idle and backpressure; :data:`DENSE` and :data:`FLOATS`
+   raised), then the directed :func:`~systolica.sim.apps.verif.fuzz.pattern_sweep` (every FP8
+   pattern at every PE, BF16 / FP16 subnormals, cancellation at every depth), each word,
+   stamp and the status checked. A mutant is **killed** when any check fails or the run
+   gets stuck, **survives** otherwise. Mutant 0 must pass.
 4. Each survivor gets a disposition: **equivalent (structure)** when its cell lies outside
    the fan-in cone of every tile output (:func:`outside_output_cone`, refused if it ever
    calls a killed mutant equivalent), **equivalent (argued)** when :data:`ARGUED` holds a
@@ -49,6 +52,10 @@ KILL_PROGRAMS = 8
 KILL_COMMANDS = 300
 #: Share of the kill-set's matmuls that use every PE (K = rows, M = cols).
 DENSE = 0.6
+#: Share of the kill-set's matmuls given other float operands (FP16, the FP8 family, mixed
+#: pairs, FP8 double-row; see fuzz.random_program): each PE's FP8 patterns, the double-row
+#: multiplier and adder, come often enough to be seen at every PE.
+FLOATS = 0.5
 #: Harness memory depth of the mutant build (beats per stream; a kill-set program's longest
 #: stream fits).
 DEPTH = 1 << 16
@@ -64,11 +71,13 @@ _LZ = ("a leading_zeros() stage output bit below what is read: with span the pow
        "only the later stages' zero tests, which read its bits >= span + 1 - S, and "
        "nothing else reads an lz_s wire: ")
 _HI = ("multiplier_hi's product reaches an output only on double-row beats (pe.py: result = "
-       "Mux(hi_in, adder_hi.sum, first)), whose operands are e4m3 or e5m2 (the interface: "
-       "golden.operand_formats refuses any other double-row pair; the tile does not check "
-       "it): decoded exponents -6..8 (e4m3) and -14..16 (e5m2), so exp = a_exp + b_exp + "
-       "128 - lz lies in 93..160 (lz <= 7 for a non-zero product), and the result always "
-       "takes the exp >= 1 (normal) branch: ")
+       "Mux(hi_in, adder_hi.sum, first)), and its magnitude only when both operands decode "
+       "as non-zero finite e4m3 or e5m2: it is FloatMultiplier(DOUBLE_ROW_DTYPES), whose "
+       "decoder has no case for another type code (that operand decodes as zero, and the "
+       "product is then +-0 or NaN, never magnitude); the interface also refuses any other "
+       "double-row pair (golden.operand_formats): decoded exponents -6..8 (e4m3) and -14..16 "
+       "(e5m2), so exp = a_exp + b_exp + 128 - lz lies in 93..160 (lz <= 7 for a non-zero "
+       "product), and the result always takes the exp >= 1 (normal) branch: ")
 ARGUED = {
     # ---- leading-zero counter (hdl/fp32_add.py leading_zeros, in the adders and both
     # multipliers) ----------------------------------------------------------------------
@@ -106,7 +115,31 @@ ARGUED = {
                     "exp <= 255 (bit 8 clear) unless l_exp = 255, i.e. the larger operand is "
                     "Inf or NaN, when the sum is taken from the NaN / Inf branches and "
                     "magnitude is not used",
+    "97a31d822043": "e == 0b11111 (an e5m2 exponent's all-ones test, multiplier) with the "
+                    "exponent's bit 0 flipped when its bit 4 is 0: an exponent with bit 4 clear "
+                    "is not all ones before or after the flip, and one with bit 4 set is not "
+                    "changed, so the test's output is the same for every input",
+    "82c74f7efcb1": "l_exp - 1 with l_exp's bit 6 read as 0, in left = Mux(lz > l_exp - 1, "
+                    "l_exp - 1, lz) (adder): this $sub is only the mux's value (the comparison "
+                    "has its own $sub), taken only when lz > l_exp - 1, and lz <= 27, so then "
+                    "l_exp <= 27 and its bit 6 is already 0",
+    "816651b6cc24": "bit 7 of l_mag flipped when its bit 3 is set, in adder_hi of a partition-"
+                    "row-0 PE: its sum reaches an output only on double-row beats, where "
+                    "a = first = p0 (row 0 starts the chain with its product) and b = p1 are "
+                    "both products of two FP8 operands (e4m3 / e5m2: the interface refuses any "
+                    "other double-row pair, golden.operand_formats; the tile does not check "
+                    "it yet): at most 4 x 4 = 8 significant bits, so fraction bits 0..15 of a "
+                    "finite product are 0 (and of NaN 0x7FC00000 and Inf), l_mag's bit 3 is "
+                    "never set and the flip never happens",
     # ---- tile control (hdl/tile.py) ----------------------------------------------------
+    "2060371ef974": "bit 0 of bank * 512 forced 1 in a command's first PSUM address "
+                    "bank * 512 + offset: every address of every command (a matmul's writes "
+                    "and accumulate reads, a READ's reads, all taken from beat_addr and "
+                    "cur_addr = beat_addr + 1, 12 bits) moves by +1 modulo 4096, a bijection "
+                    "of PSUM's 8 x 512 entries (the sum is cut to beat_addr's 12 bits); the "
+                    "same entries are written and read in the same order under other names, "
+                    "and PSUM starts all zeros, so every READ and accumulate returns what it "
+                    "would have",
     "4e0b9e570fa3": "slot = (queued count) - start, bit 1 flipped when bit 3 (the borrow) "
                     "is set: start needs queued[0] (can_start), so the count is >= start "
                     "and the borrow is never set",
@@ -121,7 +154,8 @@ DOC_HEADER = """# Mutation run: survivors
 
 Written by `python -m systolica.sim.apps.verif.mutants --doc docs/mutants.md` (seed {seed},
 {count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
-{commands} commands, `--jobs {jobs}`, {seconds:.0f} s on the shared 2-core machine).
+{commands} commands then the FP8 pattern sweep, `--jobs {jobs}`, {seconds:.0f} s on the
+shared 2-core machine).
 
 Every survivor has a disposition: **equivalent (structure)**, its cell outside the fan-in
 cone of every tile output in the flattened netlist (checked against every killed mutant:
@@ -263,18 +297,29 @@ def build_mutants(rows, cols, count, seed, build_root=None):
                   DEPTH), mutations)
 
 
-def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS):
-    """Run the kill-set on mutant ``index``; return ``(index, killed_by)`` (the first failing
-    program's first error, or None when it survived)."""
+def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS, sweep=True):
+    """Run the kill-set on mutant ``index``: ``programs`` fuzzed programs, then (``sweep``)
+    the directed :func:`~systolica.sim.verif.fuzz.pattern_sweep`; return ``(index,
+    killed_by)`` (the first failing program's first error, or None when it survived)."""
     for program in range(programs):
         try:
             report = fuzz.run_program_index(seed, program, chunk=commands,
                                             sizes=((tile.rows, tile.cols),), tile=tile,
-                                            plusargs=[f"+mutsel={index}"], dense=DENSE)
+                                            plusargs=[f"+mutsel={index}"], dense=DENSE,
+                                            floats=FLOATS)
         except Exception as error:       # a stuck or crashed run kills the mutant too
             return index, f"program {program}: {type(error).__name__}: {error}"
         if not report.passed:
             return index, f"program {program}: {report.errors[0]}"
+    if sweep:
+        try:
+            report = fuzz.run_program_index(seed, programs, sizes=((tile.rows, tile.cols),),
+                                            tile=tile, plusargs=[f"+mutsel={index}"],
+                                            directed=fuzz.pattern_sweep)
+        except Exception as error:
+            return index, f"pattern sweep: {type(error).__name__}: {error}"
+        if not report.passed:
+            return index, f"pattern sweep: {report.errors[0]}"
     return index, None
 
 

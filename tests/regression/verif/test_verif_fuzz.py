@@ -89,3 +89,30 @@ def test_harness_patterns_follow_the_harness_generators():
     half = fuzz.HarnessPatterns(7, 128, 128)
     share = np.mean([half.ready(c) for c in range(4000)])
     assert 0.45 < share < 0.55
+
+
+def test_pattern_sweep_puts_every_fp8_pattern_in_every_pe():
+    """The mutation kill-set's directed program: each FP8 type's 256 patterns at every
+    stationary position (both bytes in double-row mode), at most one all-ones exponent per
+    column of a stationary-sweep matmul, and every item a legal command for the model."""
+    from systolica.golden.formats import FORMATS
+    from systolica.tb.bulk import BulkProgram
+
+    rows, cols = 3, 3
+    items = fuzz.pattern_sweep(np.random.default_rng(1), rows, cols)
+    BulkProgram(rows, cols).submit_many(items)          # raises on an illegal matmul
+    for name in fuzz.SWEPT:
+        fmt = FORMATS[name]
+        top = ((1 << fmt.exp_bits) - 1) << fmt.man_bits
+        for perf_mode in ((None, "double_row") if name in ("e4m3", "e5m2") else (None,)):
+            height = 2 * rows if perf_mode else rows
+            offsets = (16 * np.arange(height)[:, None] + 8 * np.arange(cols)) % 256
+            sweep = [s.view(np.uint8).astype(int) for s, v, *_, mode in items
+                     if mode == perf_mode and s.dtype == fmt.dtype and s.shape[0] == height]
+            sweep = [s for s in sweep if ((s - s[0, 0]) % 256 == offsets).all()]
+            assert len(sweep) >= 256
+            for r in range(height):
+                for c in range(cols):
+                    assert {int(s[r, c]) for s in sweep} == set(range(256)), (name, r, c)
+            for s in sweep[:256]:
+                assert ((s & top) == top).sum(axis=0).max() <= 1
