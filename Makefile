@@ -95,17 +95,17 @@ minilm-speedup: $(STAMP)
 	$(PY) -m systolica minilm-speedup
 
 fuzz: $(STAMP)
-	$(PY) -m systolica.sim.apps.verif.fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000)
+	$(PY) -m systolica fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000)
 
 exhaustive: $(STAMP)
-	$(PY) -m systolica.sim.apps.verif.exhaustive --seed $(or $(SEED),1)
+	$(PY) -m systolica exhaustive --seed $(or $(SEED),1)
 
 mutants: $(STAMP)
-	$(PY) -m systolica.sim.apps.verif.mutants --seed $(or $(SEED),1) --jobs 2
+	$(PY) -m systolica mutants --seed $(or $(SEED),1) --jobs 2
 
 coverage: $(STAMP)
-	$(PY) -m systolica.sim.apps.verif.coverage --seed $(or $(SEED),1)
-	$(PY) -m systolica.sim.apps.verif.rtlcov --seed $(or $(SEED),1) --list
+	$(PY) -m systolica coverage --seed $(or $(SEED),1)
+	$(PY) -m systolica rtl-coverage --seed $(or $(SEED),1) --list
 
 cells: $(STAMP)
 	$(PY) -m systolica cells

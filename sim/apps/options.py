@@ -96,3 +96,25 @@ def resolve_tile(args):
     args.rows = size if args.rows is None else int(args.rows)
     args.cols = size if args.cols is None else int(args.cols)
     return args
+
+
+def add_json_argument(parser, what):
+    """Add ``--json`` to ``parser``: ``what`` (str) goes to stdout as JSON, the text report
+    to stderr (see :func:`report_as_json`)."""
+    parser.add_argument("--json", action="store_true",
+                        help=f"print {what} as JSON on stdout (the text report goes to stderr)")
+
+
+def report_as_json(args, run):
+    """Call ``run()``, which prints a text report and returns ``(status, result)`` with
+    ``result`` a JSON-serialisable dict; return ``status``. With ``args.json``, the text goes
+    to stderr and ``result`` to stdout as JSON."""
+    import contextlib
+    import json
+
+    if not args.json:
+        return run()[0]
+    with contextlib.redirect_stdout(sys.stderr):
+        status, result = run()
+    print(json.dumps(result, indent=1, default=str))
+    return status

@@ -36,6 +36,7 @@ from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, covera
 
 from systolica.golden.command import ERRORS, PSUM_ENTRIES
 from systolica.golden.formats import FORMATS
+from systolica.sim.apps.options import add_json_argument, report_as_json
 from systolica.sim.apps.verif.exhaustive import ROUNDING, classify_rounding
 
 from . import fuzz
@@ -300,7 +301,7 @@ def default_folder():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m systolica.sim.apps.verif.coverage",
+    parser = argparse.ArgumentParser(prog="systolica coverage",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--commands", type=int, default=1600)
@@ -309,7 +310,12 @@ def main(argv=None):
                              "by the per-cycle TB with $SYSTOLICA_COVERAGE) instead of "
                              "fuzzing, and write the database as <--tag>.xml")
     parser.add_argument("--tag", default="regression")
+    add_json_argument(parser, "the bins hit per coverpoint and the missing ones")
     args = parser.parse_args(argv)
+    return report_as_json(args, lambda: _run(args))
+
+
+def _run(args):
     folder = default_folder()
     if args.dumps:
         dumps = sorted(Path(args.dumps).glob("*.pkl"))
@@ -319,7 +325,8 @@ def main(argv=None):
         hit, total, _ = bins_report()
         print(f"regression dumps {len(dumps)}: bins hit {hit} of {total}; "
               f"{folder / args.tag}.xml")
-        return 0 if dumps else 1
+        return (0 if dumps else 1), {"dumps": len(dumps), "hit": hit, "bins": total,
+                                     "database": f"{folder / args.tag}.xml"}
     fuzz.fuzz(args.seed, args.commands, chunk=400, sizes=fuzz.SIZES, sample=sample_program)
     own = export(folder, f"run-make-coverage-seed{args.seed}")
     files = sorted(str(p) for p in folder.glob("*.xml") if not p.name.startswith("merged"))
@@ -333,15 +340,19 @@ def main(argv=None):
     coverage_db.export_to_yaml(filename=str(folder / "merged.yaml"))
     hit, total, missing = bins_report()
     print(f"{'coverpoint':<40}{'hit':>6}{'bins':>6}")
+    points = {}
     for name, item in _items().items():
         counts = list(item.detailed_coverage.values())
-        print(f"{name:<40}{sum(c > 0 for c in counts):>6}{len(counts):>6}")
+        points[name] = {"hit": sum(c > 0 for c in counts), "bins": len(counts)}
+        print(f"{name:<40}{points[name]['hit']:>6}{points[name]['bins']:>6}")
     print(f"bins hit {hit} of {total}; merged from {len(files)} databases: {merged}")
     for name, reason in REMOVED.items():
         print(f"removed: {name}: {reason}")
     for name in missing:
         print(f"MISSING {name}")
-    return 1 if missing else 0
+    return (1 if missing else 0), {"hit": hit, "bins": total, "missing": list(missing),
+                                   "removed": dict(REMOVED), "coverpoints": points,
+                                   "database": str(merged)}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Exhaustive and bulk checks of the RTL arithmetic units against the golden model.
 
-``python -m systolica.sim.apps.verif.exhaustive`` (``make exhaustive``):
+``systolica exhaustive`` (``make exhaustive``):
 
 - **multiplier**: the RTL float multiplier (:class:`~systolica.hdl.FloatMultiplier`, the
   one datapath every float type shares) with both operands BF16, on all 2^32 operand pairs,
@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from systolica.sim.apps.options import add_json_argument, report_as_json
 
 #: Outer operand values per multiplier work item (each with all 2^16 inner values).
 MUL_ROWS_PER_ITEM = 512
@@ -456,7 +458,7 @@ def _print_results(unit, results):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m systolica.sim.apps.verif.exhaustive",
+    parser = argparse.ArgumentParser(prog="systolica exhaustive",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--unit", choices=("multiplier", "adder", "both"), default="both")
     parser.add_argument("--adder-pairs", type=int, default=10**9)
@@ -465,14 +467,22 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--build-dir", default=None)
+    add_json_argument(parser, "the pairs checked and mismatches per unit and mode")
     args = parser.parse_args(argv)
+    return report_as_json(args, lambda: _run(args))
+
+
+def _run(args):
     failed = False
+    result = {}
     started = time.perf_counter()
     if args.unit in ("multiplier", "both"):
         exe = build_harness(MULTIPLIER, args.build_dir)
         t0 = time.perf_counter()
         rows = sample_rows(args.seed) if args.sample else None
-        failed |= _print_results("multiplier", check_multiplier(exe, rows=rows, jobs=args.jobs))
+        results = check_multiplier(exe, rows=rows, jobs=args.jobs)
+        failed |= _print_results("multiplier", results)
+        result["multiplier"] = _json_results(results, time.perf_counter() - t0)
         print(f"multiplier time: {time.perf_counter() - t0:.0f} s")
     if args.unit in ("adder", "both"):
         exe = build_harness(ADDER, args.build_dir)
@@ -481,15 +491,26 @@ def main(argv=None):
         results, cells = check_adder(exe, pairs=pairs, seed=args.seed, jobs=args.jobs)
         failed |= _print_results("adder", results)
         hit = int((cells > 0).sum())
+        unreachable = [f"d={d} {'sub' if o else 'add'} {ROUNDING[c]}"
+                       for d, o, c in np.argwhere(cells == 0)]
         print(f"adder rounding grid: {hit} of {cells.size} (exponent difference x add/sub x "
-              f"rounding class) cells hit; unreachable ones: "
-              + (", ".join(f"d={d} {'sub' if o else 'add'} {ROUNDING[c]}"
-                           for d, o, c in np.argwhere(cells == 0)) or "none"))
+              f"rounding class) cells hit; unreachable ones: " + (", ".join(unreachable)
+                                                                  or "none"))
+        result["adder"] = {**_json_results(results, time.perf_counter() - t0),
+                           "grid_cells_hit": hit, "grid_cells": int(cells.size),
+                           "grid_unreachable": unreachable}
         print(f"adder time: {time.perf_counter() - t0:.0f} s")
     print(f"total time: {time.perf_counter() - started:.0f} s")
     print("FAIL" if failed else "PASS: 0 mismatches")
-    return 1 if failed else 0
+    result.update(passed=not failed, seconds=round(time.perf_counter() - started, 1))
+    return (1 if failed else 0), result
 
+
+def _json_results(results, seconds):
+    """A unit's per-mode counts as a JSON-ready dict."""
+    return {"seconds": round(seconds, 1),
+            "modes": {str(mode): {"pairs": int(pairs), "mismatches": int(bad)}
+                      for mode, (pairs, bad, _) in results.items()}}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -18,7 +18,7 @@ the input streams, or none) in every four programs. Per program it requires:
 A failing program prints the command that replays it alone. Program ``p`` of seed ``s``
 draws from ``numpy.random.default_rng([s, p])``, so any program replays without the others.
 
-``python -m systolica.sim.apps.verif.fuzz --seed S --commands N`` (``make fuzz SEED=S
+``systolica fuzz --seed S --commands N`` (``make fuzz SEED=S
 COMMANDS=N``); exit status 0 when every program passed, 1 otherwise.
 """
 
@@ -717,7 +717,7 @@ def _compare_stamps(records, predicted, errors, limit=5):
 
 def replay_command(seed, index, chunk, sizes=SIZES):
     """The command line that runs program ``index`` of ``seed`` alone, keeping its files."""
-    return (f"{sys.executable} -m systolica.sim.apps.verif.fuzz --seed {seed} --program {index} "
+    return (f"{sys.executable} -m systolica fuzz --seed {seed} --program {index} "
             f"--chunk {chunk} --sizes {','.join(f'{r}x{c}' for r, c in sizes)} --keep")
 
 
@@ -776,7 +776,7 @@ def summarize(reports, seconds):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m systolica.sim.apps.verif.fuzz",
+    parser = argparse.ArgumentParser(prog="systolica fuzz",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--commands", type=int, default=100_000)
@@ -788,6 +788,9 @@ def main(argv=None):
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
     parser.add_argument("--build-dir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
+    parser.add_argument("--json", action="store_true",
+                        help="print the totals and every program's report as JSON on stdout "
+                             "(progress goes to stderr)")
     args = parser.parse_args(argv)
     if args.commands < 1 or args.chunk < 1:
         parser.error("--commands and --chunk must be positive")
@@ -801,10 +804,21 @@ def main(argv=None):
     commands = args.commands
     if args.program:
         commands = (max(args.program) + 1) * args.chunk
+    say = (lambda line: print(line, file=sys.stderr)) if args.json else print
     reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=sizes, simulator=args.sim,
-                   build_root=args.build_dir, programs=args.program, keep=args.keep)
-    print(summarize(reports, time.perf_counter() - started))
+                   build_root=args.build_dir, programs=args.program, keep=args.keep, out=say)
     failed = [r for r in reports if not r.passed]
+    if args.json:
+        import dataclasses
+        import json
+
+        print(json.dumps({"seed": args.seed, "passed": not failed,
+                          "commands": sum(r.commands for r in reports),
+                          "seconds": round(time.perf_counter() - started, 1),
+                          "programs": [{**dataclasses.asdict(r), "passed": r.passed}
+                                       for r in reports]}, indent=1))
+        return 1 if failed else 0
+    print(summarize(reports, time.perf_counter() - started))
     print("FAIL" if failed else "PASS: every command accounted for, every word and stamp "
           "checked")
     return 1 if failed else 0

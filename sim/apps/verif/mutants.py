@@ -21,7 +21,7 @@
    calls a killed mutant equivalent), **equivalent (argued)** when :data:`ARGUED` holds a
    reason for it by hand (keyed by :func:`fingerprint`), else **open**.
 
-``python -m systolica.sim.apps.verif.mutants --count 240`` prints the score both ways (killed /
+``systolica mutants --count 240`` prints the score both ways (killed /
 all, killed / (all - equivalent)) and every survivor with its mutation, source line and
 disposition (``--doc FILE``: as a markdown table); exit status 0 when the second score
 reaches ``--target``. ``--sat`` adds the old SAT miter's verdict per survivor, for
@@ -40,6 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from systolica.sim.apps.options import add_json_argument, report_as_json
 from systolica.sim.build.generate import TOPLEVEL
 
 from . import fuzz
@@ -152,7 +153,7 @@ ARGUED = {
 
 DOC_HEADER = """# Mutation run: survivors
 
-Written by `python -m systolica.sim.apps.verif.mutants --doc docs/mutants.md` (seed {seed},
+Written by `systolica mutants --doc docs/mutants.md` (seed {seed},
 {count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
 {commands} commands then the FP8 pattern sweep, `--jobs {jobs}`, {seconds:.0f} s on the
 shared 2-core machine).
@@ -444,7 +445,7 @@ def check_equivalence(mutation, folder, timeout=120):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m systolica.sim.apps.verif.mutants",
+    parser = argparse.ArgumentParser(prog="systolica mutants",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=COUNT, help="mutants to draw")
     parser.add_argument("--seed", type=int, default=1, help="seed of the draw and kill-set")
@@ -462,7 +463,12 @@ def main(argv=None):
     parser.add_argument("--sat", action="store_true",
                         help="also print the SAT miter's verdict per survivor (not trusted: "
                              "it once called a killed mutant equivalent; never scored)")
+    add_json_argument(parser, "the score and every survivor with its disposition")
     args = parser.parse_args(argv)
+    return report_as_json(args, lambda: _run(parser, args))
+
+
+def _run(parser, args):
     started = time.perf_counter()
     try:
         rows, cols = (int(v) for v in args.size.split("x"))
@@ -474,7 +480,7 @@ def main(argv=None):
     _, error = run_mutant(tile, 0, args.seed, args.programs, args.commands)
     if error is not None:
         print(f"error: the unmutated design fails the kill-set: {error}")
-        return 2
+        return 2, {"error": f"the unmutated design fails the kill-set: {error}"}
     chosen = [m for m in mutations if not args.only or m.index in args.only]
     survivors, killed, killed_by = [], 0, {}
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -501,7 +507,9 @@ def main(argv=None):
     (folder / f"results-{args.programs}x{args.commands}.json").write_text(json.dumps(
         {k: v for k, v in report.items() if k != "text"}, indent=1))
     print(f"time {time.perf_counter() - started:.0f} s")
-    return 0 if report["score_excluding_equivalent"] >= args.target else 1
+    status = 0 if report["score_excluding_equivalent"] >= args.target else 1
+    return status, {**{k: v for k, v in report.items() if k != "text"},
+                    "target": args.target, "seconds": round(time.perf_counter() - started, 1)}
 
 
 def markdown(report, header):

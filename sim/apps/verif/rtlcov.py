@@ -1,7 +1,7 @@
 """RTL code coverage: a Verilator ``--coverage-line --coverage-toggle`` build of the bulk
 harness, driven by fuzz programs, reported per ``hdl/`` module.
 
-``python -m systolica.sim.apps.verif.rtlcov`` (part of ``make coverage``) builds a 4 x 4 tile
+``systolica rtl-coverage`` (part of ``make coverage``) builds a 4 x 4 tile
 with coverage, runs ``--programs`` fuzzed programs on it (all command kinds, every stall
 level), merges the runs' ``coverage.dat`` and prints line and toggle coverage per ``hdl/``
 module (each Verilog module maps to the Amaranth file it came from; points of every
@@ -32,6 +32,8 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+
+from systolica.sim.apps.options import add_json_argument, report_as_json
 
 from . import fuzz
 
@@ -328,14 +330,19 @@ def _table_lines(table, title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m systolica.sim.apps.verif.rtlcov",
+    parser = argparse.ArgumentParser(prog="systolica rtl-coverage",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--programs", type=int, default=4)
     parser.add_argument("--commands", type=int, default=400, help="per program")
     parser.add_argument("--list", action="store_true",
                         help="list the uncovered points and the excluded bits")
+    add_json_argument(parser, "line and toggle coverage per hdl module")
     args = parser.parse_args(argv)
+    return report_as_json(args, lambda: _run(args))
+
+
+def _run(args):
     started = time.perf_counter()
     tile = build(ROWS, COLS)
     shutil.rmtree(tile.directory / "runs", ignore_errors=True)
@@ -346,11 +353,11 @@ def main(argv=None):
     for report in reports:
         if not report.passed:
             print(f"program {report.index} failed: {report.errors[:3]}")
-            return 1
+            return 1, {"error": f"program {report.index} failed: {report.errors[:3]}"}
     dats = sorted(tile.directory.glob("runs/fuzz*/**/coverage.dat"))
     if not dats:
         print("error: the runs wrote no coverage.dat")
-        return 1
+        return 1, {"error": "the runs wrote no coverage.dat"}
     points = read_points(dats)
     ran = time.perf_counter() - started
     constant = prove_constant(tile.verilog, toggle_bits(points), tile.directory / "prove")
@@ -372,7 +379,8 @@ def main(argv=None):
         print(f"below target: {line}")
     print(f"time {time.perf_counter() - started:.0f} s (runs {ran:.0f} s, proofs "
           f"{time.perf_counter() - started - ran:.0f} s)")
-    return 0
+    return 0, {"modules": table, "below_target": below, "excluded_bits": len(constant),
+               "seconds": round(time.perf_counter() - started, 1)}
 
 
 if __name__ == "__main__":

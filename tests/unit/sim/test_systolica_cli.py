@@ -15,8 +15,9 @@ from systolica.sim.apps.options import env_flag
 from systolica.sim.waves import timeline
 
 REPO = Path(__file__).resolve().parents[3]   # tests/<tier>/<area>/this file
-SUBCOMMANDS = ("sim", "waves", "bench", "regress", "cells", "minilm-speedup", "estimate",
-               "validate", "claims")
+SUBCOMMANDS = ("sim", "waves", "bench", "regress", "cells", "minilm-speedup", "fuzz",
+               "exhaustive", "mutants", "coverage", "rtl-coverage", "estimate", "validate",
+               "claims")
 
 
 def _run(*args, **kwargs):
