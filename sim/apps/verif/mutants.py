@@ -300,7 +300,7 @@ def build_mutants(rows, cols, count, seed, build_root=None):
 
 def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS, sweep=True):
     """Run the kill-set on mutant ``index``: ``programs`` fuzzed programs, then (``sweep``)
-    the directed :func:`~systolica.sim.verif.fuzz.pattern_sweep`; return ``(index,
+    the directed :func:`~systolica.sim.apps.verif.fuzz.pattern_sweep`; return ``(index,
     killed_by)`` (the first failing program's first error, or None when it survived)."""
     for program in range(programs):
         try:
