@@ -8,7 +8,7 @@ import pytest
 from systolica.golden import program_schedule
 from systolica.sim import Matmul, SimulationError, build, run_matmul, run_program
 from systolica.sim.build.runner import run_tests
-from systolica.tb import bulk
+from systolica.tb import bulk, protocol
 from systolica.tb.bulk import BulkProgram
 from systolica.tb.fault_injection import CorruptFirstMatmul
 
@@ -67,10 +67,10 @@ def test_bulk_stuck_tile_times_out_with_message(tmp_path):
     program.submit(ones, ones)
     program.drop_stationary()              # the matmul's stationary never comes
     tile = build(2, 2, "icarus", harness_depth=program.depth)
-    run = run_tests(tile, "systolica.tb.cases.bulk", tmp_path, testcase="run_bulk",
+    run = run_tests(tile, protocol.BULK_RUNNER, tmp_path, testcase="run_bulk",
                     plusargs=program.write(tmp_path),
-                    extra_env={"SYSTOLICA_MAX_CYCLES": "100",
-                               "SYSTOLICA_BULK_TIMING": str(tmp_path / "t.txt")})
+                    extra_env={protocol.MAX_CYCLES: "100",
+                               protocol.BULK_TIMING: str(tmp_path / "t.txt")})
     assert run.failed == 1
     log = run.log.read_text()
     assert "tile stuck: harness not done after 100 cycles" in log
