@@ -163,3 +163,15 @@ def status_layout():
     :class:`ErrorCode` of the most recent rejection (``NONE`` until the first).
     """
     return data.StructLayout({"rejected": unsigned(16), "error": ErrorCode})
+
+
+def token_layout(psum_depth):
+    """What each beat in flight is, for the PSUM stage (StructLayout; internal to the tile:
+    the issue logic makes one per beat, the result path carries it ``rows + cols`` cycles).
+
+    ``valid``, ``last`` (final beat of its command), ``fp32`` (a float matmul: FP32 PSUM
+    words), ``ftz``, ``accumulate``, ``read`` (a READ beat) and ``addr``, the flat PSUM
+    address ``bank * entries + entry`` (``range(psum_depth)``).
+    """
+    return data.StructLayout({"valid": 1, "last": 1, "fp32": 1, "ftz": 1, "accumulate": 1,
+                              "read": 1, "addr": range(psum_depth)})

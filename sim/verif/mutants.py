@@ -106,7 +106,9 @@ ARGUED = {
                     "exp <= 255 (bit 8 clear) unless l_exp = 255, i.e. the larger operand is "
                     "Inf or NaN, when the sum is taken from the NaN / Inf branches and "
                     "magnitude is not used",
-    # ---- tile control (hdl/tile.py) ----------------------------------------------------
+    # ---- tile control (written for hdl/tile.py; its logic now lives in command_queue.py
+    # (slot) and issue.py (beat_left), in modules of their own, so these two keys match
+    # no cell until a mutation run re-keys them) ----------------------------------------
     "4e0b9e570fa3": "slot = (queued count) - start, bit 1 flipped when bit 3 (the borrow) "
                     "is set: start needs queued[0] (can_start), so the count is >= start "
                     "and the borrow is never set",
