@@ -12,6 +12,7 @@ from .command_queue import COMMAND_QUEUE_DEPTH, CommandQueue
 from .issue import IssueLogic
 from .layouts import (
     BANK_WIDTH,
+    OPERAND_WIDTH,
     PSUM_BANKS,
     PSUM_ENTRIES,
     SIZE_WIDTH,
@@ -24,9 +25,11 @@ from .layouts import (
     token_layout,
 )
 from .loader import StationaryLoader
+from .pe import PE_SIGNATURE
 from .result import ResultPath
 
-__all__ = ["COMMAND_QUEUE_DEPTH", "PROBES", "Probe", "Tile", "tile_probes", "token_layout"]
+__all__ = ["COMMAND_QUEUE_DEPTH", "PE_PROBES", "PROBES", "Probe", "Tile", "pe_probes",
+           "tile_probes", "token_layout"]
 
 
 #: The tile's internal signals that waveforms show, each a port of one of its components:
@@ -94,6 +97,26 @@ class Probe:
     def width(self):
         """Bits (int; 0 for a signal the tile does not have at this size)."""
         return Shape.cast(self.shape).width
+
+
+#: Per-PE signals waveforms show, for arrays built of Amaranth PEs or of PE instances
+#: (:class:`~.array.SystolicArray` names PE ``(k, c)`` ``pe_<k>_<c>``):
+#: ``{key: (signal in the PE, meaning)}``. ``weight`` is the PE's named internal signal
+#: (``weight[sel_in]``); the others are ports of :data:`~.pe.PE_SIGNATURE`.
+PE_PROBES = {
+    "weight": ("weight", "the stationary value the current operand multiplies"),
+    "operand": ("moving_in", "the moving operand"),
+    "psum": ("psum_out", "the partial sum out"),
+}
+
+
+def pe_probes(k, c):
+    """The :data:`PE_PROBES` of PE ``(k, c)`` of a tile's array (dict of str to
+    :class:`Probe`; instance ``array.pe_<k>_<c>``)."""
+    shapes = {"weight": OPERAND_WIDTH, **{name: member.shape
+                                          for name, member in PE_SIGNATURE.members.items()}}
+    return {key: Probe(key, f"array.pe_{k}_{c}", (signal,), shapes[signal], doc)
+            for key, (signal, doc) in PE_PROBES.items()}
 
 
 def _components(rows, cols, banks, entries):
