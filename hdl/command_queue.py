@@ -1,18 +1,22 @@
 """The tile's command check and command queue."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import (
     BANK_WIDTH,
     SIZE_WIDTH,
+    DType,
     ErrorCode,
     Op,
     _check_positive,
     command_layout,
     status_layout,
 )
+
+#: Operand types of a legal double-row matmul (golden: ``formats.DOUBLE_ROW_TYPES``).
+DOUBLE_ROW_DTYPES = (DType.E4M3, DType.E5M2)
 
 #: Commands the tile holds that have been accepted and not started (the command queue).
 #: Three is the fewest that never holds back a stationary load in a back-to-back program.
@@ -44,7 +48,8 @@ class CommandQueue(wiring.Component):
     Combinational check of the command beat, in this order (first failing wins):
     ``BANK_RANGE`` (bank >= ``psum_banks``); for a matmul ``K_RANGE`` (K = 0 or K > ``rows``,
     ``2 * rows`` with ``double_row``), ``M_RANGE`` (M = 0 or M > ``cols``); ``N_RANGE``
-    (N = 0 or ``offset + N`` > ``psum_entries``). A rejected beat is
+    (N = 0 or ``offset + N`` > ``psum_entries``); for a matmul ``DOUBLE_ROW_TYPE``
+    (``double_row`` with an operand type other than E4M3 / E5M2). A rejected beat is
     taken and dropped: ``status.rejected`` counts up and ``status.error`` takes its
     :class:`~.layouts.ErrorCode` at the clock edge.
 
@@ -124,7 +129,12 @@ class CommandQueue(wiring.Component):
         is_read = command.op == Op.READ
         error = Signal(ErrorCode)
         k_limit = Signal(SIZE_WIDTH + 1)
-        m.d.comb += k_limit.eq(Mux(command.double_row, 2 * rows, rows))
+        fp8_pair = Signal()
+        m.d.comb += [
+            k_limit.eq(Mux(command.double_row, 2 * rows, rows)),
+            fp8_pair.eq(Cat(command.dtype == t for t in DOUBLE_ROW_DTYPES).any()
+                        & Cat(command.moving_dtype == t for t in DOUBLE_ROW_DTYPES).any()),
+        ]
         with m.If(command.bank >= banks):
             m.d.comb += error.eq(ErrorCode.BANK_RANGE)
         with m.Elif(~is_read & ((command.k == 0) | (command.k > k_limit))):
@@ -133,6 +143,8 @@ class CommandQueue(wiring.Component):
             m.d.comb += error.eq(ErrorCode.M_RANGE)
         with m.Elif((command.n == 0) | (command.offset + command.n > entries)):
             m.d.comb += error.eq(ErrorCode.N_RANGE)
+        with m.Elif(~is_read & command.double_row & ~fp8_pair):
+            m.d.comb += error.eq(ErrorCode.DOUBLE_ROW_TYPE)
 
         # ---- the queue -------------------------------------------------------------------
         queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(depth_q)]

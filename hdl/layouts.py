@@ -58,7 +58,8 @@ class ErrorCode(enum.Enum, shape=3):
 
     ``BANK_RANGE``: bank >= the tile's bank count. ``K_RANGE``: K = 0 or K > rows (matmul).
     ``M_RANGE``: M = 0 or M > cols (matmul). ``N_RANGE``: N = 0 or offset + N > entries per
-    bank (the region leaves its bank).
+    bank (the region leaves its bank). ``DOUBLE_ROW_TYPE``: ``double_row`` set on a matmul
+    whose operand types are not both E4M3 or E5M2.
     """
 
     NONE = 0
@@ -66,6 +67,7 @@ class ErrorCode(enum.Enum, shape=3):
     K_RANGE = 2
     M_RANGE = 3
     N_RANGE = 4
+    DOUBLE_ROW_TYPE = 5
 
 
 def _check_positive(name, value):

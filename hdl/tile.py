@@ -171,7 +171,8 @@ class Tile(wiring.Component):
     * **command**: one beat per command (:func:`~.layouts.command_layout`). Each command is
       checked when it is accepted; an illegal one (bank >= ``psum_banks``; for a matmul
       K = 0 or K > ``rows`` (``2 * rows`` double-row), M = 0 or M > ``cols``; N = 0 or
-      ``offset + N`` > ``psum_entries``) is dropped: it takes no stationary or moving
+      ``offset + N`` > ``psum_entries``; a double-row matmul whose operands are not both
+      E4M3 / E5M2) is dropped: it takes no stationary or moving
       beats, sends no results, and increments ``status.rejected`` with ``status.error`` set to its
       :class:`~.layouts.ErrorCode`. Legal commands wait in a queue of
       :data:`COMMAND_QUEUE_DEPTH` and execute in order; ``ready`` is low while it is full.

@@ -205,6 +205,11 @@ def test_backpressure_keeps_every_result_and_the_stepped_model_follows_it():
     (Command("read", n=17), "N_RANGE"),
     (Command("read", n=1, bank=2), "BANK_RANGE"),
     (Command("matmul", k=9, m=9, n=99, bank=7), "BANK_RANGE"),
+    (Command("matmul", k=8, m=3, n=4, dtype="bf16", perf_mode="double_row"),
+     "DOUBLE_ROW_TYPE"),
+    (Command("matmul", k=1, m=1, n=1, dtype="e4m3", moving_dtype="e4m3fn",
+             perf_mode="double_row"), "DOUBLE_ROW_TYPE"),
+    (Command("matmul", k=9, m=1, n=1, dtype="int8", perf_mode="double_row"), "K_RANGE"),
 ])
 def test_illegal_command_is_rejected_with_its_error_and_not_executed(command, error):
     rng = np.random.default_rng(1)
@@ -227,7 +232,7 @@ def test_default_psum_geometry_is_the_neuroncore_one():
     assert set(Command.__dataclass_fields__) >= (set(command_layout().members)
                                                  - {"double_row"} | {"perf_mode"})
     assert [e.name for e in ErrorCode if e.name != "NONE"] == [
-        "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE"]
+        "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE"]
 
 
 @pytest.mark.parametrize("kwargs,match", [({"psum_banks": 0}, "psum_banks"),

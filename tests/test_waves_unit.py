@@ -228,7 +228,7 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
     _, refs, filter_file = traces["error"]
     assert _picked_bits(refs) == [18, 17, 16]
     assert _table(filter_file) == {"0": "NONE", "1": "BANK_RANGE", "2": "K_RANGE",
-                                   "3": "M_RANGE", "4": "N_RANGE"}
+                                   "3": "M_RANGE", "4": "N_RANGE", "5": "DOUBLE_ROW_TYPE"}
 
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):

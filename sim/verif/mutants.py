@@ -65,10 +65,10 @@ _LZ = ("a leading_zeros() stage output bit below what is read: with span the pow
        "nothing else reads an lz_s wire: ")
 _HI = ("multiplier_hi's product reaches an output only on double-row beats (pe.py: result = "
        "Mux(hi_in, adder_hi.sum, first)), whose operands are e4m3 or e5m2 (the interface: "
-       "golden.operand_formats refuses any other double-row pair; the tile does not check "
-       "it): decoded exponents -6..8 (e4m3) and -14..16 (e5m2), so exp = a_exp + b_exp + "
-       "128 - lz lies in 93..160 (lz <= 7 for a non-zero product), and the result always "
-       "takes the exp >= 1 (normal) branch: ")
+       "golden.operand_formats refuses any other double-row pair, and the tile rejects "
+       "one (DOUBLE_ROW_TYPE)): decoded exponents -6..8 (e4m3) and -14..16 (e5m2), so "
+       "exp = a_exp + b_exp + 128 - lz lies in 93..160 (lz <= 7 for a non-zero product), "
+       "and the result always takes the exp >= 1 (normal) branch: ")
 ARGUED = {
     # ---- leading-zero counter (hdl/fp32_add.py leading_zeros, in the adders and both
     # multipliers) ----------------------------------------------------------------------
