@@ -241,3 +241,34 @@ def test_default_psum_geometry_is_the_neuroncore_one():
 def test_bad_psum_geometry_is_rejected(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Tile(2, 2, **kwargs)
+
+
+def test_probes_are_ports_of_the_tile_components_in_the_netlist():
+    """Every published probe names a port of a component the tile instances under that
+    name, with that width, and the RTLIL (so the Verilog and a dump) has it there."""
+    import re
+
+    from amaranth.back import rtlil
+    from amaranth.hdl import Shape
+
+    from systolica.hdl.tile import PROBES, pe_probes, tile_probes
+
+    tile = Tile(2, 3, psum_banks=2, psum_entries=4)
+    assert list(tile.probes) == list(PROBES) and tile.probes == tile_probes(
+        2, 3, psum_banks=2, psum_entries=4)
+    text = rtlil.convert(tile, name="top")
+    wires = {}
+    for module, body in re.findall(r"^module \\(\S+)\n(.*?)^end$", text, re.M | re.S):
+        wires[module] = {name: int(width) for width, name in
+                         re.findall(r"^\s*wire width (\d+) (?:(?:input|output) \d+ +)?\\(\S+)$",
+                                    body, re.M)}
+    for probe in [*tile.probes.values(), *pe_probes(1, 2).values()]:
+        scope, _, port = probe.name.rpartition(".")
+        if probe.width:
+            assert wires[f"top.{scope}"][port] == probe.width, probe
+        if probe.instance in tile._components:
+            component = tile._components[probe.instance]
+            signal = component
+            for name in probe.port:
+                signal = getattr(signal, name)
+            assert Shape.cast(signal.shape()).width == probe.width
