@@ -395,7 +395,8 @@ def check_equivalence(mutation, folder, timeout=120):
     if done.returncode == 0 and "SUCCESS!" in text:
         return "equivalent", ""
     if "model found for base case: FAIL!" in text or "model found: FAIL!" in text:
-        inputs = re.findall(r"^\s+(\d+) \\(in_\w+)\s+\S+\s+(\S+)", text, re.M)
+        # Amaranth names a port driven by a slice ``port$<n>$<m>``: names hold '$' too.
+        inputs = re.findall(r"^\s+(\d+) \\(in_[\w$]+)\s+\S+\s+(\S+)", text, re.M)
         return "not equivalent", " ".join(f"t{t} {name}={value}" for t, name, value in inputs)
     return "unknown", ""
 
