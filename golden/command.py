@@ -15,7 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import FORMATS, check_k, check_perf_mode, max_k, operand_formats
+from .formats import (
+    DOUBLE_ROW_TYPES,
+    FORMATS,
+    check_k,
+    check_perf_mode,
+    max_k,
+    operand_formats,
+)
 
 
 def check_positive(name, value):
@@ -41,7 +48,7 @@ OPS = ("matmul", "read")
 #: Operand data types of a matmul command (short names of :data:`~.formats.FORMATS`).
 DTYPES = tuple(FORMATS)
 #: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
-ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE")
+ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE")
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,9 @@ class Command:
         The moving operand's type; ``None`` (default) means the same as ``dtype``.
     perf_mode : None or "double_row"
         FP8 double-row: partition row r holds k = r and k = r + rows (K up to 2 x rows).
+        Both operands must be e4m3 or e5m2; a command with another pair can be made (the
+        tile rejects it: :func:`command_error` gives ``"DOUBLE_ROW_TYPE"``), while
+        :func:`~.formats.operand_formats`, which the run API calls, refuses it.
     ftz : bool
         Flush subnormals to zero (float matmuls only).
     accumulate : bool
@@ -98,9 +108,8 @@ class Command:
             if value not in DTYPES and (name == "dtype" or value is not None):
                 raise ValueError(f"{name} must be one of {', '.join(DTYPES)}, not {value!r}")
         check_perf_mode(self.perf_mode)
-        if self.op == "matmul":
-            operand_formats(FORMATS[self.dtype].dtype, FORMATS[self.mtype].dtype,
-                            perf_mode=self.perf_mode)
+        if self.op == "matmul":     # the double-row pair is command_error's to judge
+            operand_formats(FORMATS[self.dtype].dtype, FORMATS[self.mtype].dtype)
         for name in ("ftz", "accumulate"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, not {type(getattr(self, name)).__name__}")
@@ -167,7 +176,9 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
 
     Checked in order: ``"BANK_RANGE"`` (bank >= banks), ``"K_RANGE"`` (matmul with K = 0 or
     K > rows; K > 2 x rows in double-row mode), ``"M_RANGE"`` (matmul with M = 0 or
-    M > cols), ``"N_RANGE"`` (N = 0 or offset + N > entries: the region leaves its bank).
+    M > cols), ``"N_RANGE"`` (N = 0 or offset + N > entries: the region leaves its bank),
+    ``"DOUBLE_ROW_TYPE"`` (double-row matmul whose operands are not both
+    :data:`~.formats.DOUBLE_ROW_TYPES`).
 
     Returns
     -------
@@ -182,4 +193,7 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
         return "M_RANGE"
     if command.n < 1 or command.offset + command.n > entries:
         return "N_RANGE"
+    if matmul and command.double_row and not {command.dtype, command.mtype} <= set(
+            DOUBLE_ROW_TYPES):
+        return "DOUBLE_ROW_TYPE"
     return None

@@ -9,12 +9,19 @@ Blocks, one module each:
 - :mod:`systolica.hdl.skew`: triangular delay lines that skew and de-skew vectors.
 - :mod:`systolica.hdl.array`: the ``rows x cols`` weight-stationary PE grid.
 - :mod:`systolica.hdl.psum`: the PSUM memory with its accumulate adders.
-- :mod:`systolica.hdl.tile`: the tile top with its stream interfaces.
+- :mod:`systolica.hdl.command_queue`: the tile's command check and command queue.
+- :mod:`systolica.hdl.loader`: the tile's stationary loader (two buffers, shadow weights).
+- :mod:`systolica.hdl.issue`: the tile's issue logic (moving or READ beats, in order).
+- :mod:`systolica.hdl.result`: the tile's token pipeline, de-skew, PSUM and result stream.
+- :mod:`systolica.hdl.tile`: the tile top connecting them, with its stream interfaces and
+  the probes (:data:`~systolica.hdl.tile.PROBES`) that name its internal signals.
 """
 
 from .array import SystolicArray
+from .command_queue import COMMAND_QUEUE_DEPTH, CommandQueue
 from .float_mul import FLOAT_FIELDS, FloatMultiplier
 from .fp32_add import Fp32Adder
+from .issue import IssueLogic
 from .layouts import (
     DType,
     ErrorCode,
@@ -24,22 +31,32 @@ from .layouts import (
     result_layout,
     stationary_layout,
     status_layout,
+    token_layout,
 )
+from .loader import StationaryLoader
 from .pe import ProcessingElement
 from .psum import Psum
+from .result import ResultPath
 from .skew import SkewBuffer
-from .tile import Tile
+from .tile import PROBES, Probe, Tile, tile_probes
 
 __all__ = [
+    "COMMAND_QUEUE_DEPTH",
     "FLOAT_FIELDS",
+    "PROBES",
+    "CommandQueue",
     "DType",
     "ErrorCode",
     "FloatMultiplier",
     "Fp32Adder",
+    "IssueLogic",
     "Op",
     "ProcessingElement",
+    "Probe",
     "Psum",
+    "ResultPath",
     "SkewBuffer",
+    "StationaryLoader",
     "SystolicArray",
     "Tile",
     "command_layout",
@@ -47,4 +64,6 @@ __all__ = [
     "result_layout",
     "stationary_layout",
     "status_layout",
+    "tile_probes",
+    "token_layout",
 ]

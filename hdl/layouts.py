@@ -58,7 +58,8 @@ class ErrorCode(enum.Enum, shape=3):
 
     ``BANK_RANGE``: bank >= the tile's bank count. ``K_RANGE``: K = 0 or K > rows (matmul).
     ``M_RANGE``: M = 0 or M > cols (matmul). ``N_RANGE``: N = 0 or offset + N > entries per
-    bank (the region leaves its bank).
+    bank (the region leaves its bank). ``DOUBLE_ROW_TYPE``: ``double_row`` set on a matmul
+    whose operand types are not both E4M3 or E5M2.
     """
 
     NONE = 0
@@ -66,6 +67,7 @@ class ErrorCode(enum.Enum, shape=3):
     K_RANGE = 2
     M_RANGE = 3
     N_RANGE = 4
+    DOUBLE_ROW_TYPE = 5
 
 
 def _check_positive(name, value):
@@ -163,3 +165,15 @@ def status_layout():
     :class:`ErrorCode` of the most recent rejection (``NONE`` until the first).
     """
     return data.StructLayout({"rejected": unsigned(16), "error": ErrorCode})
+
+
+def token_layout(psum_depth):
+    """What each beat in flight is, for the PSUM stage (StructLayout; internal to the tile:
+    the issue logic makes one per beat, the result path carries it ``rows + cols`` cycles).
+
+    ``valid``, ``last`` (final beat of its command), ``fp32`` (a float matmul: FP32 PSUM
+    words), ``ftz``, ``accumulate``, ``read`` (a READ beat) and ``addr``, the flat PSUM
+    address ``bank * entries + entry`` (``range(psum_depth)``).
+    """
+    return data.StructLayout({"valid": 1, "last": 1, "fp32": 1, "ftz": 1, "accumulate": 1,
+                              "read": 1, "addr": range(psum_depth)})

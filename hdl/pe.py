@@ -135,7 +135,7 @@ class ProcessingElement(wiring.Component):
             with m.Else():
                 m.d.sync += weight_0.eq(self.load_data)
 
-        weight = Signal(OPERAND_WIDTH)
+        weight = Signal(OPERAND_WIDTH)     # a probe (tile.PE_PROBES): keep its name
         m.d.comb += weight.eq(Mux(self.sel_in, weight_1, weight_0))
 
         int_product = Signal(signed(PSUM_WIDTH))

@@ -7,9 +7,13 @@ Either way the run writes a waveform (FST, or VCD with ``--format vcd``) and a G
 file generated for that run (tile size, simulator, data type), then opens
 ``gtkwave <dump> <save>`` when a display and GTKWave are there, or prints that command.
 
-The save file's groups, in order (all signals of the tile top ``systolica_tile``; both
+The save file's groups, in order (signals of the tile top ``systolica_tile``; both
 simulators put it at the root of the dump; packed fields are picked out of their vectors at
-the offsets of :mod:`systolica.hdl.layouts`):
+the offsets of :mod:`systolica.hdl.layouts`). Internal signals are taken from the tile's
+published probes, never from local names: :func:`systolica.hdl.tile.tile_probes` (a port of
+one of the tile's components, by its instance: ``queue.queued``, ``result.out_token``, ...)
+and :func:`systolica.hdl.tile.pe_probes`; the queue's depth is
+:data:`systolica.hdl.tile.COMMAND_QUEUE_DEPTH`:
 
 - **Clock and reset**: ``clk``, ``rst``.
 - **Command stream**: valid, ready and each field of the beat: ``op`` (MATMUL/READ),
@@ -21,24 +25,25 @@ the offsets of :mod:`systolica.hdl.layouts`):
   lane ``m`` of the stationary row, decoded.
 - **MultiplyMoving stream**: valid, ready and each lane ``k``, decoded.
 - **PSUM result stream**: valid, ready, last and each lane ``m``, decoded.
-- **PSUM**: the write strobe, and from the last stage of the token pipeline (the beat whose
-  result is offered; meaningful while the result stream is valid) its ``op`` (READ for a
-  read-out, which writes nothing), the bank and entry it addresses (the flat address
-  ``bank * entries + entry`` where entries per bank is not a power of two) and the mode of
-  the word (overwrite/accumulate, INT32/FP32, IEEE/FTZ).
+- **PSUM**: the write strobe (probe ``psum_write``), and from the last stage of the token
+  pipeline (probe ``psum_token``: the beat whose result is offered; meaningful while the
+  result stream is valid) its ``op`` (READ for a read-out, which writes nothing), the bank
+  and entry it addresses (the flat address ``bank * entries + entry`` where entries per
+  bank is not a power of two) and the mode of the word (overwrite/accumulate, INT32/FP32,
+  IEEE/FTZ).
 - **Tile state**: the tile has no single state machine; its control state is the command
-  queue, the two stationary buffers and the issue of beats. The queue shows its occupancy
-  (from ``queued``) and each entry as ``empty`` / ``waiting for stationary`` / ``ready``
-  (from its ``queued`` and ``loaded`` bits; a READ is ready at once); each stationary buffer
-  as ``free`` / ``loaded`` (for a matmul that has not started, ``full``) / ``in use`` (a
-  started matmul is still sending moving beats, ``busy``); then whether a
-  command is part-way through issuing its beats (``running``), the op of the command issuing
-  (``cur_read``, meaningful while running), which buffer the next load writes
-  (``load_buf``) and the next matmul uses (``use_buf``), and whether the pipeline advances
-  or stalls (``advance``).
+  queue, the two stationary buffers and the issue of beats (the probes' names below). The
+  queue shows its occupancy (from ``queued``) and each entry as ``empty`` / ``waiting for
+  stationary`` / ``ready`` (from its ``queued`` and ``loaded`` bits; a READ is ready at
+  once); each stationary buffer as ``free`` / ``loaded`` (for a matmul that has not
+  started, ``full``) / ``in use`` (a started matmul is still sending moving beats,
+  ``busy``); then whether a command is part-way through issuing its beats (``running``),
+  the op of the command issuing (``issuing_read``, meaningful while running), which
+  buffer the next load writes (``load_buf``) and the next matmul uses (``use_buf``), and
+  whether the pipeline advances or stalls (``advance``).
 - **PE row k** (arrays up to 8 x 8, collapsed): per PE ``pe_k_c`` its weight (the
   stationary value the current operand multiplies), its operand (``moving_in``) and its
-  partial sum out (``psum_out``).
+  partial sum out (``psum_out``) (:data:`systolica.hdl.tile.PE_PROBES`).
 
 Lanes: INT8 operands show as signed decimal (their low byte), INT32 PSUM words as signed
 decimal; BF16 operands and FP32 PSUM words as numbers, through the translate filter process
@@ -73,7 +78,7 @@ from systolica.hdl.layouts import (
     stationary_layout,
     status_layout,
 )
-from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, token_layout
+from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, pe_probes, tile_probes
 from systolica.sim.build.errors import SystolicaError
 from systolica.sim.build.generate import TOPLEVEL
 from systolica.sim.build.runner import (
@@ -135,9 +140,7 @@ def _filters(directory):
                          (3, "loaded and in use (illegal)")],
         "running": [(0, "between commands"), (1, "mid-command")],
         "pipeline": [(0, "stalled"), (1, "advancing")],
-        # queued[2:0]: entries fill from 0.
-        "queue": [(0, "empty"), (1, "1 command"), (3, "2 commands"), (7, "3 commands (full)")]
-        + [(v, "gap (illegal)") for v in (2, 4, 5, 6)],
+        "queue": _queue_names(COMMAND_QUEUE_DEPTH),
         # {queued, loaded} of one queue entry; a READ is loaded when it is queued.
         "entry": [(0, "empty"), (1, "loaded, not queued (illegal)"),
                   (2, "waiting for stationary"), (3, "ready")],
@@ -148,6 +151,15 @@ def _filters(directory):
         path.write_text(make_translation_filter(table, datafmt="hex", size=size))
         paths[name] = path
     return paths
+
+
+def _queue_names(depth):
+    """Names of the command queue's ``queued`` bits (``depth`` entries filling from 0):
+    its occupancy, or a gap, which cannot happen."""
+    full = {(1 << n) - 1: f"{n} command{'s' * (n != 1)}" for n in range(1, depth + 1)}
+    full[0] = "empty"
+    full[(1 << depth) - 1] += " (full)"
+    return [(v, full.get(v, "gap (illegal)")) for v in range(1 << depth)]
 
 
 def _enum_names(enum):
@@ -294,11 +306,12 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
         save.treeopen(f"{SCOPE[simulator]}.")
         save.zoom_markers(ZOOM)
         _groups(_Writer(save, SCOPE[simulator], filters), rows, cols, mode,
-                psum_banks, psum_entries)
+                psum_banks, psum_entries,
+                tile_probes(rows, cols, psum_banks=psum_banks, psum_entries=psum_entries))
     return save_path
 
 
-def _groups(w, rows, cols, mode, banks, entries):
+def _groups(w, rows, cols, mode, banks, entries, probes):
     save = w.save
     command = _fields(command_layout())
     command_bits = command_layout().size
@@ -310,9 +323,9 @@ def _groups(w, rows, cols, mode, banks, entries):
     moving_lsb = moving_layout(rows)["data"].offset
     result_bits = result_layout(cols).size
     result_lsb = result_layout(cols)["data"].offset
-    token = _fields(token_layout(banks * entries))
-    token_bits = token_layout(banks * entries).size
-    out_token = f"token_{rows + cols - 1}"      # the beat now at the PSUM stage
+    out_token = probes["psum_token"].name      # the beat now at the PSUM stage
+    token = _fields(probes["psum_token"].shape)
+    token_bits = probes["psum_token"].width
     with save.group("Clock and reset"):
         w.wire("clk", "clk")
         w.wire("rst", "rst")
@@ -329,8 +342,9 @@ def _groups(w, rows, cols, mode, banks, entries):
     with save.group("LoadStationary stream"):
         w.wire("stationary__valid", "valid")
         w.wire("stationary__ready", "ready")
-        if rows > 1:   # a 1-row tile has no row counter
-            w.wire("load_row", "partition row k", (rows - 1).bit_length(), datafmt="dec")
+        load_row = probes["load_row"]
+        if load_row.width:   # a 1-row tile has no row counter
+            w.wire(load_row.name, "partition row k", load_row.width, datafmt="dec")
         for m in range(cols):
             w.lane(f"stationary m{m}", "stationary__payload", stationary_bits,
                    stationary_lsb + m * OPERAND_BITS, OPERAND_BITS, mode)
@@ -348,7 +362,7 @@ def _groups(w, rows, cols, mode, banks, entries):
             w.lane(f"psum m{m}", "result__payload", result_bits,
                    result_lsb + m * PSUM_BITS, PSUM_BITS, mode)
     with save.group("PSUM"):
-        w.wire("write", "write")
+        w.wire(probes["psum_write"].name, "write")
         w.field("op", out_token, token_bits, *token["read"], table="op")
         addr_lsb, addr_bits = token["addr"]
         entry_bits = (entries - 1).bit_length()
@@ -365,29 +379,29 @@ def _groups(w, rows, cols, mode, banks, entries):
         w.field("dtype", out_token, token_bits, *token["fp32"], table="psum_dtype")
         w.field("ftz", out_token, token_bits, *token["ftz"], table="ftz")
     with save.group("Tile state"):
-        depth_q = COMMAND_QUEUE_DEPTH
-        w.wire("queued", "command queue", depth_q, table="queue")
-        for i in range(depth_q):
-            w.state(f"queue entry {i}", [("queued", depth_q, i), ("loaded", depth_q, i)],
-                    "entry")
-        for b in (0, 1):
-            w.state(f"stationary buffer {b}", [("busy", 2, b), ("full", 2, b)],
-                    "buffer_state")
-        w.wire("running", "issue", table="running")
-        w.wire("cur_read", "issuing op", table="op")
-        w.wire("load_buf", "next load into", table="buffer")
-        w.wire("use_buf", "next matmul uses", table="buffer")
-        w.wire("advance", "pipeline", table="pipeline")
+        queued, loaded = probes["queued"], probes["loaded"]
+        w.wire(queued.name, "command queue", queued.width, table="queue")
+        for i in range(COMMAND_QUEUE_DEPTH):
+            w.state(f"queue entry {i}", [(queued.name, queued.width, i),
+                                         (loaded.name, loaded.width, i)], "entry")
+        busy, full = probes["busy"], probes["full"]
+        for b in range(full.width):
+            w.state(f"stationary buffer {b}", [(busy.name, busy.width, b),
+                                               (full.name, full.width, b)], "buffer_state")
+        for key, alias, table in (("running", "issue", "running"),
+                                  ("issuing_read", "issuing op", "op"),
+                                  ("load_buf", "next load into", "buffer"),
+                                  ("use_buf", "next matmul uses", "buffer"),
+                                  ("advance", "pipeline", "pipeline")):
+            w.wire(probes[key].name, alias, probes[key].width, table=table)
     if rows > PE_GROUP_LIMIT or cols > PE_GROUP_LIMIT:
         return
     for k in range(rows):
         with save.group(f"PE row {k}", closed=True):
             for c in range(cols):
-                pe = f"array.pe_{k}_{c}"
-                for what, signal, bits in (("weight", "weight", OPERAND_BITS),
-                                           ("operand", "moving_in", OPERAND_BITS),
-                                           ("psum", "psum_out", PSUM_BITS)):
-                    w.lane(f"pe_{k}_{c} {what}", f"{pe}.{signal}", bits, 0, bits, mode)
+                for what, probe in pe_probes(k, c).items():
+                    w.lane(f"pe_{k}_{c} {what}", probe.name, probe.width, 0, probe.width,
+                           mode)
 
 
 def save_file_signals(save_path):

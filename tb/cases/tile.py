@@ -334,7 +334,8 @@ async def test_illegal_commands_are_rejected_with_status(dut):
     k, m = tb.rows, tb.cols
     illegal = [Command("matmul", k=k + 1, m=1, n=1), Command("matmul", k=1, m=m + 1, n=1),
                Command("matmul", k=1, m=1, n=0), Command("matmul", k=1, m=1, n=8, offset=510),
-               Command("read", n=1, bank=8), Command("read", n=513)]
+               Command("read", n=1, bank=8), Command("read", n=513),
+               Command("matmul", k=1, m=1, n=1, dtype="bf16", perf_mode="double_row")]
     for i, command in enumerate(illegal):
         tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), accumulate=i > 0)
         record = tb.submit_command(command)
@@ -344,7 +345,8 @@ async def test_illegal_commands_are_rejected_with_status(dut):
     await tb.run()
     tb.check()
     assert [r.error for r in tb.records if r.error] == [
-        "K_RANGE", "M_RANGE", "N_RANGE", "N_RANGE", "BANK_RANGE", "N_RANGE", "BANK_RANGE"]
+        "K_RANGE", "M_RANGE", "N_RANGE", "N_RANGE", "BANK_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE",
+        "BANK_RANGE"]
 
 
 @cocotb.test()

@@ -308,7 +308,8 @@ def _out_of_range(rng, legal, low, width):
 def _illegal(rng, rows, cols):
     """A command the tile must reject; which check fails is drawn (sometimes several)."""
     op = "matmul" if rng.random() < 0.7 else "read"
-    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE"] if op == "matmul" else [])
+    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE"]
+                                         if op == "matmul" else [])
     wrong = {kinds[int(rng.integers(len(kinds)))]}
     while rng.random() < 0.25:
         wrong.add(kinds[int(rng.integers(len(kinds)))])
@@ -331,9 +332,11 @@ def _illegal(rng, rows, cols):
             n = _out_of_range(rng, n, PSUM_ENTRIES - offset + 1, 16)
         else:
             offset = _out_of_range(rng, offset, PSUM_ENTRIES, 16)
+    # DOUBLE_ROW_TYPE: double-row with a BF16 or INT8 pair (only e4m3 / e5m2 may).
     return Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
                    dtype="bf16" if rng.random() < 0.5 else "int8",
-                   ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5))
+                   ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5),
+                   perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
 
 
 def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0):

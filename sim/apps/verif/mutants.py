@@ -76,7 +76,8 @@ _HI = ("multiplier_hi's product reaches an output only on double-row beats (pe.p
        "as non-zero finite e4m3 or e5m2: it is FloatMultiplier(DOUBLE_ROW_DTYPES), whose "
        "decoder has no case for another type code (that operand decodes as zero, and the "
        "product is then +-0 or NaN, never magnitude); the interface also refuses any other "
-       "double-row pair (golden.operand_formats): decoded exponents -6..8 (e4m3) and -14..16 "
+       "double-row pair (golden.operand_formats) and the tile rejects one (DOUBLE_ROW_TYPE): "
+       "decoded exponents -6..8 (e4m3) and -14..16 "
        "(e5m2), so exp = a_exp + b_exp + 128 - lz lies in 93..160 (lz <= 7 for a non-zero "
        "product), and the result always takes the exp >= 1 (normal) branch: ")
 ARGUED = {
@@ -128,11 +129,13 @@ ARGUED = {
                     "row-0 PE: its sum reaches an output only on double-row beats, where "
                     "a = first = p0 (row 0 starts the chain with its product) and b = p1 are "
                     "both products of two FP8 operands (e4m3 / e5m2: the interface refuses any "
-                    "other double-row pair, golden.operand_formats; the tile does not check "
-                    "it yet): at most 4 x 4 = 8 significant bits, so fraction bits 0..15 of a "
-                    "finite product are 0 (and of NaN 0x7FC00000 and Inf), l_mag's bit 3 is "
-                    "never set and the flip never happens",
-    # ---- tile control (hdl/tile.py) ----------------------------------------------------
+                    "other double-row pair, golden.operand_formats, and the tile rejects "
+                    "one, DOUBLE_ROW_TYPE): at most 4 x 4 = 8 significant bits, so fraction "
+                    "bits 0..15 of a finite product are 0 (and of NaN 0x7FC00000 and Inf), "
+                    "l_mag's bit 3 is never set and the flip never happens",
+    # ---- tile control (written for hdl/tile.py; its logic now lives in command_queue.py
+    # (slot), issue.py (beat_left) and result.py (the PSUM address), so these keys match no
+    # cell until a mutation run re-keys them) ----------------------------------------
     "2060371ef974": "bit 0 of bank * 512 forced 1 in a command's first PSUM address "
                     "bank * 512 + offset: every address of every command (a matmul's writes "
                     "and accumulate reads, a READ's reads, all taken from beat_addr and "
@@ -439,7 +442,8 @@ def check_equivalence(mutation, folder, timeout=120):
     if done.returncode == 0 and "SUCCESS!" in text:
         return "equivalent", ""
     if "model found for base case: FAIL!" in text or "model found: FAIL!" in text:
-        inputs = re.findall(r"^\s+(\d+) \\(in_\w+)\s+\S+\s+(\S+)", text, re.M)
+        # Amaranth names a port driven by a slice ``port$<n>$<m>``: names hold '$' too.
+        inputs = re.findall(r"^\s+(\d+) \\(in_[\w$]+)\s+\S+\s+(\S+)", text, re.M)
         return "not equivalent", " ".join(f"t{t} {name}={value}" for t, name, value in inputs)
     return "unknown", ""
 

@@ -44,7 +44,11 @@ MODULE_FILES = (
     (re.compile(r"^systolica_pe$"), "pe.py"),
     (re.compile(r"\.array$"), "array.py"),
     (re.compile(r"skew$"), "skew.py"),
-    (re.compile(r"\.psum\$\d+$"), "psum.py"),
+    (re.compile(r"\.psum(\$\d+)?$"), "psum.py"),
+    (re.compile(r"^systolica_tile\.queue$"), "command_queue.py"),
+    (re.compile(r"^systolica_tile\.loader$"), "loader.py"),
+    (re.compile(r"^systolica_tile\.issue$"), "issue.py"),
+    (re.compile(r"^systolica_tile\.result$"), "result.py"),
     (re.compile(r"^systolica_tile$"), "tile.py"),
 )
 #: Tile of the coverage build.

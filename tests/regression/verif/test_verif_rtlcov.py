@@ -6,9 +6,13 @@ from systolica.sim.apps.verif import rtlcov
 def test_verilog_modules_map_to_their_hdl_files():
     names = {"systolica_pe": "pe.py", "\\systolica_pe.adder": "fp32_add.py",
              "systolica_pe.multiplier": "float_mul.py", "systolica_tile": "tile.py",
-             "systolica_tile.array": "array.py", "systolica_tile.load_skew": "skew.py",
-             "systolica_tile.deskew": "skew.py", "systolica_tile.psum$102": "psum.py",
-             "systolica_tile.psum$102.adder_3": "fp32_add.py", "systolica_harness": None}
+             "systolica_tile.array": "array.py", "systolica_tile.loader.load_skew": "skew.py",
+             "systolica_tile.issue.skew": "skew.py", "systolica_tile.result.deskew": "skew.py",
+             "systolica_tile.result.psum$102": "psum.py", "systolica_tile.result.psum": "psum.py",
+             "systolica_tile.result.psum$102.adder_3": "fp32_add.py",
+             "systolica_tile.queue": "command_queue.py", "systolica_tile.loader": "loader.py",
+             "systolica_tile.issue": "issue.py", "systolica_tile.result": "result.py",
+             "systolica_harness": None}
     assert {name: rtlcov.hdl_file(name) for name in names} == names
 
 

@@ -60,10 +60,10 @@ def test_the_check_catches_a_signal_the_dump_lacks(tmp_path, capsys):
     bad = tmp_path / "bad.gtkw"
     bad.write_text(save.read_text()
                    + "systolica_tile.no_such_signal\n"
-                   + "systolica_tile.queued[7:0]\n"                  # wrong width
+                   + "systolica_tile.queue.queued[7:0]\n"            # wrong width
                    + "#{x} (40)systolica_tile.moving__payload[31:0]\n")  # wrong bit
     assert missing_signals(bad, dump) == [
         "systolica_tile.moving__payload (32 bits, bit -9)",
         "systolica_tile.no_such_signal (1 bits)",
-        "systolica_tile.queued (8 bits)",
+        "systolica_tile.queue.queued (8 bits)",
     ]

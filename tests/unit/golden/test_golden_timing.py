@@ -13,6 +13,7 @@ from systolica.golden import (
     program_schedule,
     tile_latency,
 )
+from systolica.golden.command import ERRORS
 
 
 def test_latency_is_rows_plus_cols():
@@ -90,6 +91,28 @@ def test_command_error_rules_in_order():
     assert command_error(Command("matmul", k=1, m=3, n=10, offset=7), **check) == "N_RANGE"
     assert command_error(Command("read", k=0, m=0, n=16), **check) is None   # K, M unused
     assert command_error(Command("read", n=0), **check) == "N_RANGE"
+    assert command_error(Command("matmul", k=1, m=3, n=16, dtype="bf16",
+                                 perf_mode="double_row"), **check) == "DOUBLE_ROW_TYPE"
+
+
+@pytest.mark.parametrize("dtype,moving_dtype,error", [
+    ("e4m3", "e5m2", None), ("e5m2", None, None), ("e4m3", "fp16", "DOUBLE_ROW_TYPE"),
+    ("int8", None, "DOUBLE_ROW_TYPE"), ("e4m3fn", "e4m3", "DOUBLE_ROW_TYPE"),
+    ("bf16", "e3m4", "DOUBLE_ROW_TYPE")])
+def test_double_row_needs_an_fp8_pair(dtype, moving_dtype, error):
+    """A double-row matmul of another pair is a command the tile rejects (checked last), not
+    one that cannot be written: the run API refuses it (operand_formats), the RTL does not
+    see the API."""
+    check = {"rows": 4, "cols": 3, "banks": 2, "entries": 16}
+    command = Command("matmul", k=8, m=3, n=4, dtype=dtype, moving_dtype=moving_dtype,
+                      perf_mode="double_row")
+    assert command_error(command, **check) == error
+    # The earlier rules come first; a READ ignores the operand fields.
+    assert command_error(Command("matmul", k=9, m=3, n=4, dtype="int8",
+                                 perf_mode="double_row"), **check) == "K_RANGE"
+    assert command_error(Command("read", n=4, dtype="bf16", perf_mode="double_row"),
+                         **check) is None
+    assert ERRORS[-1] == "DOUBLE_ROW_TYPE"
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -100,7 +123,6 @@ def test_command_error_rules_in_order():
     ({"dtype": "fp8"}, "dtype must be one of int8, bf16, fp16, e4m3, e5m2, e3m4, e4m3fn, "
                        "not 'fp8'"),
     ({"dtype": "bf16", "moving_dtype": "int8"}, "int8 pairs only with int8"),
-    ({"dtype": "e4m3", "perf_mode": "double_row", "moving_dtype": "fp16"}, "needs both"),
     ({"ftz": 1}, "ftz must be a bool, not int"),
 ])
 def test_bad_command_fields_are_refused(kwargs, match):

@@ -205,6 +205,11 @@ def test_backpressure_keeps_every_result_and_the_stepped_model_follows_it():
     (Command("read", n=17), "N_RANGE"),
     (Command("read", n=1, bank=2), "BANK_RANGE"),
     (Command("matmul", k=9, m=9, n=99, bank=7), "BANK_RANGE"),
+    (Command("matmul", k=8, m=3, n=4, dtype="bf16", perf_mode="double_row"),
+     "DOUBLE_ROW_TYPE"),
+    (Command("matmul", k=1, m=1, n=1, dtype="e4m3", moving_dtype="e4m3fn",
+             perf_mode="double_row"), "DOUBLE_ROW_TYPE"),
+    (Command("matmul", k=9, m=1, n=1, dtype="int8", perf_mode="double_row"), "K_RANGE"),
 ])
 def test_illegal_command_is_rejected_with_its_error_and_not_executed(command, error):
     rng = np.random.default_rng(1)
@@ -227,7 +232,7 @@ def test_default_psum_geometry_is_the_neuroncore_one():
     assert set(Command.__dataclass_fields__) >= (set(command_layout().members)
                                                  - {"double_row"} | {"perf_mode"})
     assert [e.name for e in ErrorCode if e.name != "NONE"] == [
-        "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE"]
+        "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE"]
 
 
 @pytest.mark.parametrize("kwargs,match", [({"psum_banks": 0}, "psum_banks"),
@@ -236,3 +241,34 @@ def test_default_psum_geometry_is_the_neuroncore_one():
 def test_bad_psum_geometry_is_rejected(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Tile(2, 2, **kwargs)
+
+
+def test_probes_are_ports_of_the_tile_components_in_the_netlist():
+    """Every published probe names a port of a component the tile instances under that
+    name, with that width, and the RTLIL (so the Verilog and a dump) has it there."""
+    import re
+
+    from amaranth.back import rtlil
+    from amaranth.hdl import Shape
+
+    from systolica.hdl.tile import PROBES, pe_probes, tile_probes
+
+    tile = Tile(2, 3, psum_banks=2, psum_entries=4)
+    assert list(tile.probes) == list(PROBES) and tile.probes == tile_probes(
+        2, 3, psum_banks=2, psum_entries=4)
+    text = rtlil.convert(tile, name="top")
+    wires = {}
+    for module, body in re.findall(r"^module \\(\S+)\n(.*?)^end$", text, re.M | re.S):
+        wires[module] = {name: int(width) for width, name in
+                         re.findall(r"^\s*wire width (\d+) (?:(?:input|output) \d+ +)?\\(\S+)$",
+                                    body, re.M)}
+    for probe in [*tile.probes.values(), *pe_probes(1, 2).values()]:
+        scope, _, port = probe.name.rpartition(".")
+        if probe.width:
+            assert wires[f"top.{scope}"][port] == probe.width, probe
+        if probe.instance in tile._components:
+            component = tile._components[probe.instance]
+            signal = component
+            for name in probe.port:
+                signal = getattr(signal, name)
+            assert Shape.cast(signal.shape()).width == probe.width

@@ -229,18 +229,18 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
     _, refs, filter_file = traces["error"]
     assert _picked_bits(refs) == [18, 17, 16]
     assert _table(filter_file) == {"0": "NONE", "1": "BANK_RANGE", "2": "K_RANGE",
-                                   "3": "M_RANGE", "4": "N_RANGE"}
+                                   "3": "M_RANGE", "4": "N_RANGE", "5": "DOUBLE_ROW_TYPE"}
 
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
-    # 2 x 3: the token pipeline is 5 deep; token_4 = {addr[11:0], read, accumulate, ftz,
-    # bf16, last, valid}, with 8 banks of 512 entries.
+    # 2 x 3: the token pipeline's last stage, result.out_token = {addr[11:0], read,
+    # accumulate, ftz, bf16, last, valid}, with 8 banks of 512 entries.
     psum = _traces(_generated(tmp_path).read_text(), "PSUM")
-    assert psum["write"][1] == ["systolica_tile.write"]
+    assert psum["write"][1] == ["systolica_tile.result.write"]
     for alias, bits in (("bank", [17, 16, 15]), ("entry", list(range(14, 5, -1))),
                         ("op", [5]), ("mode", [4]), ("ftz", [3]), ("dtype", [2])):
         refs = psum[alias][1]
-        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.token_4[17:0]"}
+        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.result.out_token[17:0]"}
         assert _picked_bits(refs) == bits, alias
     assert _table(psum["dtype"][2]) == {"0": "INT32", "1": "FP32"}
     assert _table(psum["op"][2]) == {"0": "MATMUL", "1": "READ"}
@@ -264,13 +264,14 @@ def test_psum_address_is_split_when_entries_is_a_power_of_two(tmp_path, banks, e
     depth_bits = (banks * entries - 1).bit_length()
     widths = {ref.partition(")")[2] for _, refs, _ in psum.values() for ref in refs
               if ref.startswith("(")}
-    assert widths == {f"systolica_tile.token_1[{5 + depth_bits}:0]"}   # 6 flags + addr
+    assert widths == {f"systolica_tile.result.out_token[{5 + depth_bits}:0]"}   # 6 flags + addr
 
 
 def test_partition_row_shows_as_a_number(tmp_path):
     from vcd.gtkw import GTKWFlag
 
-    for rows, refs in ((2, ["systolica_tile.load_row"]), (5, ["systolica_tile.load_row[2:0]"])):
+    for rows, refs in ((2, ["systolica_tile.loader.load_row"]),
+                       (5, ["systolica_tile.loader.load_row[2:0]"])):
         save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=rows,
                                      cols=1, simulator="icarus")
         flags, shown, _ = _traces(save.read_text(), "LoadStationary stream")["partition row k"]
@@ -286,51 +287,76 @@ def test_tile_state_is_named(tmp_path):
     text = save.read_text()
     traces = _traces(text, "Tile state")
     _, refs, filter_file = traces["command queue"]
-    assert refs == ["systolica_tile.queued[2:0]"]
+    assert refs == ["systolica_tile.queue.queued[2:0]"]
     assert _table(filter_file)["7"] == "3 commands (full)"
     # Bit 0 of a [2:0] vector is GTKWave's position 2.
-    assert "#{queue entry 0} (2)systolica_tile.queued[2:0] (2)systolica_tile.loaded[2:0]" \
-        in text
-    assert "#{queue entry 2} (0)systolica_tile.queued[2:0] (0)systolica_tile.loaded[2:0]" \
-        in text
+    assert ("#{queue entry 0} (2)systolica_tile.queue.queued[2:0] "
+            "(2)systolica_tile.queue.loaded[2:0]") in text
+    assert ("#{queue entry 2} (0)systolica_tile.queue.queued[2:0] "
+            "(0)systolica_tile.queue.loaded[2:0]") in text
     assert _table(traces["queue entry 0"][2]) == {
         "0": "empty", "1": "loaded, not queued (illegal)", "2": "waiting for stationary",
         "3": "ready"}
-    assert "#{stationary buffer 0} (1)systolica_tile.busy[1:0] (1)systolica_tile.full[1:0]" \
-        in text
-    assert "#{stationary buffer 1} (0)systolica_tile.busy[1:0] (0)systolica_tile.full[1:0]" \
-        in text
+    assert ("#{stationary buffer 0} (1)systolica_tile.loader.busy[1:0] "
+            "(1)systolica_tile.loader.full[1:0]") in text
+    assert ("#{stationary buffer 1} (0)systolica_tile.loader.busy[1:0] "
+            "(0)systolica_tile.loader.full[1:0]") in text
     assert _table(traces["stationary buffer 1"][2]) == {
         "0": "free", "1": "loaded", "2": "in use", "3": "loaded and in use (illegal)"}
-    assert "#{issue} systolica_tile.running" in text
+    assert "#{issue} systolica_tile.issue.running" in text
     assert _table(traces["issuing op"][2]) == {"0": "MATMUL", "1": "READ"}
-    assert traces["issuing op"][1] == ["systolica_tile.cur_read"]
-    for alias, signal in (("next load into", "load_buf"), ("next matmul uses", "use_buf"),
-                          ("pipeline", "advance")):
+    assert traces["issuing op"][1] == ["systolica_tile.issue.read"]
+    for alias, signal in (("next load into", "loader.load_buf"),
+                          ("next matmul uses", "loader.buffers__sel"),
+                          ("pipeline", "result.advance")):
         assert traces[alias][1] == [f"systolica_tile.{signal}"]
-    assert ("systolica_tile.running", 1, None) in waves.save_file_signals(save)
+    assert ("systolica_tile.issue.running", 1, None) in waves.save_file_signals(save)
+
+
+def test_internal_signals_come_from_the_published_probes(tmp_path):
+    """Every internal signal the save file names is a published probe of the tile (or of a
+    PE), and every probe the tile has at that size is shown."""
+    from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, pe_probes, tile_probes
+
+    for rows, cols in ((1, 1), (2, 3)):
+        save = _generated(tmp_path, rows=rows, cols=cols)
+        scope = "systolica_tile."
+        internal = {(name[len(scope):], width) for name, width, _ in
+                    waves.save_file_signals(save) if "." in name[len(scope):]}
+        probes = {(p.name, p.width) for p in tile_probes(rows, cols).values() if p.width}
+        pes = {(p.name, p.width) for k in range(rows) for c in range(cols)
+               for p in pe_probes(k, c).values()}
+        assert internal == probes | pes
+        traces = _traces(save.read_text(), "Tile state")
+        assert len([a for a in traces if a.startswith("queue entry")]) == COMMAND_QUEUE_DEPTH
+        assert _table(traces["command queue"][2])[
+            f"{(1 << COMMAND_QUEUE_DEPTH) - 1:x}".upper()] == \
+            f"{COMMAND_QUEUE_DEPTH} commands (full)"
 
 
 def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
-    assert ("systolica_tile.queued", 3, None) in signals
+    assert ("systolica_tile.queue.queued", 3, None) in signals
     assert ("systolica_tile.command__payload", 82, 1) in signals          # dtype LSB
     assert ("systolica_tile.status", 19, 18) in signals                   # error MSB
-    assert ("systolica_tile.token_4", 18, 4) in signals                   # accumulate
+    assert ("systolica_tile.result.out_token", 18, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
 
 
-def _verilog_top(rows, cols):
-    """``(declared, fields)`` of the generated tile top: {signal: width} and
-    {signal: {field: (lsb, width)}} from Amaranth's ``assign \\sig.field = sig[msb:lsb];``."""
+def _verilog_top(rows, cols, instance=None):
+    """``(declared, fields)`` of the generated tile top (or of the module of one of its
+    component ``instance`` s): {signal: width} and {signal: {field: (lsb, width)}} from
+    Amaranth's ``assign \\sig.field = sig[msb:lsb];``."""
     import re
 
     from systolica.sim.build.generate import TOPLEVEL, generate_verilog
 
     text, _ = generate_verilog(rows, cols)
-    top = text[text.index(f"module {TOPLEVEL}("):]
+    # An escaped identifier ends with a space.
+    module = TOPLEVEL if instance is None else f"\\{TOPLEVEL}.{instance} "
+    top = text[text.index(f"module {module}("):]
     top = top[:top.index("endmodule")]
     declared = {}
     for match in re.finditer(r"^\s*(?:input|output|wire|reg)\s+(?:\[(\d+):0\]\s+)?(\w+)\b",
@@ -358,12 +384,12 @@ def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols):
 
 
 def test_token_layout_mirrors_the_tile():
-    from systolica.hdl.layouts import PSUM_BANKS, PSUM_ENTRIES
+    from systolica.hdl.tile import tile_probes
 
-    _, fields = _verilog_top(2, 2)
-    expected = waves._fields(waves.token_layout(PSUM_BANKS * PSUM_ENTRIES))
-    for i in range(4):
-        assert fields[f"token_{i}"] == expected
+    probe = tile_probes(2, 2)["psum_token"]
+    instance, port = probe.name.split(".")
+    _, fields = _verilog_top(2, 2, instance)
+    assert fields[port] == waves._fields(probe.shape)
 
 
 def test_save_file_errors(tmp_path):

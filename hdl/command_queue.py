@@ -1,0 +1,194 @@
+"""The tile's command check and command queue."""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import (
+    BANK_WIDTH,
+    SIZE_WIDTH,
+    DType,
+    ErrorCode,
+    Op,
+    _check_positive,
+    command_layout,
+    status_layout,
+)
+
+#: Operand types of a legal double-row matmul (golden: ``formats.DOUBLE_ROW_TYPES``).
+DOUBLE_ROW_DTYPES = (DType.E4M3, DType.E5M2)
+
+#: Commands the tile holds that have been accepted and not started (the command queue).
+#: Three is the fewest that never holds back a stationary load in a back-to-back program.
+COMMAND_QUEUE_DEPTH = 3
+
+
+def load_request_signature():
+    """The queue's request for a stationary load, as the queue drives it (wiring.Signature).
+
+    Members
+    -------
+    valid : Out(1)
+        A queued matmul's stationary is not loaded yet (the oldest such is the target).
+    beats : Out(SIZE_WIDTH)
+        Its LoadStationary beats: ``K``, or ``min(K, rows)`` for a double-row matmul.
+    m : Out(SIZE_WIDTH)
+        Its ``M`` (lanes ``>= M`` of each beat are loaded as zeros).
+    done : In(1)
+        The target's last stationary beat transfers this cycle; the target's entry is marked
+        loaded at the clock edge.
+    """
+    return wiring.Signature({"valid": Out(1), "beats": Out(SIZE_WIDTH), "m": Out(SIZE_WIDTH),
+                             "done": In(1)})
+
+
+class CommandQueue(wiring.Component):
+    """Checks each command as it is accepted and queues the legal ones, in order.
+
+    Combinational check of the command beat, in this order (first failing wins):
+    ``BANK_RANGE`` (bank >= ``psum_banks``); for a matmul ``K_RANGE`` (K = 0 or K > ``rows``,
+    ``2 * rows`` with ``double_row``), ``M_RANGE`` (M = 0 or M > ``cols``); ``N_RANGE``
+    (N = 0 or ``offset + N`` > ``psum_entries``); for a matmul ``DOUBLE_ROW_TYPE``
+    (``double_row`` with an operand type other than E4M3 / E5M2). A rejected beat is
+    taken and dropped: ``status.rejected`` counts up and ``status.error`` takes its
+    :class:`~.layouts.ErrorCode` at the clock edge.
+
+    A legal command joins the queue at the clock edge of its beat, so it can be the head one
+    cycle later. Entries fill from 0; entry 0 is the head. The head leaves (the entries shift
+    down) at the edge of the cycle its ``head`` beat transfers; a command accepted in that
+    same cycle goes straight into the slot the shift frees. ``command.ready`` is low while
+    all :data:`COMMAND_QUEUE_DEPTH` entries are full (it does not depend on ``valid``).
+
+    Each entry carries a ``loaded`` bit: set when it joins for a READ, and for a matmul at
+    the edge after the loader reports its last stationary beat (``load.done``). The load
+    target is the lowest entry that is queued and not loaded (``load``, combinational from
+    the registers). The head is offered (``head.valid``) once it is queued and loaded.
+
+    Parameters
+    ----------
+    rows, cols : int
+        The tile's partition rows and columns, >= 1 (the K and M limits).
+    psum_banks, psum_entries : int
+        The tile's PSUM banks and entries per bank, >= 1 (the bank and region limits).
+    depth : int
+        Queue entries (default :data:`COMMAND_QUEUE_DEPTH`), >= 1.
+
+    Members
+    -------
+    command : In(stream.Signature(command_layout()))
+        Command beats from the tile's ``command`` stream.
+    status : Out(status_layout())
+        Rejected-command count (16 bits, wraps) and the latest rejection's error (registered).
+    head : Out(stream.Signature(command_layout()))
+        The oldest queued command, offered once its stationary is loaded (a READ at once).
+    load : Out(:func:`load_request_signature`)
+        The stationary load the queue waits for.
+    queued : Out(depth)
+        Bit ``i``: entry ``i`` holds a command (registered; observation).
+    loaded : Out(depth)
+        Bit ``i``: entry ``i``'s stationary is loaded, always set for a READ (registered;
+        observation).
+
+    Raises
+    ------
+    ValueError
+        If a size is not a positive integer.
+    """
+
+    def __init__(self, rows, cols, *, psum_banks, psum_entries, depth=COMMAND_QUEUE_DEPTH):
+        for name, value in (("rows", rows), ("cols", cols), ("psum_banks", psum_banks),
+                            ("psum_entries", psum_entries), ("depth", depth)):
+            _check_positive(name, value)
+        if psum_banks > 1 << BANK_WIDTH:
+            raise ValueError(f"psum_banks must be at most {1 << BANK_WIDTH}, not {psum_banks}")
+        self._rows, self._cols = rows, cols
+        self._banks, self._entries = psum_banks, psum_entries
+        self._depth = depth
+        super().__init__({
+            "command": In(stream.Signature(command_layout())),
+            "status": Out(status_layout()),
+            "head": Out(stream.Signature(command_layout())),
+            "load": Out(load_request_signature()),
+            "queued": Out(depth),
+            "loaded": Out(depth),
+        })
+
+    @property
+    def depth(self):
+        """Queue entries (int, read-only)."""
+        return self._depth
+
+    def elaborate(self, platform):
+        m = Module()
+        rows, cols = self._rows, self._cols
+        banks, entries = self._banks, self._entries
+        depth_q = self._depth
+
+        # ---- the check -------------------------------------------------------------------
+        command = self.command.payload
+        is_read = command.op == Op.READ
+        error = Signal(ErrorCode)
+        k_limit = Signal(SIZE_WIDTH + 1)
+        fp8_pair = Signal()
+        m.d.comb += [
+            k_limit.eq(Mux(command.double_row, 2 * rows, rows)),
+            fp8_pair.eq(Cat(command.dtype == t for t in DOUBLE_ROW_DTYPES).any()
+                        & Cat(command.moving_dtype == t for t in DOUBLE_ROW_DTYPES).any()),
+        ]
+        with m.If(command.bank >= banks):
+            m.d.comb += error.eq(ErrorCode.BANK_RANGE)
+        with m.Elif(~is_read & ((command.k == 0) | (command.k > k_limit))):
+            m.d.comb += error.eq(ErrorCode.K_RANGE)
+        with m.Elif(~is_read & ((command.m == 0) | (command.m > cols))):
+            m.d.comb += error.eq(ErrorCode.M_RANGE)
+        with m.Elif((command.n == 0) | (command.offset + command.n > entries)):
+            m.d.comb += error.eq(ErrorCode.N_RANGE)
+        with m.Elif(~is_read & command.double_row & ~fp8_pair):
+            m.d.comb += error.eq(ErrorCode.DOUBLE_ROW_TYPE)
+
+        # ---- the queue -------------------------------------------------------------------
+        queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(depth_q)]
+        queued = self.queued         # entry holds a command (entries fill from 0)
+        loaded = self.loaded         # entry's stationary is loaded (always set for a READ)
+        command_beat = Signal()
+        accept = Signal()
+        start = Signal()
+        m.d.comb += [
+            self.command.ready.eq(~queued[depth_q - 1]),
+            command_beat.eq(self.command.valid & self.command.ready),
+            accept.eq(command_beat & (error == ErrorCode.NONE)),
+            self.head.payload.eq(queue[0]),
+            self.head.valid.eq(queued[0] & loaded[0]),
+            start.eq(self.head.valid & self.head.ready),
+        ]
+        with m.If(command_beat & (error != ErrorCode.NONE)):
+            m.d.sync += [self.status.rejected.eq(self.status.rejected + 1),
+                         self.status.error.eq(error)]
+
+        # The load target is the oldest queued matmul whose stationary is not loaded.
+        target = Signal(range(depth_q))
+        m.d.comb += self.load.valid.eq((queued & ~loaded).any())
+        for i in reversed(range(depth_q)):     # the lowest index wins
+            with m.If(queued[i] & ~loaded[i]):
+                m.d.comb += [target.eq(i), self.load.m.eq(queue[i].m),
+                             self.load.beats.eq(Mux(queue[i].double_row & (queue[i].k > rows),
+                                                    rows, queue[i].k))]
+        loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(depth_q)]
+        for i in range(depth_q):
+            m.d.comb += loaded_next[i].eq(loaded[i] | (self.load.done & (target == i)))
+
+        # The head leaves when it starts; an accepted command joins at the end.
+        with m.If(start):
+            for i in range(depth_q - 1):
+                m.d.sync += [queue[i].eq(queue[i + 1]), queued[i].eq(queued[i + 1]),
+                             loaded[i].eq(loaded_next[i + 1])]
+            m.d.sync += [queued[depth_q - 1].eq(0), loaded[depth_q - 1].eq(0)]
+        with m.Else():
+            m.d.sync += [loaded[i].eq(loaded_next[i]) for i in range(depth_q)]
+        with m.If(accept):
+            slot = Signal(range(depth_q + 1))
+            m.d.comb += slot.eq(sum(queued[i] for i in range(depth_q)) - start)
+            for i in range(depth_q):
+                with m.If(slot == i):
+                    m.d.sync += [queue[i].eq(command), queued[i].eq(1), loaded[i].eq(is_read)]
+        return m

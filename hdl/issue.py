@@ -1,0 +1,193 @@
+"""The tile's issue logic: a matmul's moving beats, or a READ's beats, in command order."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .array import operand_lane_layout
+from .layouts import (
+    OPERAND_WIDTH,
+    SIZE_WIDTH,
+    DType,
+    Op,
+    _check_positive,
+    command_layout,
+    moving_layout,
+    token_layout,
+)
+from .loader import buffer_control_signature
+from .skew import SkewBuffer
+
+
+class IssueLogic(wiring.Component):
+    """Issues one beat per enabled cycle for the command at the queue's head, in order.
+
+    The head starts (``head`` transfers; ``head.ready`` is ``en`` while no command is
+    part-way through, and for a matmul a moving beat is offered) and then issues its ``N``
+    beats on consecutive enabled cycles: a matmul's beats are ``moving`` transfers
+    (``moving.ready`` is ``en`` while the running command is a matmul, or the head can start
+    and is one), a READ's beats issue on their own. ``running`` is set from the edge after a
+    command's first beat until the edge after its last.
+
+    Each issued beat makes a :func:`~.layouts.token_layout` ``token`` in the same cycle
+    (combinational; ``token.valid`` is the issue strobe) for the result path: its flat PSUM
+    address (``bank * psum_entries + offset + n``), ``last``, ``read``, ``accumulate``,
+    ``ftz`` and ``fp32`` (a float matmul). A matmul's start and last beat drive
+    ``buffers`` (the stationary buffer it uses: ``buffers.sel`` at its start).
+
+    The operands of a moving beat, with the matmul's mode (buffer, types, double-row, FTZ,
+    K), are registered on the beat (so bubbles do not toggle the array) and skewed: partition
+    row ``k`` of beat ``t`` reaches ``operands[k]`` ``1 + k`` enabled cycles after the beat.
+    Row ``k`` is ``active`` when ``K > k`` and ``hi`` (its bits [15:8] are element
+    ``k + rows``) when double-row and ``K > k + rows``.
+
+    Parameters
+    ----------
+    rows : int
+        The tile's partition rows, >= 1.
+    psum_entries : int
+        PSUM entries per bank, >= 1 (the flat address's bank stride).
+    psum_depth : int
+        Flat PSUM addresses (banks x entries), >= 1 (the token's address range).
+
+    Members
+    -------
+    en : In(1)
+        The tile's pipeline advance.
+    head : In(stream.Signature(command_layout()))
+        The oldest queued command, once its stationary is loaded.
+    moving : In(stream.Signature(moving_layout(rows)))
+        MultiplyMoving beats from the tile's ``moving`` stream.
+    buffers : Out(:func:`~.loader.buffer_control_signature`)
+        Matmul starts and buffer releases to the loader (``sel`` from it).
+    operands : Out(ArrayLayout(operand_lane_layout(), rows))
+        The array's skewed moving lanes.
+    token : Out(token_layout(psum_depth))
+        The beat issued this cycle (combinational; ``valid`` low when none).
+    running : Out(1)
+        A command has issued beats and not its last one (registered; observation).
+    read : Out(1)
+        The command issuing is a READ (registered; meaningful while ``running``;
+        observation).
+
+    Raises
+    ------
+    ValueError
+        If a size is not a positive integer.
+    """
+
+    def __init__(self, rows, *, psum_entries, psum_depth):
+        _check_positive("rows", rows)
+        _check_positive("psum_entries", psum_entries)
+        _check_positive("psum_depth", psum_depth)
+        self._rows = rows
+        self._entries, self._depth = psum_entries, psum_depth
+        super().__init__({
+            "en": In(1),
+            "head": In(stream.Signature(command_layout())),
+            "moving": In(stream.Signature(moving_layout(rows))),
+            "buffers": Out(buffer_control_signature()),
+            "operands": Out(data.ArrayLayout(operand_lane_layout(), rows)),
+            "token": Out(token_layout(psum_depth)),
+            "running": Out(1),
+            "read": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        rows, entries, depth = self._rows, self._entries, self._depth
+        m.submodules.skew = skew = SkewBuffer(operand_lane_layout(), range(rows))
+        m.d.comb += skew.en.eq(self.en)
+
+        head = self.head.payload
+        head_read = Signal()
+        can_start = Signal()
+        running = self.running      # a command has issued beats and not its last one
+        cur_read = self.read
+        cur_sel, cur_double, cur_ftz, cur_acc = (Signal(name=f"cur_{n}") for n in (
+            "sel", "double", "ftz", "accumulate"))
+        cur_stype, cur_mtype = Signal(DType, name="cur_stype"), Signal(DType, name="cur_mtype")
+        cur_addr = Signal(range(depth))
+        cur_left = Signal(SIZE_WIDTH)   # beats left after the current one
+        cur_k = Signal(SIZE_WIDTH)      # partition rows of the current matmul (0 for a READ)
+        m.d.comb += [
+            head_read.eq(head.op == Op.READ),
+            can_start.eq(~running & self.head.valid),
+            self.head.ready.eq(~running & self.en & (head_read | self.moving.valid)),
+            self.moving.ready.eq(self.en & Mux(running, ~cur_read, can_start & ~head_read)),
+        ]
+        moving_beat = Signal()
+        read_issue = Signal()
+        issue = Signal()
+        start = Signal()
+        m.d.comb += [
+            moving_beat.eq(self.moving.valid & self.moving.ready),
+            read_issue.eq(self.en & Mux(running, cur_read, can_start & head_read)),
+            issue.eq(moving_beat | read_issue),
+            start.eq(issue & ~running),     # the head's transfer
+        ]
+        beat = {name: Signal(name=f"beat_{name}") for name in (
+            "read", "sel", "double", "ftz", "accumulate", "last")}
+        beat["stype"], beat["mtype"] = Signal(DType, name="beat_stype"), Signal(
+            DType, name="beat_mtype")
+        beat_addr = Signal(range(depth))
+        beat_left = Signal(SIZE_WIDTH)
+        beat_k = Signal(SIZE_WIDTH)
+        m.d.comb += [
+            beat_k.eq(Mux(running, cur_k, Mux(head_read, 0, head.k))),
+            beat["read"].eq(Mux(running, cur_read, head_read)),
+            beat["sel"].eq(Mux(running, cur_sel, self.buffers.sel)),
+            beat["stype"].eq(Mux(running, cur_stype, head.dtype)),
+            beat["mtype"].eq(Mux(running, cur_mtype, head.moving_dtype)),
+            beat["double"].eq(Mux(running, cur_double, head.double_row)),
+            beat["ftz"].eq(Mux(running, cur_ftz, head.ftz)),
+            beat["accumulate"].eq(Mux(running, cur_acc, head.accumulate)),
+            beat_addr.eq(Mux(running, cur_addr, head.bank * entries + head.offset)),
+            beat_left.eq(Mux(running, cur_left, head.n - 1)),
+            beat["last"].eq(beat_left == 0),
+        ]
+        with m.If(issue):
+            m.d.sync += [
+                running.eq(~beat["last"]),
+                cur_read.eq(beat["read"]), cur_sel.eq(beat["sel"]),
+                cur_stype.eq(beat["stype"]), cur_mtype.eq(beat["mtype"]),
+                cur_double.eq(beat["double"]), cur_ftz.eq(beat["ftz"]),
+                cur_acc.eq(beat["accumulate"]),
+                cur_addr.eq(beat_addr + 1), cur_left.eq(beat_left - 1), cur_k.eq(beat_k),
+            ]
+        # A buffer is free once its matmul has sent its last moving beat.
+        m.d.comb += [
+            self.buffers.start.eq(start & ~head_read),
+            self.buffers.release.eq(issue & beat["last"] & ~beat["read"]),
+            self.buffers.release_sel.eq(beat["sel"]),
+            self.token.valid.eq(issue),
+            self.token.addr.eq(beat_addr),
+            self.token.fp32.eq(beat["stype"] != DType.INT8),
+        ]
+        m.d.comb += [self.token[name].eq(beat[name]) for name in (
+            "last", "ftz", "accumulate", "read")]
+
+        # The operand vector and its mode only change on a real beat, so bubbles do not
+        # toggle the array (this also keeps event-driven simulators such as Icarus from
+        # evaluating garbage).
+        in_vector = Signal(data.ArrayLayout(OPERAND_WIDTH, rows))
+        in_mode = Signal(data.StructLayout({"sel": 1, "stype": DType, "mtype": DType,
+                                            "double": 1, "ftz": 1, "k": SIZE_WIDTH}))
+        with m.If(moving_beat):
+            m.d.sync += in_vector.eq(self.moving.payload.data)
+        with m.If(issue):
+            m.d.sync += [in_mode[name].eq(beat[name])
+                         for name in ("sel", "stype", "mtype", "double", "ftz")]
+            m.d.sync += in_mode.k.eq(beat_k)
+        for k in range(rows):
+            m.d.comb += [
+                skew.i[k].value.eq(in_vector[k]),
+                skew.i[k].sel.eq(in_mode.sel),
+                skew.i[k].active.eq(in_mode.k > k),
+                skew.i[k].hi.eq(in_mode.double & (in_mode.k > k + rows)),
+                skew.i[k].stype.eq(in_mode.stype),
+                skew.i[k].mtype.eq(in_mode.mtype),
+                skew.i[k].ftz.eq(in_mode.ftz),
+                self.operands[k].eq(skew.o[k]),
+            ]
+        return m

@@ -1,0 +1,154 @@
+"""The tile's stationary loader: LoadStationary into two buffers alternately (shadow weights)."""
+
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .array import load_lane_layout
+from .command_queue import load_request_signature
+from .layouts import OPERAND_WIDTH, _check_positive, stationary_layout
+from .skew import SkewBuffer
+
+
+def buffer_control_signature():
+    """Use of the two stationary buffers, as the issue logic drives it (wiring.Signature).
+
+    Members
+    -------
+    start : Out(1)
+        A matmul starts this cycle (its first moving beat issues): buffer ``sel`` goes from
+        loaded to in use, and ``sel`` toggles, at the clock edge.
+    release : Out(1)
+        A matmul issues its last moving beat this cycle: buffer ``release_sel`` becomes free
+        at the clock edge (after ``start``'s update, so a one-beat matmul frees its buffer
+        at once).
+    release_sel : Out(1)
+        The buffer the releasing matmul used.
+    sel : In(1)
+        The buffer the next matmul uses (registered).
+    """
+    return wiring.Signature({"start": Out(1), "release": Out(1), "release_sel": Out(1),
+                             "sel": In(1)})
+
+
+class StationaryLoader(wiring.Component):
+    """Loads stationary rows into the PE grid's two weight buffers, one buffer per matmul.
+
+    Loads run in command order (the queue's ``request``: the oldest queued matmul whose
+    stationary is not loaded) into the two buffers alternately. ``stationary.ready`` is
+    ``en & request.valid`` while the buffer the next load writes (``load_buf``) is neither
+    loaded for a matmul that has not started (``full``) nor in use by one still sending
+    moving beats (``busy``). Beat ``k`` of a load writes partition row ``k``; the beat that
+    completes ``request.beats`` raises ``request.done`` (combinational) and, at the clock
+    edge, marks ``load_buf`` full, toggles it and restarts the row count.
+
+    Each beat is registered once (lanes ``>= request.m`` zeroed) and enters a column-skewed
+    lane per column: the write reaches column ``c`` of the array ``1 + c`` enabled cycles
+    after its beat, like the moving data, so it only overwrites PEs that the previous
+    matmul's last beat has passed. Everything but the buffer state and the row count
+    (updated by beats only) advances with ``en``.
+
+    Parameters
+    ----------
+    rows, cols : int
+        The tile's partition rows and columns, >= 1.
+
+    Members
+    -------
+    en : In(1)
+        The tile's pipeline advance.
+    stationary : In(stream.Signature(stationary_layout(cols)))
+        LoadStationary beats from the tile's ``stationary`` stream.
+    request : In(:func:`~.command_queue.load_request_signature`)
+        The load the command queue waits for (and ``done`` back to it).
+    buffers : In(:func:`buffer_control_signature`)
+        Matmul starts and buffer releases from the issue logic (and ``sel`` back to it).
+    load : Out(ArrayLayout(load_lane_layout(rows), cols))
+        The array's skewed stationary write lanes.
+    load_buf : Out(1)
+        The buffer the next load writes (registered; observation).
+    load_row : Out(range(rows))
+        The partition row the next stationary beat writes (registered; 0 bits when
+        ``rows`` = 1; observation).
+    full : Out(2)
+        Bit ``b``: buffer ``b`` is loaded for a matmul that has not started (registered;
+        observation).
+    busy : Out(2)
+        Bit ``b``: buffer ``b`` is used by a matmul still sending moving beats (registered;
+        observation).
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` or ``cols`` is not a positive integer.
+    """
+
+    def __init__(self, rows, cols):
+        _check_positive("rows", rows)
+        _check_positive("cols", cols)
+        self._rows, self._cols = rows, cols
+        super().__init__({
+            "en": In(1),
+            "stationary": In(stream.Signature(stationary_layout(cols))),
+            "request": In(load_request_signature()),
+            "buffers": In(buffer_control_signature()),
+            "load": Out(data.ArrayLayout(load_lane_layout(rows), cols)),
+            "load_buf": Out(1),
+            "load_row": Out(range(rows)),
+            "full": Out(2),
+            "busy": Out(2),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        rows, cols = self._rows, self._cols
+        m.submodules.load_skew = load_skew = SkewBuffer(load_lane_layout(rows), range(cols))
+        m.d.comb += load_skew.en.eq(self.en)
+
+        load_buf = self.load_buf         # buffer the next LoadStationary writes
+        load_row = self.load_row         # partition row the next stationary beat writes
+        use_buf = self.buffers.sel       # buffer the next matmul uses
+        full, busy = self.full, self.busy
+        m.d.comb += self.stationary.ready.eq(
+            self.en & self.request.valid & ~full.bit_select(load_buf, 1)
+            & ~busy.bit_select(load_buf, 1))
+        load_beat = Signal()
+        load_done = self.request.done
+        m.d.comb += [
+            load_beat.eq(self.stationary.valid & self.stationary.ready),
+            load_done.eq(load_beat & (load_row == self.request.beats - 1)),
+        ]
+        with m.If(load_beat):
+            m.d.sync += load_row.eq(load_row + 1)
+        with m.If(load_done):
+            m.d.sync += [load_row.eq(0), load_buf.eq(~load_buf),
+                         full.bit_select(load_buf, 1).eq(1)]
+        with m.If(self.buffers.start):
+            m.d.sync += [
+                full.bit_select(use_buf, 1).eq(0),
+                busy.bit_select(use_buf, 1).eq(1),
+                use_buf.eq(~use_buf),
+            ]
+        with m.If(self.buffers.release):
+            m.d.sync += busy.bit_select(self.buffers.release_sel, 1).eq(0)
+
+        # The load enters a column-skewed lane per column, one register behind the stream
+        # like the moving operands, and writes PE[row][c] as it passes column c.
+        load_in = Signal(load_lane_layout(rows))
+        load_values = Signal(data.ArrayLayout(OPERAND_WIDTH, cols))
+        with m.If(self.en):
+            m.d.sync += load_in.valid.eq(load_beat)
+        with m.If(load_beat):
+            m.d.sync += [load_in.row.eq(load_row), load_in.buf.eq(load_buf)]
+            for c in range(cols):
+                m.d.sync += load_values[c].eq(
+                    Mux(self.request.m > c, self.stationary.payload.data[c], 0))
+        for c in range(cols):
+            m.d.comb += [
+                load_skew.i[c].valid.eq(load_in.valid),
+                load_skew.i[c].row.eq(load_in.row),
+                load_skew.i[c].buf.eq(load_in.buf),
+                load_skew.i[c].value.eq(load_values[c]),
+                self.load[c].eq(load_skew.o[c]),
+            ]
+        return m

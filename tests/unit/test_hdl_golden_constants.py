@@ -1,0 +1,36 @@
+"""Constants that both ``hdl/`` and ``golden/`` must know, and that neither may import from the
+other (hdl imports only amaranth, golden only numpy): they must be equal."""
+
+from systolica import golden, hdl
+from systolica.golden import command, formats, timing
+from systolica.hdl import command_queue, fp32_add, layouts, tile
+
+
+def test_command_queue_depth():
+    assert tile.COMMAND_QUEUE_DEPTH == command_queue.COMMAND_QUEUE_DEPTH \
+        == hdl.COMMAND_QUEUE_DEPTH == timing.COMMAND_QUEUE_DEPTH
+
+
+def test_psum_geometry_and_latency():
+    assert (layouts.PSUM_BANKS, layouts.PSUM_ENTRIES) == (command.PSUM_BANKS,
+                                                          command.PSUM_ENTRIES) == (
+        golden.PSUM_BANKS, golden.PSUM_ENTRIES)
+    for rows, cols in ((1, 1), (3, 5), (16, 16)):
+        assert tile.Tile(rows, cols).latency == timing.tile_latency(rows, cols)
+
+
+def test_canonical_nan():
+    assert fp32_add.CANONICAL_NAN == golden.CANONICAL_NAN == 0x7FC00000
+
+
+def test_error_codes_in_check_order():
+    assert [e.name for e in layouts.ErrorCode if e is not layouts.ErrorCode.NONE] == list(
+        command.ERRORS)
+    assert [e.value for e in layouts.ErrorCode] == list(range(len(command.ERRORS) + 1))
+
+
+def test_double_row_types():
+    assert [d.name.lower() for d in command_queue.DOUBLE_ROW_DTYPES] == list(
+        formats.DOUBLE_ROW_TYPES)
+    assert {d.name: d.value for d in layouts.DType} == {
+        name.upper(): fmt.code for name, fmt in formats.FORMATS.items()}
