@@ -247,7 +247,8 @@ class RtlilModule:
     read: frozenset     # wire bits read inside the module (conservative, see parse_rtlil)
 
 
-_SIG_TOKEN = re.compile(r"(\d+)'([01xzm-]*)|([\\$][^\s{}]+)(?:\s+\[(\d+)(?::(\d+))?\])?")
+_SIG_TOKEN = re.compile(r"(\d+)'([01xzm-]*)|([\\$][^\s{}]+)(?:\s+\[(\d+)(?::(\d+))?\])?"
+                        r"|(-?\d+)")
 
 
 def sig_bits(spec, widths):
@@ -257,6 +258,9 @@ def sig_bits(spec, widths):
     for token in _SIG_TOKEN.finditer(spec):
         if token.group(1) is not None:
             chunks.append(list(reversed(token.group(2))))
+        elif token.group(6) is not None:        # a bare integer: 32 bits
+            value = int(token.group(6)) & 0xFFFFFFFF
+            chunks.append([str((value >> i) & 1) for i in range(32)])
         else:
             name, hi, lo = token.group(3), token.group(4), token.group(5)
             if hi is None:
@@ -346,6 +350,7 @@ class Site:
     portbit: int
     ctrlbit: object
     bits: tuple         # the mutated port's bits (sig_bits)
+    tile_rows: int = 0  # the tile's PE rows (from the module names)
 
     @property
     def bit(self):
@@ -354,6 +359,11 @@ class Site:
     def port_bits(self, port):
         spec = self.cell.conns.get(port)
         return None if spec is None else sig_bits(spec, self.module.wires)
+
+
+def _tile_rows(modules):
+    return 1 + max((int(r) for r in re.findall(r"\.pe_(\d+)_\d+$", "\n".join(modules),
+                                                re.M)), default=-1)
 
 
 def site_of(mutation, modules):
@@ -372,7 +382,7 @@ def site_of(mutation, modules):
     ctrl = re.search(r"-ctrlbit (\d+)", mutation.args)
     return Site(mutation, kind, int(pe.group(1)) if pe else None, module, cell,
                 port.group(1), int(port.group(2)), int(ctrl.group(1)) if ctrl else None,
-                tuple(sig_bits(cell.conns[port.group(1)], module.wires)))
+                tuple(sig_bits(cell.conns[port.group(1)], module.wires)), _tile_rows(modules))
 
 
 def _mutate_bit(mode, value, ctrl):
@@ -456,14 +466,16 @@ def _range_outcome(site, entry):
     if site.portbit not in wire_at:
         return None
     driver = site.port in _OUTPUTS and all(k == p for p, k in wire_at.items())
-    if entry.zero_bits:
+    zero_bits = (entry.zero_bits(site.tile_rows) if callable(entry.zero_bits)
+                 else entry.zero_bits)
+    if zero_bits:
         if ctrl is not None and ctrl not in wire_at:
             return None
         bit = wire_at[site.portbit]
         c = wire_at.get(ctrl)
         for value in (0, 1):
             for cv in (0, 1):
-                if (bit in entry.zero_bits and value) or (c in entry.zero_bits and cv):
+                if (bit in zero_bits and value) or (c in zero_bits and cv):
                     continue
                 if _mutate_bit(mode, value, cv if ctrl is not None else 0) != value:
                     return None
@@ -559,6 +571,14 @@ VALUE_RANGES = (
                      "+-0, +-Inf and the NaN 0x7FC00000; a_mag, b_mag, l_mag, s_mag "
                      "(fp32_add.py:73, 88-89) copy them or are 0")
       for w in ("a", "b", "a_mag", "b_mag", "l_mag", "s_mag")),
+    ValueRange(("issue",), "in_mode",
+               zero_bits=lambda rows: tuple(range(9 + (2 * rows).bit_length(), 25)),
+               why="in_mode.k (issue.py:174-181, in_mode's bits 9..24 after sel, stype, "
+                   "mtype, double, ftz) is written only on an issue, from beat_k (line 137: "
+                   "a running command's cur_k, 0 for a READ, or the head's K); a queued "
+                   "matmul passed K_RANGE (command_queue.py:134, 140: 1 <= K <= 2 x rows "
+                   "for double-row, <= rows otherwise), so in_mode.k <= 2 x rows and its "
+                   "bits from (2 x rows).bit_length() up are 0 (and in_mode starts at 0)"),
 )
 
 
@@ -580,6 +600,13 @@ def _hi_subnormal(site):
         return f"cell {site.mutation.cell} (float_mul.py:{','.join(map(str, sorted(lines)))})"
     if _wire_name(site.bit) in _HI_SUBNORMAL_WIRES:
         return f"{_wire_name(site.bit)}[{site.bit[1]}]"
+    return None
+
+
+def _same_constant(site):
+    """A constant input bit forced to the value it has."""
+    if site.bit in ("0", "1") and site.mutation.mode == f"const{site.bit}":
+        return f"{site.cell.type} {site.port}[{site.portbit}] is the constant {site.bit}"
     return None
 
 
@@ -608,6 +635,9 @@ class ClassRule:
 
 
 CLASS_RULES = (
+    ClassRule(
+        "same-constant", "a cell input bit tied to a constant, forced to that same value "
+        "(const0 of a 0, const1 of a 1): the netlist is unchanged", _same_constant),
     ClassRule(
         "lz-stage", "a leading_zeros() stage output bit below what is read "
         "(fp32_add.py:13-37; the FP32 adders, line 120, and both float multipliers, "
@@ -989,6 +1019,7 @@ def markdown(report, header):
     lines += ["", "The value ranges of the `value-range` rule:", ""]
     for entry in VALUE_RANGES:
         known = (f"{min(entry.values)}..{max(entry.values)}" if entry.values else
+                 "bits given by the tile's rows zero" if callable(entry.zero_bits) else
                  f"bits {min(entry.zero_bits)}..{max(entry.zero_bits)} zero")
         where = "" if entry.rows is None else f", PE rows {list(entry.rows)}"
         lines.append(f"- `{entry.wire}` of {' / '.join(entry.kinds)}{where}: {known}: "

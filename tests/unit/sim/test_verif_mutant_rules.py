@@ -132,7 +132,36 @@ MUL_HI_TEXT = f"""module \\{MUL_HI}
 end
 """
 
-DESIGN = _adder(ADDER) + _adder(ADDER_HI_ROW0) + _adder(ADDER_HI_ROW1) + MUL_HI_TEXT
+ISSUE = "systolica_tile.issue"
+ISSUE_TEXT = f"""module \\{ISSUE}
+  wire input 1 \\clk
+  wire width 25 \\in_mode
+  wire width 25 $next
+  wire output 2 \\hi
+  cell $dff $127
+    parameter \\WIDTH 25
+    parameter \\CLK_POLARITY 1
+    connect \\D $next
+    connect \\CLK \\clk
+    connect \\Q \\in_mode
+  end
+  cell $gt $94
+    parameter \\A_SIGNED 0
+    parameter \\B_SIGNED 0
+    parameter \\A_WIDTH 16
+    parameter \\B_WIDTH 3
+    parameter \\Y_WIDTH 1
+    connect \\A \\in_mode [24:9]
+    connect \\B 3'101
+    connect \\Y \\hi
+  end
+end
+"""
+#: the PE modules name the tile's rows (3 here)
+PES = "".join(f"module \\systolica_tile.array.pe_{r}_0\nend\n" for r in range(3))
+
+DESIGN = (_adder(ADDER) + _adder(ADDER_HI_ROW0) + _adder(ADDER_HI_ROW1) + MUL_HI_TEXT
+          + ISSUE_TEXT + PES)
 
 
 def _rule(args):
@@ -177,6 +206,17 @@ def _rule(args):
      "value-range"),
     (f"-mode const0 -module {MUL_HI} -cell $procmux$1_CMP0 -port A -portbit 2", None),
     (f"-mode const1 -module {MUL_HI} -cell $161 -port B -portbit 4", "hi-subnormal"),
+    # a constant bit forced to its own value
+    (f"-mode const1 -module {MUL_HI} -cell $procmux$1_CMP0 -port B -portbit 2",
+     "same-constant"),
+    (f"-mode const0 -module {MUL_HI} -cell $procmux$1_CMP0 -port B -portbit 2", None),
+    # in_mode.k <= 2 x rows = 6: its bits 3 and up (in_mode's 12 and up) are 0
+    (f"-mode const0 -module {ISSUE} -cell $94 -port A -portbit 7", "value-range"),
+    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 22 -wire in_mode "
+     "-wirebit 2", "value-range"),
+    (f"-mode const0 -module {ISSUE} -cell $94 -port A -portbit 2", None),
+    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 11 -wire in_mode "
+     "-wirebit 2", None),
 ])
 def test_class_rules_match_their_class_only(args, rule):
     assert _rule(args) == rule
