@@ -19,7 +19,10 @@
 4. Each survivor gets a disposition: **equivalent (structure)** when its cell lies outside
    the fan-in cone of every tile output (:func:`outside_output_cone`, refused if it ever
    calls a killed mutant equivalent), **equivalent (argued)** when :data:`ARGUED` holds a
-   reason for it by hand (keyed by :func:`fingerprint`), else **open**.
+   reason for it by hand (keyed by :func:`fingerprint`), **equivalent (rule NAME)** when
+   a class rule of :data:`CLASS_RULES` (an argument for a whole class of mutations,
+   decided from the mutation and design.il; refused, like the structural check, if it
+   calls a killed mutant equivalent) holds, else **open**.
 
 ``systolica mutants --count 240`` prints the score both ways (killed /
 all, killed / (all - equivalent)) and every survivor with its mutation, source line and
@@ -596,7 +599,11 @@ def _hi_subnormal(site):
     if site.kind != "multiplier_hi":
         return None
     lines = {n for f, n in site.cell.src if f == "float_mul.py"}
-    if lines and lines <= set(_HI_SUBNORMAL_LINES) and len(lines) == len(site.cell.src):
+    # by its source line only a cell of one expression: proc's muxes and compares of the
+    # If / Elif chain (lines 139-146) hold several branches
+    own = "procmux" not in site.mutation.cell and site.cell.type != "$pmux"
+    if (own and lines and lines <= set(_HI_SUBNORMAL_LINES)
+            and len(lines) == len(site.cell.src)):
         return f"cell {site.mutation.cell} (float_mul.py:{','.join(map(str, sorted(lines)))})"
     if _wire_name(site.bit) in _HI_SUBNORMAL_WIRES:
         return f"{_wire_name(site.bit)}[{site.bit[1]}]"
