@@ -69,6 +69,12 @@ COUNT = 240
 #: Survivors argued equivalent by hand, keyed by :func:`fingerprint` (the mutated cell's
 #: RTLIL and the mutation, so an entry stops matching when that cell changes): the reason
 #: why the mutated value cannot reach an output. docs/mutants.md lists them with the run.
+#: For one-off arguments: a class of mutations gets a rule in :data:`CLASS_RULES` instead.
+#: The entries below were keyed on the netlist before the tile's component split and match
+#: no cell of it (their classes are rules now: lz-stage, hi-subnormal, value-range,
+#: constant-compare, unread-bit); they stay as the written arguments until a run re-keys
+#: the one-offs among them (the PSUM address bijection, the queue-slot borrow, the
+#: beats-left counter).
 _LZ = ("a leading_zeros() stage output bit below what is read: with span the power of "
        "two above the counted width (32 for the FP32 adder's 27 bits and the BF16/FP16 "
        "multiplier's 22, 16 for multiplier_hi's 8), stage S's shifted word lz_sS feeds "
