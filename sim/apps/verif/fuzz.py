@@ -433,7 +433,7 @@ def pattern_sweep(rng, rows, cols, n=3):
     - The adders' cancellation at every exponent: BF16 matmuls whose rows ``r - 1`` and
       ``r`` (each row below the first) cancel but for the stationary's last bits, beat
       ``b`` at about 2^(b - 127); for PSUM's adders, a product then its near negation
-      accumulated into the same region, at every exponent, and at every depth 2..20
+      accumulated into the same region, at every exponent, and at every depth 3..20
       (FP16: (1 + 2^-i)(1 + 2^-j) stored, 1 + 2^-i + 2^-j subtracted).
 
     FTZ is drawn per matmul (a quarter of them), except for the subnormal sweeps.
@@ -520,7 +520,7 @@ def pattern_sweep(rng, rows, cols, n=3):
             add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
     # PSUM's adders: the same cancellation at every exponent between a stored product and
     # an accumulated one (K = 1: the product, then its negation but for the stationary's
-    # last bits); then at every depth 2..20: (1 + 2^-i)(1 + 2^-j) stored (FP16, i per
+    # last bits); then at every depth 3..20: (1 + 2^-i)(1 + 2^-j) stored (FP16, i per
     # column, j per beat), then 1 + 2^-i + 2^-j accumulated negated (K = 2), leaving
     # 2^-(i + j).
     for _ in range(2):
