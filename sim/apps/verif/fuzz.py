@@ -430,8 +430,11 @@ def pattern_sweep(rng, rows, cols, n=3):
       ``b`` holding ``(b + 16 r) mod 256`` in row ``r``; the stationary drawn as above.
     - BF16 and FP16 subnormals (every sign and fraction): matmuls of 256 beats whose beat
       ``b`` holds subnormal ``(b + 16 r)`` in row ``r``, times normals, FTZ off.
-    - The first adder's cancellation at every exponent: BF16 matmuls whose rows 0 and 1
-      cancel but for the stationary's last bits, beat ``b`` at about 2^(b - 127).
+    - The adders' cancellation at every exponent: BF16 matmuls whose rows ``r - 1`` and
+      ``r`` (each row below the first) cancel but for the stationary's last bits, beat
+      ``b`` at about 2^(b - 127); for PSUM's adders, a product then its near negation
+      accumulated into the same region, at every exponent, and at every depth 3..20
+      (FP16: (1 + 2^-i)(1 + 2^-j) stored, 1 + 2^-i + 2^-j subtracted).
 
     FTZ is drawn per matmul (a quarter of them), except for the subnormal sweeps.
     """
@@ -439,12 +442,13 @@ def pattern_sweep(rng, rows, cols, n=3):
 
     items, slot = [], [0]
 
-    def add(s, v, perf_mode=None, ftz=None):
-        region = slot[0] % (PSUM_BANKS * (PSUM_ENTRIES // 256))
+    def add(s, v, perf_mode=None, ftz=None, accumulate=False):
+        """Append a matmul into the next region (``accumulate``: into the last one)."""
+        slot[0] += not accumulate
+        region = (slot[0] - 1) % (PSUM_BANKS * (PSUM_ENTRIES // 256))
         bank, offset = divmod(region * 256, PSUM_ENTRIES)
-        slot[0] += 1
         ftz = bool(rng.random() < 0.25) if ftz is None else ftz
-        items.append((s, v, False, ftz, bank, offset, perf_mode))
+        items.append((s, v, accumulate, ftz, bank, offset, perf_mode))
 
     def view(bits, name):
         fmt = FORMATS[name]
@@ -499,19 +503,44 @@ def pattern_sweep(rng, rows, cols, n=3):
                 v_bits[rows + row] = v_bits[row, :1]
                 v_bits[row] = v_bits[row, :1]
                 add(view(s_bits, name), view(v_bits, name), perf_mode)
-    # The first adder's cancellation at every exponent: BF16 beats whose partition rows 0
-    # and 1 hold products of about 2^(b - 127) (beat b) that cancel but for the last bits
-    # of the stationary (a different perturbation per column), row 2 and below zero.
+    # The first adder's cancellation at every exponent, in every row's adder: BF16 beats
+    # whose partition rows ``row - 1`` and ``row`` hold products of about 2^(b - 127)
+    # (beat b) that cancel but for the last bits of the stationary (a different
+    # perturbation per column), the other rows zero.
     fmt = FORMATS["bf16"]
+    for row in range(1, rows):
+        for _ in range(2):
+            s_bits = np.zeros((rows, cols), np.int64)
+            s_bits[row - 1] = _float_bits_exp(rng, fmt, (cols,), 127)
+            s_bits[row] = s_bits[row - 1] ^ 0x8000 ^ (1 + np.arange(cols) % 7)
+            v_bits = np.zeros((rows, 254), np.int64)
+            v_bits[row - 1] = ((rng.integers(0, 2, size=254) << 15) | (np.arange(1, 255) << 7)
+                               | rng.integers(0, 128, size=254))
+            v_bits[row] = v_bits[row - 1]
+            add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
+    # PSUM's adders: the same cancellation at every exponent between a stored product and
+    # an accumulated one (K = 1: the product, then its negation but for the stationary's
+    # last bits); then at every depth 3..20: (1 + 2^-i)(1 + 2^-j) stored (FP16, i per
+    # column, j per beat), then 1 + 2^-i + 2^-j accumulated negated (K = 2), leaving
+    # 2^-(i + j).
     for _ in range(2):
-        s_bits = _float_bits_exp(rng, fmt, (rows, cols), 127)
-        s_bits[1] = s_bits[0] ^ 0x8000 ^ (1 + np.arange(cols) % 7)
-        s_bits[2:] = 0
-        v_bits = np.zeros((rows, 254), np.int64)
-        v_bits[0] = ((rng.integers(0, 2, size=254) << 15) | (np.arange(1, 255) << 7)
-                     | rng.integers(0, 128, size=254))
-        v_bits[1] = v_bits[0]
+        s_bits = _float_bits_exp(rng, fmt, (1, cols), 127)
+        v_bits = ((rng.integers(0, 2, size=(1, 254)) << 15) | (np.arange(1, 255) << 7)
+                  | rng.integers(0, 128, size=(1, 254)))
         add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
+        s_bits = s_bits ^ 0x8000 ^ (1 + np.arange(cols) % 7)
+        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False, accumulate=True)
+    half = np.float16
+    j = 1 + np.arange(40) % 10
+    scale = np.exp2(np.arange(40) // 10 * 3 - 4)
+    for q in range(10):
+        i = 1 + (q + np.arange(cols)) % 10
+        s = (1 + np.exp2(-i))[None, :].astype(half)
+        v = ((1 + np.exp2(-j)) * scale)[None, :].astype(half)
+        add(s, v, None, ftz=False)
+        s = np.stack([-(1 + np.exp2(-i)), -np.ones(cols)]).astype(half)
+        v = np.stack([scale, np.exp2(-j) * scale]).astype(half)
+        add(s, v, None, ftz=False, accumulate=True)
     for name in ("bf16", "fp16"):
         fmt = FORMATS[name]
         count = 1 << (fmt.man_bits + 1)                     # sign and fraction

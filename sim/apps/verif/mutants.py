@@ -19,7 +19,10 @@
 4. Each survivor gets a disposition: **equivalent (structure)** when its cell lies outside
    the fan-in cone of every tile output (:func:`outside_output_cone`, refused if it ever
    calls a killed mutant equivalent), **equivalent (argued)** when :data:`ARGUED` holds a
-   reason for it by hand (keyed by :func:`fingerprint`), else **open**.
+   reason for it by hand (keyed by :func:`fingerprint`), **equivalent (rule NAME)** when
+   a class rule of :data:`CLASS_RULES` (an argument for a whole class of mutations,
+   decided from the mutation and design.il; refused, like the structural check, if it
+   calls a killed mutant equivalent) holds, else **open**.
 
 ``systolica mutants --count 240`` prints the score both ways (killed /
 all, killed / (all - equivalent)) and every survivor with its mutation, source line and
@@ -66,6 +69,12 @@ COUNT = 240
 #: Survivors argued equivalent by hand, keyed by :func:`fingerprint` (the mutated cell's
 #: RTLIL and the mutation, so an entry stops matching when that cell changes): the reason
 #: why the mutated value cannot reach an output. docs/mutants.md lists them with the run.
+#: For one-off arguments: a class of mutations gets a rule in :data:`CLASS_RULES` instead.
+#: The entries below were keyed on the netlist before the tile's component split and match
+#: no cell of it (their classes are rules now: lz-stage, hi-subnormal, value-range,
+#: constant-compare, unread-bit); they stay as the written arguments until a run re-keys
+#: the one-offs among them (the PSUM address bijection, the queue-slot borrow, the
+#: beats-left counter).
 _LZ = ("a leading_zeros() stage output bit below what is read: with span the power of "
        "two above the counted width (32 for the FP32 adder's 27 bits and the BF16/FP16 "
        "multiplier's 22, 16 for multiplier_hi's 8), stage S's shifted word lz_sS feeds "
@@ -166,7 +175,10 @@ cone of every tile output in the flattened netlist (checked against every killed
 the check may never call one of them equivalent); **equivalent (argued)**, a reason by
 hand why the mutated value cannot reach an output (`ARGUED` in
 `sim/apps/verif/mutants.py`, keyed by a fingerprint of the mutated cell, so an argument stops
-applying when its cell changes); or **open**. The SAT miter's verdict is not used."""
+applying when its cell changes); **equivalent (rule NAME)**, a class rule (`CLASS_RULES`,
+listed below the table with their arguments) that decides from the mutation itself (module
+kind, the mutated cell and wire bit, the mode) and is checked against every killed mutant
+like the structural check; or **open**. The SAT miter's verdict is not used."""
 
 
 def _yosys():
@@ -210,6 +222,489 @@ class Mutation:
         where = ", ".join(Path(s).name for s in self.sources) or "no source line"
         return (f"#{self.index} {self.mode} of {self.module} {self.cell}"
                 + (f" port {port.group(1)}[{port.group(2)}]" if port else "") + f" ({where})")
+
+
+# ---- class rules ------------------------------------------------------------------------
+# An argument that holds for a whole class of mutations, decided from the mutation itself
+# (module kind, the mutated cell's type and connections in design.il, the wire bit it
+# touches, the mode): a rule names the class and says why it is equivalent. score_report
+# applies every rule to every mutant, killed ones included, and refuses a run in which a
+# rule calls a killed mutant equivalent (as for the structural check): that keeps the
+# rules honest. One-off arguments stay in ARGUED.
+
+#: Wires of the double-row multiplier that only its below-normal branch reads.
+_HI_SUBNORMAL_WIRES = ("right", "wide", "round_up", "tiny")
+#: float_mul.py lines that compute them (and the FTZ flush test of that branch).
+_HI_SUBNORMAL_LINES = (*range(129, 137), 143)
+_FP32_ADDERS = ("adder", "adder_hi")
+
+
+@dataclass(frozen=True)
+class RtlilCell:
+    """A cell of design.il as the class rules read it."""
+
+    type: str
+    params: dict
+    conns: dict
+    src: tuple          # (file name, line) pairs of its ``src`` attribute
+
+
+@dataclass(frozen=True)
+class RtlilModule:
+    wires: dict         # name as written (``\\diff``, ``$12``) -> width
+    cells: dict         # name without a leading backslash -> RtlilCell
+    read: frozenset     # wire bits read inside the module (conservative, see parse_rtlil)
+
+
+_SIG_TOKEN = re.compile(r"(\d+)'([01xzm-]*)|([\\$][^\s{}]+)(?:\s+\[(\d+)(?::(\d+))?\])?"
+                        r"|(-?\d+)")
+
+
+def sig_bits(spec, widths):
+    """The bits of an RTLIL sigspec, least significant first: ``(wire, bit)`` or a
+    constant's ``'0'`` / ``'1'`` / ``'x'``. ``widths``: the module's wire widths."""
+    chunks = []
+    for token in _SIG_TOKEN.finditer(spec):
+        if token.group(1) is not None:
+            chunks.append(list(reversed(token.group(2))))
+        elif token.group(6) is not None:        # a bare integer: 32 bits
+            value = int(token.group(6)) & 0xFFFFFFFF
+            chunks.append([str((value >> i) & 1) for i in range(32)])
+        else:
+            name, hi, lo = token.group(3), token.group(4), token.group(5)
+            if hi is None:
+                bits = range(widths.get(name, 0))
+            else:
+                bits = range(int(lo if lo is not None else hi), int(hi) + 1)
+            chunks.append([(name, i) for i in bits])
+    # a concatenation lists its most significant part first
+    return [b for chunk in reversed(chunks) for b in chunk]
+
+
+#: Output ports of the internal cells the rules look at (any other port is read).
+_OUTPUTS = {"Y", "Q"}
+
+
+def parse_rtlil(text):
+    """``{module: RtlilModule}`` of an RTLIL file (after ``proc``: no processes). A wire
+    bit is *read* when a cell input (any port of a submodule instance), a module-level
+    ``connect`` (either side: an alias) or a module port holds it: a superset of its
+    readers."""
+    modules, name = {}, None
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("module "):
+            name = s.split()[1].lstrip("\\")
+            wires, cells, connects, ports, attrs, cell = {}, {}, [], set(), [], None
+            modules[name] = (wires, cells, connects, ports)
+        elif name is None:
+            continue
+        elif s.startswith("attribute "):
+            attrs.append(s)
+        elif s.startswith("wire "):
+            parts = s.split()
+            width = int(parts[parts.index("width") + 1]) if "width" in parts else 1
+            wires[parts[-1]] = width
+            if {"input", "output", "inout"} & set(parts):
+                ports.add(parts[-1])
+            attrs = []
+        elif s.startswith("cell "):
+            src = tuple((Path(f).name, int(n)) for f, n in
+                        re.findall(r"([^\s|\"]+):(\d+)", " ".join(a for a in attrs
+                                                                 if "\\src" in a)))
+            cell = RtlilCell(s.split()[1], {}, {}, src)
+            cells[s.split()[2].lstrip("\\")] = cell
+            attrs = []
+        elif s == "end":
+            if cell is None:
+                name = None
+            cell = None
+        elif cell is not None and s.startswith("parameter "):
+            _, key, value = s.split(" ", 2)
+            cell.params[key.lstrip("\\")] = value
+        elif cell is not None and s.startswith("connect "):
+            _, port, spec = s.split(" ", 2)
+            cell.conns[port.lstrip("\\")] = spec
+        elif s.startswith("connect "):
+            connects.append(s[len("connect "):])
+        else:
+            attrs = []
+    out = {}
+    for name, (wires, cells, connects, ports) in modules.items():
+        read = set()
+        for cell in cells.values():
+            for port, spec in cell.conns.items():
+                if not cell.type.startswith("$") or port not in _OUTPUTS:
+                    read.update(b for b in sig_bits(spec, wires) if isinstance(b, tuple))
+        for spec in connects:
+            read.update(b for b in sig_bits(spec, wires) if isinstance(b, tuple))
+        for wire in ports:
+            read.update((wire, i) for i in range(wires[wire]))
+        out[name] = RtlilModule(wires, cells, frozenset(read))
+    return out
+
+
+@dataclass(frozen=True)
+class Site:
+    """What the class rules read of one mutation: ``kind`` (the module's last name:
+    ``adder`` for PSUM's ``adder_<c>`` too), the PE ``row`` (None outside the array), the
+    mutated cell, the mutated port's bits and the wire bits at ``-portbit`` / ``-ctrlbit``."""
+
+    mutation: Mutation
+    kind: str
+    row: object
+    module: RtlilModule
+    cell: RtlilCell
+    port: str
+    portbit: int
+    ctrlbit: object
+    bits: tuple         # the mutated port's bits (sig_bits)
+    tile_rows: int = 0  # the tile's PE rows (from the module names)
+
+    @property
+    def bit(self):
+        return self.bits[self.portbit] if self.portbit < len(self.bits) else None
+
+    def port_bits(self, port):
+        spec = self.cell.conns.get(port)
+        return None if spec is None else sig_bits(spec, self.module.wires)
+
+
+def _tile_rows(modules):
+    return 1 + max((int(r) for r in re.findall(r"\.pe_(\d+)_\d+$", "\n".join(modules),
+                                                re.M)), default=-1)
+
+
+def site_of(mutation, modules):
+    """The :class:`Site` of ``mutation`` in ``modules`` (:func:`parse_rtlil`), or None when
+    it is not a single port bit of an internal cell."""
+    port = re.search(r"-port (\S+) -portbit (\d+)", mutation.args)
+    module = modules.get(mutation.module)
+    if port is None or module is None:
+        return None
+    cell = module.cells.get(mutation.cell.lstrip("\\"))
+    if cell is None or not cell.type.startswith("$") or port.group(1) not in cell.conns:
+        return None
+    path = mutation.module.split(".")
+    kind = re.sub(r"^adder_\d+$", "adder", path[-1])
+    pe = re.fullmatch(r"pe_(\d+)_(\d+)", path[-2]) if len(path) > 1 else None
+    ctrl = re.search(r"-ctrlbit (\d+)", mutation.args)
+    return Site(mutation, kind, int(pe.group(1)) if pe else None, module, cell,
+                port.group(1), int(port.group(2)), int(ctrl.group(1)) if ctrl else None,
+                tuple(sig_bits(cell.conns[port.group(1)], module.wires)), _tile_rows(modules))
+
+
+def _mutate_bit(mode, value, ctrl):
+    """A port bit's value under mutation ``mode`` (``ctrl``: the control bit's value)."""
+    return {"inv": 1 - value, "const0": 0, "const1": 1, "cnot0": value ^ (1 - ctrl),
+            "cnot1": value ^ ctrl}[mode]
+
+
+def _wire_name(bit):
+    return bit[0].lstrip("\\") if isinstance(bit, tuple) else None
+
+
+def _lz_stage(site):
+    """The lz_sS word's unread low bits (see the rule's argument)."""
+    if site.kind not in (*_FP32_ADDERS, "multiplier", "multiplier_hi"):
+        return None
+    if site.cell.type != "$mux" or site.port not in ("A", "B", "Y"):
+        return None
+    out = site.port_bits("Y")
+    if site.portbit >= len(out) or not isinstance(out[site.portbit], tuple):
+        return None
+    wire, bit = out[site.portbit]
+    stage = re.fullmatch(r"\\lz_s(\d+)", wire)
+    if stage is None:
+        return None
+    step, span = int(stage.group(1)), site.module.wires[wire]
+    if bit >= span + 1 - step:
+        return None
+    return f"{site.kind} lz_s{step}[{bit}] (span {span}: bits >= {span + 1 - step} are read)"
+
+
+_REDUCE_CONST = {"$reduce_or": "0", "$reduce_bool": "0", "$logic_not": "0",
+                 "$reduce_and": "1"}
+
+
+def _constant_compare(site):
+    """A flip under a control bit that already decides a compare against a constant."""
+    mode, ctrl = site.mutation.mode, site.ctrlbit
+    if mode not in ("cnot0", "cnot1") or ctrl is None or ctrl == site.portbit:
+        return None
+    if site.cell.type in _REDUCE_CONST and site.port == "A":
+        constant = _REDUCE_CONST[site.cell.type]
+    elif site.cell.type in ("$eq", "$ne") and site.port in ("A", "B"):
+        other = site.port_bits("B" if site.port == "A" else "A")
+        if other is None or not all(b in ("0", "1") for b in other):
+            return None
+        signed = (site.cell.params.get("A_SIGNED") == "1"
+                  and site.cell.params.get("B_SIGNED") == "1")
+        constant = other[ctrl] if ctrl < len(other) else (other[-1] if signed else "0")
+    else:
+        return None
+    fires = "1" if mode == "cnot1" else "0"
+    if constant == fires:
+        return None
+    return (f"{site.cell.type} {site.port}[{site.portbit}] flipped only when "
+            f"{site.port}[{ctrl}] is {fires}, where the constant has {constant}")
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    """A wire whose every value that can reach an output is known: ``values`` (ints), or
+    ``zero_bits`` (bits always 0); ``view``: the wire's only reader as a function of its
+    value (compared when the mutated port drives the wire); ``rows``: PE rows it holds in
+    (None: every)."""
+
+    kinds: tuple
+    wire: str
+    why: str
+    values: tuple = ()
+    zero_bits: tuple = ()
+    view: object = None
+    rows: object = None
+
+
+def _range_outcome(site, entry):
+    """Why ``site``'s mutation is invisible for every value of ``entry``'s wire, or None."""
+    bits = site.bits
+    mode, ctrl = site.mutation.mode, site.ctrlbit
+    wire_at = {p: b[1] for p, b in enumerate(bits)
+               if isinstance(b, tuple) and _wire_name(b) == entry.wire}
+    if site.portbit not in wire_at:
+        return None
+    driver = site.port in _OUTPUTS and all(k == p for p, k in wire_at.items())
+    zero_bits = (entry.zero_bits(site.tile_rows) if callable(entry.zero_bits)
+                 else entry.zero_bits)
+    if zero_bits:
+        if ctrl is not None and ctrl not in wire_at:
+            return None
+        bit = wire_at[site.portbit]
+        c = wire_at.get(ctrl)
+        for value in (0, 1):
+            for cv in (0, 1):
+                if (bit in zero_bits and value) or (c in zero_bits and cv):
+                    continue
+                if _mutate_bit(mode, value, cv if ctrl is not None else 0) != value:
+                    return None
+        return f"{entry.wire}[{bit}] never changes"
+
+    def port_value(v):
+        out = []
+        for p, b in enumerate(bits):
+            if p in wire_at:
+                out.append((v >> wire_at[p]) & 1)
+            elif b in ("0", "1"):
+                out.append(int(b))
+            elif driver:           # the driver's result bits beyond the wire: v's too
+                out.append((v >> p) & 1)
+            else:
+                return None
+        return out
+
+    def mutated(pv):
+        pv = list(pv)
+        pv[site.portbit] = _mutate_bit(mode, pv[site.portbit],
+                                       pv[ctrl] if ctrl is not None else 0)
+        return pv
+
+    values = [port_value(v) for v in entry.values]
+    if any(pv is None for pv in values) or (ctrl is not None and ctrl >= len(bits)):
+        return None
+    if all(mutated(pv) == pv for pv in values):
+        return f"{entry.wire}: {site.port}[{site.portbit}] never changes"
+
+    def number(pv, signed):
+        n = sum(b << i for i, b in enumerate(pv))
+        return n - (1 << len(pv)) if signed and pv and pv[-1] else n
+
+    compare = {"$lt": lambda a, b: a < b, "$le": lambda a, b: a <= b,
+               "$gt": lambda a, b: a > b, "$ge": lambda a, b: a >= b,
+               "$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b}
+    if site.cell.type in compare and site.port in ("A", "B"):
+        other = site.port_bits("B" if site.port == "A" else "A")
+        if other is None or not all(b in ("0", "1") for b in other):
+            return None
+        signed = (site.cell.params.get("A_SIGNED") == "1"
+                  and site.cell.params.get("B_SIGNED") == "1")
+        k = number([int(b) for b in other], signed)
+        op = compare[site.cell.type]
+
+        def test(pv):
+            x = number(pv, signed)
+            return op(x, k) if site.port == "A" else op(k, x)
+
+        if all(test(mutated(pv)) == test(pv) for pv in values):
+            return (f"{site.cell.type} against {k} with {entry.wire} in "
+                    f"{min(entry.values)}..{max(entry.values)}: same for every value")
+        return None
+    if entry.view is not None and driver:
+        def wire_value(pv):
+            return sum(pv[p] << k for p, k in wire_at.items())
+        if all(entry.view(wire_value(mutated(pv))) == entry.view(wire_value(pv))
+               for pv in values):
+            return f"{entry.wire}'s reader gives the same for every value"
+    return None
+
+
+_HI_WHY = ("multiplier_hi's product reaches an output only on double-row beats (pe.py:184: "
+           "result = Mux(hi_in, adder_hi.sum, first)); hi_in is set only for a matmul "
+           "that passed the DOUBLE_ROW_TYPE check (command_queue.py:146-147: both types "
+           "E4M3 (3) or E5M2 (4); issue.py:187), whose type codes travel with the operand "
+           "(pe.py:188-190)")
+#: Wire values known by argument (see each ``why``).
+VALUE_RANGES = (
+    ValueRange(_FP32_ADDERS, "diff", values=tuple(range(255)), view=lambda d: min(d, 31),
+               why="L is the operand of larger magnitude (fp32_add.py:82, 88-89), so its "
+                   "exponent field is >= S's and l_exp >= s_exp, both in 1..255 (lines "
+                   "96-97): diff = l_exp - s_exp (line 105) lies in 0..254 (the $sub's "
+                   "bits 8 and up are 0), and its only reader is shift = Mux(diff > 31, 31, "
+                   "diff) (line 105)"),
+    ValueRange(("multiplier_hi",), "exp", values=tuple(range(93, 161)),
+               why=_HI_WHY + "; its magnitude (float_mul.py:155) only when both operands "
+                   "decode (lines 91-108) as non-zero finite e4m3 / e5m2 (any other "
+                   "type decodes as zero): exponents -6..8 and -14..16, so exp = a_exp + "
+                   "b_exp + 128 - lz (line 126) lies in 93..160 (lz <= 7 for a non-zero "
+                   "8-bit product); other values of exp never reach an output"),
+    *(ValueRange(("multiplier_hi",), t, values=(3, 4),
+                 why=_HI_WHY + f": {t} is E4M3 (3) or E5M2 (4) whenever the product is "
+                               "used") for t in ("a_type", "b_type")),
+    *(ValueRange(("adder_hi",), w, zero_bits=tuple(range(16)), rows=(0,),
+                 why="adder_hi of a partition-row-0 PE (the tile ties chain_start high: "
+                     "pe.py:169 first = product) adds two products of FP8 operands: its "
+                     "sum reaches an output only on double-row beats (pe.py:184), whose "
+                     "types are e4m3 / e5m2 (command_queue.py:146-147); such a product "
+                     "has at most 4 x 4 = 8 significant bits and is a normal FP32 number "
+                     "(2^-34 .. 2^25), so its fraction bits 0..15 are 0, as are those of "
+                     "+-0, +-Inf and the NaN 0x7FC00000; a_mag, b_mag, l_mag, s_mag "
+                     "(fp32_add.py:73, 88-89) copy them or are 0")
+      for w in ("a", "b", "a_mag", "b_mag", "l_mag", "s_mag")),
+    ValueRange(("issue",), "in_mode",
+               zero_bits=lambda rows: tuple(range(9 + (2 * rows).bit_length(), 25)),
+               why="in_mode.k (issue.py:174-181, in_mode's bits 9..24 after sel, stype, "
+                   "mtype, double, ftz) is written only on an issue, from beat_k (line 137: "
+                   "a running command's cur_k, 0 for a READ, or the head's K); a queued "
+                   "matmul passed K_RANGE (command_queue.py:134, 140: 1 <= K <= 2 x rows "
+                   "for double-row, <= rows otherwise), so in_mode.k <= 2 x rows and its "
+                   "bits from (2 x rows).bit_length() up are 0 (and in_mode starts at 0)"),
+)
+
+
+def _value_range(site):
+    for entry in VALUE_RANGES:
+        if site.kind in entry.kinds and (entry.rows is None or site.row in entry.rows):
+            outcome = _range_outcome(site, entry)
+            if outcome is not None:
+                return f"{outcome} ({entry.why})"
+    return None
+
+
+def _hi_subnormal(site):
+    """A mutation confined to multiplier_hi's below-normal branch."""
+    if site.kind != "multiplier_hi":
+        return None
+    lines = {n for f, n in site.cell.src if f == "float_mul.py"}
+    # by its source line only a cell of one expression: proc's muxes and compares of the
+    # If / Elif chain (lines 139-146) hold several branches
+    own = "procmux" not in site.mutation.cell and site.cell.type != "$pmux"
+    if (own and lines and lines <= set(_HI_SUBNORMAL_LINES)
+            and len(lines) == len(site.cell.src)):
+        return f"cell {site.mutation.cell} (float_mul.py:{','.join(map(str, sorted(lines)))})"
+    if _wire_name(site.bit) in _HI_SUBNORMAL_WIRES:
+        return f"{_wire_name(site.bit)}[{site.bit[1]}]"
+    return None
+
+
+def _same_constant(site):
+    """A constant input bit forced to the value it has."""
+    if site.bit in ("0", "1") and site.mutation.mode == f"const{site.bit}":
+        return f"{site.cell.type} {site.port}[{site.portbit}] is the constant {site.bit}"
+    return None
+
+
+def _unread_bit(site):
+    """The mutated bit ends on a wire bit nothing in its module reads."""
+    if site.port == "Y":
+        out = site.bit
+    elif site.cell.type == "$mux" and site.port in ("A", "B"):
+        y = site.port_bits("Y")
+        out = y[site.portbit] if y and site.portbit < len(y) else None
+    else:
+        return None
+    if not isinstance(out, tuple) or out in site.module.read:
+        return None
+    return f"{site.cell.type} Y[{site.portbit}] drives {out[0].lstrip(chr(92))}[{out[1]}]"
+
+
+@dataclass(frozen=True)
+class ClassRule:
+    """An equivalence argument for a class of mutations: ``match(site)`` returns the
+    instance's detail, or None when the mutation is not of the class."""
+
+    name: str
+    argument: str
+    match: object
+
+
+CLASS_RULES = (
+    ClassRule(
+        "same-constant", "a cell input bit tied to a constant, forced to that same value "
+        "(const0 of a 0, const1 of a 1): the netlist is unchanged", _same_constant),
+    ClassRule(
+        "lz-stage", "a leading_zeros() stage output bit below what is read "
+        "(fp32_add.py:13-37; the FP32 adders, line 120, and both float multipliers, "
+        "float_mul.py:120): with span the power of two above the counted width (32 for "
+        "the adder's 27 bits and the multiplier's 22, 16 for multiplier_hi's 8), stage S's "
+        "word lz_sS = Mux(lz_zS, current << S, current) (lines 30-32) is read only by the "
+        "next stage, whose zero test reads its bits >= span - S/2 (line 31) and whose mux "
+        "moves bit j to j + S/2 (line 32); the last word lz_s1 is read by nothing (the "
+        "count is Cat of the zero tests, line 36). So lz_sS's bits below span + 1 - S are "
+        "read by nothing, and a mutation of such a bit of the mux that drives lz_sS (its "
+        "output or the same bit of a data input) changes no output", _lz_stage),
+    ClassRule(
+        "constant-compare", "a comparison with a constant ($eq / $ne against a constant "
+        "operand, or a zero / all-ones reduction) whose input bit is flipped only while "
+        "another input bit (the control) differs from the constant's: the input differs "
+        "from the constant in the control bit before and after the flip, so the "
+        "comparison's result is the same for every input", _constant_compare),
+    ClassRule(
+        "value-range", "the mutated port carries a wire whose every value that can reach "
+        "an output is known (VALUE_RANGES, each with its argument), and evaluated over all "
+        "of them the mutation changes nothing: the port's value, or a comparison's result "
+        "against its constant operand, or (on the wire's driver) what the wire's only "
+        "reader makes of it", _value_range),
+    ClassRule(
+        "hi-subnormal", "multiplier_hi's below-normal branch: right, wide, round_up and "
+        "tiny (float_mul.py:129-136) and the FTZ flush test (line 143) are read only by "
+        "magnitude's Elif / Else branches (lines 143-146), taken only when exp < 1; "
+        + _HI_WHY + "; its magnitude (line 155) only when both operands decode as "
+        "non-zero finite e4m3 / e5m2, when exp = a_exp + b_exp + 128 - lz (line 126) lies "
+        "in 93..160 (exponents -6..8 and -14..16, lz <= 7): the branch is never taken "
+        "when it could matter", _hi_subnormal),
+    ClassRule(
+        "unread-bit", "the mutated bit (a cell's output bit, or a $mux data input's bit, "
+        "which reaches only the same output bit) drives a wire bit that no cell, "
+        "connection or port of its module reads (parse_rtlil's read set: every cell "
+        "input, both sides of every connect, every port)", _unread_bit),
+)
+
+
+def class_rule_matches(mutations, design_text):
+    """``{index: (rule, detail)}`` for every mutation a :data:`CLASS_RULES` rule calls
+    equivalent (the first rule that matches), given design.il's text."""
+    modules = parse_rtlil(design_text)
+    out = {}
+    for m in mutations:
+        site = site_of(m, modules)
+        if site is None:
+            continue
+        for rule in CLASS_RULES:
+            detail = rule.match(site)
+            if detail is not None:
+                out[m.index] = (rule, detail)
+                break
+    return out
 
 
 def generate(rows, cols, count, seed, folder):
@@ -501,6 +996,10 @@ def _run(parser, args):
                 print(f"  {n} of {len(chosen)} mutants run: {killed} killed, "
                       f"{len(survivors)} survived  [{time.perf_counter() - started:.0f} s]")
     folder = tile.verilog.parent
+    # Kept before the report, which may refuse the run (a rule calling a killed mutant
+    # equivalent): the dispositions can then be recomputed without running again.
+    (folder / "killed_by.json").write_text(json.dumps(
+        {str(k): v for k, v in killed_by.items()}, indent=1))
     report = score_report(chosen, survivors, killed_by, folder, sat=args.sat)
     print(report["text"])
     if args.doc:
@@ -526,25 +1025,45 @@ def markdown(report, header):
         lines.append(f"| {row['index']} | {row['mutation']} <br> `mutate {row['args']}` "
                      f"<br> fingerprint `{row['fingerprint']}` | {row['disposition']} | "
                      f"{reason} |")
+    lines += ["", "## Class rules", "",
+              "Each rule is applied to every mutant, killed ones included; a run in which "
+              "one calls a killed mutant equivalent fails.", ""]
+    lines += [f"- **{rule.name}**: {rule.argument}." for rule in CLASS_RULES]
+    lines += ["", "The value ranges of the `value-range` rule:", ""]
+    for entry in VALUE_RANGES:
+        known = (f"{min(entry.values)}..{max(entry.values)}" if entry.values else
+                 "bits given by the tile's rows zero" if callable(entry.zero_bits) else
+                 f"bits {min(entry.zero_bits)}..{max(entry.zero_bits)} zero")
+        where = "" if entry.rows is None else f", PE rows {list(entry.rows)}"
+        lines.append(f"- `{entry.wire}` of {' / '.join(entry.kinds)}{where}: {known}: "
+                     f"{entry.why}.")
     return "\n".join(lines) + "\n"
 
 
 def score_report(chosen, survivors, killed_by, folder, sat=False):
     """The score both ways and every survivor's disposition: ``equivalent`` by structure
-    (:func:`outside_output_cone`), ``argued equivalent`` (:data:`ARGUED`, by fingerprint)
-    or ``open`` (neither: a gap of the kill-set, or an argument still to be made).
+    (:func:`outside_output_cone`), ``argued equivalent`` (:data:`ARGUED`, by fingerprint),
+    equivalent by a class rule (:data:`CLASS_RULES`) or ``open`` (none of them: a gap of
+    the kill-set, or an argument still to be made).
 
     Raises
     ------
     RuntimeError
-        If the structural check calls a killed mutant equivalent (it would be wrong).
+        If the structural check or a class rule calls a killed mutant equivalent (it would
+        be wrong).
     """
     folder = Path(folder)
     structural = outside_output_cone(chosen, folder)
     wrong = sorted(i for i in structural if killed_by.get(i))
     if wrong:
         raise RuntimeError(f"the output-cone check calls killed mutants {wrong} equivalent")
-    cells = _cell_texts((folder / "design.il").read_text())
+    design = (folder / "design.il").read_text()
+    cells = _cell_texts(design)
+    ruled = class_rule_matches(chosen, design)
+    wrong = sorted(i for i in ruled if killed_by.get(i))
+    if wrong:
+        raise RuntimeError("class rules call killed mutants equivalent: " + "; ".join(
+            f"#{i} by {ruled[i][0].name} ({ruled[i][1]})" for i in wrong))
     lines, rows = [], []
     killed = sum(1 for m in chosen if killed_by.get(m.index))
     equivalent = 0
@@ -554,6 +1073,9 @@ def score_report(chosen, survivors, killed_by, folder, sat=False):
             disposition, reason = "equivalent (structure)", structural[m.index]
         elif key in ARGUED:
             disposition, reason = "equivalent (argued)", ARGUED[key]
+        elif m.index in ruled:
+            rule, detail = ruled[m.index]
+            disposition, reason = f"equivalent (rule {rule.name})", detail
         else:
             disposition, reason = "open", ""
         equivalent += disposition != "open"
@@ -569,9 +1091,11 @@ def score_report(chosen, survivors, killed_by, folder, sat=False):
     total = len(chosen)
     all_score = 100.0 * killed / max(1, total)
     net_score = 100.0 * killed / max(1, total - equivalent)
+    by_rule = sum(r["disposition"].startswith("equivalent (rule") for r in rows)
     head = (f"mutants {total}: killed {killed}, survived {len(survivors)} ({equivalent} "
             f"equivalent: {sum(r['disposition'] == 'equivalent (structure)' for r in rows)} "
-            f"by structure, {sum(r['disposition'] == 'equivalent (argued)' for r in rows)} "
+            f"by structure, {by_rule} by class rule, "
+            f"{sum(r['disposition'] == 'equivalent (argued)' for r in rows)} "
             f"argued; {len(survivors) - equivalent} open)\n"
             f"score {killed} / {total} = {all_score:.1f} % of all; {killed} / "
             f"{total - equivalent} = {net_score:.1f} % of the non-equivalent")

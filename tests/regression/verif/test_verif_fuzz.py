@@ -117,3 +117,28 @@ def test_pattern_sweep_puts_every_fp8_pattern_in_every_pe():
                     assert {int(s[r, c]) for s in sweep} == set(range(256)), (name, r, c)
             for s in sweep[:256]:
                 assert ((s & top) == top).sum(axis=0).max() <= 1
+
+
+def test_pattern_sweep_cancels_in_every_adder():
+    """The sweep's cancellation programs: each row's adder (rows r - 1 and r, the others
+    zero) and PSUM's adders (an accumulate into the region written just before it, at
+    every exponent and, with FP16, at every depth 3..20)."""
+    rows, cols = 3, 3
+    items = fuzz.pattern_sweep(np.random.default_rng(1), rows, cols)
+    for row in range(1, rows):
+        assert any(s.shape == (rows, cols) and s.dtype.name == "bfloat16"
+                   and (s.view(np.uint16)[[row - 1, row]] != 0).all()
+                   and not np.delete(s.view(np.uint16), [row - 1, row], axis=0).any()
+                   for s, v, *_ in items), row
+    accumulated = [(i, item) for i, item in enumerate(items) if item[2]]
+    assert accumulated
+    for i, (_, v, _, _, bank, offset, _) in accumulated:
+        assert items[i - 1][4:6] == (bank, offset)
+        assert items[i - 1][1].shape[1] == v.shape[1]
+    depths = set()
+    for i, (s, v, *_) in accumulated:
+        if s.dtype == np.float16:
+            stored = items[i - 1][0].astype(np.float64).T @ items[i - 1][1].astype(np.float64)
+            left = stored + s.astype(np.float64).T @ v.astype(np.float64)
+            depths |= set(np.round(np.log2(np.abs(stored) / np.abs(left))).astype(int).ravel())
+    assert set(range(3, 21)) <= depths

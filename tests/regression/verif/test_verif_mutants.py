@@ -2,7 +2,7 @@
 sample of a 2 x 2 tile's mutants in one netlist, the unmutated design passing the kill-set,
 at least one mutant killed, the SAT check's verdicts well formed, and the structural
 equivalence check (outside every output's fan-in cone) against the killed mutants and two
-hand-made cases."""
+hand-made cases, and the class rules against the killed mutants."""
 
 from systolica.sim.apps.verif import mutants
 
@@ -36,6 +36,9 @@ def test_mutant_sample_and_equivalence_checks_agree(seed):
     structural = mutants.outside_output_cone([*mutations, dead, live], folder)
     assert not killed & set(structural), structural
     assert 101 in structural and 102 not in structural, structural
+    # nor may a class rule
+    ruled = mutants.class_rule_matches(mutations, (folder / "design.il").read_text())
+    assert not killed & set(ruled), {i: ruled[i][1] for i in killed & set(ruled)}
 
 
 def test_argued_entries_are_keyed_and_reasoned():
