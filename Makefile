@@ -33,7 +33,7 @@ help:
 	@echo "                file; opens GTKWave when a display is there, else prints the command"
 	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto -v:"
 	@echo "                a line per finished test)"
-	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), under a minute"
+	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), about 2 minutes"
 	@echo "make check-types  every FP8 x BF16 pair of bit patterns vs the exact reference (16.7M"
 	@echo "                per FP8 type, both orders, IEEE and FTZ; make test runs a sample)"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"

@@ -25,7 +25,6 @@ run: ``make test`` writes one), prints the summary table, writes ``merged.xml`` 
 ``merged.yaml`` and exits 1 if a bin is not hit (closure).
 """
 
-import argparse
 import logging
 import os
 import sys
@@ -36,7 +35,7 @@ from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, covera
 
 from systolica.golden.command import ERRORS, PSUM_ENTRIES
 from systolica.golden.formats import FORMATS
-from systolica.sim.apps.options import add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
 from systolica.sim.apps.verif.exhaustive import ROUNDING, classify_rounding
 
 from . import fuzz
@@ -301,7 +300,7 @@ def default_folder():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="systolica coverage",
+    parser = OneLineParser(prog="systolica coverage",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--commands", type=int, default=1600)

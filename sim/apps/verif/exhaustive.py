@@ -23,7 +23,6 @@ a generalised multiplier (more operand types) plugs in by a new spec.
 adder pairs) for CI. Work is split over ``--jobs`` processes (default: the cores).
 """
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -35,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from systolica.sim.apps.options import add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
 
 #: Outer operand values per multiplier work item (each with all 2^16 inner values).
 MUL_ROWS_PER_ITEM = 512
@@ -458,7 +457,7 @@ def _print_results(unit, results):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="systolica exhaustive",
+    parser = OneLineParser(prog="systolica exhaustive",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--unit", choices=("multiplier", "adder", "both"), default="both")
     parser.add_argument("--adder-pairs", type=int, default=10**9)

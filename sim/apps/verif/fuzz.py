@@ -22,7 +22,6 @@ draws from ``numpy.random.default_rng([s, p])``, so any program replays without 
 COMMANDS=N``); exit status 0 when every program passed, 1 otherwise.
 """
 
-import argparse
 import os
 import shutil
 import sys
@@ -36,6 +35,7 @@ import numpy as np
 from systolica.golden import FORMATS, Command, command_schedule
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES
 from systolica.golden.formats import DOUBLE_ROW_TYPES
+from systolica.sim.apps.options import OneLineParser
 from systolica.tb import protocol, stimulus
 
 #: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
@@ -808,7 +808,7 @@ def summarize(reports, seconds):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="systolica fuzz",
+    parser = OneLineParser(prog="systolica fuzz",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--commands", type=int, default=100_000)

@@ -31,7 +31,6 @@ reaches ``--target``. ``--sat`` adds the old SAT miter's verdict per survivor, f
 information only: it once called a killed mutant equivalent.
 """
 
-import argparse
 import json
 import os
 import re
@@ -43,7 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from systolica.sim.apps.options import add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
 from systolica.sim.build.generate import TOPLEVEL
 
 from . import fuzz
@@ -944,7 +943,7 @@ def check_equivalence(mutation, folder, timeout=120):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="systolica mutants",
+    parser = OneLineParser(prog="systolica mutants",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=COUNT, help="mutants to draw")
     parser.add_argument("--seed", type=int, default=1, help="seed of the draw and kill-set")

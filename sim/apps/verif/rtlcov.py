@@ -24,7 +24,6 @@ prover cannot show (values bounded by what the tile accepts, e.g. a queued comma
 below 8) stays in the denominator.
 """
 
-import argparse
 import os
 import re
 import shutil
@@ -33,7 +32,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from systolica.sim.apps.options import add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
 
 from . import fuzz
 
@@ -334,7 +333,7 @@ def _table_lines(table, title):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="systolica rtl-coverage",
+    parser = OneLineParser(prog="systolica rtl-coverage",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--programs", type=int, default=4)
