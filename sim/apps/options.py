@@ -47,7 +47,8 @@ def env_flag(name):
     text = os.environ.get(name, "")
     value = FLAG_VALUES.get(text.strip().lower())
     if value is None:
-        print(f"error: {name} must be 1 or 0 (or yes/no, true/false, on/off), not {text!r}",
+        print(f"systolica: error: {name} must be 1 or 0 (or yes/no, true/false, on/off), "
+              f"not {text!r}",
               file=sys.stderr)
         raise SystemExit(2)
     return value

@@ -123,8 +123,8 @@ def test_bad_yes_no_variable_exits_2(name, text, monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_info:
         systolica.main(["sim", "--workload", "random"])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err == (f"error: {name} must be 1 or 0 (or yes/no, true/false, "
-                                       f"on/off), not {text!r}\n")
+    assert capsys.readouterr().err == (f"systolica: error: {name} must be 1 or 0 (or yes/no, "
+                                       f"true/false, on/off), not {text!r}\n")
 
 
 # ---- pictures ----------------------------------------------------------------------------
