@@ -38,6 +38,10 @@ def parser():
     """
     p = simulate.parser()
     p.prog = "systolica waves"
+    for action in p._actions:          # waves trace the random workload only
+        if action.dest == "workload":
+            action.choices, action.default = ("random",), "random"
+            action.help = "random (the only workload waves trace; default)"
     p.description = ("Run the random workload of 'systolica sim --workload random' "
                      "(or, with --test, one cocotb regression test) "
                      "with tracing on, write the waveform and a GTKWave save file for it, and "
