@@ -53,10 +53,6 @@ def gemm_folds(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
 
 
 def gemm_matmul_count(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
-    """Matmuls of :func:`gemm_folds`' cut (int), without listing them."""
-    for name, value in (("K", k), ("M", m), ("N", n), ("rows", rows), ("cols", cols),
-                        ("psum_depth", psum_depth)):
-        check_positive(name, value)
-    check_perf_mode(perf_mode)
-    return (math.ceil(k / max_k(rows, perf_mode)) * math.ceil(m / cols)
-            * math.ceil(n / psum_depth))
+    """Matmuls of :func:`gemm_folds`' cut (int); the same errors."""
+    return math.prod(len(cut) for cut in gemm_folds(k, m, n, rows, cols, psum_depth,
+                                                    perf_mode))

@@ -22,6 +22,7 @@ draws from ``numpy.random.default_rng([s, p])``, so any program replays without 
 COMMANDS=N``); exit status 0 when every program passed, 1 otherwise.
 """
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -35,7 +36,7 @@ import numpy as np
 from systolica.golden import FORMATS, Command, command_schedule
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES
 from systolica.golden.formats import DOUBLE_ROW_TYPES
-from systolica.sim.apps.options import OneLineParser
+from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
 from systolica.tb import protocol, stimulus
 
 #: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
@@ -820,9 +821,7 @@ def main(argv=None):
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
     parser.add_argument("--build-dir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
-    parser.add_argument("--json", action="store_true",
-                        help="print the totals and every program's report as JSON on stdout "
-                             "(progress goes to stderr)")
+    add_json_argument(parser, "the totals and every program's report")
     args = parser.parse_args(argv)
     if args.commands < 1 or args.chunk < 1:
         parser.error("--commands and --chunk must be positive")
@@ -832,28 +831,24 @@ def main(argv=None):
             raise ValueError
     except ValueError:
         parser.error(f"--sizes must be like 4x4,3x4, not {args.sizes!r}")
-    started = time.perf_counter()
     commands = args.commands
     if args.program:
         commands = (max(args.program) + 1) * args.chunk
-    say = (lambda line: print(line, file=sys.stderr)) if args.json else print
-    reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=sizes, simulator=args.sim,
-                   build_root=args.build_dir, programs=args.program, keep=args.keep, out=say)
-    failed = [r for r in reports if not r.passed]
-    if args.json:
-        import dataclasses
-        import json
+    return report_as_json(args, lambda: _run(args, commands, sizes))
 
-        print(json.dumps({"seed": args.seed, "passed": not failed,
-                          "commands": sum(r.commands for r in reports),
-                          "seconds": round(time.perf_counter() - started, 1),
-                          "programs": [{**dataclasses.asdict(r), "passed": r.passed}
-                                       for r in reports]}, indent=1))
-        return 1 if failed else 0
+
+def _run(args, commands, sizes):
+    started = time.perf_counter()
+    reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=sizes, simulator=args.sim,
+                   build_root=args.build_dir, programs=args.program, keep=args.keep)
+    failed = [r for r in reports if not r.passed]
     print(summarize(reports, time.perf_counter() - started))
     print("FAIL" if failed else "PASS: every command accounted for, every word and stamp "
           "checked")
-    return 1 if failed else 0
+    return (1 if failed else 0), {
+        "seed": args.seed, "passed": not failed, "commands": sum(r.commands for r in reports),
+        "seconds": round(time.perf_counter() - started, 1),
+        "programs": [{**dataclasses.asdict(r), "passed": r.passed} for r in reports]}
 
 
 if __name__ == "__main__":
