@@ -15,13 +15,15 @@ the 16-bit ``status.rejected`` count wraps and every bit of it toggles both ways
 
 **Exclusions.** A toggle point whose bit did not move both ways is a candidate (one way
 only is what a constant 1 shows). :func:`prove_constant` excludes it when the netlist
-ties it, or else when Yosys's SAT solver proves it constant on its own module of the same
-Verilog (every input and every register state free, undriven wires at 0 as Verilator
-holds them): it cannot toggle by construction. Before trusting a run of the prover, bits
-that did toggle in the runs are put to it too; if it calls one of them constant, nothing
-is excluded (:class:`ProverDisagrees`). What the
-prover cannot show (values bounded by what the tile accepts, e.g. a queued command's bank
-below 8) stays in the denominator.
+ties it, else when Yosys's SAT solver proves it constant on its own module of the same
+Verilog in one cycle (every input and every register state free, undriven wires at 0 as
+Verilator holds them), else when it holds in every reachable state of its module by
+induction over the clock cycles, jointly with the module's other candidates
+(:func:`prove_invariant`: values bounded by what the tile accepts, such as a queued
+command's bank below 8, which each queue entry takes from the next). It cannot toggle by
+construction. Before trusting a run of the prover, bits that did toggle in the runs are
+put to it too; if it calls one of them constant, nothing is excluded
+(:class:`ProverDisagrees`). What none of the three shows stays in the denominator.
 """
 
 import os
@@ -153,7 +155,7 @@ def per_file(points, excluded=()):
     return table
 
 
-_ESCAPE = re.compile(r"__0([0-9a-f]{2})")
+_ESCAPE = re.compile(r"__0([0-9a-fA-F]{2})")
 _POINT = re.compile(r"^(?P<name>.+?)(\[(?P<bit>\d+)\])?:(?P<edge>0->1|1->0)$")
 
 
@@ -175,57 +177,73 @@ class ProverDisagrees(RuntimeError):
 
 
 #: Yosys reading the coverage build's Verilog: undriven wires at 0 (as Verilator holds
-#: them) and no initial values, so that ``sat -seq 1`` starts from any register state (with
-#: the ``init`` attributes kept it started from reset and "proved" bits that toggled; the
-#: control bits caught that).
+#: them) and no initial values, so that ``sat`` starts from any register state (with the
+#: ``init`` attributes kept it starts from them and "proved" bits that toggled; the control
+#: bits caught that). :data:`_READ_INIT` keeps them: the base case of an induction.
 _READ = ("read_verilog {}\nhierarchy -top systolica_tile\nproc\nsetundef -undriven -zero\n"
          "setattr -unset init w:*\n")
+_READ_INIT = _READ.rsplit("setattr", 1)[0]
 
 
-def _sat_script(verilog, jobs, value):
-    """A Yosys script proving each ``(module, signal, bit)`` of ``jobs`` equal to ``value``
-    in one clock cycle from any register state (``sat -seq 1``, no initial values: every
-    input and register output free), each proof after a ``MARK <n>`` log line."""
-    lines = [_READ.format(verilog.name)]
+def _alias(key, aliases, lines):
+    """``key``'s bit as ``sat`` reads it: its wire renamed (by a line added to ``lines``,
+    once per wire, ``aliases`` keeps the names) to a plain alias. ``sat`` reads "name[bit]"
+    as a wire of that name if there is one (the skew's o and o[0]), and stops on some
+    characters."""
+    signal, bit = key[1], key[2]
+    if signal not in aliases:
+        aliases[signal] = f"\\cov_alias_{len(aliases)}"
+        lines.append(f"rename \\{signal} {aliases[signal]}")
+    return aliases[signal] + (f"[{bit}]" if bit is not None else "")
+
+
+def _sat_script(read, jobs, assume=None, together=False):
+    """A Yosys script proving each ``((module, signal, bit), value)`` of ``jobs``, each
+    proof after a ``MARK <n>`` log line (``n`` its index in ``jobs``).
+
+    Without ``assume``, one clock cycle (``sat -seq 1``; every input free and, with
+    :data:`_READ`, every register state). With ``assume`` (``{module: {key: value}}``),
+    the induction step: those bits of the job's module at their values in cycle 1, the
+    bit proved in cycle 2 (``sat -seq 2 -prove-skip 1``). ``together``: one proof of all
+    of a module's jobs at once (its ``MARK`` is the module's first job's index)."""
+    lines = [read]
     by_module = defaultdict(list)
-    for n, (module, signal, bit) in enumerate(jobs):
-        by_module[module].append((n, signal, bit))
+    for n, (key, value) in enumerate(jobs):
+        by_module[key[0]].append((n, key, value))
     for module, items in by_module.items():
         lines.append(f"cd \\{module}")
         aliases = {}
-        for n, signal, bit in items:
-            if signal not in aliases:
-                # sat reads "name[bit]" as a wire of that name if there is one (the skew's
-                # o and o[0]), and stops on some characters: every wire gets a plain alias
-                aliases[signal] = f"\\cov_alias_{n}"
-                lines.append(f"rename \\{signal} {aliases[signal]}")
-            sig = aliases[signal] + (f"[{bit}]" if bit is not None else "")
+        given = "-seq 1" if assume is None else "-seq 2 -prove-skip 1 " + " ".join(
+            f"-set-at 1 {_alias(key, aliases, lines)} 1'{value}"
+            for key, value in assume[module].items())
+        proofs = [(n, f"-prove {_alias(key, aliases, lines)} 1'{value}")
+                  for n, key, value in items]
+        if together:
+            proofs = [(items[0][0], " ".join(proof for _, proof in proofs))]
+        for n, proof in proofs:
             lines += [f"log MARK {n}",
-                      f"sat -seq 1 -ignore_unknown_cells -timeout {SAT_TIMEOUT} "
-                      f"-prove {sig} 1'{value}"]
+                      f"sat {given} -ignore_unknown_cells -timeout {SAT_TIMEOUT} {proof}"]
         lines.append("cd ..")
     return "\n".join(lines) + "\n"
 
 
-def _run_proofs(verilog, jobs, folder):
-    """``(proved 0, proved 1)``: the indices of ``jobs`` proved equal to 0 and to 1 (two
-    Yosys processes side by side)."""
+def _run_proofs(folder, scripts):
+    """Run Yosys ``scripts`` side by side; per script, the set of ``MARK`` indices whose
+    proof succeeded."""
     import subprocess
 
     from systolica.sim.apps.verif.mutants import _yosys
 
-    if not jobs:
-        return set(), set()
     running = []
-    for value in (0, 1):
-        (folder / f"prove{value}.ys").write_text(_sat_script(verilog, jobs, value))
+    for n, script in enumerate(scripts):
+        (folder / f"prove{n}.ys").write_text(script)
         running.append(subprocess.Popen(
-            [_yosys(), "-q", "-l", f"prove{value}.log", f"prove{value}.ys"], cwd=folder,
+            [_yosys(), "-q", "-l", f"prove{n}.log", f"prove{n}.ys"], cwd=folder,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     out = []
-    for value, process in enumerate(running):
+    for n, process in enumerate(running):
         _, error = process.communicate()
-        text = (folder / f"prove{value}.log").read_text(errors="replace")
+        text = (folder / f"prove{n}.log").read_text(errors="replace")
         if process.returncode:
             raise RuntimeError(f"yosys failed: {(error or text)[-1500:]}")
         proved, current = set(), None
@@ -236,21 +254,89 @@ def _run_proofs(verilog, jobs, folder):
                 proved.add(current)
                 current = None
         out.append(proved)
-    return tuple(out)
+    return out
 
 
-def _netlist_bits(verilog, folder):
-    """``{(module, signal): [bit, ...]}`` of the Verilog as Yosys reads it (undriven wires
-    at 0): each bit a net number, or ``"0"``/``"1"`` where the netlist ties it."""
+def _prove_all(folder, read, jobs, assume=None, together=True):
+    """The indices of ``jobs`` (``[(key, value)]``) proved (see :func:`_sat_script`):
+    first (if ``together``) all of a module's jobs in one proof, then, for the modules
+    where that fails, each job on its own; two Yosys processes side by side (modules split
+    between them)."""
+    modules = sorted({key[0] for key, _ in jobs})
+    halves = [[n for n, (key, _) in enumerate(jobs) if modules.index(key[0]) % 2 == side]
+              for side in (0, 1)]
+    halves = [half for half in halves if half]
+    proved = set()
+    for at_once in (True, False)[not together:]:
+        found = _run_proofs(folder, [_sat_script(read, [jobs[n] for n in half], assume,
+                                                 at_once) for half in halves])
+        if at_once:
+            done = {jobs[half[i]][0][0]
+                    for half, marks in zip(halves, found, strict=True) for i in marks}
+            proved = {n for n, (key, _) in enumerate(jobs) if key[0] in done}
+            halves = [[n for n in half if n not in proved] for half in halves]
+            halves = [half for half in halves if half]
+        else:
+            proved |= {half[i] for half, marks in zip(halves, found, strict=True) for i in marks}
+        if not halves:
+            break
+    return proved
+
+
+def _netlist(verilog, folder):
+    """``({(module, signal): [bit, ...]}, {module with registers})`` of the Verilog as
+    Yosys reads it (undriven wires at 0): each bit a net number, or ``"0"``/``"1"`` where
+    the netlist ties it."""
     import json
 
     from systolica.sim.apps.verif.mutants import _run_yosys
 
     _run_yosys(_READ.format(verilog.name) + "write_json netlist.json\n", folder)
     design = json.loads((folder / "netlist.json").read_text())
-    return {(module.lstrip("\\"), name): net["bits"]
+    nets = {(module.lstrip("\\"), name): net["bits"]
             for module, body in design["modules"].items()
             for name, net in body.get("netnames", {}).items()}
+    stateful = {module.lstrip("\\") for module, body in design["modules"].items()
+                if any("dff" in cell["type"] for cell in body.get("cells", {}).values())}
+    return nets, stateful
+
+
+def prove_invariant(verilog, candidates, folder, controls=()):
+    """The ``candidates`` (``{(module, signal, bit): value}``, bits of modules with
+    registers) that hold in every reachable state, by induction on the clock cycles.
+
+    Base case: each bit has its value in the initial state (the registers' ``init``
+    values, every input free). Induction step (Houdini): with all remaining candidates of
+    the module at their values in one cycle, each is proved at its value in the next;
+    those not proved are dropped and the step is repeated until none is (the remaining set
+    is then inductive as a whole: a bit bounded only jointly with others, such as a queue
+    entry that takes the next entry's word, is shown constant). ``controls``: bits that
+    toggled in the simulation; proved under the final set, one raises
+    :class:`ProverDisagrees`. Returns the set of proved keys."""
+    def assumed(held):
+        assume = defaultdict(dict)
+        for key, value in held:
+            assume[key[0]][key] = value
+        return assume
+
+    folder = Path(folder)
+    jobs = sorted(candidates.items(), key=str)
+    held = [jobs[n] for n in sorted(_prove_all(folder, _READ_INIT.format(verilog.name),
+                                               jobs))]
+    read = _READ.format(verilog.name)
+    while held:
+        proved = _prove_all(folder, read, held, assumed(held))
+        if len(proved) == len(held):
+            break
+        held = [held[n] for n in sorted(proved)]
+    checks = [(key, value) for key in controls if key[0] in {k[0] for k, _ in held}
+              for value in (0, 1)]
+    wrong = {checks[n][0] for n in _prove_all(folder, read, checks, assumed(held))
+             } if checks else set()
+    if wrong:
+        raise ProverDisagrees(f"induction calls bits that toggled constant: "
+                              f"{sorted(wrong, key=str)[:5]}")
+    return {key for key, _ in held}
 
 
 def prove_constant(verilog, bits, folder, controls=CONTROLS):
@@ -259,11 +345,13 @@ def prove_constant(verilog, bits, folder, controls=CONTROLS):
     ``bits``: :func:`toggle_bits`' table. A bit that did not move both ways (one way only
     is what a constant 1 shows: Verilator counts its rise from 0 as the simulation starts)
     is constant when the netlist (Yosys reading the same Verilog, undriven wires at 0) ties
-    it to 0 or 1, or else when Yosys's SAT solver proves it 0, or 1, in its module with
-    every input and register state free (so whatever the rest of the tile does).
-    ``controls`` bits per such module that did toggle both ways go to the solver too and
-    must not be proved (else :class:`ProverDisagrees`). Returns
-    ``{(module, signal, bit): (value, how)}``, ``how`` ``"tied"`` or ``"proved"``.
+    it to 0 or 1 (``"tied"``), else when Yosys's SAT solver proves it 0, or 1, in its
+    module with every input and register state free, so whatever the rest of the tile does
+    (``"proved"``), else, in a module with registers, when it holds in every reachable
+    state of its module by induction (:func:`prove_invariant`, ``"induction"``: the value
+    it had in the runs, 1 if it only rose, else 0). ``controls`` bits per such module that
+    did toggle both ways go to the solver too and must not be proved (else
+    :class:`ProverDisagrees`). Returns ``{(module, signal, bit): (value, how)}``.
     """
     import random
     import shutil as _shutil
@@ -272,7 +360,7 @@ def prove_constant(verilog, bits, folder, controls=CONTROLS):
     folder.mkdir(parents=True, exist_ok=True)
     _shutil.copy(verilog, folder / Path(verilog).name)
     verilog = folder / Path(verilog).name
-    nets = _netlist_bits(verilog, folder)
+    nets, stateful = _netlist(verilog, folder)
 
     def net_bit(key):
         module, signal, bit = key
@@ -299,14 +387,23 @@ def prove_constant(verilog, bits, folder, controls=CONTROLS):
     picker = random.Random(1)
     checks = [key for module in sorted(moved) for key in
               picker.sample(moved[module], min(controls, len(moved[module])))]
-    jobs = quiet + checks
-    zero, one = _run_proofs(verilog, jobs, folder)
-    if zero & one:
-        raise ProverDisagrees(f"SAT proves bits both 0 and 1: {sorted(zero & one)[:5]}")
-    wrong = [jobs[i] for i in (zero | one) if i >= len(quiet)]
+    jobs = [(key, value) for key in quiet + checks for value in (0, 1)]
+    proved = [jobs[n] for n in _prove_all(folder, _READ.format(verilog.name), jobs,
+                                          together=False)]
+    wrong = [key for key, _ in proved if key in set(checks)]
     if wrong:
         raise ProverDisagrees(f"SAT calls bits that toggled constant: {wrong[:5]}")
-    out.update({jobs[i]: (0 if i in zero else 1, "proved") for i in zero | one})
+    values = defaultdict(set)
+    for key, value in proved:
+        values[key].add(value)
+    both = [key for key, found in values.items() if len(found) > 1]
+    if both:
+        raise ProverDisagrees(f"SAT proves bits both 0 and 1: {sorted(both, key=str)[:5]}")
+    out.update({key: (found.pop(), "proved") for key, found in values.items()})
+    candidates = {key: int(bits[key][0]) for key in quiet
+                  if key not in out and key[0] in stateful and not bits[key][1]}
+    held = prove_invariant(verilog, candidates, folder, checks)
+    out.update({key: (candidates[key], "induction") for key in held})
     return out
 
 

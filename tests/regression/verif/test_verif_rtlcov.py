@@ -92,3 +92,39 @@ endmodule
                         (module, "u", 0): (0, "tied"),
                         (module, "x", None): (0, "proved"), (module, "$7", 0): (0, "proved"),
                         (module, "o", 0): (0, "proved")}
+
+
+def test_bits_constant_only_jointly_are_proved_by_induction(tmp_path):
+    """A two-entry queue of 4-bit words that takes only words below 8: bit 3 of each entry
+    is 0 in every reachable state, but neither entry's bit on its own is (each holds or
+    takes the other's word), so only the joint induction shows it; ``h`` holds its initial
+    1 forever (the simulation saw it rise once: 1), ``g`` holds a 1 the run did not see
+    (0 holds inductively, but not initially), ``e1[0]`` takes an input bit."""
+    verilog = tmp_path / "tile.v"
+    verilog.write_text("""
+module systolica_tile(input clk, input push, input shift, input [3:0] a, output [3:0] y,
+                      output t);
+  reg [3:0] e0 = 4'd0;
+  reg [3:0] e1 = 4'd0;
+  reg h = 1'b1;
+  reg g = 1'b1;
+  wire legal = a < 4'd8;
+  always @(posedge clk) begin
+    if (push & legal) e1 <= a;
+    else if (shift) e1 <= e0;
+    if (shift) e0 <= e1;
+    h <= h;
+    g <= g;
+  end
+  assign y = e0;
+  assign t = h ^ g;
+endmodule
+""")
+    module = "systolica_tile"
+    bits = {(module, "e0", 3): (False, False), (module, "e1", 3): (False, False),
+            (module, "h", None): (True, False), (module, "g", None): (False, False),
+            (module, "e1", 0): (False, False), (module, "e0", 0): (True, True),
+            (module, "e0", 1): (True, True), (module, "e1", 1): (True, True)}
+    constant = rtlcov.prove_constant(verilog, bits, tmp_path / "prove", controls=3)
+    assert constant == {(module, "e0", 3): (0, "induction"), (module, "e1", 3): (0, "induction"),
+                        (module, "h", None): (1, "induction")}
