@@ -93,10 +93,13 @@ class HarnessPatterns:
 
 
 def _n(rng, limit):
-    """A random N in 1..limit, mostly small (short commands keep the program fast)."""
+    """A random N in 1..limit, mostly small (short commands keep the program fast); one in
+    200 is ``limit`` itself (with offset 0, the whole bank: N's top bit set). Both draws
+    are made either way, so the generator's stream does not depend on the outcome."""
     draw = rng.random()
     top = 8 if draw < 0.7 else 40 if draw < 0.97 else limit
-    return int(rng.integers(1, min(top, limit) + 1))
+    n = int(rng.integers(1, min(top, limit) + 1))
+    return limit if draw >= 0.995 else n
 
 
 #: Float operand types besides BF16 that the second generator draws (see :func:`_operands`).

@@ -142,3 +142,15 @@ def test_pattern_sweep_cancels_in_every_adder():
             left = stored + s.astype(np.float64).T @ v.astype(np.float64)
             depths |= set(np.round(np.log2(np.abs(stored) / np.abs(left))).astype(int).ravel())
     assert set(range(3, 21)) <= depths
+
+
+def test_random_programs_cover_whole_bank_regions():
+    """N's top bit is set only by a region of the whole bank (offset 0, N = the bank's
+    entries): the fuzzer's programs hold such READs and such matmuls."""
+    entries = fuzz.PSUM_ENTRIES
+    items = fuzz.random_program(np.random.default_rng(1), 4, 4, 4000)
+    reads = [c for c in items if isinstance(c, Command) and c.op == "read"
+             and c.offset == 0 and c.n == entries]
+    matmuls = [item for item in items if not isinstance(item, Command)
+               and item[5] == 0 and item[1].shape[1] == entries]
+    assert reads and matmuls
