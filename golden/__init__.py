@@ -22,6 +22,7 @@ from .command import (
     PSUM_BANKS,
     PSUM_ENTRIES,
     Command,
+    check_bool,
     check_fits,
     check_positive,
     check_region,
@@ -39,7 +40,14 @@ from .formats import (
     max_k,
     operand_formats,
 )
-from .matmul import check_operands, nc_matmul, nc_matmul_batch, psum_accumulate, wrap_int32
+from .matmul import (
+    check_ftz,
+    check_operands,
+    nc_matmul,
+    nc_matmul_batch,
+    psum_accumulate,
+    wrap_int32,
+)
 from .timing import (
     CommandTiming,
     command_schedule,
@@ -49,11 +57,11 @@ from .timing import (
     tile_latency,
 )
 
-__all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_fits", "check_k", "check_operands",
-           "check_positive", "check_region", "Command", "command_error", "command_schedule",
-           "CommandTiming", "decode", "DOUBLE_ROW", "double_row_order", "flush_subnormals", "fold",
-           "format_of", "FORMATS", "fp32_add", "fp32_bits", "from_bf16_bits", "from_fp32_bits",
-           "gemm_folds", "gemm_matmul_count", "matmul_cycles", "max_k", "nc_matmul",
-           "nc_matmul_batch", "operand_formats", "OperandFormat", "program_cycles",
-           "program_schedule", "psum_accumulate", "PSUM_BANKS", "PSUM_ENTRIES", "tile_latency",
-           "wrap_int32"]
+__all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fits", "check_ftz",
+           "check_k", "check_operands", "check_positive", "check_region", "Command",
+           "command_error", "command_schedule", "CommandTiming", "decode", "DOUBLE_ROW",
+           "double_row_order", "flush_subnormals", "fold", "format_of", "FORMATS", "fp32_add",
+           "fp32_bits", "from_bf16_bits", "from_fp32_bits", "gemm_folds", "gemm_matmul_count",
+           "matmul_cycles", "max_k", "nc_matmul", "nc_matmul_batch", "operand_formats",
+           "OperandFormat", "program_cycles", "program_schedule", "psum_accumulate", "PSUM_BANKS",
+           "PSUM_ENTRIES", "tile_latency", "wrap_int32"]

@@ -23,6 +23,8 @@ Every public entry point checks that first (:func:`check_fp_environment`) and ra
 import ml_dtypes
 import numpy as np
 
+from .command import check_bool
+
 __all__ = ["CANONICAL_NAN", "bf16_bits", "bf16_product", "check_fp_environment",
            "flush_subnormals", "fp32_add", "fp32_bits", "fp32_chain", "fp32_chain_batch",
            "from_bf16_bits", "from_fp32_bits"]
@@ -185,11 +187,6 @@ def _add(a, b, ftz):
 # Public operations
 
 
-def _check_ftz(ftz):
-    if not isinstance(ftz, (bool, np.bool_)):
-        raise TypeError(f"ftz must be a bool, not {type(ftz).__name__}")
-
-
 def flush_subnormals(x):
     """Flush subnormals to zero of the same sign, as FTZ mode does to every operand.
 
@@ -247,7 +244,7 @@ def bf16_product(a, b, *, ftz=False):
     """
     a = _require("a", a, BF16)
     b = _require("b", b, BF16)
-    _check_ftz(ftz)
+    check_bool("ftz", ftz)
     check_fp_environment()
     return _canonical(_mul(_bf16_to_fp32(a), _bf16_to_fp32(b), ftz))
 
@@ -280,7 +277,7 @@ def fp32_add(a, b, *, ftz=False):
     """
     a = _require("a", a, FP32)
     b = _require("b", b, FP32)
-    _check_ftz(ftz)
+    check_bool("ftz", ftz)
     check_fp_environment()
     return _canonical(_add(a, b, ftz))
 

@@ -39,6 +39,20 @@ def check_positive(name, value):
     return int(value)
 
 
+def check_bool(name, value):
+    """The flag rule of every public entry point (``ftz``, ``accumulate``): ``value`` must
+    be a bool (Python or numpy). Returns it as a bool.
+
+    Raises
+    ------
+    TypeError
+        ``"<name> must be a bool, not <type>"`` otherwise.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return bool(value)
+
+
 #: PSUM banks per partition on the NeuronCore, and the tile's default.
 PSUM_BANKS = 8
 #: PSUM entries (FP32 words) per bank on the NeuronCore, and the tile's default.
@@ -111,8 +125,7 @@ class Command:
         if self.op == "matmul":     # the double-row pair is command_error's to judge
             operand_formats(FORMATS[self.dtype].dtype, FORMATS[self.mtype].dtype)
         for name in ("ftz", "accumulate"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, not {type(getattr(self, name)).__name__}")
+            check_bool(name, getattr(self, name))
 
 
     @property

@@ -15,7 +15,7 @@ is not used.
 import numpy as np
 
 from .bf16 import fp32_add, fp32_chain, fp32_chain_batch
-from .command import check_positive
+from .command import check_bool, check_positive
 from .formats import DOUBLE_ROW, check_k, decode, double_row_order, operand_formats
 
 _INT32_MOD = 1 << 32
@@ -118,18 +118,27 @@ def check_operands(stationary, moving, *, perf_mode=None, ndim=2):
     return pair
 
 
-def _check_bool(name, value):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+def check_ftz(ftz, pair):
+    """The FTZ rule of every matmul entry point: ``ftz`` is a bool (Python or numpy), True
+    only for a float pair (``pair``: :func:`check_operands`' result).
+
+    Raises
+    ------
+    TypeError
+        If ``ftz`` is not a bool.
+    ValueError
+        If ``ftz`` is True for an int8 pair.
+    """
+    check_bool("ftz", ftz)
+    if ftz and not pair[0].is_float:
+        raise ValueError("ftz applies to float matmuls only; int8 matmuls are exact "
+                         "(use ftz=False)")
 
 
 def _check_float_options(pair, k, ftz, perf_mode, rows):
     """The rules on ``ftz``, K and ``rows`` that do not depend on PSUM; returns the chain
     order (None for k ascending)."""
-    _check_bool("ftz", ftz)
-    if ftz and not pair[0].is_float:
-        raise ValueError("ftz applies to float matmuls only; int8 matmuls are exact "
-                         "(use ftz=False)")
+    check_ftz(ftz, pair)
     if pair[0].is_float and k == 0:
         raise ValueError("a float matmul needs K >= 1: the accumulation chain starts "
                          "with the first product, and there is none for K = 0")
@@ -193,7 +202,7 @@ def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False, per
         Float only: the CPU's FP mode (FTZ/DAZ) would make the model inexact.
     """
     pair = check_operands(stationary, moving, perf_mode=perf_mode)
-    _check_bool("accumulate", accumulate)
+    check_bool("accumulate", accumulate)
     order = _check_float_options(pair, stationary.shape[0], ftz, perf_mode, rows)
     psum_dtype = pair[0].psum_dtype
     out_shape = (stationary.shape[1], moving.shape[1])

@@ -16,7 +16,9 @@ import numpy as np
 from systolica.golden import (
     Command,
     CommandTiming,
+    check_bool,
     check_fits,
+    check_ftz,
     check_operands,
     check_positive,
     check_region,
@@ -177,11 +179,8 @@ class ProgramResult:
 
 
 def _check_operands(stationary, moving, rows, cols, ftz=False, perf_mode=None):
-    if not isinstance(ftz, (bool, np.bool_)):
-        raise TypeError(f"ftz must be a bool, not {type(ftz).__name__}")
-    stype, _ = check_operands(stationary, moving, perf_mode=perf_mode)
-    if ftz and not stype.is_float:
-        raise ValueError("ftz applies to float matmuls only")
+    check_bool("ftz", ftz)
+    check_ftz(ftz, check_operands(stationary, moving, perf_mode=perf_mode))
     (k, m), n = stationary.shape, moving.shape[1]
     check_fits(k, m, n, rows=rows, cols=cols, perf_mode=perf_mode)
 
@@ -200,8 +199,7 @@ def _check_job(job, rows, cols):
         n = check_positive("Read.n", job.n)
         check_region("the READ reads", job.bank, job.offset, n)
         return
-    if not isinstance(job.accumulate, (bool, np.bool_)):
-        raise TypeError(f"Matmul.accumulate must be a bool, not {type(job.accumulate).__name__}")
+    check_bool("Matmul.accumulate", job.accumulate)
     _check_operands(job.stationary, job.moving, rows, cols, job.ftz, job.perf_mode)
     check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1])
 
