@@ -77,7 +77,7 @@ waves: $(STAMP)
 	FORMAT=$(or $(FORMAT),fst) $(PY) -m systolica waves
 
 test: $(STAMP)
-	$(PY) -m pytest -n auto -v tests/
+	$(PY) -m pytest -n auto -v --durations=20 tests/
 
 test-unit: $(STAMP)
 	$(PY) -m pytest -n auto tests/unit
