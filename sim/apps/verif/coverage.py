@@ -35,7 +35,7 @@ from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, covera
 
 from systolica.golden.command import ERRORS, PSUM_ENTRIES
 from systolica.golden.formats import FORMATS
-from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, integer, report_as_json
 from systolica.sim.apps.verif.exhaustive import ROUNDING, classify_rounding
 
 from . import fuzz
@@ -302,8 +302,8 @@ def default_folder():
 def main(argv=None):
     parser = OneLineParser(prog="systolica coverage",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--commands", type=int, default=1600)
+    parser.add_argument("--seed", type=integer(0), default=1)
+    parser.add_argument("--commands", type=integer(1), default=1600)
     parser.add_argument("--dumps", default=None,
                         help="sample the regression's dumps in this folder (*.pkl, written "
                              "by the per-cycle TB with $SYSTOLICA_COVERAGE) instead of "

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, integer, report_as_json
 
 #: Outer operand values per multiplier work item (each with all 2^16 inner values).
 MUL_ROWS_PER_ITEM = 512
@@ -460,11 +460,11 @@ def main(argv=None):
     parser = OneLineParser(prog="systolica exhaustive",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--unit", choices=("multiplier", "adder", "both"), default="both")
-    parser.add_argument("--adder-pairs", type=int, default=10**9)
+    parser.add_argument("--adder-pairs", type=integer(1), default=10**9)
     parser.add_argument("--sample", action="store_true",
                         help="a seeded sample instead of the full sweep (CI)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--seed", type=integer(0), default=1)
+    parser.add_argument("--jobs", type=integer(1), default=os.cpu_count() or 1)
     parser.add_argument("--build-dir", default=None)
     add_json_argument(parser, "the pairs checked and mismatches per unit and mode")
     args = parser.parse_args(argv)

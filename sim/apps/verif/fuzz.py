@@ -36,7 +36,7 @@ import numpy as np
 from systolica.golden import FORMATS, Command, command_schedule
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES
 from systolica.golden.formats import DOUBLE_ROW_TYPES
-from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, integer, report_as_json
 from systolica.tb import protocol, stimulus
 
 #: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
@@ -814,10 +814,10 @@ def summarize(reports, seconds):
 def main(argv=None):
     parser = OneLineParser(prog="systolica fuzz",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--commands", type=int, default=100_000)
-    parser.add_argument("--chunk", type=int, default=CHUNK, help="commands per program")
-    parser.add_argument("--program", type=int, action="append",
+    parser.add_argument("--seed", type=integer(0), default=1)
+    parser.add_argument("--commands", type=integer(1), default=100_000)
+    parser.add_argument("--chunk", type=integer(1), default=CHUNK, help="commands per program")
+    parser.add_argument("--program", type=integer(0), action="append",
                         help="run only this program index (replay); repeatable")
     parser.add_argument("--sizes", default=",".join(f"{r}x{c}" for r, c in SIZES),
                         help="tile sizes, one per program in turn (default %(default)s)")
@@ -826,8 +826,6 @@ def main(argv=None):
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     add_json_argument(parser, "the totals and every program's report")
     args = parser.parse_args(argv)
-    if args.commands < 1 or args.chunk < 1:
-        parser.error("--commands and --chunk must be positive")
     try:
         sizes = tuple(tuple(int(v) for v in size.split("x")) for size in args.sizes.split(","))
         if not sizes or any(len(size) != 2 or min(size) < 1 for size in sizes):

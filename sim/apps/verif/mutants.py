@@ -42,7 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, integer, report_as_json
 from systolica.sim.build.generate import TOPLEVEL
 
 from . import fuzz
@@ -945,15 +945,15 @@ def check_equivalence(mutation, folder, timeout=120):
 def main(argv=None):
     parser = OneLineParser(prog="systolica mutants",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=COUNT, help="mutants to draw")
-    parser.add_argument("--seed", type=int, default=1, help="seed of the draw and kill-set")
-    parser.add_argument("--only", type=int, action="append", help="run only mutant N")
+    parser.add_argument("--count", type=integer(1), default=COUNT, help="mutants to draw")
+    parser.add_argument("--seed", type=integer(0), default=1, help="seed of the draw and kill-set")
+    parser.add_argument("--only", type=integer(1), action="append", help="run only mutant N")
     parser.add_argument("--size", default=f"{ROWS}x{COLS}", help="tile, rows x cols")
-    parser.add_argument("--programs", type=int, default=KILL_PROGRAMS,
+    parser.add_argument("--programs", type=integer(1), default=KILL_PROGRAMS,
                         help="kill-set: fuzzed programs per mutant (run until one fails)")
-    parser.add_argument("--commands", type=int, default=KILL_COMMANDS,
+    parser.add_argument("--commands", type=integer(1), default=KILL_COMMANDS,
                         help="kill-set: commands per program")
-    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--jobs", type=integer(1), default=1)
     parser.add_argument("--target", type=float, default=95.0, help="score to reach, %%")
     parser.add_argument("--build-dir", default=None)
     parser.add_argument("--doc", default=None,

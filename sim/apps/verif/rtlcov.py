@@ -34,7 +34,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from systolica.sim.apps.options import OneLineParser, add_json_argument, report_as_json
+from systolica.sim.apps.options import OneLineParser, add_json_argument, integer, report_as_json
 
 from . import fuzz
 
@@ -432,9 +432,10 @@ def _table_lines(table, title):
 def main(argv=None):
     parser = OneLineParser(prog="systolica rtl-coverage",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--programs", type=int, default=4)
-    parser.add_argument("--commands", type=int, default=400, help="per program")
+    parser.add_argument("--seed", type=integer(0), default=1)
+    parser.add_argument("--programs", type=integer(0), default=4,
+                        help="fuzzed programs (0: only the directed counter-wrap one)")
+    parser.add_argument("--commands", type=integer(1), default=400, help="per program")
     parser.add_argument("--list", action="store_true",
                         help="list the uncovered points and the excluded bits")
     add_json_argument(parser, "line and toggle coverage per hdl module")

@@ -60,6 +60,18 @@ def test_every_subcommand_has_help_and_json(name, capsys):
      "systolica sim: error: argument --trace: folder '/no/such/folder' does not exist"),
     (["sim", "--timeline", "t.png"], "error: --timeline (TIMELINE, TRACE) apply to "
                                      "WORKLOAD=random"),
+    # The verification tools: seeds >= 0, counts >= 1 (rtl-coverage: 0 programs is the
+    # directed one alone), before anything is built.
+    (["fuzz", "--seed", "-1"], "systolica fuzz: error: argument --seed: must be an integer >= 0"),
+    (["fuzz", "--commands", "0"], "systolica fuzz: error: argument --commands: must be a "
+                                  "positive integer"),
+    (["mutants", "--jobs", "0"], "systolica mutants: error: argument --jobs: must be a positive"),
+    (["coverage", "--seed", "x"], "systolica coverage: error: argument --seed: must be an "
+                                  "integer >= 0, not 'x'"),
+    (["rtl-coverage", "--programs", "-1"], "systolica rtl-coverage: error: argument "
+                                           "--programs: must be an integer >= 0"),
+    (["exhaustive", "--adder-pairs", "0"], "systolica exhaustive: error: argument "
+                                           "--adder-pairs: must be a positive integer"),
     # An abbreviation is not an option: the real model has --dtypes, not --dtype.
     (["sim", "--workload", "minilm", "--dtype", "bf16"],
      "error: unrecognized arguments: --dtype bf16"),
