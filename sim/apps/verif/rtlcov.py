@@ -32,6 +32,7 @@ import shutil
 import sys
 import time
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 from systolica.sim.apps.options import OneLineParser, add_json_argument, integer, report_as_json
@@ -75,6 +76,33 @@ def hdl_file(module):
     return None
 
 
+def coverage_folder(rows, cols, build_root=None):
+    """The folder of a coverage build (Path): ``<build root>/rtlcov/<rows>x<cols>``, the
+    build root ``build_root``, else ``$SYSTOLICA_BUILD_DIR``, else ``build``."""
+    root = Path(build_root or os.environ.get("SYSTOLICA_BUILD_DIR") or "build").resolve()
+    return root / "rtlcov" / f"{rows}x{cols}"
+
+
+@contextmanager
+def exclusive(folder):
+    """Hold ``folder``'s lock for the block (one coverage run per build folder: a second
+    one would delete the first one's runs). Raises :class:`Busy` at once if it is held."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "rtlcov.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(f"another rtl-coverage run is using {folder}; wait for it, or give "
+                       f"this one its own build folder (SYSTOLICA_BUILD_DIR=...)") from None
+        yield
+
+
+class Busy(RuntimeError):
+    """Another coverage run holds the build folder."""
+
+
 def build(rows, cols, build_root=None):
     """Build the coverage-instrumented bulk harness (cached); return its Build."""
     import hashlib
@@ -85,14 +113,15 @@ def build(rows, cols, build_root=None):
     from systolica.tb.bulk import HARNESS
 
     prepare_environment("verilator")
-    root = Path(build_root or os.environ.get("SYSTOLICA_BUILD_DIR") or "build").resolve()
-    config = root / "rtlcov" / f"{rows}x{cols}"
+    config = coverage_folder(rows, cols, build_root)
     verilog, ports = write_configuration(rows, cols, config / "verilog")
     depth = DEPTH
     directory = config / f"verilator-bulk{depth}"
     want = hashlib.sha256(verilog.read_bytes() + HARNESS.read_bytes()).hexdigest()
     stamp = directory / "systolica.stamp"
     if not (stamp.is_file() and stamp.read_text() == want):
+        _progress(f"building the coverage harness in {directory} (Verilator --coverage; "
+                  f"minutes)")
         _run_build("verilator", verilog, directory, False, False, depth, None,
                    extra_args=("--coverage-line", "--coverage-toggle"))
         stamp.write_text(want)
@@ -414,6 +443,10 @@ def wrap_program(tile, seed):
                                   tile=tile, keep=True, burst=WRAP)
 
 
+def _progress(text):
+    print(f"rtl-coverage: {text}", file=sys.stderr, flush=True)
+
+
 def _table_lines(table, title):
     lines = [f"{'hdl module':<14}{'line':>16}{'toggle':>20}{'excluded':>10}   ({title})"]
     below = []
@@ -421,7 +454,10 @@ def _table_lines(table, title):
         cells = []
         for kind in ("line", "toggle"):
             covered, total, _ = table[name][kind]
-            pct = 100.0 * covered / total if total else 100.0
+            if not total:
+                cells.append("no points")
+                continue
+            pct = 100.0 * covered / total
             if pct < TARGETS[kind]:
                 below.append(f"{name} {kind} {pct:.1f} % < {TARGETS[kind]:.0f} %")
             cells.append(f"{covered}/{total} {pct:5.1f} %")
@@ -444,9 +480,20 @@ def main(argv=None):
 
 
 def _run(args):
+    try:
+        with exclusive(coverage_folder(ROWS, COLS)):
+            return _measure(args)
+    except Busy as error:
+        print(f"error: {error}")
+        return 2, {"error": str(error)}
+
+
+def _measure(args):
     started = time.perf_counter()
     tile = build(ROWS, COLS)
     shutil.rmtree(tile.directory / "runs", ignore_errors=True)
+    _progress(f"running {args.programs} fuzzed programs of {args.commands} commands and the "
+              f"counter-wrap program ({WRAP:,} illegal commands) on the {ROWS}x{COLS} build")
     reports = [fuzz.run_program_index(args.seed, index, chunk=args.commands,
                                       sizes=((ROWS, COLS),), tile=tile, keep=True)
                for index in range(args.programs)]
@@ -461,13 +508,11 @@ def _run(args):
         return 1, {"error": "the runs wrote no coverage.dat"}
     points = read_points(dats)
     ran = time.perf_counter() - started
-    constant = prove_constant(tile.verilog, toggle_bits(points), tile.directory / "prove")
-    runs = f"{len(dats)} runs incl. the counter wrap, {ROWS}x{COLS}"
-    lines, _ = _table_lines(per_file(points), f"{runs}; no exclusions")
-    print("\n".join(lines))
+    bits = toggle_bits(points)
+    _progress(f"proving constant the {sum(not (up and down) for up, down in bits.values()):,} "
+              f"bits that did not toggle both ways (tied, one cycle, induction; minutes)")
+    constant = prove_constant(tile.verilog, bits, tile.directory / "prove")
     table = per_file(points, set(constant))
-    lines, below = _table_lines(table, f"{runs}; bits proved constant excluded")
-    print("\n".join(lines))
     if args.list:
         for (module, signal, bit), (value, how) in sorted(constant.items(), key=str):
             print(f"excluded {hdl_file(module)}: {module} {signal}"
@@ -476,13 +521,24 @@ def _run(args):
             for kind in ("line", "toggle"):
                 for point in table[name][kind][2]:
                     print(f"uncovered {kind} {name}: {point}")
+    runs = f"{len(dats)} runs incl. the counter wrap, {ROWS}x{COLS}"
+    lines, _ = _table_lines(per_file(points), f"{runs}; no exclusions")
+    print("\n".join(lines))
+    lines, below = _table_lines(table, f"{runs}; bits proved constant excluded")
+    print("\n".join(lines))
+    hows = defaultdict(int)
+    for _, how in constant.values():
+        hows[how] += 1
+    print("excluded bits: " + ", ".join(f"{n:,} {how}" for how, n in sorted(hows.items())))
     for line in below:
         print(f"below target: {line}")
+    if not below:
+        print(f"every hdl module meets the targets ({TARGETS['line']:.0f} % line, "
+              f"{TARGETS['toggle']:.0f} % toggle)")
     print(f"time {time.perf_counter() - started:.0f} s (build and runs {ran:.0f} s, proofs "
           f"{time.perf_counter() - started - ran:.0f} s)")
     return 0, {"modules": table, "below_target": below, "excluded_bits": len(constant),
-               "seconds": round(time.perf_counter() - started, 1)}
-
+               "excluded_by": dict(hows), "seconds": round(time.perf_counter() - started, 1)}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,5 +1,7 @@
 """RTL code coverage (``make coverage``): Verilator's coverage.dat read per hdl module."""
 
+import pytest
+
 from systolica.sim.apps.verif import rtlcov
 
 
@@ -128,3 +130,14 @@ endmodule
     constant = rtlcov.prove_constant(verilog, bits, tmp_path / "prove", controls=3)
     assert constant == {(module, "e0", 3): (0, "induction"), (module, "e1", 3): (0, "induction"),
                         (module, "h", None): (1, "induction")}
+
+
+def test_a_second_run_on_one_build_folder_is_refused(tmp_path):
+    """Two coverage runs on one build folder would delete each other's runs: the second
+    is refused at once with a message, and the folder is free again after the first."""
+    with rtlcov.exclusive(tmp_path):
+        with pytest.raises(rtlcov.Busy, match="another rtl-coverage run is using"):
+            with rtlcov.exclusive(tmp_path):
+                pass
+    with rtlcov.exclusive(tmp_path):
+        pass
