@@ -36,7 +36,13 @@ import numpy as np
 from systolica.golden import FORMATS, Command, command_schedule
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES
 from systolica.golden.formats import DOUBLE_ROW_TYPES
-from systolica.sim.apps.options import OneLineParser, add_json_argument, integer, report_as_json
+from systolica.sim.apps.options import (
+    OneLineParser,
+    add_json_argument,
+    integer,
+    report_as_json,
+    tile_sizes,
+)
 from systolica.tb import protocol, stimulus
 
 #: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
@@ -588,6 +594,8 @@ class ProgramReport:
     cycles: int = 0
     stamps_checked: int = 0
     burst: int = 0          # illegal commands of a rejection burst, besides ``commands``
+    missing_beats: int = 0      # result beats the scoreboard expected and never saw
+    unexpected_beats: int = 0   # result beats it did not expect
     errors: list = field(default_factory=list)
 
     @property
@@ -697,6 +705,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     report.words = sum(int(np.size(r.expected)) for r in records if r.expected is not None)
     if received is not None and received != program.result_count:
         errors.append(f"{received} of {program.result_count} result beats arrived")
+    report.missing_beats, report.unexpected_beats = board.outstanding, board.unexpected
     if board.outstanding or board.unexpected:
         errors.append(f"scoreboard: {board.outstanding} beats missing, {board.unexpected} "
                       f"unexpected")
@@ -786,26 +795,38 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
     return reports
 
 
-def summarize(reports, seconds):
-    total = sum(r.commands for r in reports)
-    bursts = sum(r.burst for r in reports)
-    kinds = {}
+def totals(reports):
+    """Sums over the :class:`ProgramReport` s ``reports`` (a dict): ``programs``,
+    ``commands`` (plus ``burst``, the illegal commands of rejection bursts), ``matmuls``,
+    ``reads``, ``rejected`` (by error code), ``words`` (PSUM words checked),
+    ``result_beats``, ``stamps_checked``, ``missing_beats`` and ``unexpected_beats`` (what
+    the scoreboards lost or did not expect; 0 and 0 when nothing is lost) and
+    ``failed_programs`` (indices)."""
+    rejected = {}
     for r in reports:
         for name, count in r.rejected.items():
-            kinds[name] = kinds.get(name, 0) + count
-    failed = [r.index for r in reports if not r.passed]
+            rejected[name] = rejected.get(name, 0) + count
+    out = {"programs": len(reports), "rejected": dict(sorted(rejected.items())),
+           "failed_programs": [r.index for r in reports if not r.passed]}
+    for name in ("commands", "burst", "matmuls", "reads", "words", "result_beats",
+                 "stamps_checked", "missing_beats", "unexpected_beats"):
+        out[name] = sum(getattr(r, name) for r in reports)
+    return out
+
+
+def summarize(reports, seconds):
+    t = totals(reports)
     lines = [
-        f"commands   {total:,} in {len(reports)} programs on tiles "
+        f"commands   {t['commands']:,} in {t['programs']} programs on tiles "
         f"{', '.join(sorted({f'{r.rows}x{r.cols}' for r in reports}))}"
-        + (f", plus {bursts:,} illegal commands in rejection bursts" if bursts else ""),
-        f"matmuls    {sum(r.matmuls for r in reports):,}; reads {sum(r.reads for r in reports):,}"
-        f"; rejected {sum(kinds.values()):,} ("
-        + ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items())) + ")",
-        f"checked    {sum(r.words for r in reports):,} PSUM words, "
-        f"{sum(r.result_beats for r in reports):,} result beats, "
-        f"{sum(r.stamps_checked for r in reports):,} stamps against the cycle model",
-        f"lost       {0 if not failed else 'see failures'}; failed programs: "
-        f"{failed or 'none'}",
+        + (f", plus {t['burst']:,} illegal commands in rejection bursts" if t["burst"] else ""),
+        f"matmuls    {t['matmuls']:,}; reads {t['reads']:,}"
+        f"; rejected {sum(t['rejected'].values()):,} ("
+        + ", ".join(f"{k} {v:,}" for k, v in t["rejected"].items()) + ")",
+        f"checked    {t['words']:,} PSUM words, {t['result_beats']:,} result beats, "
+        f"{t['stamps_checked']:,} stamps against the cycle model",
+        f"lost       {t['missing_beats']:,} result beats ({t['unexpected_beats']:,} "
+        f"unexpected); failed programs: {t['failed_programs'] or 'none'}",
         f"time       {seconds:.0f} s",
     ]
     return "\n".join(lines)
@@ -819,19 +840,14 @@ def main(argv=None):
     parser.add_argument("--chunk", type=integer(1), default=CHUNK, help="commands per program")
     parser.add_argument("--program", type=integer(0), action="append",
                         help="run only this program index (replay); repeatable")
-    parser.add_argument("--sizes", default=",".join(f"{r}x{c}" for r, c in SIZES),
+    parser.add_argument("--sizes", type=tile_sizes(), default=SIZES,
                         help="tile sizes, one per program in turn (default %(default)s)")
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
     parser.add_argument("--build-dir", default=None)
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     add_json_argument(parser, "the totals and every program's report")
     args = parser.parse_args(argv)
-    try:
-        sizes = tuple(tuple(int(v) for v in size.split("x")) for size in args.sizes.split(","))
-        if not sizes or any(len(size) != 2 or min(size) < 1 for size in sizes):
-            raise ValueError
-    except ValueError:
-        parser.error(f"--sizes must be like 4x4,3x4, not {args.sizes!r}")
+    sizes = args.sizes
     commands = args.commands
     if args.program:
         commands = (max(args.program) + 1) * args.chunk
@@ -847,7 +863,7 @@ def _run(args, commands, sizes):
     print("FAIL" if failed else "PASS: every command accounted for, every word and stamp "
           "checked")
     return (1 if failed else 0), {
-        "seed": args.seed, "passed": not failed, "commands": sum(r.commands for r in reports),
+        "seed": args.seed, "passed": not failed, "totals": totals(reports),
         "seconds": round(time.perf_counter() - started, 1),
         "programs": [{**dataclasses.asdict(r), "passed": r.passed} for r in reports]}
 
