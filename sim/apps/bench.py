@@ -39,7 +39,7 @@ import numpy as np
 from systolica.golden import program_cycles
 from systolica.scaling.tilemodel import nki_matmul_cycles, scalesim_ws_fold_cycles
 from systolica.sim.api.runs import Matmul, run_program
-from systolica.sim.apps.options import OneLineParser, integer
+from systolica.sim.apps.options import OneLineParser, integer, parse_tile_sizes
 from systolica.sim.build.errors import SystolicaError
 from systolica.sim.build.generate import BLOCKED_PES, grid_block, write_configuration
 from systolica.sim.build.toolchain import SIMULATORS
@@ -297,20 +297,16 @@ def _run(p, args):
     throughput_tile = None
     if args.throughput_tile.lower() != "none":
         try:
-            throughput_tile = tuple(int(x) for x in args.throughput_tile.lower().split("x"))
-            if len(throughput_tile) != 2 or min(throughput_tile) < 1:
-                raise ValueError
+            throughput_tile, = parse_tile_sizes(args.throughput_tile)
         except ValueError:
             p.error(f"--throughput-tile must look like 16x16 or be 'none', not "
                     f"{args.throughput_tile!r}")
     elif args.throughput_only:
         p.error("--throughput-only needs a --throughput-tile")
     try:
-        sizes = [tuple(int(x) for x in s.lower().split("x")) for s in args.sizes.split(",")]
-        if any(len(s) != 2 or min(s) < 1 for s in sizes):
-            raise ValueError
-    except ValueError:
-        p.error(f"--sizes must look like 8x8,16x16, not {args.sizes!r}")
+        sizes = list(parse_tile_sizes(args.sizes))
+    except ValueError as error:
+        p.error(f"--sizes {error}")
     sims = args.sims.split(",")
     for sim in sims:
         if sim not in SIMULATORS:

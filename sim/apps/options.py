@@ -70,6 +70,37 @@ def integer(minimum, env_name=None):
     return parse
 
 
+def parse_tile_sizes(text):
+    """``"ROWSxCOLS[,ROWSxCOLS...]"`` (``8x8,16x16``) as a tuple of ``(rows, cols)`` int
+    pairs, each at least 1. Raises ValueError with the rule otherwise."""
+    try:
+        sizes = tuple(tuple(int(v) for v in size.lower().split("x"))
+                      for size in text.split(","))
+        if not sizes or any(len(size) != 2 or min(size) < 1 for size in sizes):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"must be ROWSxCOLS sizes (each at least 1) separated by commas, "
+                         f"like 8x8,16x4, not {text!r}") from None
+    return sizes
+
+
+def tile_sizes(count=None):
+    """argparse type: :func:`parse_tile_sizes`; with ``count`` 1, exactly one size,
+    returned as a ``(rows, cols)`` pair."""
+    def parse(text):
+        try:
+            sizes = parse_tile_sizes(text)
+            if count == 1 and len(sizes) != 1:
+                raise ValueError
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(
+                str(error) if count != 1 else
+                f"must be one ROWSxCOLS size (each at least 1), like 3x3, not {text!r}"
+            ) from None
+        return sizes[0] if count == 1 else sizes
+    return parse
+
+
 def add_tile_arguments(p, sizes=None):
     """Add ``--sim``, ``--rows`` and ``--cols`` to parser ``p``, with defaults from SIM, ROWS
     and COLS as ``make sim`` passes them (every workload's parser has them).

@@ -42,7 +42,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from systolica.sim.apps.options import OneLineParser, add_json_argument, integer, report_as_json
+from systolica.sim.apps.options import (
+    OneLineParser,
+    add_json_argument,
+    integer,
+    report_as_json,
+    tile_sizes,
+)
 from systolica.sim.build.generate import TOPLEVEL
 
 from . import fuzz
@@ -948,7 +954,8 @@ def main(argv=None):
     parser.add_argument("--count", type=integer(1), default=COUNT, help="mutants to draw")
     parser.add_argument("--seed", type=integer(0), default=1, help="seed of the draw and kill-set")
     parser.add_argument("--only", type=integer(1), action="append", help="run only mutant N")
-    parser.add_argument("--size", default=f"{ROWS}x{COLS}", help="tile, rows x cols")
+    parser.add_argument("--size", type=tile_sizes(1), default=(ROWS, COLS),
+                        help=f"tile, ROWSxCOLS (default {ROWS}x{COLS})")
     parser.add_argument("--programs", type=integer(1), default=KILL_PROGRAMS,
                         help="kill-set: fuzzed programs per mutant (run until one fails)")
     parser.add_argument("--commands", type=integer(1), default=KILL_COMMANDS,
@@ -968,13 +975,15 @@ def main(argv=None):
 
 def _run(parser, args):
     started = time.perf_counter()
-    try:
-        rows, cols = (int(v) for v in args.size.split("x"))
-    except ValueError:
-        parser.error(f"--size must be like 3x3, not {args.size!r}")
+    rows, cols = args.size
     tile, mutations = build_mutants(rows, cols, args.count, args.seed, args.build_dir)
     print(f"{len(mutations)} mutants of the {rows}x{cols} tile in one netlist; built in "
-          f"{time.perf_counter() - started:.0f} s")
+          f"{time.perf_counter() - started:.0f} s", flush=True)
+    unknown = sorted(set(args.only or ()) - {m.index for m in mutations})
+    if unknown:
+        print(f"error: --only {', '.join(map(str, unknown))}: no such mutant; the draw has "
+              f"mutants 1..{len(mutations)}")
+        return 2, {"error": f"no mutant {unknown}; the draw has 1..{len(mutations)}"}
     _, error = run_mutant(tile, 0, args.seed, args.programs, args.commands)
     if error is not None:
         print(f"error: the unmutated design fails the kill-set: {error}")
@@ -993,7 +1002,8 @@ def _run(parser, args):
                 killed += 1
             if n % 10 == 0 or n == len(chosen):
                 print(f"  {n} of {len(chosen)} mutants run: {killed} killed, "
-                      f"{len(survivors)} survived  [{time.perf_counter() - started:.0f} s]")
+                      f"{len(survivors)} survived  [{time.perf_counter() - started:.0f} s]",
+                      flush=True)
     folder = tile.verilog.parent
     # Kept before the report, which may refuse the run (a rule calling a killed mutant
     # equivalent): the dispositions can then be recomputed without running again.
@@ -1003,7 +1013,7 @@ def _run(parser, args):
     print(report["text"])
     if args.doc:
         Path(args.doc).write_text(markdown(report, DOC_HEADER.format(
-            seed=args.seed, count=len(chosen), size=args.size, programs=args.programs,
+            seed=args.seed, count=len(chosen), size=f"{rows}x{cols}", programs=args.programs,
             commands=args.commands, jobs=args.jobs,
             seconds=time.perf_counter() - started)))
     (folder / f"results-{args.programs}x{args.commands}.json").write_text(json.dumps(

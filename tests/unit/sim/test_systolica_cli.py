@@ -70,6 +70,10 @@ def test_every_subcommand_has_help_and_json(name, capsys):
                                   "integer >= 0, not 'x'"),
     (["rtl-coverage", "--programs", "-1"], "systolica rtl-coverage: error: argument "
                                            "--programs: must be an integer >= 0"),
+    (["mutants", "--size", "0x3"], "systolica mutants: error: argument --size: must be one "
+                                   "ROWSxCOLS size (each at least 1), like 3x3, not '0x3'"),
+    (["fuzz", "--sizes", "4x4,4x"], "systolica fuzz: error: argument --sizes: must be ROWSxCOLS "
+                                    "sizes (each at least 1) separated by commas"),
     (["exhaustive", "--adder-pairs", "0"], "systolica exhaustive: error: argument "
                                            "--adder-pairs: must be a positive integer"),
     # An abbreviation is not an option: the real model has --dtypes, not --dtype.
