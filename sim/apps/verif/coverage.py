@@ -302,13 +302,16 @@ def default_folder():
 def main(argv=None):
     parser = OneLineParser(prog="systolica coverage",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=integer(0), default=1)
-    parser.add_argument("--commands", type=integer(1), default=1600)
+    parser.add_argument("--seed", type=integer(0), default=1,
+                        help="seed of the fuzzed sample (default %(default)s)")
+    parser.add_argument("--commands", type=integer(1), default=1600,
+                        help="commands of the fuzzed sample (default %(default)s)")
     parser.add_argument("--dumps", default=None,
                         help="sample the regression's dumps in this folder (*.pkl, written "
                              "by the per-cycle TB with $SYSTOLICA_COVERAGE) instead of "
                              "fuzzing, and write the database as <--tag>.xml")
-    parser.add_argument("--tag", default="regression")
+    parser.add_argument("--tag", default="regression",
+                        help="database name with --dumps (default %(default)s)")
     add_json_argument(parser, "the bins hit per coverpoint and the missing ones")
     args = parser.parse_args(argv)
     return report_as_json(args, lambda: _run(args))

@@ -459,13 +459,18 @@ def _print_results(unit, results):
 def main(argv=None):
     parser = OneLineParser(prog="systolica exhaustive",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--unit", choices=("multiplier", "adder", "both"), default="both")
-    parser.add_argument("--adder-pairs", type=integer(1), default=10**9)
+    parser.add_argument("--unit", choices=("multiplier", "adder", "both"), default="both",
+                        help="unit to check (default %(default)s)")
+    parser.add_argument("--adder-pairs", type=integer(1), default=10**9,
+                        help="random FP32 adder pairs (default %(default)s)")
     parser.add_argument("--sample", action="store_true",
                         help="a seeded sample instead of the full sweep (CI)")
-    parser.add_argument("--seed", type=integer(0), default=1)
-    parser.add_argument("--jobs", type=integer(1), default=os.cpu_count() or 1)
-    parser.add_argument("--build-dir", default=None)
+    parser.add_argument("--seed", type=integer(0), default=1,
+                        help="seed of the random adder pairs (default %(default)s)")
+    parser.add_argument("--jobs", type=integer(1), default=os.cpu_count() or 1,
+                        help="worker processes (default: the cores, %(default)s)")
+    parser.add_argument("--build-dir", default=None,
+                        help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
     add_json_argument(parser, "the pairs checked and mismatches per unit and mode")
     args = parser.parse_args(argv)
     return report_as_json(args, lambda: _run(args))

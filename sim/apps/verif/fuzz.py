@@ -835,15 +835,20 @@ def summarize(reports, seconds):
 def main(argv=None):
     parser = OneLineParser(prog="systolica fuzz",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=integer(0), default=1)
-    parser.add_argument("--commands", type=integer(1), default=100_000)
-    parser.add_argument("--chunk", type=integer(1), default=CHUNK, help="commands per program")
+    parser.add_argument("--seed", type=integer(0), default=1,
+                        help="seed of the programs (default %(default)s)")
+    parser.add_argument("--commands", type=integer(1), default=100_000,
+                        help="commands in all (default %(default)s)")
+    parser.add_argument("--chunk", type=integer(1), default=CHUNK,
+                        help="commands per program (default %(default)s)")
     parser.add_argument("--program", type=integer(0), action="append",
                         help="run only this program index (replay); repeatable")
     parser.add_argument("--sizes", type=tile_sizes(), default=SIZES,
                         help="tile sizes, one per program in turn (default %(default)s)")
-    parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"))
-    parser.add_argument("--build-dir", default=None)
+    parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"),
+                        help="simulator (default %(default)s)")
+    parser.add_argument("--build-dir", default=None,
+                        help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     add_json_argument(parser, "the totals and every program's report")
     args = parser.parse_args(argv)

@@ -951,18 +951,24 @@ def check_equivalence(mutation, folder, timeout=120):
 def main(argv=None):
     parser = OneLineParser(prog="systolica mutants",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=integer(1), default=COUNT, help="mutants to draw")
-    parser.add_argument("--seed", type=integer(0), default=1, help="seed of the draw and kill-set")
+    parser.add_argument("--count", type=integer(1), default=COUNT,
+                        help="mutants to draw (default %(default)s)")
+    parser.add_argument("--seed", type=integer(0), default=1,
+                        help="seed of the draw and kill-set (default %(default)s)")
     parser.add_argument("--only", type=integer(1), action="append", help="run only mutant N")
     parser.add_argument("--size", type=tile_sizes(1), default=(ROWS, COLS),
                         help=f"tile, ROWSxCOLS (default {ROWS}x{COLS})")
     parser.add_argument("--programs", type=integer(1), default=KILL_PROGRAMS,
-                        help="kill-set: fuzzed programs per mutant (run until one fails)")
+                        help="kill-set: fuzzed programs per mutant, run until one fails "
+                             "(default %(default)s)")
     parser.add_argument("--commands", type=integer(1), default=KILL_COMMANDS,
-                        help="kill-set: commands per program")
-    parser.add_argument("--jobs", type=integer(1), default=1)
-    parser.add_argument("--target", type=float, default=95.0, help="score to reach, %%")
-    parser.add_argument("--build-dir", default=None)
+                        help="kill-set: commands per program (default %(default)s)")
+    parser.add_argument("--jobs", type=integer(1), default=1,
+                        help="mutants run side by side (default %(default)s)")
+    parser.add_argument("--target", type=float, default=95.0,
+                        help="score to reach, %% (default %(default)s)")
+    parser.add_argument("--build-dir", default=None,
+                        help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
     parser.add_argument("--doc", default=None,
                         help="write the survivor table (markdown) to this file")
     parser.add_argument("--sat", action="store_true",

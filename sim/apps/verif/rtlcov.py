@@ -468,10 +468,13 @@ def _table_lines(table, title):
 def main(argv=None):
     parser = OneLineParser(prog="systolica rtl-coverage",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=integer(0), default=1)
+    parser.add_argument("--seed", type=integer(0), default=1,
+                        help="seed of the programs (default %(default)s)")
     parser.add_argument("--programs", type=integer(0), default=4,
-                        help="fuzzed programs (0: only the directed counter-wrap one)")
-    parser.add_argument("--commands", type=integer(1), default=400, help="per program")
+                        help="fuzzed programs (0: only the directed counter-wrap one; "
+                             "default %(default)s)")
+    parser.add_argument("--commands", type=integer(1), default=400,
+                        help="commands per program (default %(default)s)")
     parser.add_argument("--list", action="store_true",
                         help="list the uncovered points and the excluded bits")
     add_json_argument(parser, "line and toggle coverage per hdl module")
