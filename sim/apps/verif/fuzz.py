@@ -689,6 +689,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     errors = report.errors
     if run.failed or not timing.is_file():
         errors.append(f"the harness run failed; see {run.log}")
+        report.missing_beats = program.result_count     # none of them was checked
         return report
     fields = timing.read_text().split()
     report.cycles = int(fields[0])
@@ -699,6 +700,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
         received = None
     except (FileNotFoundError, ValueError) as error:
         errors.append(f"captured results unreadable: {error}")
+        report.missing_beats = program.result_count
         return report
     board = program.scoreboard
     report.result_beats = board.observed_count
