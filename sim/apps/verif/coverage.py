@@ -301,7 +301,7 @@ def default_folder():
 
 def main(argv=None):
     parser = OneLineParser(prog="systolica coverage",
-                                     description=__doc__.split("\n\n")[0])
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=integer(0), default=1,
                         help="seed of the fuzzed sample (default %(default)s)")
     parser.add_argument("--commands", type=integer(1), default=1600,

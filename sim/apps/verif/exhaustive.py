@@ -458,7 +458,7 @@ def _print_results(unit, results):
 
 def main(argv=None):
     parser = OneLineParser(prog="systolica exhaustive",
-                                     description=__doc__.split("\n\n")[0])
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--unit", choices=("multiplier", "adder", "both"), default="both",
                         help="unit to check (default %(default)s)")
     parser.add_argument("--adder-pairs", type=integer(1), default=10**9,

@@ -836,7 +836,7 @@ def summarize(reports, seconds):
 
 def main(argv=None):
     parser = OneLineParser(prog="systolica fuzz",
-                                     description=__doc__.split("\n\n")[0])
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=integer(0), default=1,
                         help="seed of the programs (default %(default)s)")
     parser.add_argument("--commands", type=integer(1), default=100_000,
@@ -845,7 +845,8 @@ def main(argv=None):
                         help="commands per program (default %(default)s)")
     parser.add_argument("--program", type=integer(0), action="append",
                         help="run only this program index (replay); repeatable")
-    parser.add_argument("--sizes", type=tile_sizes(), default=SIZES,
+    parser.add_argument("--sizes", type=tile_sizes(),
+                        default=",".join(f"{r}x{c}" for r, c in SIZES),
                         help="tile sizes, one per program in turn (default %(default)s)")
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"),
                         help="simulator (default %(default)s)")
@@ -854,16 +855,15 @@ def main(argv=None):
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     add_json_argument(parser, "the totals and every program's report")
     args = parser.parse_args(argv)
-    sizes = args.sizes
     commands = args.commands
     if args.program:
         commands = (max(args.program) + 1) * args.chunk
-    return report_as_json(args, lambda: _run(args, commands, sizes))
+    return report_as_json(args, lambda: _run(args, commands))
 
 
-def _run(args, commands, sizes):
+def _run(args, commands):
     started = time.perf_counter()
-    reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=sizes, simulator=args.sim,
+    reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=args.sizes, simulator=args.sim,
                    build_root=args.build_dir, programs=args.program, keep=args.keep)
     failed = [r for r in reports if not r.passed]
     print(summarize(reports, time.perf_counter() - started))

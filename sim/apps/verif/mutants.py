@@ -950,7 +950,7 @@ def check_equivalence(mutation, folder, timeout=120):
 
 def main(argv=None):
     parser = OneLineParser(prog="systolica mutants",
-                                     description=__doc__.split("\n\n")[0])
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=integer(1), default=COUNT,
                         help="mutants to draw (default %(default)s)")
     parser.add_argument("--seed", type=integer(0), default=1,

@@ -291,25 +291,21 @@ def _prove_all(folder, read, jobs, assume=None, together=True):
     first (if ``together``) all of a module's jobs in one proof, then, for the modules
     where that fails, each job on its own; two Yosys processes side by side (modules split
     between them)."""
-    modules = sorted({key[0] for key, _ in jobs})
-    halves = [[n for n, (key, _) in enumerate(jobs) if modules.index(key[0]) % 2 == side]
-              for side in (0, 1)]
-    halves = [half for half in halves if half]
-    proved = set()
-    for at_once in (True, False)[not together:]:
+    def run(indices, at_once):
+        modules = sorted({jobs[n][0][0] for n in indices})
+        halves = [[n for n in indices if modules.index(jobs[n][0][0]) % 2 == side]
+                  for side in (0, 1)]
+        halves = [half for half in halves if half]
         found = _run_proofs(folder, [_sat_script(read, [jobs[n] for n in half], assume,
                                                  at_once) for half in halves])
-        if at_once:
-            done = {jobs[half[i]][0][0]
-                    for half, marks in zip(halves, found, strict=True) for i in marks}
-            proved = {n for n, (key, _) in enumerate(jobs) if key[0] in done}
-            halves = [[n for n in half if n not in proved] for half in halves]
-            halves = [half for half in halves if half]
-        else:
-            proved |= {half[i] for half, marks in zip(halves, found, strict=True) for i in marks}
-        if not halves:
-            break
-    return proved
+        return {half[i] for half, marks in zip(halves, found, strict=True) for i in marks}
+
+    proved = set()
+    if together:
+        done = {jobs[n][0][0] for n in run(range(len(jobs)), True)}
+        proved = {n for n, (key, _) in enumerate(jobs) if key[0] in done}
+    rest = [n for n in range(len(jobs)) if n not in proved]
+    return proved | (run(rest, False) if rest else set())
 
 
 def _netlist(verilog, folder):
@@ -358,10 +354,10 @@ def prove_invariant(verilog, candidates, folder, controls=()):
         if len(proved) == len(held):
             break
         held = [held[n] for n in sorted(proved)]
-    checks = [(key, value) for key in controls if key[0] in {k[0] for k, _ in held}
-              for value in (0, 1)]
-    wrong = {checks[n][0] for n in _prove_all(folder, read, checks, assumed(held))
-             } if checks else set()
+    modules = {key[0] for key, _ in held}
+    checks = [(key, value) for key in controls if key[0] in modules for value in (0, 1)]
+    wrong = {checks[n][0] for n in _prove_all(folder, read, checks, assumed(held),
+                                              together=False)}
     if wrong:
         raise ProverDisagrees(f"induction calls bits that toggled constant: "
                               f"{sorted(wrong, key=str)[:5]}")
@@ -467,7 +463,7 @@ def _table_lines(table, title):
 
 def main(argv=None):
     parser = OneLineParser(prog="systolica rtl-coverage",
-                                     description=__doc__.split("\n\n")[0])
+                           description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=integer(0), default=1,
                         help="seed of the programs (default %(default)s)")
     parser.add_argument("--programs", type=integer(0), default=4,
