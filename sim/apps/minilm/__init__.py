@@ -14,7 +14,7 @@ Modules, by role:
 The distributed engine the programs run on is :mod:`systolica.sim.api.engine`.
 """
 
-from systolica.sim.apps.minilm.encoder import Matmuls, encode, gelu, softmax
+from systolica.sim.apps.minilm.encoder import Matmuls, encode, gelu, ordered_matmul, softmax
 from systolica.sim.apps.minilm.quantize import (
     activation_scale,
     quantize_activation_fp8,
@@ -67,7 +67,8 @@ __all__ = [
     "Matmuls", "ModelFileError", "ModelNotFoundError", "ModelRun", "PrecisionRun",
     "TextTooLongError", "TileMatmuls", "activation_scale", "encode", "format_report", "gelu",
     "load_tokenizer", "load_weights", "model_dir", "nearest_neighbours",
-    "neuroncore_estimates", "parse_layers", "plan_programs", "quantize_activation_fp8",
+    "neuroncore_estimates", "ordered_matmul", "parse_layers", "plan_programs",
+    "quantize_activation_fp8",
     "quantize_activation_int8", "quantize_weight_fp8", "quantize_weight_int8", "report_json",
     "run_model", "run_precision", "saturate_e4m3", "similarity_matrix", "softmax",
     "split_programs", "step_priority", "token_scales", "token_scales_fp8", "tokenize",

@@ -12,6 +12,13 @@ can send them elsewhere (:mod:`systolica.sim.apps.minilm.run` sends them to the 
 
 Everything else (embedding sums, LayerNorm, the ``1/sqrt(32)`` scale and softmax, GELU,
 residual adds, pooling) is FP32 numpy here.
+
+Determinism: the reference's matmuls do not use BLAS, whose sums are reordered by blocking,
+SIMD kernel and thread count (the same slice gave embedding cosines differing in the 11th
+digit with one and two OpenBLAS threads, and in a Dask worker). :func:`ordered_matmul` fixes
+the order of every add, so the reference, and every figure measured against it, has the same
+bits in every process, thread count and machine. The rest is elementwise numpy and numpy's
+own reductions, whose order depends only on the array's shape.
 """
 
 import math
@@ -26,6 +33,41 @@ def _layer_norm(x, weight, bias):
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
     return ((x - mean) / np.sqrt(var + np.float32(LAYER_NORM_EPS)) * weight + bias).astype(
         np.float32)
+
+
+def ordered_matmul(a, b):
+    """``a @ b`` with every add in a fixed order: products formed in float64 (exact for
+    float32 operands), summed over k ascending in float64, rounded once to float32.
+
+    Parameters
+    ----------
+    a : numpy.ndarray, float32, shape [..., M, K]
+    b : numpy.ndarray, float32, shape [..., K, N]
+        Leading (batch) dimensions must match.
+
+    Returns
+    -------
+    numpy.ndarray, float32, shape [..., M, N]
+        The same bits whatever the BLAS library, its thread count or the machine (unlike
+        ``a @ b``).
+
+    Raises
+    ------
+    ValueError
+        If the contraction sizes differ.
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"matmul of [..., {a.shape[-2]}, {a.shape[-1]}] by "
+                         f"[..., {b.shape[-2]}, {b.shape[-1]}]: contraction sizes differ")
+    a64 = np.ascontiguousarray(np.moveaxis(a, -1, 0), np.float64)   # [K, ..., M]
+    b64 = np.ascontiguousarray(np.moveaxis(b, -2, 0), np.float64)   # [K, ..., N]
+    acc = np.zeros(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
+    product = np.empty_like(acc)
+    for ak, bk in zip(a64, b64, strict=True):
+        np.multiply(ak[..., :, None], bk[..., None, :], out=product)
+        acc += product
+    return acc.astype(np.float32)
 
 
 _ERF = np.frompyfunc(math.erf, 1, 1)
@@ -63,7 +105,8 @@ class Matmuls:
         list of numpy.ndarray, float32, shape [T, out]
             ``x @ weight.T + bias`` per call.
         """
-        return [(x @ weight.T + bias).astype(np.float32) for _gemm, x, weight, bias in calls]
+        return [(ordered_matmul(x, weight.T) + bias).astype(np.float32)
+                for _gemm, x, weight, bias in calls]
 
     def scores(self, layer, queries, keys):
         """Unscaled attention scores per (sentence, head).
@@ -79,7 +122,7 @@ class Matmuls:
         list of numpy.ndarray, float32, shape [t, t]
             ``Q_h @ K_h.T`` (query rows, key columns).
         """
-        return [(q @ k.T).astype(np.float32) for q, k in zip(queries, keys, strict=True)]
+        return [ordered_matmul(q, k.T) for q, k in zip(queries, keys, strict=True)]
 
     def context(self, layer, probs, values):
         """Attention context per (sentence, head).
@@ -96,7 +139,7 @@ class Matmuls:
         list of numpy.ndarray, float32, shape [t, 32]
             ``P @ V_h``.
         """
-        return [(p @ v).astype(np.float32) for p, v in zip(probs, values, strict=True)]
+        return [ordered_matmul(p, v) for p, v in zip(probs, values, strict=True)]
 
 
 def encode(weights, ids, matmuls=None, layers=LAYERS):

@@ -297,21 +297,26 @@ class PrecisionRun:
         return all(g.mismatches == 0 and g.differing == 0 for g in self.gemms)
 
 
+def _dot(a, b):
+    """Exactly rounded float64 dot product of two flattened arrays (math.fsum: the same bits
+    on every machine and thread count, unlike BLAS's ``a @ b``)."""
+    a, b = np.ravel(a).astype(np.float64), np.ravel(b).astype(np.float64)
+    return math.fsum((a * b).tolist())
+
+
 def _cosine(a, b):
-    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
-    return float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
+    return float(_dot(a, b) / max(math.sqrt(_dot(a, a)) * math.sqrt(_dot(b, b)), 1e-300))
 
 
 def _rel_fro(y, ref):
-    return float(np.linalg.norm((y - ref).astype(np.float64))
-                 / max(np.linalg.norm(ref.astype(np.float64)), 1e-300))
+    d = np.asarray(y, np.float64) - np.asarray(ref, np.float64)
+    return float(math.sqrt(_dot(d, d)) / max(math.sqrt(_dot(ref, ref)), 1e-300))
 
 
 def similarity_matrix(embeddings):
     """Pairwise cosine similarity of sentence embeddings (float64 [S, S])."""
-    e = embeddings.astype(np.float64)
-    e = e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-300)
-    return e @ e.T
+    e = np.asarray(embeddings, np.float64)
+    return np.array([[_cosine(x, y) for y in e] for x in e]).reshape(len(e), len(e))
 
 
 def nearest_neighbours(similarity):

@@ -205,6 +205,52 @@ def test_fp32_encoder_matches_an_independent_padded_batch_forward(weights, token
     np.testing.assert_allclose(probs[0].sum(axis=1), 1.0, rtol=1e-5)
 
 
+def test_ordered_matmul_adds_in_k_order_in_float64():
+    # An independent statement of the rule: for each output, float64 products of the float32
+    # operands added k = 0, 1, ... in plain Python floats, one rounding to float32 at the end.
+    rng = np.random.default_rng(5)
+    a = (rng.standard_normal((2, 3, 7)) * 10.0 ** rng.integers(-6, 6, (2, 3, 7))).astype(
+        np.float32)
+    b = (rng.standard_normal((2, 7, 4)) * 10.0 ** rng.integers(-6, 6, (2, 7, 4))).astype(
+        np.float32)
+    got = minilm.ordered_matmul(a, b)
+    assert got.dtype == np.float32 and got.shape == (2, 3, 4)
+    for z in range(2):
+        for i in range(3):
+            for j in range(4):
+                total = 0.0
+                for k in range(7):
+                    total += float(a[z, i, k]) * float(b[z, k, j])
+                assert got[z, i, j] == np.float32(total)
+    with pytest.raises(ValueError, match="contraction sizes differ"):
+        minilm.ordered_matmul(a, b[:, :6])
+
+
+def test_fp32_reference_matmuls_do_not_depend_on_blas(weights, tokenizer):
+    """Every reference matmul is the fixed-order sum, not BLAS's (whose order changes with
+    the thread count and the machine): BLAS's float32 sums differ from it in some words."""
+    ids = tokenize(["A man plays the guitar."], tokenizer)
+    _, trace = encode(weights, ids)
+    x, y = trace[(0, "up")]
+    name = minilm_weights.weight_name(0, "up")
+    w, bias = weights[name + ".weight"], weights[name + ".bias"]
+    assert np.array_equal(y, (minilm.ordered_matmul(x, w.T) + bias).astype(np.float32))
+    (queries, keys), scores = trace[(0, "scores")]
+    assert all(np.array_equal(s, minilm.ordered_matmul(q, k.T))
+               for s, q, k in zip(scores, queries, keys, strict=True))
+    (probs, values), context = trace[(0, "context")]
+    assert all(np.array_equal(c, minilm.ordered_matmul(p, v))
+               for c, p, v in zip(context, probs, values, strict=True))
+
+
+def test_accuracy_metrics_are_exactly_rounded():
+    # math.fsum: the cosine of vectors whose float64 naive sum loses the small terms.
+    big = np.array([1e16, 1.0, -1e16, 1.0])
+    assert minilm.run._dot(big, np.ones(4)) == 2.0
+    e = np.array([[3, 4], [4, 3]], np.float32)
+    assert minilm.similarity_matrix(e)[0, 1] == 24 / 25
+
+
 def test_embeddings_are_unit_length_and_semantic(reference):
     emb, _ = reference
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, rtol=1e-5)
