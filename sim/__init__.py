@@ -1,9 +1,9 @@
-"""Verilog generation, simulator runs and the applications of Systolica, by role:
+"""Verilog generation and simulator runs of Systolica, by role:
 
-- :mod:`systolica.sim.build`: generating the Verilog, finding the simulators, building and
-  running a tile configuration (:mod:`~systolica.sim.build.generate`,
-  :mod:`~systolica.sim.build.toolchain`, :mod:`~systolica.sim.build.runner`) and the errors
-  the simulation layer raises (:mod:`~systolica.sim.build.errors`).
+- :mod:`systolica.sim.builder`: generating the Verilog, finding the simulators, building and
+  running a tile configuration (:mod:`~systolica.sim.builder.generate`,
+  :mod:`~systolica.sim.builder.toolchain`, :mod:`~systolica.sim.builder.runner`) and the errors
+  the simulation layer raises (:mod:`~systolica.sim.builder.errors`).
 - :mod:`systolica.sim.api`: the run API: matmuls and command programs on the RTL tile
   (:mod:`~systolica.sim.api.runs`), any-size GEMMs cut into tile programs
   (:mod:`~systolica.sim.api.tiling`) and the engines that run programs serially or on Dask
@@ -11,9 +11,11 @@
 - :mod:`systolica.sim.waves`: waveform tools: GTKWave save files
   (:mod:`~systolica.sim.waves.gtkwave`, :mod:`~systolica.sim.waves.gtkwave_filter`) and the
   timeline PNG / Perfetto trace (:mod:`~systolica.sim.waves.timeline`).
-- :mod:`systolica.sim.apps`: the applications behind the ``systolica`` command (the random
-  and MiniLM workloads, waves, bench, regress, cells, the verification tools). Only these
-  may import :mod:`systolica.scaling`; nothing outside ``apps`` imports ``apps``.
+- :mod:`systolica.sim.options`: the command-line option rules every tool shares (tile
+  sizes, simulators, counts, seeds, one-line errors).
+
+The tools built on this layer live above it: :mod:`systolica.verif` (verification),
+:mod:`systolica.workloads` and :mod:`systolica.cli` (the ``systolica`` command).
 
 Public API (re-exported here):
 
@@ -26,9 +28,9 @@ Public API (re-exported here):
 """
 
 from .api.runs import Matmul, MatmulResult, ProgramResult, Read, run_matmul, run_program
-from .build.errors import BuildError, SimulationError, SimulatorNotFoundError, SystolicaError
-from .build.runner import build
-from .build.toolchain import SIMULATORS
+from .builder.errors import BuildError, SimulationError, SimulatorNotFoundError, SystolicaError
+from .builder.runner import build
+from .builder.toolchain import SIMULATORS
 
 __all__ = [
     "SIMULATORS",

@@ -1,14 +1,14 @@
-"""``python -m systolica.sim``: ``systolica sim`` (:mod:`systolica.sim.apps.simulate`);
-``python -m systolica.sim waves``: ``systolica waves`` (:mod:`systolica.sim.apps.waves`).
+"""``python -m systolica.sim``: ``systolica sim`` (:mod:`systolica.cli.simulate`);
+``python -m systolica.sim waves``: ``systolica waves`` (:mod:`systolica.cli.waves`).
 Kept as an alias of the ``systolica`` command."""
 
 import sys
 
 if sys.argv[1:2] == ["waves"]:
-    from .apps.waves import main
+    from systolica.cli.waves import main
 
     sys.exit(main(sys.argv[2:]))
 
-from .apps.simulate import main  # noqa: E402
+from systolica.cli.simulate import main  # noqa: E402
 
 sys.exit(main())

@@ -3,5 +3,5 @@
 The package's parts are subpackages (``systolica.hdl``, ``systolica.golden``,
 ``systolica.tb``, ``systolica.sim``, ``systolica.scaling``; see the README's layout table).
 This top level holds only the ``systolica`` command's entry point, ``python -m systolica``
-(:mod:`systolica.sim.apps.main`), and imports nothing at import time.
+(:mod:`systolica.cli.main`), and imports nothing at import time.
 """

@@ -1,6 +1,6 @@
 """``python -m systolica``: the same as the ``systolica`` command
-(:mod:`systolica.sim.apps.main`)."""
+(:mod:`systolica.cli.main`)."""
 
-from systolica.sim.apps.main import main
+from systolica.cli.main import main
 
 raise SystemExit(main())

@@ -2,7 +2,7 @@
 simulator run, the cocotb test modules it runs, and the file schemas both sides read.
 
 A simulator run is a separate process: the host (:mod:`systolica.sim`) starts it through
-:func:`systolica.sim.build.runner.run_tests` with a cocotb test module of
+:func:`systolica.sim.builder.runner.run_tests` with a cocotb test module of
 :mod:`systolica.tb.cases` and a few environment variables, and reads back what the module
 wrote. Both sides take every name from here. Only the standard library and numpy are
 imported, numpy only inside the file functions (the bulk harness's cocotb module imports

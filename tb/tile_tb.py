@@ -221,7 +221,7 @@ class TileTB:
         file (the regression sums them). With ``SYSTOLICA_COVERAGE`` set to a folder, writes
         what functional coverage samples (tile size, idle and backpressure levels, the
         checked records with their stamps, each matmul's operands) into a pickle file there;
-        the regression samples it (``python -m systolica.sim.apps.verif.coverage --dumps``).
+        the regression samples it (``python -m systolica.verif.coverage --dumps``).
         """
         self.scoreboard.check_complete()
         got = status_fields(self.dut.status.value.to_unsigned())

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from systolica.sim.build.errors import USER_FACING, SimulationError, SystolicaError
+from systolica.sim.builder.errors import USER_FACING, SimulationError, SystolicaError
 
 #: Retries of a program whose task raised (a worker that dies is handled by Dask's own
 #: rescheduling, up to ``distributed.scheduler.allowed-failures`` times).

@@ -27,9 +27,9 @@ from systolica.golden import (
     psum_accumulate,
 )
 from systolica.golden.timing import command_schedule
-from systolica.sim.build.errors import SimulationError
-from systolica.sim.build.runner import Build, TestRun, build, run_tests
-from systolica.sim.build.toolchain import check_simulator_name
+from systolica.sim.builder.errors import SimulationError
+from systolica.sim.builder.runner import Build, TestRun, build, run_tests
+from systolica.sim.builder.toolchain import check_simulator_name
 from systolica.tb import protocol
 
 _counter = itertools.count()

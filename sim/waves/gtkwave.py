@@ -79,13 +79,13 @@ from systolica.hdl.layouts import (
     status_layout,
 )
 from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, pe_probes, tile_probes
-from systolica.sim.build.errors import SystolicaError
-from systolica.sim.build.generate import TOPLEVEL
-from systolica.sim.build.runner import (
+from systolica.sim.builder.errors import SystolicaError
+from systolica.sim.builder.generate import TOPLEVEL
+from systolica.sim.builder.runner import (
     default_build_root,
     waveform_name,
 )
-from systolica.sim.build.toolchain import check_simulator_name
+from systolica.sim.builder.toolchain import check_simulator_name
 from systolica.sim.waves.gtkwave_filter import WIDTHS as FILTER_WIDTHS
 from systolica.tb import protocol
 

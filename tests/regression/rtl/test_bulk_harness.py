@@ -7,7 +7,7 @@ import pytest
 
 from systolica.golden import program_schedule
 from systolica.sim import Matmul, SimulationError, build, run_matmul, run_program
-from systolica.sim.build.runner import run_tests
+from systolica.sim.builder.runner import run_tests
 from systolica.tb import bulk, protocol
 from systolica.tb.bulk import BulkProgram
 from systolica.tb.fault_injection import CorruptFirstMatmul

@@ -3,7 +3,7 @@
 import re
 
 from systolica.hdl.layouts import command_layout
-from systolica.sim.build.generate import (
+from systolica.sim.builder.generate import (
     BLOCK_MODULE,
     PE_MODULE,
     TOPLEVEL,

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from systolica.sim import SIMULATORS, build
-from systolica.sim.build.runner import run_tests
+from systolica.sim.builder.runner import run_tests
 from systolica.sim.waves.gtkwave import reproduce_report, tile_test_names
 from systolica.tb import protocol
 
@@ -56,7 +56,7 @@ def test_tile_regression(simulator, rows, cols, seed, tmp_path):
     # sampled in a process of its own (one database per configuration, no other test's
     # samples in it) into <build>/coverage, which make coverage merges with the fuzzer's.
     sampled = subprocess.run(
-        [sys.executable, "-m", "systolica.sim.apps.verif.coverage", "--dumps", str(dumps),
+        [sys.executable, "-m", "systolica.verif.coverage", "--dumps", str(dumps),
          "--tag", f"regression-{simulator}-{rows}x{cols}-seed{seed}"],
         capture_output=True, text=True)
     assert sampled.returncode == 0, sampled.stdout + sampled.stderr

@@ -100,7 +100,7 @@ def test_double_row_reaches_twice_the_macs_per_cycle():
     """The issue's figure: back-to-back double-row FP8 matmuls (K = 2 x 16, M = 16,
     N = 512) on a 16 x 16 tile reach >= 97 % of 2 x 256 MACs per cycle, equal to the cycle
     model stamp for stamp."""
-    from systolica.sim.apps.bench import double_row_rate
+    from systolica.cli.bench import double_row_rate
 
     rate = double_row_rate(16, 16, 512, 8)
     assert rate["mismatches"] == 0 and rate["model_exact"]

@@ -1,6 +1,6 @@
 """The PE cell-count report: Yosys synthesises every PE variant; each datapath costs more."""
 
-from systolica.sim.apps.cells import VARIANTS, cell_stats, main
+from systolica.cli.cells import VARIANTS, cell_stats, main
 
 
 def test_each_datapath_costs_more_cells():

@@ -5,7 +5,7 @@ sample), and the adder's directed rounding grid."""
 import numpy as np
 import pytest
 
-from systolica.sim.apps.verif import exhaustive as ex
+from systolica.verif import exhaustive as ex
 
 
 @pytest.fixture(scope="module")

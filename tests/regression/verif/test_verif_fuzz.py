@@ -5,9 +5,9 @@ import numpy as np
 
 from systolica.golden import Command, command_schedule
 from systolica.golden.command import ERRORS
-from systolica.sim.apps.verif import coverage, fuzz
 from systolica.tb import bulk
 from systolica.tb.fault_injection import CorruptFirstMatmul
+from systolica.verif import coverage, fuzz
 
 #: Tile sizes of the CI sample: square, wider, taller (4 x 4 and 3 x 4 are the bulk harness
 #: builds tests/regression/rtl/test_bulk_harness.py uses too).
@@ -17,7 +17,7 @@ SAMPLE_SIZES = ((4, 4), (3, 4), (4, 3))
 def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
     """The seeded sample of ``make test``: every command accounted for, every word and
     stamp checked, and every functional coverage bin hit (closure; the bins left out are
-    listed in systolica.sim.apps.verif.coverage.REMOVED with their reasons). Its coverage
+    listed in systolica.verif.coverage.REMOVED with their reasons). Its coverage
     database goes to <build>/coverage for ``make coverage`` to merge."""
     lines = []
     reports = fuzz.fuzz(seed, 1200, chunk=300, sizes=SAMPLE_SIZES, out=lines.append,

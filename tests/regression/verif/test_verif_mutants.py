@@ -4,7 +4,7 @@ at least one mutant killed, the SAT check's verdicts well formed, and the struct
 equivalence check (outside every output's fan-in cone) against the killed mutants and two
 hand-made cases, and the class rules against the killed mutants."""
 
-from systolica.sim.apps.verif import mutants
+from systolica.verif import mutants
 
 COUNT = 8
 

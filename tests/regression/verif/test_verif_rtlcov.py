@@ -2,7 +2,7 @@
 
 import pytest
 
-from systolica.sim.apps.verif import rtlcov
+from systolica.verif import rtlcov
 
 
 def test_verilog_modules_map_to_their_hdl_files():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pywellen
 
 from systolica.sim import build
-from systolica.sim.build.runner import run_tests
+from systolica.sim.builder.runner import run_tests
 from systolica.sim.waves.gtkwave import reproduce_report, save_file_signals
 from systolica.tb import protocol
 

@@ -7,7 +7,7 @@ reads the dump with pywellen and checks each traced signal's name, width and pic
 import pytest
 import pywellen
 
-from systolica.sim.apps import waves as waves_cli
+from systolica.cli import waves as waves_cli
 from systolica.sim.waves import gtkwave as waves
 
 

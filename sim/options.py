@@ -1,0 +1,152 @@
+"""Command-line pieces shared by the workloads' parsers (no workload imports: the random
+workload's :mod:`systolica.cli.simulate` and the MiniLM workload's
+:mod:`systolica.cli.minilm` both use these, and neither imports the other's parser)."""
+
+import argparse
+import os
+import sys
+
+from systolica.sim.builder.toolchain import SIMULATORS
+
+#: The workloads ``python -m systolica.sim`` runs.
+WORKLOADS = ("minilm", "random")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr (``prog: error: message; see
+    --help``) with exit status 2, without the usage block. Options must be given in full:
+    an abbreviation is refused (``--dtype`` was silently taken for ``--dtypes``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def env(name, default):
+    """``$name`` if set and non-empty, else ``default`` (str)."""
+    value = os.environ.get(name)
+    return default if value in (None, "") else value
+
+
+#: The values a yes/no make variable (WAVES, FTZ) may take, any case; unset or empty is no.
+FLAG_VALUES = {"1": True, "yes": True, "true": True, "on": True,
+               "0": False, "no": False, "false": False, "off": False, "": False}
+
+
+def env_flag(name):
+    """``$name`` read as a yes/no switch (bool): ``1``/``yes``/``true``/``on`` or
+    ``0``/``no``/``false``/``off``, any case; unset or empty is False.
+
+    Any other value (``WAVES=2``, ``FTZ=maybe``) is a bad argument: one line on stderr that
+    names the variable and the values allowed, then exit status 2 (``SystemExit``), as for a
+    bad option; command-line tools only.
+    """
+    text = os.environ.get(name, "")
+    value = FLAG_VALUES.get(text.strip().lower())
+    if value is None:
+        print(f"systolica: error: {name} must be 1 or 0 (or yes/no, true/false, on/off), "
+              f"not {text!r}",
+              file=sys.stderr)
+        raise SystemExit(2)
+    return value
+
+
+def integer(minimum, env_name=None):
+    """argparse type: an integer >= ``minimum``; ``env_name`` names the make variable, if
+    any (it appears in the error)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            where = f" ({env_name}=... or the option)" if env_name else ""
+            raise argparse.ArgumentTypeError(f"must be {kind}{where}, not {text!r}")
+        return value
+    return parse
+
+
+def parse_tile_sizes(text):
+    """``"ROWSxCOLS[,ROWSxCOLS...]"`` (``8x8,16x16``) as a tuple of ``(rows, cols)`` int
+    pairs, each at least 1. Raises ValueError with the rule otherwise."""
+    try:
+        sizes = tuple(tuple(int(v) for v in size.lower().split("x"))
+                      for size in text.split(","))
+        if not sizes or any(len(size) != 2 or min(size) < 1 for size in sizes):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"must be ROWSxCOLS sizes (each at least 1) separated by commas, "
+                         f"like 8x8,16x4, not {text!r}") from None
+    return sizes
+
+
+def tile_sizes(count=None):
+    """argparse type: :func:`parse_tile_sizes`; with ``count`` 1, exactly one size,
+    returned as a ``(rows, cols)`` pair."""
+    def parse(text):
+        try:
+            sizes = parse_tile_sizes(text)
+            if count == 1 and len(sizes) != 1:
+                raise ValueError
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(
+                str(error) if count != 1 else
+                f"must be one ROWSxCOLS size (each at least 1), like 3x3, not {text!r}"
+            ) from None
+        return sizes[0] if count == 1 else sizes
+    return parse
+
+
+def add_tile_arguments(p, sizes=None):
+    """Add ``--sim``, ``--rows`` and ``--cols`` to parser ``p``, with defaults from SIM, ROWS
+    and COLS as ``make sim`` passes them (every workload's parser has them).
+
+    ``sizes`` maps a simulator to its default square tile side (default: 8 for each); when
+    it differs between simulators, :func:`resolve_tile` fills ``--rows``/``--cols`` in
+    after parsing, from the simulator chosen."""
+    sizes = sizes or dict.fromkeys(SIMULATORS, 8)
+    text = (str(sizes["verilator"]) if len(set(sizes.values())) == 1 else
+            ", ".join(f"{size} on {sim.capitalize()}" for sim, size in sizes.items()))
+    p.set_defaults(tile_sizes=sizes)
+    p.add_argument("--sim", choices=SIMULATORS, default=env("SIM", "verilator"),
+                   help="simulator (default: $SIM or verilator)")
+    p.add_argument("--rows", type=integer(1, "ROWS"), default=env("ROWS", None),
+                   help=f"partition rows K of the tile (default: $ROWS or {text})")
+    p.add_argument("--cols", type=integer(1, "COLS"), default=env("COLS", None),
+                   help=f"stationary columns M of the tile (default: $COLS or {text})")
+
+
+def resolve_tile(args):
+    """Fill in ``args.rows``/``args.cols`` left unset with the simulator's default size
+    (see :func:`add_tile_arguments`); returns ``args``."""
+    # An unknown $SIM is reported by the workload's own checks; any size will do until then.
+    size = args.tile_sizes.get(args.sim, min(args.tile_sizes.values()))
+    args.rows = size if args.rows is None else int(args.rows)
+    args.cols = size if args.cols is None else int(args.cols)
+    return args
+
+
+def add_json_argument(parser, what):
+    """Add ``--json`` to ``parser``: ``what`` (str) goes to stdout as JSON, the text report
+    to stderr (see :func:`report_as_json`)."""
+    parser.add_argument("--json", action="store_true",
+                        help=f"print {what} as JSON on stdout (the text report goes to stderr)")
+
+
+def report_as_json(args, run):
+    """Call ``run()``, which prints a text report and returns ``(status, result)`` with
+    ``result`` a JSON-serialisable dict; return ``status``. With ``args.json``, the text goes
+    to stderr and ``result`` to stdout as JSON."""
+    import contextlib
+    import json
+
+    if not args.json:
+        return run()[0]
+    with contextlib.redirect_stdout(sys.stderr):
+        status, result = run()
+    print(json.dumps(result, indent=1, default=str))
+    return status

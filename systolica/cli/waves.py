@@ -1,0 +1,154 @@
+"""``systolica waves`` (``make waves``): the random workload, or one cocotb regression test,
+run with tracing on; writes the waveform and a GTKWave save file for it
+(:mod:`systolica.sim.waves.gtkwave`) and opens GTKWave when a display is available.
+
+Exit status: 0 when the run passed, 1 when it mismatched or the test failed (the waveform is
+still written), 2 on bad arguments or a missing tool.
+"""
+
+import json
+import os
+import shutil
+import sys
+
+from systolica.sim.builder.errors import USER_FACING, SimulationError, report
+from systolica.sim.builder.runner import WAVE_FORMATS, build, run_tests
+from systolica.sim.options import resolve_tile
+from systolica.sim.waves.gtkwave import (
+    TEST_MODULE,
+    ViewerNotFoundError,
+    gtkwave_command,
+    lane_mode,
+    open_or_print,
+    reproduce_dir,
+    tile_test_names,
+    write_save_file,
+)
+
+from . import simulate
+
+# ---- command line ------------------------------------------------------------------------
+
+def parser():
+    """The argument parser of ``systolica waves`` (argparse.ArgumentParser).
+
+    It is ``systolica sim``'s (same workload options, same defaults from SIM, ROWS,
+    COLS, DTYPE, FTZ and SEED) plus ``--format`` (default ``$FORMAT`` or ``fst``), ``--test``
+    and ``--open``/``--no-open``; tracing is always on.
+    """
+    p = simulate.parser()
+    p.prog = "systolica waves"
+    for action in p._actions:          # waves trace the random workload only
+        if action.dest == "workload":
+            action.choices, action.default = ("random",), "random"
+            action.help = "random (the only workload waves trace; default)"
+    p.description = ("Run the random workload of 'systolica sim --workload random' "
+                     "(or, with --test, one cocotb regression test) "
+                     "with tracing on, write the waveform and a GTKWave save file for it, and "
+                     "open GTKWave when a display is available (else print the command).")
+    fmt = os.environ.get("FORMAT") or "fst"
+    p.add_argument("--format", default=fmt,
+                   help="waveform format: fst or vcd (default: $FORMAT or fst)")
+    p.add_argument("--test", default=None,
+                   help="run this one test of systolica.tb.cases.tile instead of the workload "
+                        "(--seed is its COCOTB_RANDOM_SEED)")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--open", dest="open_viewer", action="store_true", default=None,
+                      help="open GTKWave (an error when there is no display or no gtkwave)")
+    view.add_argument("--no-open", dest="open_viewer", action="store_false",
+                      help="only print the gtkwave command")
+    return p
+
+
+def _check_args(p, args):
+    simulate.check_args(p, args)
+    if args.format not in WAVE_FORMATS:
+        p.error(f"FORMAT must be one of {', '.join(WAVE_FORMATS)}, not {args.format!r}")
+    if args.test is not None and args.test not in tile_test_names():
+        p.error(f"--test: no cocotb test {args.test!r} in {TEST_MODULE}; choose one of: "
+                f"{', '.join(tile_test_names())}")
+    if args.open_viewer and not os.environ.get("DISPLAY"):
+        p.error("--open: no display ($DISPLAY is unset); drop --open to print the command")
+    if args.open_viewer and shutil.which("gtkwave") is None:
+        p.error("--open: gtkwave is not on PATH; install it with 'apt-get install gtkwave'")
+
+
+def _run_workload(args):
+    from systolica.sim.api.runs import run_program
+
+    jobs = simulate.workload(args)
+    result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim, waves=True,
+                         seed=args.seed, idle=args.idle, backpressure=args.backpressure,
+                         build_root=args.build_dir, wave_format=args.format)
+    summary = (f"{args.matmuls} {args.dtype} matmuls, {result.cycles:,} cycles, "
+               f"{result.mismatches} PSUM mismatches")
+    if result.run.waveform:
+        result = simulate.latest_run(result)
+    pictures = simulate.draw_pictures(args, result, jobs)
+    if isinstance(pictures, int):
+        return result.run.waveform, args.dtype, summary, pictures
+    summary += "".join(f"; {kind} {path}" for kind, path in pictures.items())
+    return result.run.waveform, args.dtype, summary, 1 if result.mismatches else 0
+
+
+def _run_test(args):
+    directory = reproduce_dir(args.rows, args.cols, args.sim, args.test, args.seed,
+                              wave_format=args.format, build_root=args.build_dir)
+    shutil.rmtree(directory, ignore_errors=True)
+    tile = build(args.rows, args.cols, args.sim, waves=True, build_root=args.build_dir,
+                 wave_format=args.format)
+    run = run_tests(tile, TEST_MODULE, directory, seed=args.seed, testcase=args.test)
+    if run.tests != 1:
+        raise SimulationError(f"expected to run 1 test, ran {run.tests}; see {run.log}")
+    verdict = "FAILED" if run.failed else "passed"
+    return run.waveform, lane_mode(args.test), f"{args.test} {verdict}; log {run.log}", \
+        1 if run.failed else 0
+
+
+def main(argv=None):
+    """Entry point of ``systolica waves``; returns the exit status (int).
+
+    0: the run passed and the waveform was written; 1: the workload mismatched or the test
+    failed (the waveform is still written: that is the point); 2: bad arguments or a missing
+    tool.
+    """
+    p = parser()
+    args = resolve_tile(p.parse_args(argv))
+    if args.workload != "random" or os.environ.get("WORKLOAD") not in (None, "", "random"):
+        p.error("waves trace the random workload only (the real model's tens of thousands of "
+                "matmuls would make a huge waveform); drop --workload/WORKLOAD, or pick one "
+                "regression test with --test")
+    _check_args(p, args)
+    if args.test and (args.timeline or args.trace):
+        p.error("--timeline and --trace draw the random workload's program; drop them with "
+                "--test")
+    say = sys.stderr if args.json else sys.stdout
+    what = f"test {args.test}" if args.test else "the random workload"
+    print(f"systolica waves: {what} on a {args.rows} x {args.cols} tile, {args.sim}, "
+          f"{args.format.upper()} ...", file=say, flush=True)
+    try:
+        waveform, mode, summary, status = (_run_test if args.test else _run_workload)(args)
+    except USER_FACING as error:
+        return report(error)
+    if waveform is None:
+        print("error: the simulator wrote no waveform", file=sys.stderr)
+        return 1
+    save = write_save_file(waveform.with_suffix(".gtkw"), waveform, rows=args.rows,
+                           cols=args.cols, simulator=args.sim, mode=mode)
+    print(f"  run             {summary}", file=say)
+    print(f"  waveform        {waveform}", file=say)
+    print(f"  save file       {save}", file=say)
+    try:
+        opened = open_or_print(waveform, save, open_viewer=args.open_viewer, out=say)
+    except ViewerNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"run": summary, "waveform": str(waveform), "save_file": str(save),
+                          "gtkwave": gtkwave_command(waveform, save), "opened": opened,
+                          "passed": status == 0}, indent=1))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,361 @@
+"""Functional coverage of the tile's stimulus and behaviour (``cocotb-coverage``).
+
+:func:`sample_program` samples one checked fuzz program (:mod:`systolica.verif.fuzz`:
+commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, and
+:func:`sample_dump` one cocotb regression test (the per-cycle TB's dump, written with
+``$SYSTOLICA_COVERAGE`` set; ``--dumps DIR --tag NAME`` samples a folder of them):
+
+- ``operand.type``: each operand type as stationary and as moving, a mixed float pair,
+  FP8 double-row;
+- ``operand.int8`` / ``operand.bf16``: each operand class of INT8 and BF16 matmuls;
+- ``product``: each BF16 x BF16 product's class (exact normal, exact subnormal, rounded to a
+  subnormal, underflow to zero, overflow);
+- ``add``: each column-chain add's rounding outcome (exact, below half, tie to even down,
+  tie to even up, above half), classified exactly;
+- ``psum``: overwrite vs accumulate x the class of the stored PSUM word it meets;
+- ``error``: every command error code; ``queue``: command-queue occupancy 0..3 when a
+  command is taken (3: the command waited for a slot);
+- ``stall``: the idle and backpressure levels; ``read``: READ bank x region (from entry 0,
+  inside, up to the bank's end); ``tile``: square, wider or taller tiles.
+
+:data:`REMOVED` lists the bins left out, each with the reason. ``python -m
+systolica.verif.coverage`` (``make coverage``) runs a seeded fuzz sample with coverage
+on, merges it with the databases earlier runs wrote (``<build>/coverage/*.xml``, one per
+run: ``make test`` writes one), prints the summary table, writes ``merged.xml`` and
+``merged.yaml`` and exits 1 if a bin is not hit (closure).
+"""
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, coverage_section
+
+from systolica.golden.command import ERRORS, PSUM_ENTRIES
+from systolica.golden.formats import FORMATS
+from systolica.sim.options import OneLineParser, add_json_argument, integer, report_as_json
+from systolica.verif.exhaustive import ROUNDING, classify_rounding
+
+from . import fuzz
+
+BF16_CLASSES = ("zero", "subnormal", "normal", "max finite", "inf", "nan")
+INT8_CLASSES = ("zero", "-128", "127", "negative", "positive")
+PRODUCT_CLASSES = ("exact normal", "exact subnormal", "rounded subnormal",
+                   "underflow to zero", "overflow")
+STORED_CLASSES = ("fp32 zero", "fp32 subnormal", "fp32 normal", "fp32 inf", "fp32 nan",
+                  "int32")
+READ_REGIONS = ("from entry 0", "inside", "to the end")
+TILE_SHAPES = ("square", "wider", "taller")
+
+#: Operand-type bins: each type as stationary and as moving, a mixed float pair, and FP8
+#: double-row.
+_TYPE_BINS = ([f"stationary {name}" for name in FORMATS] + [f"moving {name}" for name in FORMATS]
+              + ["mixed float pair", "double-row"])
+
+#: Bins that are not in the model, and why (a reviewer's list).
+REMOVED = {
+    "product: rounded normal": "a BF16 x BF16 product has at most 16 significant bits, "
+                               "exact in FP32's 24: only products leaving the normal range "
+                               "round",
+    "psum: overwrite x stored class": "an overwriting matmul never reads PSUM (the issue's "
+                                      "cross is sampled for accumulate only; overwrite is one "
+                                      "bin of its own)",
+    "queue: occupancy 4+": "the queue holds 3 (golden.timing.COMMAND_QUEUE_DEPTH)",
+}
+
+_P = "systolica."
+
+
+def _point(name, bins):
+    """A sampling function ``f(value)`` with one coverpoint ``systolica.<name>``."""
+    return coverage_section(CoverPoint(_P + name, xf=lambda value: value,
+                                       bins=list(bins)))(lambda value: None)
+
+
+_type = _point("operand.type", _TYPE_BINS)
+_int8_operand = _point("operand.int8", INT8_CLASSES)
+_bf16_operand = _point("operand.bf16", BF16_CLASSES)
+_product = _point("product", PRODUCT_CLASSES)
+_add = _point("add", ROUNDING)
+_error = _point("error", ERRORS)
+_queue = _point("queue", range(4))
+_tile = _point("tile", TILE_SHAPES)
+
+
+@coverage_section(
+    CoverPoint(_P + "psum.mode", xf=lambda mode, stored: mode,
+               bins=["overwrite", "accumulate"]),
+    CoverPoint(_P + "psum.stored", xf=lambda mode, stored: stored, bins=list(STORED_CLASSES)),
+)
+def _psum(mode, stored):
+    pass
+
+
+@coverage_section(
+    CoverPoint(_P + "stall.idle", xf=lambda idle, bp: idle, bins=[0.0, *fuzz.IDLE]),
+    CoverPoint(_P + "stall.backpressure", xf=lambda idle, bp: bp,
+               bins=list(fuzz.BACKPRESSURE)),
+)
+def _stall(idle, bp):
+    pass
+
+
+@coverage_section(
+    CoverPoint(_P + "read.bank", xf=lambda bank, region: bank, bins=list(range(8))),
+    CoverPoint(_P + "read.region", xf=lambda bank, region: region, bins=list(READ_REGIONS)),
+    CoverCross(_P + "read.bank_x_region", items=[_P + "read.bank", _P + "read.region"]),
+)
+def _read(bank, region):
+    pass
+
+
+def bf16_classes(bits):
+    """Class names (:data:`BF16_CLASSES`) present among BF16 bit patterns."""
+    bits = np.asarray(bits, np.uint16) & 0x7FFF
+    exp, frac = bits >> 7, bits & 0x7F
+    masks = {"zero": bits == 0, "subnormal": (exp == 0) & (frac != 0),
+             "normal": (exp > 0) & (exp < 255) & (bits != 0x7F7F), "max finite": bits == 0x7F7F,
+             "inf": bits == 0x7F80, "nan": (exp == 255) & (frac != 0)}
+    return [name for name, mask in masks.items() if mask.any()]
+
+
+def int8_classes(values):
+    values = np.asarray(values, np.int8)
+    masks = {"zero": values == 0, "-128": values == -128, "127": values == 127,
+             "negative": (values < 0) & (values > -128), "positive": (values > 0) & (values < 127)}
+    return [name for name, mask in masks.items() if mask.any()]
+
+
+def product_classes(a_bits, b_bits, ftz):
+    """Class names (:data:`PRODUCT_CLASSES`) among the finite, non-zero BF16 products."""
+    with np.errstate(all="ignore"):
+        a = (np.asarray(a_bits, np.uint32) << 16).view(np.float32).astype(np.float64)
+        b = (np.asarray(b_bits, np.uint32) << 16).view(np.float32).astype(np.float64)
+        if ftz:
+            a = np.where(np.abs(a) < 2.0 ** -126, 0.0, a)
+            b = np.where(np.abs(b) < 2.0 ** -126, 0.0, b)
+        exact = a * b                      # 16 significant bits: exact in float64
+        rounded = exact.astype(np.float32).astype(np.float64)
+    live = np.isfinite(exact) & (exact != 0)
+    tiny = np.abs(exact) < 2.0 ** -126
+    masks = {"exact normal": live & ~tiny & (rounded == exact) & np.isfinite(rounded),
+             "exact subnormal": live & tiny & (rounded == exact) & (rounded != 0),
+             "rounded subnormal": live & tiny & (rounded != exact) & (rounded != 0),
+             "underflow to zero": live & (rounded == 0),
+             "overflow": live & ~np.isfinite(rounded)}
+    return [name for name, mask in masks.items() if mask.any()]
+
+
+def stored_class(bits, dtype):
+    if dtype == "int8":
+        return "int32"
+    bits = int(bits) & 0x7FFFFFFF
+    exp, frac = bits >> 23, bits & 0x7FFFFF
+    if bits == 0:
+        return "fp32 zero"
+    if exp == 0:
+        return "fp32 subnormal"
+    if exp == 255:
+        return "fp32 nan" if frac else "fp32 inf"
+    return "fp32 normal"
+
+
+def _sample_adds(stationary, moving):
+    """Sample the rounding class of every chain add of a BF16 matmul (IEEE)."""
+    from systolica.golden.bf16 import bf16_product, fp32_add, from_bf16_bits
+
+    s, v = from_bf16_bits(stationary), from_bf16_bits(moving)
+    acc = bf16_product(s[0][:, None], v[0][None, :])
+    for k in range(1, s.shape[0]):
+        p = bf16_product(s[k][:, None], v[k][None, :])
+        klass = classify_rounding(acc.view(np.uint32).ravel(), p.view(np.uint32).ravel())
+        for c in np.unique(klass[klass >= 0]):
+            _add(ROUNDING[int(c)])
+        acc = fp32_add(acc, p)
+
+
+def sample_program(report, records, operands, predicted):
+    """Sample one checked program: ``records`` (the model's), ``operands`` (per legal
+    matmul's record index: its stationary and moving arrays), ``predicted`` (its stamps:
+    objects with ``accept`` and ``issues``; None leaves the queue occupancy unsampled)."""
+    rows, cols = report.rows, report.cols
+    _tile("square" if rows == cols else "wider" if cols > rows else "taller")
+    _stall(report.idle, report.backpressure)
+    shadow = np.zeros((8, PSUM_ENTRIES), np.uint32)
+    shadow_dtype = np.full((8, PSUM_ENTRIES), "int8", object)
+    for r in records:
+        if r.error is not None:
+            _error(r.error)
+            continue
+        region = (r.bank, slice(r.offset, r.offset + r.n))
+        if r.op == "read":
+            region_name = ("from entry 0" if r.offset == 0 else
+                           "to the end" if r.offset + r.n == PSUM_ENTRIES else "inside")
+            _read(r.bank, region_name)
+            continue
+        if r.accumulate:
+            for klass in {stored_class(bits, dtype) for bits, dtype in
+                          zip(shadow[region].tolist(), shadow_dtype[region], strict=True)}:
+                _psum("accumulate", klass)
+        else:
+            _psum("overwrite", "fp32 zero")
+        shadow[region] = np.asarray(r.expected, np.uint32)[0]
+        shadow_dtype[region] = r.dtype
+        stationary, moving = operands[r.index]
+        command = r.command
+        _type(f"stationary {command.dtype}")
+        _type(f"moving {command.mtype}")
+        if command.double_row:
+            _type("double-row")
+        elif command.dtype != command.mtype:
+            _type("mixed float pair")
+        if r.dtype != "int8" and not (command.dtype == command.mtype == "bf16"):
+            continue            # the operand, product and add classes are BF16's
+        if r.dtype == "int8":
+            for klass in int8_classes(np.concatenate([stationary.ravel(), moving.ravel()])):
+                _int8_operand(klass)
+            continue
+        s_bits, m_bits = stationary.view(np.uint16), moving.view(np.uint16)
+        for klass in bf16_classes(np.concatenate([s_bits.ravel(), m_bits.ravel()])):
+            _bf16_operand(klass)
+        k, m, n = s_bits.shape[0], s_bits.shape[1], m_bits.shape[1]
+        a = np.broadcast_to(s_bits[:, :, None], (k, m, n)).ravel()
+        b = np.broadcast_to(m_bits[:, None, :], (k, m, n)).ravel()
+        for klass in product_classes(a, b, r.ftz):
+            _product(klass)
+        if not r.ftz and r.k > 1:
+            _sample_adds(s_bits, m_bits)
+    for n in queue_occupancy(records, predicted) if predicted is not None else ():
+        _queue(n)
+
+
+def sample_dump(path):
+    """Sample one regression test's dump (written by the per-cycle TB's ``check()`` with
+    ``$SYSTOLICA_COVERAGE`` set: tile size, stall levels, checked records, operands).
+
+    The command-queue occupancy needs each legal command's first issue cycle; the per-cycle
+    TB stamps moving beats, not a READ's beats, so a test with a legal READ leaves the
+    queue unsampled (the fuzzer's stamps come from the cycle model and cover it)."""
+    import pickle
+    from types import SimpleNamespace
+
+    with open(path, "rb") as handle:
+        dump = pickle.load(handle)
+    records = dump["records"]
+    report = SimpleNamespace(rows=dump["rows"], cols=dump["cols"], idle=dump["idle"],
+                             backpressure=dump["backpressure"])
+    stamped = all(r.error is not None or (r.op == "matmul" and r.accept is not None
+                                          and len(r.issues)) for r in records)
+    sample_program(report, records, dump["operands"], records if stamped else None)
+
+
+def queue_occupancy(records, predicted):
+    """Queue occupancy (0..3) in the cycle before each command was taken: legal commands
+    taken earlier that had not left the queue (a command taken in cycle ``a`` is queued in
+    cycles ``a + 1`` up to its first beat's cycle)."""
+    pending = []                        # (accept, first issue) of legal commands
+    out = set()
+    for r, p in zip(records, predicted, strict=True):
+        before = p.accept - 1
+        pending = [(a, first) for a, first in pending if first >= before]
+        out.add(sum(1 for a, first in pending if a < before <= first))
+        if r.error is None:
+            pending.append((p.accept, p.issues[0]))
+    return sorted(out)
+
+
+def _items():
+    """The coverpoints and crosses of this module in the database, by name."""
+    return {name: item for name, item in coverage_db.items()
+            if name.startswith(_P) and isinstance(item, (CoverPoint, CoverCross))}
+
+
+def bins_report():
+    """``(hit, total, missing)``: bins hit and in all over every coverpoint and cross, and
+    the names of the missing ones."""
+    hit = total = 0
+    missing = []
+    for name, item in _items().items():
+        for bin_, count in item.detailed_coverage.items():
+            total += 1
+            hit += count > 0
+            if count == 0:
+                missing.append(f"{name}: {bin_}")
+    return hit, total, missing
+
+
+def export(folder, tag):
+    """Write the coverage database as ``<tag>.xml`` and ``<tag>.yaml`` into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    coverage_db.export_to_xml(filename=str(folder / f"{tag}.xml"))
+    coverage_db.export_to_yaml(filename=str(folder / f"{tag}.yaml"))
+    return folder / f"{tag}.xml"
+
+
+def default_folder():
+    return Path(os.environ.get("SYSTOLICA_BUILD_DIR") or "build") / "coverage"
+
+
+def main(argv=None):
+    parser = OneLineParser(prog="systolica coverage",
+                           description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=integer(0), default=1,
+                        help="seed of the fuzzed sample (default %(default)s)")
+    parser.add_argument("--commands", type=integer(1), default=1600,
+                        help="commands of the fuzzed sample (default %(default)s)")
+    parser.add_argument("--dumps", default=None,
+                        help="sample the regression's dumps in this folder (*.pkl, written "
+                             "by the per-cycle TB with $SYSTOLICA_COVERAGE) instead of "
+                             "fuzzing, and write the database as <--tag>.xml")
+    parser.add_argument("--tag", default="regression",
+                        help="database name with --dumps (default %(default)s)")
+    add_json_argument(parser, "the bins hit per coverpoint and the missing ones")
+    args = parser.parse_args(argv)
+    return report_as_json(args, lambda: _run(args))
+
+
+def _run(args):
+    folder = default_folder()
+    if args.dumps:
+        dumps = sorted(Path(args.dumps).glob("*.pkl"))
+        for path in dumps:
+            sample_dump(path)
+        export(folder, args.tag)
+        hit, total, _ = bins_report()
+        print(f"regression dumps {len(dumps)}: bins hit {hit} of {total}; "
+              f"{folder / args.tag}.xml")
+        return (0 if dumps else 1), {"dumps": len(dumps), "hit": hit, "bins": total,
+                                     "database": f"{folder / args.tag}.xml"}
+    fuzz.fuzz(args.seed, args.commands, chunk=400, sizes=fuzz.SIZES, sample=sample_program)
+    own = export(folder, f"run-make-coverage-seed{args.seed}")
+    files = sorted(str(p) for p in folder.glob("*.xml") if not p.name.startswith("merged"))
+    merged = folder / "merged.xml"
+    if len(files) > 1:
+        from cocotb_coverage.coverage import merge_coverage
+
+        merge_coverage(logging.getLogger("coverage").info, str(merged), *files)
+    else:
+        merged.write_text(own.read_text())
+    coverage_db.export_to_yaml(filename=str(folder / "merged.yaml"))
+    hit, total, missing = bins_report()
+    print(f"{'coverpoint':<40}{'hit':>6}{'bins':>6}")
+    points = {}
+    for name, item in _items().items():
+        counts = list(item.detailed_coverage.values())
+        points[name] = {"hit": sum(c > 0 for c in counts), "bins": len(counts)}
+        print(f"{name:<40}{points[name]['hit']:>6}{points[name]['bins']:>6}")
+    print(f"bins hit {hit} of {total}; merged from {len(files)} databases: {merged}")
+    for name, reason in REMOVED.items():
+        print(f"removed: {name}: {reason}")
+    for name in missing:
+        print(f"MISSING {name}")
+    return (1 if missing else 0), {"hit": hit, "bins": total, "missing": list(missing),
+                                   "removed": dict(REMOVED), "coverpoints": points,
+                                   "database": str(merged)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,879 @@
+"""Command-stream fuzzer: seeded random programs through the bulk harness, nothing lost.
+
+Each program (``--chunk`` commands) mixes legal matmuls (INT8, BF16 IEEE and FTZ, overwrite
+and accumulate, random bank/offset/K/M/N) and READs with illegal commands of every
+:data:`~systolica.golden.command.ERRORS` kind (several errors at once too, to pin the
+check order), and runs on the bulk harness (:mod:`systolica.tb.bulk`) of one of the tile
+sizes in turn, with every backpressure level and every idle level (random idle cycles on
+the input streams, or none) in every four programs. Per program it requires:
+
+- every command accounted for: each legal command's result beats (``N`` of them, ``last``
+  on the final one) and nothing else; the rejected count and last error in ``status``
+  equal the model's; a command-accept stamp for every command;
+- every result word equal to the golden model's, bit for bit (the scoreboard);
+- every stamp (command accepted, moving beat accepted, result taken) equal to the stepped
+  cycle model (:func:`~systolica.golden.command_schedule`) under the harness's own idle
+  and backpressure patterns (:class:`HarnessPatterns` reproduces its generators).
+
+A failing program prints the command that replays it alone. Program ``p`` of seed ``s``
+draws from ``numpy.random.default_rng([s, p])``, so any program replays without the others.
+
+``systolica fuzz --seed S --commands N`` (``make fuzz SEED=S
+COMMANDS=N``); exit status 0 when every program passed, 1 otherwise.
+"""
+
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from systolica.golden import FORMATS, Command, command_schedule
+from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES
+from systolica.golden.formats import DOUBLE_ROW_TYPES
+from systolica.sim.options import (
+    OneLineParser,
+    add_json_argument,
+    integer,
+    report_as_json,
+    tile_sizes,
+)
+from systolica.tb import protocol, stimulus
+
+#: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
+#: more columns than rows, more rows than columns.
+SIZES = ((4, 4), (3, 4), (5, 3))
+#: Commands per program (one simulator run).
+CHUNK = 2000
+#: Backpressure probabilities drawn per program.
+BACKPRESSURE = (0.0, 0.1, 0.3, 0.6)
+#: Idle probabilities of the input streams for the programs that idle.
+IDLE = (0.1, 0.3, 0.5)
+#: Most illegal commands in a rejection burst (see :func:`random_program`; at least a
+#: quarter of it): up to 2^11, so the 16-bit rejected count carries into bit 11.
+BURST = 2048
+
+_MASK = 0xFFFFFFFF
+
+
+def _xorshift(x):
+    x ^= (x << 13) & _MASK
+    x ^= x >> 17
+    x ^= (x << 5) & _MASK
+    return x
+
+
+class _Generator:
+    """One of the harness's xorshift32 generators: ``draw(cycle)`` is whether its low byte
+    is at least ``level`` in that cycle (cycle 0 = the first cycle a beat can transfer)."""
+
+    def __init__(self, start, level):
+        self._x, self._level, self._pattern = start & _MASK, level & 0xFF, []
+
+    def __call__(self, cycle):
+        while len(self._pattern) <= cycle:
+            self._pattern.append((self._x & 0xFF) >= self._level)
+            self._x = _xorshift(self._x)
+        return self._pattern[cycle]
+
+
+class HarnessPatterns:
+    """The idle and backpressure patterns ``tb/harness.v`` draws from ``+seed``, ``+idle``
+    and ``+bp``, for the stepped cycle model: :attr:`ready` is ``result.ready`` per cycle
+    and :meth:`offer` whether an input stream's driver offers a beat in a cycle."""
+
+    def __init__(self, seed, idle, bp):
+        seed = seed & _MASK or 1
+        self.ready = _Generator(0xC2B2AE35 ^ (seed * 104729), bp)
+        self._offers = {"command": _Generator(0x27D4EB2F ^ (seed * 31), idle),
+                        "stationary": _Generator(0x9E3779B9 ^ seed, idle),
+                        "moving": _Generator(0x85EBCA6B ^ (seed * 7919), idle)}
+
+    def offer(self, stream, cycle):
+        return self._offers[stream](cycle)
+
+
+def _n(rng, limit):
+    """A random N in 1..limit, mostly small (short commands keep the program fast); one in
+    200 is ``limit`` itself (with offset 0, the whole bank: N's top bit set). Both draws
+    are made either way, so the generator's stream does not depend on the outcome."""
+    draw = rng.random()
+    top = 8 if draw < 0.7 else 40 if draw < 0.97 else limit
+    n = int(rng.integers(1, min(top, limit) + 1))
+    return limit if draw >= 0.995 else n
+
+
+#: Float operand types besides BF16 that the second generator draws (see :func:`_operands`).
+OTHER_FLOATS = tuple(name for name, f in FORMATS.items() if f.is_float and name != "bf16")
+
+
+def _operands(rng, k, m, n, dtype, noise=None):
+    """Operands of one matmul and its ``perf_mode``; with ``noise`` (a second generator,
+    so that the main draw is the same with or without it) a BF16 matmul may change:
+
+    - a third get operands aimed at the arithmetic's edges: :func:`boundary_operands`,
+      :func:`cancelling_operands` or :func:`subnormal_operands`;
+    - of the others, half take other float types (:func:`other_float_operands`: FP16 and
+      the FP8 family, mixed pairs, FP8 double-row).
+    """
+    if dtype == "int8":
+        return stimulus.random_int8(rng, (k, m)), stimulus.random_int8(rng, (k, n)), None
+    kind = rng.integers(0, 3)
+    make = stimulus.bf16_normal if kind == 0 else stimulus.bf16_wide
+    s, v = make(rng, (k, m)), make(rng, (k, n))
+    if kind == 2:
+        s, v = stimulus.with_specials(rng, s, 0.2), stimulus.with_specials(rng, v, 0.2)
+    if noise is None:
+        return s, v, None
+    draw = noise.random()
+    if draw < 1 / 3:
+        edge = (boundary_operands, cancelling_operands, subnormal_operands)[
+            int(noise.integers(3))]
+        s, v = edge(noise, k, m, n)
+    elif draw < 2 / 3:
+        return other_float_operands(noise, k, m, n)
+    return s, v, None
+
+
+def _float_bits(rng, name, shape):
+    """Random operands of float type ``name``, one of three draws per matrix: uniform bit
+    patterns (every class in proportion to its patterns), values near 1 (a fifth of the
+    time: sums that do not all overflow), or :func:`float_classes` (half the time: the rare
+    classes as often as the common one); then, a third of the time, zeros
+    (:func:`sparse`)."""
+    from systolica.golden.formats import FORMATS
+
+    fmt = FORMATS[name]
+    draw = rng.random()
+    if draw < 0.2:
+        values = rng.standard_normal(shape).astype(np.float32)
+        return values.astype(fmt.dtype)
+    if draw < 0.5:
+        bits = rng.integers(0, 1 << fmt.width, size=shape)
+    else:
+        bits = float_classes(rng, fmt, shape)
+    if rng.random() < 1 / 3:
+        bits = sparse(rng, bits, fmt.width)
+    return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+
+def float_classes(rng, fmt, shape, special=None):
+    """Bit patterns of float format ``fmt`` (a :class:`~systolica.golden.formats.OperandFormat`)
+    drawn class by class, so that a class of few patterns (an FP8 type's NaNs, its largest
+    binade, its subnormals) is as likely as the normals: +-0; subnormals (half of them one
+    fraction bit, so each bit of the fraction's zero test is seen alone); the smallest and
+    the largest finite binades; the all-ones exponent (Inf and every NaN payload, one bit
+    alone half the time; e4m3fn's finite 1111.xxx and its NaN); other normals. The all-ones
+    exponent's share is drawn per matrix (none, few, many), since one NaN hides a column,
+    unless ``special`` gives it."""
+    ebits, mbits, width = fmt.exp_bits, fmt.man_bits, fmt.width
+    top = (1 << ebits) - 1
+    if special is None:
+        special = float(rng.choice((0.0, 0.04, 0.15)))
+    weights = np.array([0.12, 0.25, 0.18, special, 0.45 - special])
+    kind = rng.choice(5, size=shape, p=weights / weights.sum())
+    fraction = rng.integers(0, 1 << mbits, size=shape)
+    single = 1 << rng.integers(0, mbits, size=shape)
+    fraction = np.where(rng.random(shape) < 0.5, single, fraction)
+    exponent = rng.integers(1, top, size=shape)                          # normals
+    exponent = np.where(kind == 0, 0, exponent)                          # zeros
+    fraction = np.where(kind == 0, 0, fraction)
+    exponent = np.where(kind == 1, 0, exponent)                          # subnormals
+    fraction = np.where(kind == 1, np.maximum(fraction, 1), fraction)
+    edge = np.where(rng.random(shape) < 0.5, 1, top - 1)                 # edge binades
+    exponent = np.where(kind == 2, edge, exponent)
+    exponent = np.where(kind == 3, top, exponent)                        # Inf, NaN
+    fraction = np.where((kind == 3) & (rng.random(shape) < 0.25), 0, fraction)
+    sign = rng.integers(0, 2, size=shape)
+    return (sign << (width - 1)) | (exponent << mbits) | fraction
+
+
+def sparse(rng, bits, width):
+    """Copy of the bit patterns ``bits`` (``width``-bit floats) with a share of them, drawn
+    per matrix (a half or nine in ten), replaced by +-0: pruned weights, ReLU activations;
+    whole products, column sums and double-row pairs that are zero."""
+    bits = np.array(bits, copy=True)
+    pick = rng.random(bits.shape) < float(rng.choice((0.5, 0.9)))
+    bits[pick] &= 1 << (width - 1)
+    return bits
+
+
+def other_float_operands(rng, k, m, n):
+    """``(stationary, moving, perf_mode)`` of a float matmul other than BF16 x BF16: each
+    operand's type drawn from BF16 and :data:`OTHER_FLOATS` (a mixed pair half the time),
+    or, 40 % of the time, an FP8 double-row matmul (both e4m3 or e5m2; K up to 2 x rows:
+    the second half of the partition rows in each lane's high byte, when the draw's K is
+    the tile's full height, see :func:`random_program`; else K <= rows, also legal). A
+    third of the double-row matmuls cancel: some partition rows' second element is the
+    first's product negated (stationary sign flipped, moving repeated), so each PE's second
+    add subtracts nearly what its first one added (the second adder's cancellation, its
+    leading-zero count, exact zeros and Inf - Inf)."""
+    types = ("bf16", *OTHER_FLOATS)
+    if rng.random() < 0.4:
+        pair = [str(rng.choice(DOUBLE_ROW_TYPES)) for _ in range(2)]
+        extra = int(rng.integers(1, k + 1))      # K = k + extra <= 2 x rows when k = rows
+        s = _float_bits(rng, pair[0], (k + extra, m))
+        v = _float_bits(rng, pair[1], (k + extra, n))
+        if rng.random() < 1 / 3:
+            s_bits, v_bits = s.view(np.uint8).copy(), v.view(np.uint8).copy()
+            rows = np.flatnonzero(rng.random(extra) < 0.6)
+            s_bits[k + rows] = s_bits[rows] ^ 0x80
+            v_bits[k + rows] = v_bits[rows]
+            s, v = s_bits.view(s.dtype), v_bits.view(v.dtype)
+        return s, v, "double_row"
+    stype = str(rng.choice(OTHER_FLOATS))
+    mtype = str(rng.choice(types)) if rng.random() < 0.5 else stype
+    return _float_bits(rng, stype, (k, m)), _float_bits(rng, mtype, (k, n)), None
+
+
+def _bf16_bits(rng, exponent, shape):
+    sign = rng.integers(0, 2, size=shape)
+    return (sign << 15) | (np.asarray(exponent) << 7) | rng.integers(0, 128, size=shape)
+
+
+def boundary_operands(rng, k, m, n):
+    """BF16 operands whose products straddle FP32's normal/subnormal boundary (biased
+    exponents summing to 122..134, the boundary at 128), sit at the bottom of the subnormal
+    range (summing to 100..112: products of about 2^-154 .. 2^-142, rounded to the smallest
+    subnormals or to zero) or at the overflow end (summing to 370..386, Inf from 382), with
+    some subnormal and zero operands: every product class and the multiplier's and adder's
+    rounding at both ends of the range. Half the time the fractions are short (their low
+    five bits zero), so that products end exactly on a rounding tie."""
+    where = rng.random()
+    lo, hi = (185, 194) if where < 0.25 else (50, 57) if where < 0.45 else (61, 68)
+    s_exp = rng.integers(lo, hi, size=(k, m))
+    v_exp = rng.integers(lo, hi, size=(k, n))
+    s = _bf16_bits(rng, s_exp, (k, m))
+    v = _bf16_bits(rng, v_exp, (k, n))
+    if rng.random() < 0.5:
+        s, v = s & ~0x1F, v & ~0x1F
+    for bits in (s, v):
+        pick = rng.random(bits.shape) < 0.1
+        bits[pick] &= 0x807F                     # subnormal (or zero) of the same sign
+    return stimulus.from_bits(s), stimulus.from_bits(v)
+
+
+def subnormal_operands(rng, k, m, n):
+    """BF16 subnormals (mostly with few fraction bits: the multiplier normalises them by up
+    to 15 places; a third of them one bit alone, so each bit of the zero-fraction test is
+    seen by itself) times large normals (biased exponents 120..254), so that their products
+    land in FP32's normal range; zeros and infinities mixed in (0 x Inf is NaN). Which side
+    holds the subnormals is drawn per matmul."""
+    small_shape, large_shape = ((k, m), (k, n)) if rng.random() < 0.5 else ((k, n), (k, m))
+    fraction = rng.integers(1, 128, size=small_shape) >> rng.integers(0, 7, size=small_shape)
+    fraction = np.where(rng.random(small_shape) < 1 / 3,
+                        1 << rng.integers(0, 7, size=small_shape), fraction)
+    small = (rng.integers(0, 2, size=small_shape) << 15) | np.maximum(fraction, 1)
+    large = _bf16_bits(rng, rng.integers(120, 255, size=large_shape), large_shape)
+    specials = np.array([0x0000, 0x8000, 0x7F80, 0xFF80], np.int64)
+    for bits in (small, large):
+        pick = rng.random(bits.shape) < 0.05
+        bits[pick] = rng.choice(specials, int(pick.sum()))
+    small, large = stimulus.from_bits(small), stimulus.from_bits(large)
+    return (small, large) if small_shape == (k, m) else (large, small)
+
+
+def cancelling_operands(rng, k, m, n):
+    """BF16 operands whose column chain cancels: every odd partition row repeats the moving
+    row above it with the stationary row above negated and its last significand bits
+    perturbed, so the adds subtract nearly equal products (the adder's massive
+    cancellation, leading-zero count and exact-zero sign rules). Two thirds of the time the
+    operands are scaled by powers of two so that the products' biased exponent is about a
+    drawn value, over the whole range or at its bottom (1..90, where the normaliser stops
+    at exponent 1 and the difference is subnormal), instead of about 127."""
+    s = stimulus.bf16_normal(rng, (k, m)).view(np.uint16).copy()
+    v = stimulus.bf16_normal(rng, (k, n)).view(np.uint16).copy()
+    for row in range(1, k, 2):
+        v[row] = v[row - 1]
+        s[row] = (s[row - 1] ^ 0x8000) ^ rng.integers(0, 4, size=m)
+    where = rng.random()
+    if where < 2 / 3:
+        target = int(rng.integers(1, 255)) if where < 1 / 3 else int(rng.integers(1, 91))
+        s_shift = (target - 127) // 2 + int(rng.integers(-8, 9))
+        for bits, shift in ((s, s_shift), (v, target - 127 - s_shift)):
+            exponent = (bits >> 7) & 0xFF
+            moved = np.clip(exponent.astype(np.int64) + shift, 1, 254)
+            bits[:] = np.where(exponent != 0, (bits & 0x807F) | (moved << 7), bits)
+    return stimulus.from_bits(s), stimulus.from_bits(v)
+
+
+def _out_of_range(rng, legal, low, width):
+    """A value of a ``width``-bit field at or above ``low``: the bound itself, a legal value
+    with one high bit set (an alias that a comparison dropping that bit would accept), or
+    uniform."""
+    top = 1 << width
+    bits = [j for j in range(max(1, low.bit_length() - 1), width) if (legal | 1 << j) >= low]
+    choices = [low, int(rng.integers(low, top))]
+    if bits:
+        choices.append(legal | 1 << int(rng.choice(bits)))
+    value = int(rng.choice(choices))
+    return value if value < top else low
+
+
+def _illegal(rng, rows, cols):
+    """A command the tile must reject; which check fails is drawn (sometimes several)."""
+    op = "matmul" if rng.random() < 0.7 else "read"
+    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE"]
+                                         if op == "matmul" else [])
+    wrong = {kinds[int(rng.integers(len(kinds)))]}
+    while rng.random() < 0.25:
+        wrong.add(kinds[int(rng.integers(len(kinds)))])
+    bank = int(rng.integers(PSUM_BANKS))
+    if "BANK_RANGE" in wrong:
+        bank = _out_of_range(rng, bank, PSUM_BANKS, 8)
+    k = int(rng.integers(1, rows + 1))
+    if "K_RANGE" in wrong:
+        k = int(rng.choice([0, _out_of_range(rng, k, rows + 1, 16)]))
+    m = int(rng.integers(1, cols + 1))
+    if "M_RANGE" in wrong:
+        m = int(rng.choice([0, _out_of_range(rng, m, cols + 1, 16)]))
+    offset = int(rng.integers(PSUM_ENTRIES))
+    n = _n(rng, PSUM_ENTRIES - offset)
+    if "N_RANGE" in wrong:
+        case = rng.integers(3)
+        if case == 0:
+            n = 0
+        elif case == 1:
+            n = _out_of_range(rng, n, PSUM_ENTRIES - offset + 1, 16)
+        else:
+            offset = _out_of_range(rng, offset, PSUM_ENTRIES, 16)
+    # DOUBLE_ROW_TYPE: double-row with a BF16 or INT8 pair (only e4m3 / e5m2 may).
+    return Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
+                   dtype="bf16" if rng.random() < 0.5 else "int8",
+                   ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5),
+                   perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
+
+
+def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0):
+    """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
+    ``(stationary, moving, accumulate, ftz, bank, offset)`` (a legal matmul) or a
+    :class:`~systolica.golden.Command` (a legal READ or an illegal command).
+
+    ``dense``: share of the legal matmuls that use the whole array (K = rows, M = cols),
+    every PE busy (the mutation kill-set raises it); 0 draws as before.
+
+    ``floats``: with ``noise``, share of the legal matmuls whose operands are replaced by
+    :func:`other_float_operands` (FP16, the FP8 family, mixed pairs, FP8 double-row; FTZ
+    drawn too) whatever the main draw's type: the mutation kill-set raises it, so that each
+    PE's rare float patterns come often; 0 draws as before.
+
+    ``noise``: a second generator (None: off) for what the main draw does not decide, so a
+    program's commands stay the same with it: a READ's unused fields (K, M, data type, FTZ,
+    accumulate; the tile must ignore them) get random values, a third of the BF16 matmuls
+    get edge operands (:func:`_operands`), and with probability 1/2 the program starts
+    with a burst of up to :data:`BURST` illegal commands, so that ``status.rejected``
+    carries into its upper bits. ``burst``: that many illegal commands first instead (a directed
+    program: RTL coverage wraps the count with 2^16).
+    """
+    out = []
+    if burst is None and noise is not None and noise.random() < 0.5:
+        # A random length: the count's check is at the end of the program, so a wrong
+        # carry that flips back and forth must stop on the wrong side in some program.
+        burst = int(noise.integers(BURST // 4, BURST + 1))
+    out.extend(_illegal(noise or rng, rows, cols) for _ in range(burst or 0))
+    for _ in range(count):
+        draw = rng.random()
+        if draw < 0.3:
+            out.append(_illegal(rng, rows, cols))
+            continue
+        bank = int(rng.integers(PSUM_BANKS))
+        offset = int(rng.integers(PSUM_ENTRIES)) if rng.random() < 0.5 else 0
+        n = _n(rng, PSUM_ENTRIES - offset)
+        if rng.random() < 0.3:              # a region that ends at the bank's end
+            offset = PSUM_ENTRIES - n
+        if draw < 0.45:
+            unused = {}
+            if noise is not None:
+                unused = {"k": int(noise.integers(1 << 16)), "m": int(noise.integers(1 << 16)),
+                          "dtype": "bf16" if noise.random() < 0.5 else "int8",
+                          "ftz": bool(noise.random() < 0.5),
+                          "accumulate": bool(noise.random() < 0.5)}
+            out.append(Command("read", n=n, bank=bank, offset=offset, **unused))
+            continue
+        k, m = int(rng.integers(1, rows + 1)), int(rng.integers(1, cols + 1))
+        if dense and rng.random() < dense:
+            k, m = rows, cols
+        dtype = "bf16" if rng.random() < 0.5 else "int8"
+        s, v, perf_mode = _operands(rng, k, m, n, dtype, noise)
+        accumulate = bool(rng.random() < 0.4)
+        ftz = bool(dtype == "bf16" and rng.random() < 0.3)
+        if floats and noise is not None and noise.random() < floats:
+            s, v, perf_mode = other_float_operands(noise, k, m, n)
+            ftz = bool(noise.random() < 0.3)
+        if perf_mode is not None and k < rows:
+            s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
+        out.append((s, v, accumulate, ftz, bank, offset, perf_mode))
+    return out
+
+
+#: FP8 types whose every bit pattern :func:`pattern_sweep` puts in every PE.
+SWEPT = ("e4m3", "e5m2", "e3m4", "e4m3fn")
+
+
+def pattern_sweep(rng, rows, cols, n=3):
+    """A directed program (items as :func:`random_program`'s): every bit pattern of each
+    FP8 type in every PE's stationary register and every partition row's moving operand,
+    in single-row matmuls and (e4m3, e5m2) in both bytes of double-row ones, and every
+    BF16 and FP16 subnormal in every moving row. Patterns a fuzzer draws rarely at one PE
+    (one NaN payload, the largest binade, a subnormal of one fraction bit) are each seen
+    at every PE.
+
+    - Stationary sweep, per type (and per double-row type, K = 2 x rows): 256 matmuls of
+      ``n`` beats, matmul ``p`` holding pattern ``(p + 16 r + 8 c) mod 256`` at partition
+      row ``r`` (``r + rows``: the high byte) and column ``c``. Patterns 16 apart lie in
+      different aligned blocks of 16 and (up to 8 of them) none are 128 apart, so a column
+      holds at most one pattern of the all-ones exponent (Inf, NaN) and a NaN never hides
+      another special of its column. The moving operands are drawn by
+      :func:`float_classes` without that class, of a type drawn per matmul. The double-row
+      sweeps run twice, the second time with about half the partition rows cancelling:
+      their second element is the first's negated product (stationary sign flipped, moving
+      repeated), so each swept pattern also meets its own negation in the second adder;
+      and per partition row below the first, a moving sweep of the rows above it while its
+      own pair of large products cancels: the second adder's leading-zero count at every
+      depth.
+    - Moving sweep, per type (and per double-row type): one matmul of 256 beats, beat
+      ``b`` holding ``(b + 16 r) mod 256`` in row ``r``; the stationary drawn as above.
+    - BF16 and FP16 subnormals (every sign and fraction): matmuls of 256 beats whose beat
+      ``b`` holds subnormal ``(b + 16 r)`` in row ``r``, times normals, FTZ off.
+    - The adders' cancellation at every exponent: BF16 matmuls whose rows ``r - 1`` and
+      ``r`` (each row below the first) cancel but for the stationary's last bits, beat
+      ``b`` at about 2^(b - 127); for PSUM's adders, a product then its near negation
+      accumulated into the same region, at every exponent, and at every depth 3..20
+      (FP16: (1 + 2^-i)(1 + 2^-j) stored, 1 + 2^-i + 2^-j subtracted).
+
+    FTZ is drawn per matmul (a quarter of them), except for the subnormal sweeps.
+    """
+    from systolica.golden.formats import FORMATS
+
+    items, slot = [], [0]
+
+    def add(s, v, perf_mode=None, ftz=None, accumulate=False):
+        """Append a matmul into the next region (``accumulate``: into the last one)."""
+        slot[0] += not accumulate
+        region = (slot[0] - 1) % (PSUM_BANKS * (PSUM_ENTRIES // 256))
+        bank, offset = divmod(region * 256, PSUM_ENTRIES)
+        ftz = bool(rng.random() < 0.25) if ftz is None else ftz
+        items.append((s, v, accumulate, ftz, bank, offset, perf_mode))
+
+    def view(bits, name):
+        fmt = FORMATS[name]
+        return np.asarray(bits).astype(f"u{fmt.width // 8}").view(fmt.dtype)
+
+    def benign(name, shape):
+        """Moving operands without Inf or NaN; a third of the time only subnormals and
+        zeros, so that a tiny product is not lost in its column's sum."""
+        fmt = FORMATS[name]
+        if rng.random() < 1 / 3:
+            fraction = np.where(rng.random(shape) < 0.5,
+                                1 << rng.integers(0, fmt.man_bits, size=shape),
+                                rng.integers(0, 1 << fmt.man_bits, size=shape))
+            bits = (rng.integers(0, 2, size=shape) << (fmt.width - 1)) | fraction
+        else:
+            bits = float_classes(rng, fmt, shape, special=0.0)
+        return view(bits, name)
+
+    runs = [(name, None, (name, *FP8_PARTNERS), False) for name in SWEPT]
+    runs += [(name, "double_row", ("e4m3", "e5m2"), cancel) for cancel in (False, True)
+             for name in ("e4m3", "e5m2")]
+    for name, perf_mode, partners, cancel in runs:
+        k = 2 * rows if perf_mode else rows
+        rows_off = 16 * np.arange(k)[:, None]
+        for p in range(256):
+            mtype = str(rng.choice(partners))
+            s = (p + rows_off + 8 * np.arange(cols)[None, :]) % 256
+            v = benign(mtype, (k, n))
+            if cancel:
+                # Half the partition rows cancel: second element = the first's product
+                # negated (Inf - Inf, exact zeros, the second add's deep cancellation).
+                pick = np.flatnonzero(rng.random(rows) < 0.5)
+                s[rows + pick] = s[pick] ^ 0x80
+                v_bits = v.view(np.uint8).copy()
+                v_bits[rows + pick] = v_bits[pick]
+                v = v_bits.view(v.dtype)
+            add(view(s, name), v, perf_mode)
+        v = view((np.arange(256)[None, :] + rows_off) % 256, name)
+        add(benign(str(rng.choice(partners)), (k, cols)), v, perf_mode)
+        if cancel:
+            # The second add's cancellation at every depth: partition row ``row``'s pair
+            # cancels (large fixed products) while the rows above sweep every pattern, so
+            # the partial sum left over lies 0 to ~50 binades below the cancelled product.
+            fmt = FORMATS[name]
+            for row in range(1, rows):
+                s_bits = _float_bits_exp(rng, fmt, (k, cols), (1 << fmt.exp_bits) - 4)
+                v_bits = np.array(v.view(np.uint8), dtype=np.int64)
+                v_bits[row:] = _float_bits_exp(rng, fmt, (k - row, 256), (1 << fmt.exp_bits) - 4)
+                v_bits[row + 1:rows] = float_classes(rng, fmt, (rows - row - 1, 256), 0.0)
+                v_bits[rows:rows + row] = 0
+                s_bits[rows + row] = s_bits[row] ^ 0x80
+                v_bits[rows + row] = v_bits[row, :1]
+                v_bits[row] = v_bits[row, :1]
+                add(view(s_bits, name), view(v_bits, name), perf_mode)
+    # The first adder's cancellation at every exponent, in every row's adder: BF16 beats
+    # whose partition rows ``row - 1`` and ``row`` hold products of about 2^(b - 127)
+    # (beat b) that cancel but for the last bits of the stationary (a different
+    # perturbation per column), the other rows zero.
+    fmt = FORMATS["bf16"]
+    for row in range(1, rows):
+        for _ in range(2):
+            s_bits = np.zeros((rows, cols), np.int64)
+            s_bits[row - 1] = _float_bits_exp(rng, fmt, (cols,), 127)
+            s_bits[row] = s_bits[row - 1] ^ 0x8000 ^ (1 + np.arange(cols) % 7)
+            v_bits = np.zeros((rows, 254), np.int64)
+            v_bits[row - 1] = ((rng.integers(0, 2, size=254) << 15) | (np.arange(1, 255) << 7)
+                               | rng.integers(0, 128, size=254))
+            v_bits[row] = v_bits[row - 1]
+            add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
+    # PSUM's adders: the same cancellation at every exponent between a stored product and
+    # an accumulated one (K = 1: the product, then its negation but for the stationary's
+    # last bits); then at every depth 3..20: (1 + 2^-i)(1 + 2^-j) stored (FP16, i per
+    # column, j per beat), then 1 + 2^-i + 2^-j accumulated negated (K = 2), leaving
+    # 2^-(i + j).
+    for _ in range(2):
+        s_bits = _float_bits_exp(rng, fmt, (1, cols), 127)
+        v_bits = ((rng.integers(0, 2, size=(1, 254)) << 15) | (np.arange(1, 255) << 7)
+                  | rng.integers(0, 128, size=(1, 254)))
+        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
+        s_bits = s_bits ^ 0x8000 ^ (1 + np.arange(cols) % 7)
+        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False, accumulate=True)
+    half = np.float16
+    j = 1 + np.arange(40) % 10
+    scale = np.exp2(np.arange(40) // 10 * 3 - 4)
+    for q in range(10):
+        i = 1 + (q + np.arange(cols)) % 10
+        s = (1 + np.exp2(-i))[None, :].astype(half)
+        v = ((1 + np.exp2(-j)) * scale)[None, :].astype(half)
+        add(s, v, None, ftz=False)
+        s = np.stack([-(1 + np.exp2(-i)), -np.ones(cols)]).astype(half)
+        v = np.stack([scale, np.exp2(-j) * scale]).astype(half)
+        add(s, v, None, ftz=False, accumulate=True)
+    for name in ("bf16", "fp16"):
+        fmt = FORMATS[name]
+        count = 1 << (fmt.man_bits + 1)                     # sign and fraction
+        b = (np.arange(count)[None, :] + 16 * np.arange(rows)[:, None]) % count
+        v = ((b >> fmt.man_bits) << (fmt.width - 1)) | (b & ((1 << fmt.man_bits) - 1))
+        big = fmt.bias + int(rng.integers(0, fmt.bias // 2 + 1))
+        s_bits = _float_bits_exp(rng, fmt, (rows, cols), big)
+        for start in range(0, count, 256):             # N <= 256 per matmul
+            add(view(s_bits, name), view(v[:, start:start + 256], name), None, ftz=False)
+    return items
+
+
+#: Moving types paired with a swept stationary FP8 type in single-row matmuls.
+FP8_PARTNERS = ("bf16", "e4m3", "e5m2")
+
+
+def _float_bits_exp(rng, fmt, shape, exponent):
+    """Normals of ``fmt`` with biased exponents about ``exponent`` (random sign and
+    fraction)."""
+    top = (1 << fmt.exp_bits) - 2
+    e = np.clip(exponent + rng.integers(-2, 3, size=shape), 1, top)
+    return ((rng.integers(0, 2, size=shape) << (fmt.width - 1)) | (e << fmt.man_bits)
+            | rng.integers(0, 1 << fmt.man_bits, size=shape))
+
+
+@dataclass
+class ProgramReport:
+    """What one fuzzed program did and whether it passed."""
+
+    index: int
+    rows: int
+    cols: int
+    commands: int
+    idle: float
+    backpressure: float
+    matmuls: int = 0
+    reads: int = 0
+    rejected: dict = field(default_factory=dict)
+    words: int = 0
+    result_beats: int = 0
+    cycles: int = 0
+    stamps_checked: int = 0
+    burst: int = 0          # illegal commands of a rejection burst, besides ``commands``
+    missing_beats: int = 0      # result beats the scoreboard expected and never saw
+    unexpected_beats: int = 0   # result beats it did not expect
+    errors: list = field(default_factory=list)
+
+    @property
+    def passed(self):
+        return not self.errors
+
+
+def _submit(program, items):
+    """Hand ``items`` (see :func:`random_program`) to a BulkProgram in program order."""
+    batch = []
+    for item in items:
+        if isinstance(item, Command):
+            if batch:
+                program.submit_many(batch)
+                batch = []
+            program.submit_command(item)
+        else:
+            batch.append(item)
+    if batch:
+        program.submit_many(batch)
+
+
+def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
+                      build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
+                      sample=None, burst=None, floats=0.0, directed=None):
+    """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
+
+    ``tile``: a harness :class:`~systolica.sim.builder.runner.Build` to run on instead of building
+    one (its size must be the program's; the mutation runner passes its mutant build), and
+    ``plusargs`` extra simulator arguments for it; ``dense`` and ``floats`` see
+    :func:`random_program`. ``directed``: a function ``(rng, rows, cols)`` returning the
+    program's items (such as :func:`pattern_sweep`) instead of a random program; ``chunk``
+    is then not used.
+    ``sample``: called as ``sample(report, records, operands, predicted)`` after the check
+    (the functional coverage's :func:`systolica.verif.coverage.sample_program`
+    samples the program into its database). ``burst``: see :func:`random_program`.
+    """
+    from systolica.hdl.layouts import command_layout
+    from systolica.sim.builder.runner import build, run_tests
+    from systolica.tb.bulk import BulkProgram, resident_depth
+
+    rng = np.random.default_rng([seed, index])
+    # The second generator fills what the tile must ignore (READ fields, stationary lanes
+    # >= M, INT8 lanes' high bytes) and adds edge operands and rejection bursts.
+    noise = np.random.default_rng([seed, index, 1])
+    rows, cols = sizes[index % len(sizes)]
+    # Every level in every four programs, the pairs varying from one four to the next.
+    backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
+    idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
+    report = ProgramReport(index, rows, cols, chunk, idle, backpressure)
+    if directed is None:
+        items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats)
+        report.burst = len(items) - chunk
+    else:
+        items = directed(rng, rows, cols)
+        report.commands = len(items)
+    program = BulkProgram(rows, cols, noise=noise)
+    _submit(program, items)
+    records = program.model.records
+    for r in records:
+        if r.error is not None:
+            report.rejected[r.error] = report.rejected.get(r.error, 0) + 1
+        elif r.op == "matmul":
+            report.matmuls += 1
+        else:
+            report.reads += 1
+    if tile is None:
+        depth = program.depth
+        if simulator == "verilator":
+            depth = max(depth, resident_depth(rows, cols, command_layout().size))
+        tile = build(rows, cols, simulator, build_root=build_root, harness_depth=depth)
+    elif program.depth > tile.harness_depth:
+        raise ValueError(f"program {index} needs a harness depth of {program.depth}, more "
+                         f"than the build's {tile.harness_depth}")
+    runs = tile.directory / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"fuzz{os.getpid()}_{index}_", dir=runs))
+    sim_seed = int(rng.integers(1, 1 << 31))
+    bp_level, idle_level = int(round(backpressure * 256)), int(round(idle * 256))
+    plusargs = program.write(run_dir) + [f"+seed={sim_seed}", f"+idle={idle_level}",
+                                         f"+bp={bp_level}", *plusargs]
+    slow = (1.0 - idle) * (1.0 - backpressure)
+    budget = int(1000 + 8 * (program.command_count + program.stationary_count
+                             + program.result_count) / slow)
+    timing = run_dir / "timing.txt"
+    run = run_tests(tile, protocol.BULK_RUNNER, run_dir, seed=sim_seed, plusargs=plusargs,
+                    testcase="run_bulk",
+                    extra_env={protocol.MAX_CYCLES: str(budget),
+                               protocol.BULK_TIMING: str(timing),
+                               "COCOTB_REWRITE_ASSERTION_FILES": ""})
+    errors = report.errors
+    if run.failed or not timing.is_file():
+        errors.append(f"the harness run failed; see {run.log}")
+        report.missing_beats = program.result_count     # none of them was checked
+        return report
+    fields = timing.read_text().split()
+    report.cycles = int(fields[0])
+    try:
+        received = program.check(run_dir, status=[int(v) for v in fields[2:4]])
+    except AssertionError as error:
+        errors.append(str(error))
+        received = None
+    except (FileNotFoundError, ValueError) as error:
+        errors.append(f"captured results unreadable: {error}")
+        report.missing_beats = program.result_count
+        return report
+    board = program.scoreboard
+    report.result_beats = board.observed_count
+    report.words = sum(int(np.size(r.expected)) for r in records if r.expected is not None)
+    if received is not None and received != program.result_count:
+        errors.append(f"{received} of {program.result_count} result beats arrived")
+    report.missing_beats, report.unexpected_beats = board.outstanding, board.unexpected
+    if board.outstanding or board.unexpected:
+        errors.append(f"scoreboard: {board.outstanding} beats missing, {board.unexpected} "
+                      f"unexpected")
+    for mismatch in board.mismatches[:5]:
+        errors.append(f"wrong word: {mismatch}")
+    if len(board.mismatches) > 5:
+        errors.append(f"... {len(board.mismatches)} wrong words in all")
+    _check_accounting(records, errors)
+    patterns = HarnessPatterns(sim_seed, idle_level, bp_level)
+    predicted = command_schedule(rows, cols, [r.command for r in records],
+                                 result_ready=patterns.ready, offer=patterns.offer)
+    report.stamps_checked = _compare_stamps(records, predicted, errors)
+    if sample is not None:
+        operands = {i: item[:2] for i, item in enumerate(items) if not isinstance(item, Command)}
+        sample(report, records, operands, predicted)
+    if report.passed and not keep:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    elif not report.passed:
+        errors.append(f"run folder kept: {run_dir}")
+    return report
+
+
+def _check_accounting(records, errors):
+    for r in records:
+        if r.accept is None:
+            errors.append(f"command {r.index} ({r.command}) has no accept stamp")
+        beats = len(r.result_cycles)
+        want = 0 if r.error is not None else r.n
+        if beats != want:
+            errors.append(f"command {r.index} ({r.command}, error {r.error}): {beats} result "
+                          f"beats, expected {want}")
+
+
+def _compare_stamps(records, predicted, errors, limit=5):
+    checked = bad = 0
+    for r, p in zip(records, predicted, strict=True):
+        pairs = [("accept", [r.accept], [p.accept]), ("results", r.result_cycles, p.results)]
+        if r.op == "matmul" and r.error is None:
+            pairs.append(("moving beats", r.issues, p.issues))
+        for what, got, want in pairs:
+            checked += len(want)
+            if list(got) != list(want):
+                bad += 1
+                if bad <= limit:
+                    first = next((i for i, (a, b) in enumerate(zip(got, want, strict=False))
+                                  if a != b), min(len(got), len(want)))
+                    errors.append(f"command {r.index} ({r.command}): {what} stamp {first} is "
+                                  f"{list(got)[first:first + 1]}, the cycle model says "
+                                  f"{list(want)[first:first + 1]}")
+    if bad > limit:
+        errors.append(f"... {bad} stamp sequences differ from the cycle model in all")
+    return checked
+
+
+def replay_command(seed, index, chunk, sizes=SIZES):
+    """The command line that runs program ``index`` of ``seed`` alone, keeping its files."""
+    return (f"{sys.executable} -m systolica fuzz --seed {seed} --program {index} "
+            f"--chunk {chunk} --sizes {','.join(f'{r}x{c}' for r, c in sizes)} --keep")
+
+
+def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", build_root=None,
+         programs=None, keep=False, out=print, sample=None):
+    """Run ``commands`` fuzzed commands (in programs of ``chunk``); return the reports.
+    ``sample``: see :func:`run_program_index`."""
+    if programs is None:
+        programs = range(max(1, -(-commands // chunk)))
+    reports = []
+    started = time.perf_counter()
+    for index in programs:
+        size = min(chunk, commands - index * chunk) if commands else chunk
+        report = run_program_index(seed, index, chunk=max(1, size), sizes=sizes,
+                                   simulator=simulator, build_root=build_root, keep=keep,
+                                   sample=sample)
+        reports.append(report)
+        rejected = sum(report.rejected.values())
+        out(f"program {index}: {report.rows}x{report.cols} idle {report.idle:.1f} bp "
+            f"{report.backpressure:.1f}: {report.commands} commands"
+            + (f" + a burst of {report.burst} illegal" if report.burst else "")
+            + f" ({report.matmuls} matmuls, "
+            f"{report.reads} reads, {rejected} rejected), {report.words:,} words, "
+            f"{report.stamps_checked:,} stamps, {report.cycles:,} cycles: "
+            f"{'ok' if report.passed else 'FAILED'}  [{time.perf_counter() - started:.0f} s]")
+        for error in report.errors:
+            out(f"  {error}")
+        if not report.passed:
+            out(f"  replay: {replay_command(seed, index, chunk, sizes)}")
+    return reports
+
+
+def totals(reports):
+    """Sums over the :class:`ProgramReport` s ``reports`` (a dict): ``programs``,
+    ``commands`` (plus ``burst``, the illegal commands of rejection bursts), ``matmuls``,
+    ``reads``, ``rejected`` (by error code), ``words`` (PSUM words checked),
+    ``result_beats``, ``stamps_checked``, ``missing_beats`` and ``unexpected_beats`` (what
+    the scoreboards lost or did not expect; 0 and 0 when nothing is lost) and
+    ``failed_programs`` (indices)."""
+    rejected = {}
+    for r in reports:
+        for name, count in r.rejected.items():
+            rejected[name] = rejected.get(name, 0) + count
+    out = {"programs": len(reports), "rejected": dict(sorted(rejected.items())),
+           "failed_programs": [r.index for r in reports if not r.passed]}
+    for name in ("commands", "burst", "matmuls", "reads", "words", "result_beats",
+                 "stamps_checked", "missing_beats", "unexpected_beats"):
+        out[name] = sum(getattr(r, name) for r in reports)
+    return out
+
+
+def summarize(reports, seconds):
+    t = totals(reports)
+    lines = [
+        f"commands   {t['commands']:,} in {t['programs']} programs on tiles "
+        f"{', '.join(sorted({f'{r.rows}x{r.cols}' for r in reports}))}"
+        + (f", plus {t['burst']:,} illegal commands in rejection bursts" if t["burst"] else ""),
+        f"matmuls    {t['matmuls']:,}; reads {t['reads']:,}"
+        f"; rejected {sum(t['rejected'].values()):,} ("
+        + ", ".join(f"{k} {v:,}" for k, v in t["rejected"].items()) + ")",
+        f"checked    {t['words']:,} PSUM words, {t['result_beats']:,} result beats, "
+        f"{t['stamps_checked']:,} stamps against the cycle model",
+        f"lost       {t['missing_beats']:,} result beats ({t['unexpected_beats']:,} "
+        f"unexpected); failed programs: {t['failed_programs'] or 'none'}",
+        f"time       {seconds:.0f} s",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = OneLineParser(prog="systolica fuzz",
+                           description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seed", type=integer(0), default=1,
+                        help="seed of the programs (default %(default)s)")
+    parser.add_argument("--commands", type=integer(1), default=100_000,
+                        help="commands in all (default %(default)s)")
+    parser.add_argument("--chunk", type=integer(1), default=CHUNK,
+                        help="commands per program (default %(default)s)")
+    parser.add_argument("--program", type=integer(0), action="append",
+                        help="run only this program index (replay); repeatable")
+    parser.add_argument("--sizes", type=tile_sizes(),
+                        default=",".join(f"{r}x{c}" for r, c in SIZES),
+                        help="tile sizes, one per program in turn (default %(default)s)")
+    parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"),
+                        help="simulator (default %(default)s)")
+    parser.add_argument("--build-dir", default=None,
+                        help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
+    parser.add_argument("--keep", action="store_true", help="keep the run folders")
+    add_json_argument(parser, "the totals and every program's report")
+    args = parser.parse_args(argv)
+    commands = args.commands
+    if args.program:
+        commands = (max(args.program) + 1) * args.chunk
+    return report_as_json(args, lambda: _run(args, commands))
+
+
+def _run(args, commands):
+    started = time.perf_counter()
+    reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=args.sizes, simulator=args.sim,
+                   build_root=args.build_dir, programs=args.program, keep=args.keep)
+    failed = [r for r in reports if not r.passed]
+    print(summarize(reports, time.perf_counter() - started))
+    print("FAIL" if failed else "PASS: every command accounted for, every word and stamp "
+          "checked")
+    return (1 if failed else 0), {
+        "seed": args.seed, "passed": not failed, "totals": totals(reports),
+        "seconds": round(time.perf_counter() - started, 1),
+        "programs": [{**dataclasses.asdict(r), "passed": r.passed} for r in reports]}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
