@@ -59,11 +59,16 @@ from .matmul import (
 from .tiles import TILE_SPLITS, Tile, check_tile, check_tile_operands, tile_sizes
 from .timing import (
     CommandTiming,
+    TileOp,
     command_schedule,
     matmul_cycles,
+    matmul_passes,
+    nc_matmul_cost,
     program_cycles,
     program_schedule,
     tile_latency,
+    tiled_program_cycles,
+    tiled_schedule,
 )
 
 __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fits", "check_ftz",
@@ -76,4 +81,6 @@ __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fi
            "PSUM_ENTRIES", "tile_latency", "wrap_int32",
            # tensor-engine instruction: tiles, transpose, TF32/FP32
            "as_tfloat32", "check_tile", "check_tile_operands", "check_transpose", "identity",
-           "nc_transpose", "Tile", "TFLOAT32", "TILE_SPLITS", "tile_sizes", "WIDE_FORMATS"]
+           "matmul_passes", "nc_matmul_cost", "nc_transpose", "Tile", "TileOp", "TFLOAT32",
+           "TILE_SPLITS", "tile_sizes", "tiled_program_cycles", "tiled_schedule",
+           "WIDE_FORMATS"]

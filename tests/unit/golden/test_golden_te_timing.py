@@ -136,6 +136,9 @@ def test_bad_ops(kwargs, error, text):
 def test_bad_programs(op, kwargs, text):
     with pytest.raises(ValueError, match=text):
         tiled_schedule(8, 8, [op], **kwargs)
+
+
+def test_bad_program_containers():
     with pytest.raises(TypeError, match="op 0 must be a systolica.golden.timing.TileOp"):
         tiled_schedule(8, 8, [Command()])
     with pytest.raises(ValueError, match="ops must hold at least one TileOp"):
