@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 from test_golden_bf16 import _NAN, _decode32, _ftz32, ref_add, round_to_fp32
 
-from systolica.golden import CANONICAL_NAN, TFLOAT32, as_tfloat32, nc_matmul, nc_matmul_batch
+from systolica.golden import (
+    CANONICAL_NAN,
+    TFLOAT32,
+    Command,
+    as_tfloat32,
+    nc_matmul,
+    nc_matmul_batch,
+)
 
 _FINITE, _INF = 0, 1
 
@@ -177,3 +184,10 @@ def test_double_row_refuses_fp32():
     with pytest.raises(TypeError, match="double_row' needs both operands float8"):
         nc_matmul(np.zeros((2, 2), np.float32), np.zeros((2, 2), np.float32),
                   perf_mode="double_row")
+
+
+def test_the_command_word_does_not_take_32_bit_types_yet():
+    with pytest.raises(ValueError, match="dtype 'fp32' is not in the tile's command word yet"):
+        Command("matmul", dtype="fp32")
+    with pytest.raises(ValueError, match="moving_dtype 'tf32' is not in the tile's command"):
+        Command("matmul", dtype="bf16", moving_dtype="tf32")
