@@ -1,8 +1,10 @@
 """Numpy golden models of the Systolica tile (numpy and ml_dtypes only).
 
-- :mod:`systolica.golden.matmul`: bit-exact ``nc_matmul`` numerics (INT8 and every float type).
+- :mod:`systolica.golden.matmul`: bit-exact ``nc_matmul`` numerics (INT8 and every float type,
+  TF32/FP32 included) and the bit-accurate transpose (``nc_transpose``).
 - :mod:`systolica.golden.formats`: the operand types, their decode into FP32, and the rules
-  on operand pairs, ``perf_mode`` and K.
+  on operand pairs, ``perf_mode``, transpose mode and K.
+- :mod:`systolica.golden.tiles`: the row/column tile rules (``tile_position``, ``tile_size``).
 - :mod:`systolica.golden.bf16`: the BF16 x BF16 -> FP32 operations and bit-pattern helpers.
 - :mod:`systolica.golden.command`: the tile's commands and the checks that reject them.
 - :mod:`systolica.golden.timing`: the tile's cycle model.
@@ -32,11 +34,16 @@ from .folding import fold, gemm_folds, gemm_matmul_count
 from .formats import (
     DOUBLE_ROW,
     FORMATS,
+    TFLOAT32,
+    WIDE_FORMATS,
     OperandFormat,
+    as_tfloat32,
     check_k,
+    check_transpose,
     decode,
     double_row_order,
     format_of,
+    identity,
     max_k,
     operand_formats,
 )
@@ -45,16 +52,23 @@ from .matmul import (
     check_operands,
     nc_matmul,
     nc_matmul_batch,
+    nc_transpose,
     psum_accumulate,
     wrap_int32,
 )
+from .tiles import TILE_SPLITS, Tile, check_tile, check_tile_operands, tile_sizes
 from .timing import (
     CommandTiming,
+    TileOp,
     command_schedule,
     matmul_cycles,
+    matmul_passes,
+    nc_matmul_cost,
     program_cycles,
     program_schedule,
     tile_latency,
+    tiled_program_cycles,
+    tiled_schedule,
 )
 
 __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fits", "check_ftz",
@@ -64,4 +78,9 @@ __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fi
            "fp32_bits", "from_bf16_bits", "from_fp32_bits", "gemm_folds", "gemm_matmul_count",
            "matmul_cycles", "max_k", "nc_matmul", "nc_matmul_batch", "operand_formats",
            "OperandFormat", "program_cycles", "program_schedule", "psum_accumulate", "PSUM_BANKS",
-           "PSUM_ENTRIES", "tile_latency", "wrap_int32"]
+           "PSUM_ENTRIES", "tile_latency", "wrap_int32",
+           # tensor-engine instruction: tiles, transpose, TF32/FP32
+           "as_tfloat32", "check_tile", "check_tile_operands", "check_transpose", "identity",
+           "matmul_passes", "nc_matmul_cost", "nc_transpose", "Tile", "TileOp", "TFLOAT32",
+           "TILE_SPLITS", "tile_sizes", "tiled_program_cycles", "tiled_schedule",
+           "WIDE_FORMATS"]

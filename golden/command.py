@@ -18,6 +18,7 @@ import numpy as np
 from .formats import (
     DOUBLE_ROW_TYPES,
     FORMATS,
+    WIDE_FORMATS,
     check_k,
     check_perf_mode,
     max_k,
@@ -119,6 +120,9 @@ class Command:
             raise ValueError(f"bank must be in 0..255 (8-bit field), not {self.bank}")
         for name in ("dtype", "moving_dtype"):
             value = getattr(self, name)
+            if value in WIDE_FORMATS:
+                raise ValueError(f"{name} {value!r} is not in the tile's command word yet (no "
+                                 f"TF32/FP32 datapath in the RTL); golden.nc_matmul takes it")
             if value not in DTYPES and (name == "dtype" or value is not None):
                 raise ValueError(f"{name} must be one of {', '.join(DTYPES)}, not {value!r}")
         check_perf_mode(self.perf_mode)

@@ -29,12 +29,29 @@ they do (random idle; stepped too).
 
 Cycle 0 is the first cycle in which the streams may transfer after reset. All figures are in
 clock cycles.
+
+The tensor-engine instruction's new features (row/column tiles, transpose mode, FP32) have
+their own functions beside these, which the command word does not reach yet:
+:func:`matmul_passes` (moving beats per moving column), :func:`nc_matmul_cost` (AWS's
+published per-instruction cost) and :func:`tiled_schedule` (several matmuls in flight in
+tiles that share no PE row or column, one LoadStationary port, per-PE weight buffers). On a
+program of whole-array BF16/FP8/INT8 matmuls and READs, :func:`tiled_schedule` gives exactly
+:func:`command_schedule`'s stamps.
 """
 
+from collections import defaultdict
 from dataclasses import dataclass
 
-from .command import PSUM_BANKS, PSUM_ENTRIES, Command, check_positive, command_error
-from .formats import max_k
+from .command import (
+    PSUM_BANKS,
+    PSUM_ENTRIES,
+    Command,
+    check_bool,
+    check_positive,
+    command_error,
+)
+from .formats import DOUBLE_ROW, check_transpose, format_of, max_k, operand_formats
+from .tiles import TILE_SPLITS, check_tile, check_tile_operands, tile_sizes
 
 #: Commands accepted and not yet started that the tile holds.
 COMMAND_QUEUE_DEPTH = 3
@@ -362,3 +379,233 @@ def program_cycles(rows, cols, shapes, *, perf_mode=None):
     if not schedule:
         raise ValueError("shapes must hold at least one (K, N) pair")
     return schedule[-1].last_result + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The tensor-engine instruction: FP32 passes, transpose rate, AWS's cost, concurrent tiles
+
+#: Floor of a MultiplyMoving's initiation interval in TensorE cycles (``MM_INIT_LATENCY``,
+#: 64 on NeuronCore-v2: Trainium/Inferentia2 architecture guide, Tensor Engine, "Cost
+#: Model"); the ``64`` of AWS's ``nc_matmul`` cost formula.
+MM_INIT_LATENCY = 64
+#: Moving beats per moving column of a matmul with a float32 operand (AWS's cost model:
+#: 4 x the BF16/FP16/TF32/FP8 cost; NKI API reference, ``nki.isa.nc_matmul``, "Estimated
+#: instruction cost").
+FP32_PASSES = 4
+#: Moving beats per moving column of a transpose of 32-bit elements: transpose mode is 2x
+#: faster than an FP32 transpose by matmul (Trainium2 architecture guide, "Built-in
+#: Transpose Support").
+WIDE_TRANSPOSE_PASSES = 2
+
+
+def matmul_passes(stationary_dtype, moving_dtype=None, *, is_transpose=False):
+    """Moving beats the tile spends on each moving column (int).
+
+    Parameters
+    ----------
+    stationary_dtype, moving_dtype : str or dtype
+        Operand types (short names such as ``"fp32"`` or dtypes); ``moving_dtype`` None
+        means the same as ``stationary_dtype``.
+    is_transpose : bool
+        Transpose mode.
+
+    Returns
+    -------
+    int
+        :data:`FP32_PASSES` (4) for a matmul with a float32 operand;
+        :data:`WIDE_TRANSPOSE_PASSES` (2) for a transpose of tfloat32/float32 elements; 1
+        otherwise (TF32 matmuls run at the BF16 rate: Trainium/Inferentia2 architecture
+        guide, "Cost Model").
+
+    Raises
+    ------
+    TypeError
+        If a type is not an operand type or the pair is not allowed.
+    """
+    pair = operand_formats(stationary_dtype,
+                           stationary_dtype if moving_dtype is None else moving_dtype)
+    check_bool("is_transpose", is_transpose)
+    if is_transpose:
+        return WIDE_TRANSPOSE_PASSES if pair[0].is_wide else 1
+    return FP32_PASSES if "fp32" in (pair[0].name, pair[1].name) else 1
+
+
+def nc_matmul_cost(n_stationary, n_moving, *, stationary_dtype="bf16", moving_dtype=None,
+                   is_transpose=False):
+    """AWS's published cost of one ``nc_matmul`` among many of the same shape back to back,
+    in TensorE cycles: ``passes x max(min(64, n_stationary), n_moving)``.
+
+    ``passes`` is :func:`matmul_passes` (NKI API reference, ``nki.isa.nc_matmul``,
+    "Estimated instruction cost": ``max(min(64, N_stationary), N_moving)``, 4x for
+    float32). A transpose of ``data[P, F]`` is ``n_stationary = F``, ``n_moving = P``,
+    which is the ``nki.isa.nc_transpose`` formula ``max(P, min(64, F))`` on TensorE (same
+    reference, ``nc_transpose``), x 2 for 32-bit elements (this model's reading of the
+    Trainium2 guide's "2x speedup in FP32 transpose").
+
+    Parameters
+    ----------
+    n_stationary, n_moving : int
+        Elements per partition of the stationary (M) and moving (N) tiles, each >= 1.
+
+    Raises
+    ------
+    ValueError
+        If a size is not a positive integer.
+    TypeError
+        As :func:`matmul_passes`.
+    """
+    check_positive("n_stationary", n_stationary)
+    check_positive("n_moving", n_moving)
+    passes = matmul_passes(stationary_dtype, moving_dtype, is_transpose=is_transpose)
+    return passes * max(min(MM_INIT_LATENCY, n_stationary), n_moving)
+
+
+@dataclass(frozen=True)
+class TileOp:
+    """One command of a tiled program for :func:`tiled_schedule` (fields the command word
+    does not carry yet beside the ones it does).
+
+    Attributes
+    ----------
+    op : str
+        ``"matmul"`` or ``"read"`` (a READ of ``n`` PSUM entries: it uses every column's
+        result lane).
+    k, n : int
+        Stationary partition rows (matmul) and moving columns / entries read, each >= 1.
+    tile_position, tile_size : (int, int) or None
+        The matmul's tile (:func:`~systolica.golden.tiles.check_tile`); both None for the
+        whole array.
+    dtype, moving_dtype : str
+        Operand types (short names: ``"bf16"``, ``"fp32"``, ``"tf32"``...); ``moving_dtype``
+        None means ``dtype``.
+    perf_mode : None or "double_row"
+    is_transpose : bool
+    """
+
+    op: str = "matmul"
+    k: int = 1
+    n: int = 1
+    tile_position: tuple | None = None
+    tile_size: tuple | None = None
+    dtype: str = "bf16"
+    moving_dtype: str | None = None
+    perf_mode: str | None = None
+    is_transpose: bool = False
+
+    def __post_init__(self):
+        if self.op not in ("matmul", "read"):
+            raise ValueError(f"op must be 'matmul' or 'read', not {self.op!r}")
+        check_positive("k", self.k)
+        check_positive("n", self.n)
+        check_transpose(self.is_transpose, perf_mode=self.perf_mode)
+        operand_formats(format_of(self.dtype).dtype,
+                        format_of(self.moving_dtype or self.dtype).dtype,
+                        perf_mode=self.perf_mode)
+
+    @property
+    def passes(self):
+        """Moving beats per moving column (:func:`matmul_passes`; 1 for a READ)."""
+        if self.op == "read":
+            return 1
+        return matmul_passes(self.dtype, self.moving_dtype, is_transpose=self.is_transpose)
+
+
+def _cells(tile, grain):
+    """The (row, column) grain cells a tile covers."""
+    return [(r, c) for r in range(tile.row // grain[0], (tile.row + tile.rows) // grain[0])
+            for c in range(tile.col // grain[1], (tile.col + tile.cols) // grain[1])]
+
+
+def tiled_schedule(rows, cols, ops, *, target=None):
+    """Stamps of a tiled program on a ``rows x cols`` tile, no stalls (closed recurrence).
+
+    The rules of :func:`command_schedule` (queue of three, one command taken per cycle,
+    loads in order through one stationary port, one beat per cycle, ``L = rows + cols``
+    from a beat to its result), generalised to tiles:
+
+    - a command starts issuing at least one cycle after the previous command started (in
+      order, at most one start per cycle) and after every earlier command whose tile shares
+      a PE row or a PE column with its tile (:meth:`~systolica.golden.Tile.shares_lanes`;
+      a READ shares with every tile) has issued its last beat;
+    - LoadStationary is per tile: every PE has two weight buffers, so a load into a tile
+      waits until, in each PE of the tile, the second most recent matmul loaded there has
+      issued its last beat;
+    - a matmul issues ``n x passes`` beats (:func:`matmul_passes`: 4 per column with a
+      float32 operand, 2 for a 32-bit transpose), and column c's result is offered ``L``
+      cycles after that column's last beat, whatever the tile (every tile's results take
+      the whole array's latency, so results on a shared column never collide).
+
+    Parameters
+    ----------
+    rows, cols : int
+        Tile size in PEs.
+    ops : sequence of TileOp
+    target : str or None
+        Tile sizes allowed (:data:`~systolica.golden.TILE_SPLITS`; None: quarters allowed).
+
+    Returns
+    -------
+    list of CommandTiming
+        ``issues`` holds every beat (``n x passes`` of them), ``results`` one per column.
+
+    Raises
+    ------
+    TypeError
+        If an element of ``ops`` is not a :class:`TileOp`.
+    ValueError
+        If a size is not a positive integer, or a tile or K breaks the tile rules.
+    """
+    latency = tile_latency(rows, cols)
+    check_tile(None, None, rows=rows, cols=cols, target=target)     # checks the target
+    splits = TILE_SPLITS.get(target, 4)
+    grain = (min(tile_sizes(rows, splits)), min(tile_sizes(cols, splits)))
+    out, started, history = [], [], []     # history: (tile, last issue) of each command
+    loaded = defaultdict(list)              # grain cell -> last issue of each matmul loaded
+    accept = prev_load_end = prev_first = -1
+    for j, op in enumerate(ops):
+        if not isinstance(op, TileOp):
+            raise TypeError(f"op {j} must be a systolica.golden.timing.TileOp, not "
+                            f"{type(op).__name__}")
+        accept += 1
+        if len(started) >= COMMAND_QUEUE_DEPTH:
+            accept = max(accept, started[-COMMAND_QUEUE_DEPTH] + 1)
+        matmul = op.op == "matmul"
+        tile = check_tile(op.tile_position if matmul else None,
+                          op.tile_size if matmul else None, rows=rows, cols=cols, target=target)
+        first = max([accept + 1, prev_first + 1] + [last + 1 for other, last in history
+                                                    if other.shares_lanes(tile)])
+        loads = ()
+        if matmul:
+            check_tile_operands(tile, op.k, 1, cols=cols, perf_mode=op.perf_mode)
+            beats = min(op.k, tile.rows) if op.perf_mode == DOUBLE_ROW else op.k
+            start = max([accept + 1, prev_load_end + 1] + [
+                loaded[cell][-2] + 1 for cell in _cells(tile, grain) if len(loaded[cell]) > 1])
+            prev_load_end = start + beats - 1
+            loads = tuple(range(start, prev_load_end + 1))
+            first = max(first, prev_load_end + 1)
+        passes = op.passes
+        last = first + op.n * passes - 1
+        if matmul:
+            for cell in _cells(tile, grain):
+                loaded[cell].append(last)
+        history.append((tile, last))
+        started.append(first)
+        prev_first = first
+        results = tuple(first + passes * (c + 1) - 1 + latency for c in range(op.n))
+        out.append(CommandTiming(accept, None, loads, tuple(range(first, last + 1)), results))
+    return out
+
+
+def tiled_program_cycles(rows, cols, ops, *, target=None):
+    """Cycles a tiled program takes, from cycle 0 to its last result inclusive (int); see
+    :func:`tiled_schedule`.
+
+    Raises
+    ------
+    ValueError
+        If ``ops`` is empty, or as :func:`tiled_schedule`.
+    """
+    schedule = tiled_schedule(rows, cols, ops, target=target)
+    if not schedule:
+        raise ValueError("ops must hold at least one TileOp")
+    return max(t.last_result for t in schedule) + 1

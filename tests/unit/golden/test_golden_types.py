@@ -313,7 +313,7 @@ def test_double_row_order_differs_from_ascending():
 @pytest.mark.parametrize("stationary,moving,kwargs,error,text", [
     (np.int8, ml_dtypes.bfloat16, {}, TypeError, "int8 pairs only with int8"),
     (ml_dtypes.float8_e4m3, np.int8, {}, TypeError, "int8 pairs only with int8"),
-    (np.float32, np.float32, {}, TypeError, "stationary has unsupported type float32"),
+    (np.float64, np.float64, {}, TypeError, "stationary has unsupported type float64"),
     (ml_dtypes.float8_e4m3, np.float16, {"perf_mode": "double_row"}, TypeError,
      "needs both operands float8_e4m3 or float8_e5m2"),
     (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3, {"perf_mode": "double_row"}, TypeError,

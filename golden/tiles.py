@@ -1,0 +1,163 @@
+"""Row and column tiles of the PE array: the ``tile_position`` / ``tile_size`` rules of
+``nki.isa.nc_matmul``, defined here once (``docs/numerics.md``, "The tensor-engine
+instruction").
+
+Published (NKI API reference, ``nki.isa.nc_matmul``, "Tiling mode"): the 128 PE rows split
+into 2 x 64 row tiles (NeuronCore-v2 and later) or 4 x 32 (NeuronCore-v3 and later), the
+columns the same way; row and column sizes are set independently; a start row (column) is a
+multiple of the row (column) size; the stationary tile must fit the tile; both arguments
+must be given to enable tiling, and leaving both out means the whole array; FP8 double-row
+mode does not combine with column tiling.
+
+On an array of ``rows x cols`` PEs the model scales this: the allowed sizes of a dimension
+of extent E are E, E / 2 and (where the target has them) E / 4, each only when it divides E.
+
+Chosen here (nothing is published): a column tile's results go to the PSUM partitions of its
+own PE columns (:meth:`Tile.partitions`), and two matmuls can be in flight together only if
+their tiles share neither a PE row (the moving data of a row is one lane) nor a PE column
+(the results of a column are one lane): :meth:`Tile.shares_lanes`.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .formats import DOUBLE_ROW, max_k
+
+__all__ = ["TILE_SPLITS", "Tile", "check_tile", "check_tile_operands", "tile_sizes"]
+
+#: Most tiles a dimension splits into, per target (NKI API reference, ``nki.isa.nc_matmul``,
+#: "Tiling mode"): 2 on NeuronCore-v2 (trn1, inf2), 4 from NeuronCore-v3 (trn2, trn3).
+TILE_SPLITS = {"trn1": 2, "inf2": 2, "trn2": 4, "trn3": 4}
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A rectangle of the PE array that one matmul occupies.
+
+    Attributes
+    ----------
+    row, col : int
+        First PE row (partition) and first PE column.
+    rows, cols : int
+        Its size in PE rows and columns.
+    """
+
+    row: int
+    col: int
+    rows: int
+    cols: int
+
+    @property
+    def row_range(self):
+        """The PE rows it covers (range)."""
+        return range(self.row, self.row + self.rows)
+
+    @property
+    def col_range(self):
+        """The PE columns it covers (range)."""
+        return range(self.col, self.col + self.cols)
+
+    def overlaps(self, other):
+        """Whether the two tiles share a PE (bool)."""
+        return _meet(self.row_range, other.row_range) and _meet(self.col_range, other.col_range)
+
+    def shares_lanes(self, other):
+        """Whether the two tiles share a PE row or a PE column, so that matmuls in them take
+        turns rather than run together (bool)."""
+        return _meet(self.row_range, other.row_range) or _meet(self.col_range, other.col_range)
+
+    def partitions(self, m):
+        """PSUM partitions a matmul of stationary free size ``m`` in this tile writes:
+        ``col .. col + m - 1`` (range). ``nc_matmul`` returns its [M, N] result; these are
+        the PSUM rows it lands in."""
+        if not 1 <= m <= self.cols:
+            raise ValueError(f"M = {m} must be between 1 and the tile's {self.cols} columns")
+        return range(self.col, self.col + m)
+
+
+def _meet(a, b):
+    return a.start < b.stop and b.start < a.stop
+
+
+def tile_sizes(extent, splits=4):
+    """Allowed tile sizes along one dimension of ``extent`` PEs (tuple of int, largest
+    first): ``extent // s`` for s in 1, 2, 4 up to ``splits``, where s divides ``extent``."""
+    return tuple(extent // s for s in (1, 2, 4) if s <= splits and extent % s == 0)
+
+
+def _pair(name, value):
+    if (not isinstance(value, (tuple, list)) or len(value) != 2 or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value)):
+        raise ValueError(f"{name} must be a pair of integers (row, column), not {value!r}")
+    return int(value[0]), int(value[1])
+
+
+def check_tile(tile_position, tile_size, *, rows, cols, target=None):
+    """The tiling rule: check ``tile_position`` / ``tile_size`` on a ``rows x cols`` array and
+    return the :class:`Tile` (the whole array when both are None).
+
+    Parameters
+    ----------
+    tile_position : (int, int) or None
+        ``(start_row, start_column)``: each a multiple of the tile's size along it, and the
+        tile inside the array.
+    tile_size : (int, int) or None
+        ``(row_size, column_size)``: each one of :func:`tile_sizes` of that dimension.
+    rows, cols : int
+        The array's PE rows and columns (128, 128 on the NeuronCore).
+    target : str or None
+        A key of :data:`TILE_SPLITS` (``"trn1"`` allows halves only); None allows quarters
+        (NeuronCore-v3 and later).
+
+    Raises
+    ------
+    ValueError
+        Naming the broken rule: only one argument given, not pairs of integers, a size not
+        allowed on this target and array, a position that is not a multiple of the size or
+        puts the tile outside the array, an unknown target.
+    """
+    if target is not None and target not in TILE_SPLITS:
+        raise ValueError(f"target must be one of {', '.join(TILE_SPLITS)} or None, not "
+                         f"{target!r}")
+    splits = TILE_SPLITS.get(target, 4)
+    if tile_position is None and tile_size is None:
+        return Tile(0, 0, rows, cols)
+    if tile_position is None or tile_size is None:
+        raise ValueError("tile_position and tile_size must be given together (leave both "
+                         "out for the whole array)")
+    position, size = _pair("tile_position", tile_position), _pair("tile_size", tile_size)
+    for axis, start, length, extent in (("row", position[0], size[0], rows),
+                                        ("column", position[1], size[1], cols)):
+        allowed = tile_sizes(extent, splits)
+        if length not in allowed:
+            where = f" on {target}" if target else ""
+            raise ValueError(f"tile {axis} size must be one of {', '.join(map(str, allowed))} "
+                             f"on an array of {extent} {axis}s{where}, not {length}")
+        if start < 0 or start % length or start + length > extent:
+            raise ValueError(f"tile start {axis} must be a multiple of the {axis} size "
+                             f"{length} with the tile inside the array's {extent} {axis}s, "
+                             f"not {start}")
+    return Tile(position[0], position[1], size[0], size[1])
+
+
+def check_tile_operands(tile, k, m, *, cols, perf_mode=None):
+    """The rule on a matmul's sizes in a tile: ``1 <= K <= tile.rows`` (``2 x tile.rows`` in
+    double-row mode), ``1 <= M <= tile.cols``, and no double-row mode in a column tile
+    (``tile.cols < cols``; NKI API reference, ``nki.isa.nc_matmul``, "Performance mode").
+
+    Raises
+    ------
+    ValueError
+        Naming the size or mode and what the tile allows.
+    """
+    limit = max_k(tile.rows, perf_mode)
+    if not 1 <= k <= limit:
+        raise ValueError(f"K = {k} must be between 1 and {limit}, the partition rows of the "
+                         f"tile{' x 2 in double_row mode' if perf_mode == DOUBLE_ROW else ''}")
+    if not 1 <= m <= tile.cols:
+        raise ValueError(f"M = {m} (the stationary free size) must be between 1 and the "
+                         f"tile's {tile.cols} columns")
+    if perf_mode == DOUBLE_ROW and tile.cols < cols:
+        raise ValueError("perf_mode='double_row' does not combine with column tiling "
+                         f"(tile column size {tile.cols} < {cols})")

@@ -1,0 +1,145 @@
+"""The cycle model's tensor-engine additions: FP32 passes and the transpose's rate, AWS's
+published cost formula, and concurrent matmuls in tiles (``tiled_schedule``)."""
+
+import numpy as np
+import pytest
+
+from systolica.golden import Command, command_schedule
+from systolica.golden.timing import (
+    TileOp,
+    matmul_passes,
+    nc_matmul_cost,
+    tiled_program_cycles,
+    tiled_schedule,
+)
+
+
+@pytest.mark.parametrize("stationary,moving,transpose,passes", [
+    ("bf16", None, False, 1), ("e4m3", "e5m2", False, 1), ("int8", None, False, 1),
+    ("tf32", None, False, 1), ("fp32", None, False, 4), ("tf32", "fp32", False, 4),
+    ("fp32", "tf32", False, 4), ("fp32", None, True, 2), ("tf32", None, True, 2),
+    ("bf16", None, True, 1), ("e4m3", None, True, 1),
+])
+def test_passes(stationary, moving, transpose, passes):
+    assert matmul_passes(stationary, moving, is_transpose=transpose) == passes
+
+
+@pytest.mark.parametrize("n_stationary,n_moving,dtype,transpose,cycles", [
+    (128, 512, "bf16", False, 512),     # the ideal back-to-back case: N cycles
+    (128, 512, "fp32", False, 2048),    # 4x for float32
+    (128, 32, "bf16", False, 64),       # small N: the 64-cycle floor
+    (16, 8, "e4m3", False, 16),         # small M lowers the floor
+    (128, 128, "bf16", True, 128),      # nc_transpose [128, 128]: max(P, min(64, F))
+    (128, 128, "fp32", True, 256),      # 2x faster than the 4-pass FP32 matmul (512)
+    (32, 128, "fp16", True, 128),       # data [128, 32]: max(128, min(64, 32))
+])
+def test_aws_cost_formula(n_stationary, n_moving, dtype, transpose, cycles):
+    assert nc_matmul_cost(n_stationary, n_moving, stationary_dtype=dtype,
+                          is_transpose=transpose) == cycles
+
+
+def _random_program(rng, rows):
+    """A legal whole-array program as Commands and the equal TileOps."""
+    commands, ops = [], []
+    for _ in range(rng.integers(1, 9)):
+        n = int(rng.integers(1, 7))
+        if rng.random() < 0.25:
+            commands.append(Command("read", n=n))
+            ops.append(TileOp("read", n=n))
+            continue
+        dtype, mode = [("int8", None), ("bf16", None), ("e4m3", "double_row")][rng.integers(3)]
+        k = int(rng.integers(1, (2 if mode else 1) * rows + 1))
+        commands.append(Command("matmul", k=k, m=1, n=n, dtype=dtype, perf_mode=mode))
+        ops.append(TileOp(k=k, n=n, dtype=dtype, perf_mode=mode))
+    return commands, ops
+
+
+def test_whole_array_programs_keep_the_existing_stamps(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        rows, cols = (int(x) for x in rng.integers(1, 9, 2))
+        commands, ops = _random_program(rng, rows)
+        assert tiled_schedule(rows, cols, ops) == command_schedule(rows, cols, commands)
+
+
+def test_stamps_of_three_small_tiles_by_hand():
+    # 4 x 4 array, L = 8. Op 0 in the top-left 2 x 2 tile; op 1 bottom-right (shares no
+    # lane with op 0, so it streams at once); op 2 top-right shares rows with op 0 and
+    # columns with op 1, so it waits for op 1's last beat (7).
+    ops = [TileOp(k=2, n=3, tile_position=(0, 0), tile_size=(2, 2)),
+           TileOp(k=2, n=3, tile_position=(2, 2), tile_size=(2, 2)),
+           TileOp(k=2, n=3, tile_position=(0, 2), tile_size=(2, 2))]
+    got = [(t.accept, t.loads, t.issues, t.results) for t in tiled_schedule(4, 4, ops)]
+    assert got == [(0, (1, 2), (3, 4, 5), (11, 12, 13)),
+                   (1, (3, 4), (5, 6, 7), (13, 14, 15)),
+                   (2, (5, 6), (8, 9, 10), (16, 17, 18))]
+
+
+def test_load_waits_for_a_free_weight_buffer_in_its_tile():
+    # Three matmuls in one quarter tile: the third load needs the first's buffer, free the
+    # cycle after the first's last beat; a matmul in another tile loads without waiting.
+    quarter = {"tile_position": (0, 0), "tile_size": (2, 2)}
+    ops = [TileOp(k=1, n=10, **quarter), TileOp(k=1, n=10, **quarter),
+           TileOp(k=1, n=10, **quarter)]
+    first, _, third = tiled_schedule(4, 4, ops)
+    assert third.loads == (first.last_issue + 1,)
+    other = tiled_schedule(4, 4, ops[:2] + [TileOp(k=1, n=10, tile_position=(2, 2),
+                                                   tile_size=(2, 2))])[2]
+    assert other.loads == (3,)
+
+
+def test_fp32_takes_four_times_the_moving_beats():
+    bf16, fp32 = tiled_schedule(8, 8, [TileOp(k=8, n=5)])[0], tiled_schedule(
+        8, 8, [TileOp(k=8, n=5, dtype="fp32")])[0]
+    assert len(fp32.issues) == 4 * len(bf16.issues) == 20
+    # Each column's result leaves L = 16 cycles after its fourth pass.
+    assert fp32.results == tuple(fp32.first_issue + 4 * c + 3 + 16 for c in range(5))
+    transpose = tiled_schedule(8, 8, [TileOp(k=8, n=8, dtype="tf32", is_transpose=True)])[0]
+    assert len(transpose.issues) == 16
+
+
+def test_sixteen_quarter_tiles_beat_the_whole_array():
+    # 16 x 16 array, K = 4 matmuls in 4 x 4 tiles, N = 512, issued so that consecutive
+    # matmuls share no lane: at least 3.5x the MACs per cycle of the same matmuls untiled.
+    tiled = [TileOp(k=4, n=512, tile_position=(4 * r, 4 * ((r + rnd) % 4)), tile_size=(4, 4))
+             for rnd in range(4) for r in range(4)]
+    whole = [TileOp(k=4, n=512)] * 16
+    speedup = tiled_program_cycles(16, 16, whole) / tiled_program_cycles(16, 16, tiled)
+    assert 3.5 <= speedup <= 4.0
+    # Row tiles alone (whole columns) share the result lanes: no gain.
+    rows_only = [TileOp(k=4, n=512, tile_position=(4 * (j % 4), 0), tile_size=(4, 16))
+                 for j in range(16)]
+    assert tiled_program_cycles(16, 16, rows_only) == tiled_program_cycles(16, 16, whole)
+
+
+@pytest.mark.parametrize("kwargs,error,text", [
+    ({"op": "load"}, ValueError, "op must be 'matmul' or 'read'"),
+    ({"k": 0}, ValueError, "k must be a positive integer, not 0"),
+    ({"dtype": "fp32", "moving_dtype": "bf16"}, TypeError, "tfloat32 and float32 pair only"),
+    ({"dtype": "e4m3", "perf_mode": "double_row", "is_transpose": True}, ValueError,
+     "is_transpose=True takes no perf_mode"),
+    ({"dtype": "fp64"}, TypeError, "unsupported type"),
+])
+def test_bad_ops(kwargs, error, text):
+    with pytest.raises(error, match=text):
+        TileOp(**kwargs)
+
+
+@pytest.mark.parametrize("op,kwargs,text", [
+    (TileOp(k=5, tile_position=(0, 0), tile_size=(4, 8)), {}, "K = 5 must be between 1 and 4"),
+    (TileOp(tile_position=(0, 0), tile_size=(2, 8)), {"target": "trn1"},
+     "tile row size must be one of 8, 4 on an array of 8 rows on trn1"),
+    (TileOp(dtype="e4m3", perf_mode="double_row", tile_position=(0, 4), tile_size=(8, 4)), {},
+     "does not combine with column tiling"),
+    (TileOp(), {"target": "v9"}, "target must be one of"),
+])
+def test_bad_programs(op, kwargs, text):
+    with pytest.raises(ValueError, match=text):
+        tiled_schedule(8, 8, [op], **kwargs)
+
+
+def test_bad_program_containers():
+    with pytest.raises(TypeError, match="op 0 must be a systolica.golden.timing.TileOp"):
+        tiled_schedule(8, 8, [Command()])
+    with pytest.raises(ValueError, match="ops must hold at least one TileOp"):
+        tiled_program_cycles(8, 8, [])
