@@ -6,6 +6,7 @@
 - :mod:`systolica.golden.bf16`: the BF16 x BF16 -> FP32 operations and bit-pattern helpers.
 - :mod:`systolica.golden.command`: the tile's commands and the checks that reject them.
 - :mod:`systolica.golden.timing`: the tile's cycle model.
+- :mod:`systolica.golden.mx`: NeuronCore-v4's MX matmul (``nc_matmul_mx``) and ``quantize_mx``.
 """
 
 from .bf16 import (
@@ -48,6 +49,16 @@ from .matmul import (
     psum_accumulate,
     wrap_int32,
 )
+from .mx import (
+    MX_TYPES,
+    dequantize_mx,
+    interleave,
+    mx_error_bound,
+    nc_matmul_mx,
+    quantize_mx,
+    round_to_bf16,
+    xorwow_bits,
+)
 from .timing import (
     CommandTiming,
     command_schedule,
@@ -65,3 +76,6 @@ __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fi
            "matmul_cycles", "max_k", "nc_matmul", "nc_matmul_batch", "operand_formats",
            "OperandFormat", "program_cycles", "program_schedule", "psum_accumulate", "PSUM_BANKS",
            "PSUM_ENTRIES", "tile_latency", "wrap_int32"]
+# NeuronCore-v4 MX formats (golden/mx.py)
+__all__ += ["dequantize_mx", "interleave", "mx_error_bound", "MX_TYPES", "nc_matmul_mx",
+            "quantize_mx", "round_to_bf16", "xorwow_bits"]
