@@ -88,14 +88,16 @@ def _check_scale(name, scale, shape):
     return scale.view(np.uint8)
 
 
-def _check_operand(name, array, rows):
+def _check_operand(name, array, rows=None):
+    """[P, F, 4] with P a positive multiple of 8, at most ``rows`` (None: no limit)."""
     if array.ndim != 3 or array.shape[2] != LANES:
         raise ValueError(f"{name} must be [P, F, 4] (partitions, free, x4 lanes), not shape "
                          f"{array.shape}")
     p = array.shape[0]
-    if not 1 <= p <= rows or p % GROUP_PARTITIONS:
+    if p < 1 or p % GROUP_PARTITIONS or (rows is not None and p > rows):
+        where = f" in 8..{rows}" if rows is not None else ""
         raise ValueError(f"{name} has P = {p} partitions; P must be a multiple of 8 (K = 4 P "
-                         f"a multiple of 32, whole scale groups) in 8..{rows}")
+                         f"a multiple of 32, whole scale groups){where}")
 
 
 def _check_dst(dst_dtype, rounding, seed):
@@ -337,7 +339,8 @@ def quantize_mx(src, dtype, *, rule="aws"):
     Parameters
     ----------
     src : numpy.ndarray, [P, F, 4], bfloat16 or float16 (or float32 with ``rule="ocp"``)
-        In the interleaved layout (:func:`interleave`); P a multiple of 8.
+        In the interleaved layout (:func:`interleave`); P a multiple of 8 up to 128 (the
+        instruction needs a multiple of 32).
     dtype : float8_e4m3fn or float8_e5m2 (``rule="aws"``); also float4_e2m1fn with "ocp"
     rule : "aws" or "ocp"
         ``"aws"`` (the instruction, ``nki.isa.quantize_mx``, "Scale calculation"): scale
@@ -369,7 +372,7 @@ def quantize_mx(src, dtype, *, rule="aws"):
     if out not in allowed:
         raise TypeError(f"dtype must be {' or '.join(d.name for d in allowed)} with "
                         f"rule={rule!r} (quantize_mx writes MXFP8 only), not {dtype!r}")
-    _check_operand("src", src, 1 << 30)
+    _check_operand("src", src, ENGINE_ROWS)
     _, emax, top = MX_TYPES[out]
     p, f = src.shape[:2]
     x = src.astype(np.float64).reshape(p // GROUP_PARTITIONS, GROUP_PARTITIONS, f, LANES)
@@ -392,7 +395,7 @@ def dequantize_mx(data, scale):
     (exact), shape [P, F, 4] (``nc_matmul_mx_golden`` of the NKI MX tutorial code,
     ``mx_cpu_utils.py``; an 0xFF scale gives NaN)."""
     _check_element("data", data)
-    _check_operand("data", data, 1 << 30)
+    _check_operand("data", data)
     bits = _check_scale("scale", scale, (data.shape[0] // GROUP_PARTITIONS, data.shape[1]))
     values = np.repeat(_scale_values(bits), GROUP_PARTITIONS, axis=0)[:, :, None]
     return data.astype(np.float64) * values

@@ -383,5 +383,12 @@ def test_quantize_errors(args, text):
         quantize_mx(*args)
 
 
+def test_quantize_shape_errors():
+    with pytest.raises(ValueError, match="8..128"):
+        quantize_mx(np.zeros((136, 1, 4), BF16), E4M3FN)
+    with pytest.raises(ValueError, match=r"\[P, F, 4\]"):
+        quantize_mx(np.zeros((8, 4), BF16), E4M3FN)
+
+
 def test_module_exports_are_importable():
     assert set(mx.__all__) <= set(dir(mx))
