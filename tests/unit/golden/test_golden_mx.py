@@ -166,6 +166,24 @@ def test_within_declared_bound_of_dequantise_then_matmul(pair):
     assert np.median(bound / magnitude) < 1e-5
 
 
+@pytest.mark.parametrize("rounding, ulps", [("rne", 0.5), ("stochastic", 1.0)])
+def test_bf16_destination_adds_one_bf16_rounding_to_the_bound(rounding, ulps):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((256, 32)).astype(np.float32)
+    y = rng.standard_normal((256, 64)).astype(np.float32)
+    a, sa = quantize_mx(interleave(x), E2M1, rule="ocp")
+    b, sb = quantize_mx(interleave(y), E4M3FN, rule="ocp")
+    seed = 77 if rounding == "stochastic" else None
+    got = nc_matmul_mx(a, b, sa, sb, dst_dtype=BF16, rounding=rounding, seed=seed)
+    da, db = dequantize_mx(a, sa), dequantize_mx(b, sb)
+    exact = np.einsum("pmj,pnj->mn", da, db)
+    fp32_bound = mx_error_bound(64, np.einsum("pmj,pnj->mn", np.abs(da), np.abs(db)))
+    # One BF16 rounding of the FP32 result: half an ulp (RNE) or less than one (stochastic),
+    # an ulp being at most 2^-7 of |result|.
+    bf16_bound = ulps * 2.0**-7 * (np.abs(exact) + fp32_bound)
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= fp32_bound + bf16_bound)
+
+
 # ----- PSUM and BF16 ---------------------------------------------------------------------------
 
 
