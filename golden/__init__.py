@@ -8,6 +8,7 @@
 - :mod:`systolica.golden.bf16`: the BF16 x BF16 -> FP32 operations and bit-pattern helpers.
 - :mod:`systolica.golden.command`: the tile's commands and the checks that reject them.
 - :mod:`systolica.golden.timing`: the tile's cycle model.
+- :mod:`systolica.golden.mx`: NeuronCore-v4's MX matmul (``nc_matmul_mx``) and ``quantize_mx``.
 """
 
 from .bf16 import (
@@ -56,6 +57,16 @@ from .matmul import (
     psum_accumulate,
     wrap_int32,
 )
+from .mx import (
+    MX_TYPES,
+    dequantize_mx,
+    interleave,
+    mx_error_bound,
+    nc_matmul_mx,
+    quantize_mx,
+    round_to_bf16,
+    xorwow_bits,
+)
 from .tiles import TILE_SPLITS, Tile, check_tile, check_tile_operands, tile_sizes
 from .timing import (
     CommandTiming,
@@ -84,3 +95,6 @@ __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fi
            "matmul_passes", "nc_matmul_cost", "nc_transpose", "Tile", "TileOp", "TFLOAT32",
            "TILE_SPLITS", "tile_sizes", "tiled_program_cycles", "tiled_schedule",
            "WIDE_FORMATS"]
+# NeuronCore-v4 MX formats (golden/mx.py)
+__all__ += ["dequantize_mx", "interleave", "mx_error_bound", "MX_TYPES", "nc_matmul_mx",
+            "quantize_mx", "round_to_bf16", "xorwow_bits"]

@@ -57,6 +57,32 @@ def _would_take(hw, level, dtype, target, macs=None, cores=None):
     return text + f", or {need_cores} cores per chip (now {n_cores})"
 
 
+def _margin(hw, level, dtype, figure):
+    """Rounding margin of a published figure, and how it is compared (str).
+
+    A figure published as a multiple of a rounded figure carries that figure's rounding times
+    the multiple: a rate that is n x the BF16 rate published as n x the rounded BF16 figure
+    (NeuronCore-v3's 158 = 2 x 79), or an instance figure that is its chip count x the
+    rounded chip figure (Trn3 UltraServers' 161,088 = 64 x 2,517).
+    """
+    if hw.tile is not None:
+        rates = hw.tile.macs_per_pe_per_cycle
+        base = "bf16" if "bf16" in rates else min(rates, key=rates.get)
+        ratio = rates[dtype] / rates[base]
+        own = {"core": hw.core.published_peak, "chip": hw.chip.published_peak,
+               "instance": hw.instance.published_peak if hw.instance else {}}[level]
+        if ratio > 1 and base in own and math.isclose(figure.value, ratio * own[base].value,
+                                                      rel_tol=1e-12):
+            return (figure.margin * ratio, f"published as {ratio:g} x the rounded {base} "
+                    f"figure, so compared within {ratio:g} x its rounding")
+    chip = hw.chip.published_peak.get(dtype)
+    if level == "instance" and chip is not None and math.isclose(
+            figure.value, hw.instance.chips * chip.value, rel_tol=1e-12):
+        return (chip.margin * hw.instance.chips, f"published as {hw.instance.chips} x the "
+                f"rounded chip figure, so compared within {hw.instance.chips} x its rounding")
+    return figure.margin, "compared at the published precision"
+
+
 def preset_rows(hw):
     """Rows for one preset's published peaks (core, chip, instance)."""
     rows = []
@@ -71,16 +97,7 @@ def preset_rows(hw):
     for level, subject, published, compute in levels:
         for dtype, figure in sorted(published.items()):
             computed = compute(dtype) if compute is not None else None
-            margin, how = figure.margin, "compared at the published precision"
-            if hw.tile is not None:
-                # A rate that is a multiple of the base rate is published as that multiple of
-                # the rounded base figure (158 = 2 x 79), so its rounding margin scales too.
-                ratio = hw.tile.macs_per_pe_per_cycle[dtype] // min(
-                    hw.tile.macs_per_pe_per_cycle.values())
-                if ratio > 1:
-                    margin *= ratio
-                    how = (f"published as {ratio} x the rounded base-rate figure, so compared "
-                           f"within {ratio} x its rounding")
+            margin, how = _margin(hw, level, dtype, figure)
             if hw.tile is not None and dtype in hw.tile.rate_notes:
                 how += f"; {hw.tile.rate_notes[dtype]}"
             agrees = None if computed is None else abs(computed - figure.value) <= margin
@@ -97,6 +114,59 @@ def preset_rows(hw):
                 rows.append(Row(hw.name, subject, f"{level} peak {dtype}", "flops",
                                 float("nan"), "not published", compute(dtype), None,
                                 f"{hw.source_file}: no published {level} figure"))
+    return rows
+
+
+#: Trainium3 against Trainium2 as AWS compares them (AWS Neuron docs, "Trainium3
+#: Architecture", section "Trainium3 performance improvements": improvement factors). Each entry:
+#: figure, (Trainium2 dtype, Trainium3 dtype) for peaks or the chip attribute, AWS's factor.
+GENERATION_FIGURES = (
+    ("chip peak FP8 (Trainium3: MXFP8)", ("fp8", "mxfp8"), "2x"),
+    ("chip peak BF16", ("bf16", "bf16"), "1x"),
+    ("chip peak FP32", ("fp32", "fp32"), "1x"),
+    ("HBM capacity", "hbm_bytes", "1.5x"),
+    ("HBM bandwidth", "hbm_bandwidth", "1.7x"),
+    ("chip-to-chip link", "link_bandwidth", "2x"),
+)
+
+
+@dataclass
+class GenerationRow:
+    """One figure of two chip generations: the model's value for each (from the presets'
+    configuration: peaks from first principles) and the factor AWS publishes."""
+
+    figure: str
+    kind: str
+    old: float | None
+    new: float | None
+    published_factor: str
+    source: str
+
+    @property
+    def factor(self):
+        """``new / old`` (None when either is missing)."""
+        return None if self.old is None or self.new is None else self.new / self.old
+
+
+def generation_rows(old="trn2", new="trn3"):
+    """Rows setting preset ``new`` against ``old`` per chip (:data:`GENERATION_FIGURES`).
+
+    A peak the older preset has no rate for (Trainium2's FP32) is None: the presets keep only
+    the rates they have sources for.
+    """
+    a, b = load_hardware(old), load_hardware(new)
+    rows = []
+    for figure, what, factor in GENERATION_FIGURES:
+        if isinstance(what, tuple):
+            values = [hw.chip_peak(d) if d in hw.dtypes() else None
+                      for hw, d in zip((a, b), what, strict=True)]
+            kind = "flops"
+        else:
+            values = [getattr(hw.chip, what) for hw in (a, b)]
+            kind = "bytes" if what == "hbm_bytes" else "bandwidth"
+        rows.append(GenerationRow(figure, kind, values[0], values[1], factor,
+                                  f"{a.source_file} and {b.source_file}; factor: AWS "
+                                  "\"Trainium3 Architecture\", performance improvements"))
     return rows
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from .calibration import fit, format_calibration, load_calibration, load_points, validate
-from .claims import all_rows, format_value, workload_rows
+from .claims import all_rows, format_value, generation_rows, workload_rows
 from .hardware import DTYPE_BYTES, load_hardware, preset_names
 from .llm import IDEAL, RECOMPUTE, WEIGHT_BYTES, Layout, inference, training, training_scaling
 from .model import step_estimate
@@ -455,6 +455,7 @@ def plot(est, path):
 def run_claims(args):
     rows = all_rows(args.claims)
     work = workload_rows()
+    generations = generation_rows()
     if args.json:
         print(json.dumps({
             "figures": [{"preset": r.preset, "subject": r.subject, "what": r.what,
@@ -465,7 +466,10 @@ def run_claims(args):
             "workloads": [{"subject": w.subject, "claim": w.claim,
                            "assumptions": w.assumptions, "computed": w.computed,
                            "adds_up": w.adds_up, "would_take": w.would_take,
-                           "source": w.source, "values": w.values} for w in work]},
+                           "source": w.source, "values": w.values} for w in work],
+            "generations": [{"figure": g.figure, "trainium2": g.old, "trainium3": g.new,
+                             "factor": g.factor, "published_factor": g.published_factor,
+                             "source": g.source} for g in generations]},
             indent=2))
         return 0
     from rich.console import Console
@@ -500,6 +504,14 @@ def run_claims(args):
         wt.add_row(w.subject, w.claim, w.assumptions, w.computed,
                    "yes" if w.adds_up else "NO", w.would_take)
     console.print(wt)
+    gt = Table(title="Trainium3 against Trainium2 per chip (the presets' configurations; "
+                     "AWS's published factor beside)", title_justify="left")
+    for col in ("figure", "Trainium2", "Trainium3", "factor", "AWS's factor"):
+        gt.add_column(col, no_wrap=True)
+    for g in generations:
+        gt.add_row(g.figure, format_value(g.kind, g.old), format_value(g.kind, g.new),
+                   "-" if g.factor is None else f"{g.factor:.2f}x", g.published_factor)
+    console.print(gt)
     return 0
 
 

@@ -26,7 +26,10 @@ from .units import half_unit
 #: A ``macs_per_pe_per_cycle`` value that takes the rate from the FP8 double-row cycle model.
 DOUBLE_ROW_RATE = "double_row"
 
-DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1,
+               # OCP MX (NeuronCore-v4): an 8- or 4-bit element plus one 8-bit E8M0 scale per
+               # 32 elements (OCP MX v1.0; AWS "Trainium3 Architecture Guide for NKI").
+               "mxfp8": 1 + 1 / 32, "mxfp4": 0.5 + 1 / 32}
 
 TOPOLOGIES = ("ring", "hierarchical")
 
@@ -41,8 +44,9 @@ class Tile:
         PEs in the partition (contraction, K) dimension and in the stationary free dimension (M).
     clock_hz : float
         Clock in Hz.
-    macs_per_pe_per_cycle : dict of str -> int
-        Multiply-accumulates one PE completes per cycle, per data type. A preset may give
+    macs_per_pe_per_cycle : dict of str -> int or float
+        Multiply-accumulates one PE completes per cycle, per data type (a fraction when a
+        MAC takes several cycles, as FP32's 1/4 on NeuronCore-v4). A preset may give
         ``"double_row"`` instead of a number: the rate of back-to-back FP8 double-row matmuls
         from the cycle model (:func:`~.tilemodel.double_row_macs_per_pe_per_cycle`), which
         equals the RTL's measured stamps.
@@ -114,14 +118,22 @@ class Chip:
         return self.cores // self.lnc
 
 
+#: How the chips of an instance are joined: ``"switched"`` is an all-to-all switch fabric
+#: (Trn3 UltraServers' NeuronSwitch-v1). A ring AllReduce runs at each chip's link bandwidth
+#: on either, so the timing is the same; the field records the topology.
+FABRICS = ("point-to-point", "switched")
+
+
 @dataclass(frozen=True)
 class Instance:
-    """A server: ``chips`` chips, ``network_bandwidth`` bytes/s to other instances."""
+    """A server: ``chips`` chips, ``network_bandwidth`` bytes/s to other instances;
+    ``fabric`` one of :data:`FABRICS` or None when the preset does not say."""
 
     name: str
     chips: int
     network_bandwidth: float | None
     published_peak: dict = field(default_factory=dict)
+    fabric: str | None = None
 
 
 @dataclass(frozen=True)
@@ -258,7 +270,7 @@ def parse_hardware(data, source):
                 notes[dtype] = (f"{rates[dtype]} MACs per PE per cycle: FP8 double-row "
                                 f"matmuls timed by the cycle model, equal to the RTL's stamps")
             else:
-                rates[dtype] = macs.int(dtype)
+                rates[dtype] = macs.number(dtype)
         if not rates:
             raise t.error("macs_per_pe_per_cycle", "empty", "at least one of "
                           + ", ".join(DTYPE_BYTES))
@@ -294,7 +306,8 @@ def parse_hardware(data, source):
         instance = Instance(name=i.str("name"), chips=i.int("chips"),
                             network_bandwidth=i.quantity("network_bandwidth", "bandwidth",
                                                          required=False),
-                            published_peak=_peaks(i, "published_peak"))
+                            published_peak=_peaks(i, "published_peak"),
+                            fabric=i.str("fabric", required=False, choices=FABRICS))
         i.finish()
         cl = top.table("cluster", required=False)
         if cl is not None:

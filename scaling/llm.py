@@ -11,7 +11,8 @@ Per rank and per step the time is a sum, with no overlap assumed between its ter
   (:func:`~systolica.scaling.tilemodel.gemm_tile_cycles`), divided by the calibrated tensor-engine
   efficiency; each GEMM takes the larger of that and its HBM traffic over the rank's share of
   HBM bandwidth times the calibrated HBM efficiency (roofline per GEMM). Weights are read at
-  their storage type (``--weights``); activations and the KV cache are 2 bytes. Attention is
+  their storage type (``--weights``; ``mxfp8`` also runs the linear layers at the tile's MXFP8
+  rate); activations and the KV cache are 2 bytes. Attention is
   flash-style: the score matrix stays on chip, only Q, K, V and the output touch HBM.
 - **Non-GEMM work** (norms, rotary embedding, softmax, activation functions, residual adds,
   sampling) in FP32 FLOP on the Vector and Scalar engines at their published rates
@@ -48,11 +49,15 @@ from dataclasses import dataclass, field, replace
 
 from systolica.golden import check_positive
 
+from .hardware import DTYPE_BYTES
 from .tilemodel import gemm_tile_cycles, split_gemm
 from .workloads import transformer_workload
 
 #: Weight storage types and their bytes (activations and KV cache stay 2-byte BF16/FP16).
-WEIGHT_BYTES = {"bf16": 2, "fp16": 2, "int8": 1, "fp8": 1}
+WEIGHT_BYTES = {"bf16": 2, "fp16": 2, "int8": 1, "fp8": 1, "mxfp8": DTYPE_BYTES["mxfp8"]}
+#: Weight type whose linear layers also compute in it: MXFP8 weights and MXFP8 activations
+#: (quantised on chip by the Vector engine's quantize_mx) at the tile's ``mxfp8`` rate.
+MX_WEIGHTS = "mxfp8"
 ACT_BYTES = 2
 RECOMPUTE = ("none", "selective", "full")
 KV_SAMPLES = 9
@@ -307,12 +312,13 @@ def p2p_s(hw, nbytes, stride, cal):
 # ----- one pass over a stage --------------------------------------
 
 
-def gemm_s(hw, gemm, wbytes, cal):
-    """(time, compute, memory, HBM bytes) of one :class:`Gemm` on one rank, in s and bytes."""
+def gemm_s(hw, gemm, wbytes, cal, mx=False):
+    """(time, compute, memory, HBM bytes) of one :class:`Gemm` on one rank, in s and bytes;
+    ``mx``: a weight GEMM runs at the tile's ``mxfp8`` rate (MXFP8 weights and activations)."""
     tile = hw.tile
     view = rank_view(hw)
     folds, n = split_gemm(gemm.m, gemm.k, gemm.n, gemm.count, tile.cols, view["tiles"])
-    rate = tile.macs_per_pe_per_cycle["bf16"]
+    rate = tile.macs_per_pe_per_cycle[MX_WEIGHTS if mx and gemm.weight else "bf16"]
     cycles = gemm_tile_cycles(tile.rows, tile.cols, tile.psum_bank_depth, gemm.k,
                               math.ceil(n / rate), folds)
     compute = cycles * gemm.repeat / tile.clock_hz / cal.tensor_efficiency
@@ -360,7 +366,7 @@ def _stage_model(model, layout, seq):
                    context=max(model.context, seq))
 
 
-def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes):
+def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=False):
     """Breakdown of one pass on the busiest stage (prefill, decode, or train forward+backward).
 
     ``phase`` ``prefill``: ``batch`` prompts of ``seq`` tokens; ``decode``: one token per
@@ -382,7 +388,7 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes):
             g for g in forward if g.name in ("attn.scores", "attn.context")]
         gemms += [replace(g, name=g.name + ".recompute") for g in again]
     for g in gemms:
-        t, c, m, nbytes = gemm_s(hw, g, wbytes if g.weight else ACT_BYTES, cal)
+        t, c, m, nbytes = gemm_s(hw, g, wbytes if g.weight else ACT_BYTES, cal, mx)
         out.gemms.append((g, t, c, m, nbytes))
         out.gemm_s += t
         out.gemm_compute_s += c
@@ -459,7 +465,16 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
         raise ValueError(f"{model.name} is an encoder (no LM head): it does not decode; "
                          "allowed: --phase prefill or train")
     wbytes = WEIGHT_BYTES[weights]
+    mx = weights == MX_WEIGHTS
+    if mx and MX_WEIGHTS not in hw.dtypes():
+        raise ValueError(f"weights 'mxfp8' computes the linear layers in MXFP8, but {hw.name} "
+                         f"has no mxfp8 rate (it has {', '.join(hw.dtypes())}); allowed: a "
+                         "NeuronCore-v4 preset (trn3, trn3-gen2) or another weight type")
     notes = set()
+    if mx:
+        notes.add("MXFP8 weights and activations: the linear layers run at the mxfp8 rate, "
+                  "activations quantised on chip (stored and moved as BF16); attention, the KV "
+                  "cache stay BF16")
     total = input_len + output_len
     if total > model.context:
         notes.add(f"input + output = {total} tokens is more than {model.name}'s "
@@ -477,13 +492,13 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
             hw, per_replica * model.d_model * ACT_BYTES, stride, cal)
 
     prefill = forward_pass(hw, model, layout, cal, "prefill", per_replica, input_len,
-                           wbytes, notes)
+                           wbytes, notes, mx)
     ttft = pipeline(prefill)
     if output_len > 1:
         lengths = sorted({round(x) for x in _linspace(input_len + 1, total - 1,
                                                       min(KV_SAMPLES, output_len - 1))})
-        steps = [forward_pass(hw, model, layout, cal, "decode", per_replica, s, wbytes, notes)
-                 for s in lengths]
+        steps = [forward_pass(hw, model, layout, cal, "decode", per_replica, s, wbytes, notes,
+                              mx) for s in lengths]
         mean = Breakdown()
         for b in steps:
             mean.add(b, 1 / len(steps))
