@@ -81,7 +81,7 @@ class Point:
             (f" DP {lay.dp}" if lay.dp > 1 else "")
         if self.phase == "train":
             return (f"{self.hw} {self.model} train {par}{' ZeRO-1' if lay.zero1 else ''}, "
-                    f"GBS {self.global_batch}, seq {self.seq}")
+                    f"GBS {self.global_batch}" + (f", seq {self.seq}" if self.seq else ""))
         if self.phase == "encode":
             return f"{self.hw} {self.model} encoder {par}, batch {self.batch}, seq {self.input_len}"
         if not self.input_len:
@@ -147,7 +147,8 @@ def load_points(path=None):
                                                   dp=t.int("dp"),
                                                   micro_batch=t.int("micro_batch"),
                                                   zero1=bool(zero1)),
-                          global_batch=t.int("global_batch"), seq=t.int("seq"))
+                          global_batch=t.int("global_batch"),
+                          seq=t.int("seq", required=not reason) or 0)
         t.finish()
         if point.key in seen:
             raise t.error("key", f"{point.key!r} is used twice", "a key no other point has")
