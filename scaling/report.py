@@ -300,17 +300,19 @@ def plot_llm(est, path):
 
 
 def matching(points, hw, model, layout, phase, **config):
-    """Published points measured on exactly this configuration."""
+    """Published points measured on exactly this configuration (a prefill estimate also
+    matches an encoder table's latency at the same batch and sequence length)."""
+    kinds = {"train": ("train",), "prefill": ("decode", "encode")}.get(phase, ("decode",))
     out = []
     for p in points:
-        if p.not_predicted:
-            continue
-        if (p.hw, p.model, p.phase) != (hw, model, "train" if phase == "train" else "decode"):
+        if p.not_predicted or (p.hw, p.model) != (hw, model) or p.phase not in kinds:
             continue
         if p.layout.tp != layout.tp or p.layout.pp != layout.pp or p.layout.dp != layout.dp:
             continue
         if phase == "train":
             same = (p.global_batch, p.seq) == (config["global_batch"], config["seq"])
+        elif p.phase == "encode":
+            same = (p.batch, p.input_len) == (config["batch"], config["input_len"])
         else:
             same = (p.batch, p.input_len, p.output_len, p.weights) == (
                 config["batch"], config["input_len"], config["output_len"], config["weights"])

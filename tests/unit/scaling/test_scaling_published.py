@@ -1,11 +1,13 @@
 """Scaling layer: the published benchmark tables (issue 28, point 4) and the points the model
 does not predict yet."""
 
+import json
 import re
 
 import pytest
 
 from systolica.scaling.calibration import load_points, predict, validate
+from systolica.scaling.cli import main
 from systolica.scaling.hardware import load_hardware
 from systolica.scaling.llm import IDEAL as IDEAL_CAL
 from systolica.scaling.llm import Layout, inference
@@ -94,3 +96,15 @@ def test_the_tables_are_held_out_versioned_and_sourced():
     configs = [(p.hw, p.model, p.metric, p.layout, p.batch, p.input_len, p.output_len,
                 round(p.published, 9)) for p in points]
     assert len(configs) == len(set(configs))
+
+
+def test_a_prefill_estimate_shows_the_encoder_tables_latencies(capsys):
+    code = main(["estimate", "--hw", "trn1", "--model", "bert-base", "--phase", "prefill",
+                 "--batch", "16", "--input-len", "128", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    # BERT-base, batch 16, 128 tokens on one trn1 NeuronCore: the Neuron 2.16 and 2.27 tables.
+    values = sorted(p["value"] for p in data["published"])
+    assert code == 0 and values == pytest.approx([9.34481621e-3, 10.0607872e-3])
+    for p in data["published"]:
+        assert p["metric"] == "latency_p50"
+        assert p["error"] == pytest.approx(data["ttft_s"] / p["value"] - 1)
