@@ -2,12 +2,15 @@
 
 ``presets/published.toml`` holds every published figure the project carries, each with its
 configuration, value, source and whether it is a *calibration* point (the five configurations
-issue 17 names: eight figures) or *held out* (used only to check). :func:`fit` chooses the
-calibrated parameters of :class:`~systolica.scaling.llm.Calibration` that minimise the sum of
-squared log errors over the calibration points only, by Nelder-Mead on transformed parameters
-that keep them physical: efficiencies in (0, 1], latencies >= 0 and at most 100 us per
-collective step and 1 ms per layer. ``presets/calibration.toml`` stores the fitted values (the
-model reads them from there; ``systolica validate --refit`` fits afresh and compares).
+issue 17 names: eight figures) or *held out* (used only to check). A point the model cannot
+predict yet (a model without a preset, a metric the page does not define, FP32 training)
+carries ``not_predicted = "<why>"``: it is loaded and listed, never predicted, never fitted.
+:func:`fit` chooses the calibrated parameters of :class:`~systolica.scaling.llm.Calibration`
+that minimise the sum of squared log errors over the calibration points only, by Nelder-Mead
+on transformed parameters that keep them physical: efficiencies in (0, 1], latencies >= 0 and
+at most 100 us per collective step and 1 ms per layer. ``presets/calibration.toml`` stores the
+fitted values (the model reads them from there; ``systolica validate --refit`` fits afresh and
+compares).
 """
 
 import math
@@ -21,21 +24,36 @@ from .llm import Calibration, Layout, inference, training
 from .spec import SpecError, Table, load_packaged_toml
 from .workloads import load_transformer
 
-METRICS = {"tpot": ("tpot_s", "ms"), "ttft": ("ttft_s", "ms"), "seq_per_s": ("seq_per_s",
-                                                                            "seq/s")}
+#: metric -> (what it is, unit of the figure in published.toml).
+METRICS = {"tpot": ("mean time per output token after the first", "ms"),
+           "ttft": ("time to first token (prefill and the first sampled token)", "ms"),
+           "e2e_per_token": ("end-to-end time of a request divided by its input + output "
+                             "tokens (Neuron 2.16/2.17 'Latency per Token')", "ms"),
+           "latency_p50": ("median time of one forward pass of a batch (encoder tables)",
+                           "ms"),
+           "inf_per_s": ("inferences per second of a data-parallel run", "inf/s"),
+           "seq_per_s": ("training sequences per second", "seq/s")}
+#: phase -> the kinds of run a point can describe.
+PHASES = ("decode", "encode", "train")
+#: phase -> the metrics the model predicts for it.
+PREDICTED = {"decode": ("ttft", "tpot", "e2e_per_token"), "encode": ("latency_p50",),
+             "train": ("seq_per_s",)}
 #: name -> (lower, upper) bound of each calibrated parameter (SI units).
 BOUNDS = {"hbm_efficiency": (0.0, 1.0), "tensor_efficiency": (0.0, 1.0),
           "collective_latency_s": (0.0, 100e-6), "layer_overhead_s": (0.0, 1e-3),
           "link_efficiency": (0.0, 1.0)}
-_VALUE = re.compile(r"^\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|seq/s)\s*$")
+_VALUE = re.compile(r"^\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|seq/s|inf/s)\s*$")
 
 
 @dataclass(frozen=True)
 class Point:
     """One published measurement and the configuration it was measured on.
 
-    ``published`` is in SI units (s for TTFT/TPOT, sequences/s for training); ``text`` is the
-    figure as written in the file; ``metric`` is ``tpot``, ``ttft`` or ``seq_per_s``.
+    ``published`` is in SI units (s for times, sequences/s or inferences/s for throughputs);
+    ``text`` is the figure as written in the file; ``metric`` is one of :data:`METRICS`;
+    ``phase`` one of :data:`PHASES` (``encode``: one forward pass of an encoder over ``batch``
+    sequences of ``input_len`` tokens); ``not_predicted`` is empty, or why the model does not
+    predict the point.
     """
 
     key: str
@@ -54,6 +72,7 @@ class Point:
     weights: str = "bf16"
     global_batch: int = 0
     seq: int = 0
+    not_predicted: str = ""
 
     def describe(self):
         """Configuration in one line, e.g. ``trn1 llama2-7b TP 32, 128/8064, bf16``."""
@@ -62,7 +81,11 @@ class Point:
             (f" DP {lay.dp}" if lay.dp > 1 else "")
         if self.phase == "train":
             return (f"{self.hw} {self.model} train {par}{' ZeRO-1' if lay.zero1 else ''}, "
-                    f"GBS {self.global_batch}, seq {self.seq}")
+                    f"GBS {self.global_batch}" + (f", seq {self.seq}" if self.seq else ""))
+        if self.phase == "encode":
+            return f"{self.hw} {self.model} encoder {par}, batch {self.batch}, seq {self.input_len}"
+        if not self.input_len:
+            return f"{self.hw} {self.model} {par}, batch {self.batch}, {self.weights}"
         return (f"{self.hw} {self.model} {par}, batch {self.batch}, "
                 f"{self.input_len}/{self.output_len}, {self.weights}")
 
@@ -71,8 +94,8 @@ def _parse_value(table, key):
     text = table.str(key)
     match = _VALUE.match(text)
     if not match:
-        raise table.error(key, f"{text!r} is not a figure", "'<number> ms', '<number> s' or "
-                          "'<number> seq/s'")
+        raise table.error(key, f"{text!r} is not a figure", "'<number> ms', '<number> s', "
+                          "'<number> seq/s' or '<number> inf/s'")
     value = float(match.group(1))
     return value / 1e3 if match.group(2) == "ms" else value, text
 
@@ -89,35 +112,61 @@ def load_points(path=None):
     entries = data.get("point")
     if not isinstance(entries, list):
         raise SpecError(name, "point", "missing or not an array of tables", "[[point]] entries")
-    points = []
+    points, seen = [], set()
     for i, entry in enumerate(entries):
         t = Table(name, entry, f"point[{i}]")
-        phase = t.str("phase", choices=("decode", "train"))
+        phase = t.str("phase", choices=PHASES)
+        reason = t.str("not_predicted", required=False) or ""
         common = {"key": t.str("key"), "hw": t.str("hw"), "model": t.str("model"),
                   "phase": phase, "metric": t.str("metric", choices=tuple(METRICS)),
-                  "source": t.str("source"), "calibration": t._get("calibration", True)}
+                  "source": t.str("source"), "calibration": t._get("calibration", True),
+                  "not_predicted": reason}
         common["published"], common["text"] = _parse_value(t, "published")
         if not isinstance(common["calibration"], bool):
             raise t.error("calibration", f"{common['calibration']!r} is not allowed",
                           "true or false")
+        if not reason and common["metric"] not in PREDICTED[phase]:
+            raise t.error("metric", f"{common['metric']!r} is not predicted for phase "
+                          f"{phase!r}", ", ".join(PREDICTED[phase]) + ", or give "
+                          "not_predicted = \"<why>\"")
+        if common["calibration"] and reason:
+            raise t.error("not_predicted", "set on a calibration point",
+                          "calibration = false for a point the model does not predict")
         if phase == "decode":
+            # A table that gives no prompt/output split is kept only as a not-predicted point.
             point = Point(**common, layout=Layout(tp=t.int("tp")), batch=t.int("batch"),
-                          input_len=t.int("input_len"), output_len=t.int("output_len"),
+                          input_len=t.int("input_len", required=not reason) or 0,
+                          output_len=t.int("output_len", required=not reason) or 0,
                           weights=t.str("weights"))
+        elif phase == "encode":
+            point = Point(**common, layout=Layout(tp=t.int("tp")), batch=t.int("batch"),
+                          input_len=t.int("input_len"), output_len=1)
         else:
             zero1 = t._get("zero1", True)
             point = Point(**common, layout=Layout(tp=t.int("tp"), pp=t.int("pp"),
                                                   dp=t.int("dp"),
                                                   micro_batch=t.int("micro_batch"),
                                                   zero1=bool(zero1)),
-                          global_batch=t.int("global_batch"), seq=t.int("seq"))
+                          global_batch=t.int("global_batch"),
+                          seq=t.int("seq", required=not reason) or 0)
         t.finish()
+        if point.key in seen:
+            raise t.error("key", f"{point.key!r} is used twice", "a key no other point has")
+        seen.add(point.key)
         points.append(point)
     return points
 
 
 def predict(point, cal, cache=None):
-    """The model's value for ``point`` under calibration ``cal`` (SI units)."""
+    """The model's value for ``point`` under calibration ``cal`` (SI units).
+
+    Raises
+    ------
+    ValueError
+        For a point marked ``not_predicted`` (the message gives the reason).
+    """
+    if point.not_predicted:
+        raise ValueError(f"{point.key} is not predicted: {point.not_predicted}")
     cache = {} if cache is None else cache
     if point.hw not in cache:
         cache[point.hw] = load_hardware(point.hw)
@@ -128,7 +177,11 @@ def predict(point, cal, cache=None):
         return training(hw, model, point.layout, point.global_batch, point.seq, cal).seq_per_s
     est = inference(hw, model, point.layout, point.batch, point.input_len, point.output_len,
                     point.weights, cal)
-    return getattr(est, METRICS[point.metric][0])
+    if point.metric == "e2e_per_token":
+        total_s = est.ttft_s + (point.output_len - 1) * (est.tpot_s or 0.0)
+        return total_s / (point.input_len + point.output_len)
+    # An encoder's forward pass over the batch is the prefill the estimate costs.
+    return est.tpot_s if point.metric == "tpot" else est.ttft_s
 
 
 # ----- the fit ----------------------------------------------------
@@ -195,7 +248,8 @@ def fit(points=None, names=FITTED):
     (Calibration, float)
         The fitted calibration and the RMS log error over the points it was fitted on.
     """
-    points = [p for p in (points if points is not None else load_points()) if p.calibration]
+    points = [p for p in (points if points is not None else load_points())
+              if p.calibration and not p.not_predicted]
     cache = {}
 
     def loss(x):
@@ -273,20 +327,24 @@ def format_calibration(cal, rms=None):
 
 @dataclass(frozen=True)
 class Row:
-    """One validation row: the point, the prediction (SI units) and the relative error."""
+    """One validation row: the point, the prediction (SI units; None when the point is not
+    predicted) and the relative error."""
 
     point: Point
-    predicted: float
+    predicted: float | None
 
     @property
     def error(self):
-        """``predicted / published - 1``."""
+        """``predicted / published - 1``; None for a point that is not predicted."""
+        if self.predicted is None:
+            return None
         return self.predicted / self.point.published - 1
 
 
 def validate(cal=None, points=None):
-    """Predict every published point under ``cal`` (default: the stored calibration)."""
+    """Predict every published point under ``cal`` (default: the stored calibration); points
+    marked ``not_predicted`` get a row with ``predicted = None``."""
     cal = cal if cal is not None else load_calibration()
     points = points if points is not None else load_points()
     cache = {}
-    return [Row(p, predict(p, cal, cache)) for p in points]
+    return [Row(p, None if p.not_predicted else predict(p, cal, cache)) for p in points]

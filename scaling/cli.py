@@ -176,8 +176,9 @@ def build_parser():
         "validate", help="the model against every published measurement the project carries",
         description="For every published AWS figure in presets/published.toml: the "
                     "configuration, the published value and its source, the prediction, the "
-                    "error and whether the point was used for calibration; then the "
-                    "calibrated parameters.")
+                    "error and whether the point was used for calibration (points the model "
+                    "does not predict yet are listed as 'not predicted' with the reason); then "
+                    "the calibrated parameters.")
     val.add_argument("--refit", action="store_true",
                      help="fit the calibrated parameters afresh on the calibration points "
                           "(a few seconds) instead of reading presets/calibration.toml")
@@ -286,7 +287,7 @@ def run_model(args, hw, start):
         points = matching(load_points(), hw.name, model.name, layout, args.phase, **config)
         if points:
             measured = [r for r in validate(cal, points)
-                        if args.phase != "prefill" or r.point.metric == "ttft"]
+                        if args.phase != "prefill" or r.point.metric in ("ttft", "latency_p50")]
     elapsed = time.perf_counter() - start
     return _emit(args, lambda: llm_json(est, measured, elapsed),
                  lambda: print_llm(est, measured, elapsed), lambda: plot_llm(est, args.plot))

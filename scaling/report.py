@@ -149,7 +149,11 @@ def _term_rows(part):
 
 
 def _value(point, value):
-    return f"{value:,.2f} seq/s" if point.metric == "seq_per_s" else seconds(value)
+    if value is None:
+        return "-"
+    if point.metric in ("seq_per_s", "inf_per_s"):
+        return f"{value:,.2f} {point.metric[:3]}/s"
+    return seconds(value)
 
 
 def validation_json(rows, cal, rms=None):
@@ -159,15 +163,19 @@ def validation_json(rows, cal, rms=None):
                         "metric": r.point.metric, "published": r.point.published,
                         "published_text": r.point.text, "source": r.point.source,
                         "predicted": r.predicted, "error": r.error,
-                        "calibration": r.point.calibration} for r in rows],
+                        "calibration": r.point.calibration,
+                        "not_predicted": r.point.not_predicted or None} for r in rows],
             "summary": validation_summary(rows)}
 
 
 def validation_summary(rows):
-    """Largest |error| over the calibration points; median and largest |error| held out."""
+    """Largest |error| over the calibration points; median and largest |error| held out;
+    the count of points not predicted."""
     cal = [abs(r.error) for r in rows if r.point.calibration]
-    held = sorted(abs(r.error) for r in rows if not r.point.calibration)
+    held = sorted(abs(r.error) for r in rows
+                  if not r.point.calibration and r.error is not None)
     return {"calibration_points": len(cal), "calibration_max_abs_error": max(cal, default=None),
+            "not_predicted_points": sum(r.error is None for r in rows),
             "held_out_points": len(held),
             "held_out_median_abs_error": held[len(held) // 2] if held else None,
             "held_out_max_abs_error": held[-1] if held else None}
@@ -184,9 +192,11 @@ def print_validation(rows, cal, rms=None):
                          else "left")
     for r in rows:
         p = r.point
+        used = "calibration" if p.calibration else "held out"
+        if r.error is None:
+            used = f"not predicted: {p.not_predicted}"
         table.add_row(p.describe(), p.metric, _value(p, p.published), _value(p, r.predicted),
-                      f"{r.error:+.1%}", "calibration" if p.calibration else "held out",
-                      p.source)
+                      "-" if r.error is None else f"{r.error:+.1%}", used, p.source)
     console = Console(width=max(Console().width, 220))
     console.print(table)
     params = Table(title="Calibrated parameters", title_justify="left")
@@ -202,10 +212,11 @@ def print_validation(rows, cal, rms=None):
                   highlight=False)
     if rms is not None:
         console.print(f"RMS log error over the fitted figures: {rms:.4f}", highlight=False)
+    held = (f"held out ({s['held_out_points']}): median |error| "
+            f"{s['held_out_median_abs_error']:.1%}, largest {s['held_out_max_abs_error']:.1%}"
+            if s["held_out_points"] else "no held-out point predicted")
     console.print(f"calibration points: largest |error| {s['calibration_max_abs_error']:.1%}; "
-                  f"held out ({s['held_out_points']}): median |error| "
-                  f"{s['held_out_median_abs_error']:.1%}, largest "
-                  f"{s['held_out_max_abs_error']:.1%}", highlight=False)
+                  f"{held}; not predicted: {s['not_predicted_points']}", highlight=False)
 
 
 def plot_validation(rows, path):
@@ -217,9 +228,9 @@ def plot_validation(rows, path):
     import matplotlib.ticker
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 5))
-    for ax, metrics, unit in ((axes[0], ("ttft", "tpot"), "s"),
+    for ax, metrics, unit in ((axes[0], ("ttft", "tpot", "e2e_per_token", "latency_p50"), "s"),
                               (axes[1], ("seq_per_s",), "sequences/s")):
-        pts = [r for r in rows if r.point.metric in metrics]
+        pts = [r for r in rows if r.point.metric in metrics and r.predicted is not None]
         values = [v for r in pts for v in (r.point.published, r.predicted)]
         if not values:
             continue
@@ -227,7 +238,7 @@ def plot_validation(rows, path):
         ax.loglog([lo, hi], [lo, hi], "k-", lw=0.8, label="predicted = published")
         ax.fill_between([lo, hi], [lo / 1.15, hi / 1.15], [lo * 1.15, hi * 1.15],
                         color="0.9", label="±15 %")
-        for metric, marker in zip(metrics, "os", strict=False):
+        for metric, marker in zip(metrics, "os^v", strict=False):
             for used, colour, label in ((True, "tab:blue", "calibration"),
                                         (False, "tab:orange", "held out")):
                 sel = [r for r in pts if r.point.metric == metric
@@ -244,7 +255,7 @@ def plot_validation(rows, path):
         ax.legend(fontsize=7)
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    axes[0].set_title("Inference: TTFT and TPOT")
+    axes[0].set_title("Inference: TTFT, TPOT, latency per token, encoder latency")
     axes[1].set_title("Training throughput")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -289,15 +300,19 @@ def plot_llm(est, path):
 
 
 def matching(points, hw, model, layout, phase, **config):
-    """Published points measured on exactly this configuration."""
+    """Published points measured on exactly this configuration (a prefill estimate also
+    matches an encoder table's latency at the same batch and sequence length)."""
+    kinds = {"train": ("train",), "prefill": ("decode", "encode")}.get(phase, ("decode",))
     out = []
     for p in points:
-        if (p.hw, p.model, p.phase) != (hw, model, "train" if phase == "train" else "decode"):
+        if p.not_predicted or (p.hw, p.model) != (hw, model) or p.phase not in kinds:
             continue
         if p.layout.tp != layout.tp or p.layout.pp != layout.pp or p.layout.dp != layout.dp:
             continue
         if phase == "train":
             same = (p.global_batch, p.seq) == (config["global_batch"], config["seq"])
+        elif p.phase == "encode":
+            same = (p.batch, p.input_len) == (config["batch"], config["input_len"])
         else:
             same = (p.batch, p.input_len, p.output_len, p.weights) == (
                 config["batch"], config["input_len"], config["output_len"], config["weights"])

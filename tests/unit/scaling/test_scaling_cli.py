@@ -34,9 +34,13 @@ def test_estimate_json_carries_the_inference_fields(capsys):
     assert code == 0 and data["chips"] == 12 and data["tp"] == 24
     assert data["tokens_per_s"] == pytest.approx(1 / data["tpot_s"])    # batch 1
     assert data["step_s"] == data["tpot_s"] and data["seq_per_s"] is None
-    (pub,) = data["published"]
-    assert pub["value"] == pytest.approx(6.47e-3)
-    assert pub["error"] == pytest.approx(data["tpot_s"] / 6.47e-3 - 1)
+    # The Inf2 table (Neuron 2.18.0) gives this configuration's TPOT and TTFT.
+    pubs = {p["metric"]: p for p in data["published"]}
+    assert sorted(pubs) == ["tpot", "ttft"]
+    assert pubs["tpot"]["value"] == pytest.approx(6.47e-3)
+    assert pubs["tpot"]["error"] == pytest.approx(data["tpot_s"] / 6.47e-3 - 1)
+    assert pubs["ttft"]["value"] == pytest.approx(27.638e-3, rel=1e-4)
+    assert pubs["ttft"]["error"] == pytest.approx(data["ttft_s"] / 27.638e-3 - 1, rel=1e-3)
     assert 0 < data["calibration"]["hbm_efficiency"] <= 1
 
 
@@ -100,7 +104,8 @@ def test_claims(capsys):
     (["estimate", "--hw", "trn9", "--gemm", "1,1,1"], "trn9: no such hardware preset"),
     (["estimate", "--hw", "inf2", "--gemm", "1,1,1", "--dtype", "fp8"],
      "error: --dtype fp8: hardware 'inf2' has no fp8 rate; allowed: bf16"),
-    (["estimate", "--hw", "inf2", "--model", "llama3"], "allowed: bert-base, gpt3-175b"),
+    (["estimate", "--hw", "inf2", "--model", "llama3"],
+     "allowed: bert-base, bert-large, codellama-13b, gpt3-175b"),
     (["estimate", "--hw", "inf2", "--model", "llama2-70b", "--tp", "48"],
      "48 NeuronCores is more than inf2 describes; allowed: 1 to 24"),
     (["estimate", "--hw", "trn1", "--model", "llama2-7b", "--tp", "64"],
@@ -173,8 +178,15 @@ def test_validate_json_lists_every_point(capsys, tmp_path):
     used = [p for p in data["points"] if p["calibration"]]
     assert len(used) == 8 and len(data["points"]) > 8
     for p in data["points"]:
-        assert p["error"] == pytest.approx(p["predicted"] / p["published"] - 1)
+        if p["not_predicted"]:
+            assert p["predicted"] is None and p["error"] is None and not p["calibration"]
+        else:
+            assert p["error"] == pytest.approx(p["predicted"] / p["published"] - 1)
         assert "AWS Neuron docs" in p["source"]
+    skipped = sum(bool(p["not_predicted"]) for p in data["points"])
+    assert 0 < skipped < len(data["points"]) - 8
+    assert data["summary"]["not_predicted_points"] == skipped
     assert data["summary"]["calibration_max_abs_error"] < 0.15
     code, out, _ = run(capsys, "validate")
     assert code == 0 and "held out" in out and "collective_latency_s" in out
+    assert "not predicted: no model preset" in out and f"not predicted: {skipped}" in out
