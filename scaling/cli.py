@@ -31,6 +31,7 @@ from .report import (
 from .spec import SpecError
 from .units import parse_quantity
 from .workloads import (
+    CONV_COLUMNS,
     PHASES,
     load_gemm_csv,
     load_scalesim_topology,
@@ -38,6 +39,7 @@ from .workloads import (
     model_names,
     single_gemm,
 )
+from .workloads import GEMM_COLUMNS as TOPOLOGY_GEMM_COLUMNS
 
 
 def _positive_int(text):
@@ -82,6 +84,37 @@ def output_file(text):
     return text
 
 
+def image_file(text):
+    """argparse type: :func:`output_file` whose suffix is an image format matplotlib writes
+    (``.png``, ``.svg``, ``.pdf``, ...), so ``--plot run.txt`` is refused before anything is
+    computed rather than after. Returns ``text`` (str)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    suffix = Path(text).suffix.lower().lstrip(".")
+    if suffix not in formats:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has {'no suffix' if not suffix else f'suffix .{suffix}'}; allowed: an "
+            f"image file ending in one of {', '.join('.' + f for f in formats)}")
+    return output_file(text)
+
+
+def examples_folder():
+    """The folder of the sample workload CSVs (pathlib.Path): ``systolica/examples`` in an
+    installed wheel, ``docs/examples`` in the checkout (an editable install), where the docs
+    link them."""
+    root = Path(__file__).resolve().parents[1]
+    installed = root / "examples"
+    return installed if installed.is_dir() else root / "docs" / "examples"
+
+
+def example_names():
+    """The sample workload CSVs shipped with the package (sorted list of file names):
+    ``--workload gemms.csv`` reads the packaged copy when no such file is in the current
+    folder."""
+    return sorted(p.name for p in examples_folder().glob("*.csv"))
+
+
 def build_parser():
     parser = _Parser(
         prog="systolica",
@@ -103,10 +136,11 @@ def build_parser():
                "  systolica estimate --hw trn1 --model llama3.1-70b --phase train --tp 32 "
                "--pp 8 --dp 4 --global-batch 1024 --seq 8192\n"
                "  systolica estimate --hw trn2 --gemm 4096,4096,2048 --json\n"
-               "  systolica estimate --hw trn2 --workload docs/examples/topology.csv --csv\n"
+               "  systolica estimate --hw trn2 --workload topology.csv --csv\n"
                "  (config.json: any Hugging Face config, e.g. "
-               "scaling/presets/models/llama2-7b.json; the CSVs: docs/examples/ in the "
-               "checkout)",
+               "scaling/presets/models/llama2-7b.json; gemms.csv and topology.csv are "
+               "samples shipped with the package, docs/examples/ in the checkout, read when "
+               "the current folder has no file of that name)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     est.add_argument("--hw", required=True,
                      help=f"hardware preset ({', '.join(preset_names())}) or a .toml file")
@@ -169,7 +203,7 @@ def build_parser():
     out = est.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of tables")
     out.add_argument("--csv", action="store_true", help="print the per-GEMM rows as CSV")
-    est.add_argument("--plot", metavar="PNG", type=output_file,
+    est.add_argument("--plot", metavar="PNG", type=image_file,
                      help="write a plot (roofline and scaling for GEMMs; time terms for "
                           "models)")
     val = sub.add_parser(
@@ -187,7 +221,7 @@ def build_parser():
     val.add_argument("--calibration", metavar="TOML", help="calibration file to validate")
     val.add_argument("--points", metavar="TOML", help="published points file (default: "
                                                       "presets/published.toml)")
-    val.add_argument("--plot", metavar="PNG", type=output_file,
+    val.add_argument("--plot", metavar="PNG", type=image_file,
                      help="write predicted against published")
     val.add_argument("--json", action="store_true", help="print JSON instead of tables")
     cl = sub.add_parser(
@@ -201,21 +235,48 @@ def build_parser():
     return parser
 
 
+#: What ``--workload`` accepts, for the error messages.
+WORKLOAD_FILES = ("a GEMM-list CSV (header name,M,K,N[,count]), a SCALE-Sim topology CSV "
+                  "(header 'Layer name, IFMAP Height, ...' or 'Layer, M, N, K'), a sample ("
+                  "{examples}) or a model preset ({models})")
+
+
+def _workload_path(text):
+    """The CSV file ``--workload`` names (pathlib.Path): the path itself, or the packaged
+    sample of that name when the path does not exist; SpecError otherwise."""
+    allowed = WORKLOAD_FILES.format(examples=", ".join(example_names()),
+                                    models=", ".join(model_names()))
+    path = Path(text)
+    if path.is_dir():
+        raise SpecError(text, "", "a folder, not a file", allowed)
+    if not path.exists() and path.name == text and text in example_names():
+        return examples_folder() / text
+    if not text.lower().endswith(".csv"):
+        raise SpecError(text, "", "not a CSV file nor a model preset", allowed)
+    if not path.exists():
+        raise SpecError(text, "", "file not found", allowed)
+    return path
+
+
 def _load_gemm_workload(args):
     if args.gemm:
         return single_gemm(*args.gemm)
-    text = args.workload
-    path = Path(text)
-    if not text.endswith(".csv"):
-        raise SpecError(text, "", "not a CSV workload", "a GEMM-list or SCALE-Sim topology "
-                        ".csv; for a transformer use --model (" + ", ".join(model_names())
-                        + ", or a config.json)")
-    if not path.exists():
-        raise SpecError(text, "", "file not found", "an existing CSV file")
-    header = path.read_text().splitlines()[:1]
-    if header and header[0].replace(" ", "").lower().startswith("name,m,k,n"):
+    path = _workload_path(args.workload)
+    try:
+        header = path.read_text().splitlines()[:1]
+    except UnicodeDecodeError:
+        raise SpecError(args.workload, "", "not a text file", "a CSV file") from None
+    squeezed = header[0].replace(" ", "").lower() if header else ""
+    if squeezed.startswith("name,m,k,n"):
         return load_gemm_csv(path)
-    return load_scalesim_topology(path, args.topology_format)
+    if args.topology_format or any(squeezed.startswith(",".join(c.replace(" ", "").lower()
+                                                              for c in columns[:2]))
+                                   for columns in (CONV_COLUMNS, TOPOLOGY_GEMM_COLUMNS)):
+        return load_scalesim_topology(path, args.topology_format)
+    raise SpecError(args.workload, "header", f"{header[0] if header else ''!r} is not a "
+                    f"workload header", "'name,M,K,N[,count]' (a GEMM list), "
+                    "'Layer name, IFMAP Height, ...' (SCALE-Sim conv) or 'Layer, M, N, K' "
+                    "(SCALE-Sim GEMM); or --topology-format to read it as SCALE-Sim anyway")
 
 
 def _with_link(hw, args):
@@ -225,13 +286,16 @@ def _with_link(hw, args):
         link = parse_quantity(args.link_bandwidth, "bandwidth")
     except ValueError as e:
         raise ValueError(f"--link-bandwidth: {e}") from None
+    if link <= 0:
+        raise ValueError(f"--link-bandwidth {args.link_bandwidth!r} is not allowed; allowed: "
+                         f"a bandwidth above zero, e.g. '1.28 TB/s'")
     return replace(hw, chip=replace(hw.chip, link_bandwidth=link))
 
 
 def run_estimate(args):
     start = time.perf_counter()
     hw = _with_link(load_hardware(args.hw), args)
-    if args.workload and not args.workload.endswith(".csv"):
+    if args.workload and (args.workload in model_names() or args.workload.endswith(".json")):
         args.model, args.workload = args.workload, None
     if args.model:
         return run_model(args, hw, start)

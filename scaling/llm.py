@@ -439,6 +439,30 @@ def _inference_memory(model, layout, batch, total_len, wbytes):
     return params / layout.tp * wbytes + kv
 
 
+def head_split_notes(model, layout):
+    """The estimate's notes (set of str) on how ``layout.tp`` splits ``model``'s attention
+    heads: empty when tp divides the query and KV heads, else one note stating the split.
+
+    A tp that does not divide the heads is estimated, not refused: NxD Inference asks for
+    "the number of attention heads [to] be divisible by the tensor-parallelism degree" (NxD
+    Inference features guide, "Tensor-parallelism support"), but transformers-neuronx, which
+    ran AWS's published Inf2 decoder figures at tp 24 (32-head Llama-2-7B among them), pads
+    the heads up to a multiple of tp (its ``decoder.py``, ``round_up_to_divisor``). The
+    model gives each NeuronCore ceil(heads / tp) heads, which is what padding costs."""
+    notes = set()
+    kinds = (("attention", model.heads),) + (
+        (("KV", model.kv_heads),) if model.kv_heads != model.heads else ())
+    for kind, heads in kinds:
+        if heads % layout.tp and not (kind == "KV" and layout.tp % heads == 0):
+            per_core = math.ceil(heads / layout.tp)
+            notes.add(f"tp {layout.tp} does not divide {model.name}'s {heads} {kind} heads: "
+                      f"estimated as transformers-neuronx runs it, padded to "
+                      f"{per_core * layout.tp} heads, {per_core} per NeuronCore "
+                      f"({per_core * layout.tp - heads} padding); NxD Inference refuses "
+                      f"such a tp (its heads must divide by tp)")
+    return notes
+
+
 def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", cal=IDEAL):
     """TTFT, TPOT and tokens/s of ``batch`` requests of ``input_len`` prompt tokens and
     ``output_len`` generated tokens (see the module docstring).
@@ -470,7 +494,7 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
         raise ValueError(f"weights 'mxfp8' computes the linear layers in MXFP8, but {hw.name} "
                          f"has no mxfp8 rate (it has {', '.join(hw.dtypes())}); allowed: a "
                          "NeuronCore-v4 preset (trn3, trn3-gen2) or another weight type")
-    notes = set()
+    notes = head_split_notes(model, layout)
     if mx:
         notes.add("MXFP8 weights and activations: the linear layers run at the mxfp8 rate, "
                   "activations quantised on chip (stored and moved as BF16); attention, the KV "
@@ -561,7 +585,7 @@ def training(hw, model, layout, global_batch, seq, cal=IDEAL):
     if global_batch % per_step:
         raise ValueError(f"global batch {global_batch} is not a multiple of dp x micro-batch "
                          f"= {per_step}; allowed: a multiple of {per_step}")
-    notes = set()
+    notes = head_split_notes(model, layout)
     if seq > model.context:
         notes.add(f"sequence {seq} is more than {model.name}'s max_position_embeddings "
                   f"({model.context}); estimated as if it allowed it")

@@ -39,6 +39,8 @@ def load_toml(path):
             return tomllib.load(f)
     except FileNotFoundError:
         raise SpecError(path, "", "file not found", "an existing TOML file") from None
+    except IsADirectoryError:
+        raise SpecError(path, "", "a folder, not a file", "a TOML file") from None
     except tomllib.TOMLDecodeError as e:
         raise SpecError(path, "", f"not valid TOML ({e})", "a TOML document") from None
 

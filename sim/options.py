@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from systolica.sim.builder.toolchain import SIMULATORS
+from systolica.sim.builder.toolchain import SIMULATORS, blocking_file
 
 #: The workloads ``python -m systolica.sim`` runs.
 WORKLOADS = ("minilm", "random")
@@ -68,6 +68,20 @@ def integer(minimum, env_name=None):
             raise argparse.ArgumentTypeError(f"must be {kind}{where}, not {text!r}")
         return value
     return parse
+
+
+def folder(text):
+    """argparse type for ``--build-dir``: a folder, or a path that can become one (no part of
+    it is an existing file); returns ``text`` (str). Checked while parsing, so a bad path is
+    a one-line error before anything is built."""
+    from pathlib import Path
+
+    part = blocking_file(Path(text).expanduser().resolve())
+    if part is not None:
+        raise argparse.ArgumentTypeError(
+            f"{str(part)!r} is a file, not a folder; allowed: a folder, or a path that does "
+            f"not exist yet")
+    return text
 
 
 def parse_tile_sizes(text):

@@ -34,7 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from systolica.sim.options import OneLineParser, add_json_argument, integer, report_as_json
+from systolica.sim.options import (
+    OneLineParser,
+    add_json_argument,
+    folder,
+    integer,
+    report_as_json,
+)
 
 #: Outer operand values per multiplier work item (each with all 2^16 inner values).
 MUL_ROWS_PER_ITEM = 512
@@ -469,7 +475,7 @@ def main(argv=None):
                         help="seed of the random adder pairs (default %(default)s)")
     parser.add_argument("--jobs", type=integer(1), default=os.cpu_count() or 1,
                         help="worker processes (default: the cores, %(default)s)")
-    parser.add_argument("--build-dir", default=None,
+    parser.add_argument("--build-dir", type=folder, default=None,
                         help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
     add_json_argument(parser, "the pairs checked and mismatches per unit and mode")
     args = parser.parse_args(argv)

@@ -39,6 +39,7 @@ from systolica.golden.formats import DOUBLE_ROW_TYPES
 from systolica.sim.options import (
     OneLineParser,
     add_json_argument,
+    folder,
     integer,
     report_as_json,
     tile_sizes,
@@ -839,8 +840,9 @@ def main(argv=None):
                            description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=integer(0), default=1,
                         help="seed of the programs (default %(default)s)")
-    parser.add_argument("--commands", type=integer(1), default=100_000,
-                        help="commands in all (default %(default)s)")
+    parser.add_argument("--commands", type=integer(1), default=None,
+                        help="commands in all (default 100000; not with --program, whose "
+                             "count follows from the index and --chunk)")
     parser.add_argument("--chunk", type=integer(1), default=CHUNK,
                         help="commands per program (default %(default)s)")
     parser.add_argument("--program", type=integer(0), action="append",
@@ -850,12 +852,15 @@ def main(argv=None):
                         help="tile sizes, one per program in turn (default %(default)s)")
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"),
                         help="simulator (default %(default)s)")
-    parser.add_argument("--build-dir", default=None,
+    parser.add_argument("--build-dir", type=folder, default=None,
                         help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     add_json_argument(parser, "the totals and every program's report")
     args = parser.parse_args(argv)
-    commands = args.commands
+    if args.program and args.commands is not None:
+        parser.error("--commands and --program conflict: a replayed program's commands "
+                     "follow from its index and --chunk; allowed: one of them")
+    commands = 100_000 if args.commands is None else args.commands
     if args.program:
         commands = (max(args.program) + 1) * args.chunk
     return report_as_json(args, lambda: _run(args, commands))

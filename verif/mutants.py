@@ -46,6 +46,7 @@ from systolica.sim.builder.generate import TOPLEVEL
 from systolica.sim.options import (
     OneLineParser,
     add_json_argument,
+    folder,
     integer,
     report_as_json,
     tile_sizes,
@@ -967,7 +968,7 @@ def main(argv=None):
                         help="mutants run side by side (default %(default)s)")
     parser.add_argument("--target", type=float, default=95.0,
                         help="score to reach, %% (default %(default)s)")
-    parser.add_argument("--build-dir", default=None,
+    parser.add_argument("--build-dir", type=folder, default=None,
                         help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
     parser.add_argument("--doc", default=None,
                         help="write the survivor table (markdown) to this file")

@@ -185,6 +185,19 @@ def _check_operands(stationary, moving, rows, cols, ftz=False, perf_mode=None):
     check_fits(k, m, n, rows=rows, cols=cols, perf_mode=perf_mode)
 
 
+def _job_list(jobs):
+    """``jobs`` if it is an iterable of commands; TypeError naming the fix for one command
+    given alone (``run_program(Matmul(...))``) or anything else that is not a list."""
+    if isinstance(jobs, (Matmul, Read)):
+        kind = type(jobs).__name__
+        raise TypeError(f"jobs must be a list of commands, not a single {kind}; allowed: "
+                        f"run_program([{kind}(...)], ...) or a list of several")
+    if isinstance(jobs, (str, bytes, np.ndarray)) or not hasattr(jobs, "__iter__"):
+        raise TypeError(f"jobs must be a list of Matmul, Read or (stationary, moving) "
+                        f"commands, not {type(jobs).__name__}")
+    return jobs
+
+
 def _as_job(job):
     if isinstance(job, (Matmul, Read)):
         return job
@@ -275,7 +288,7 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     rows = check_positive("rows", rows)
     cols = check_positive("cols", cols)
     check_simulator_name(simulator)
-    jobs = [_as_job(job) for job in jobs]
+    jobs = [_as_job(job) for job in _job_list(jobs)]
     if not jobs:
         raise ValueError("jobs must hold at least one command")
     for job in jobs:

