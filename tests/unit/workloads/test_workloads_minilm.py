@@ -503,16 +503,22 @@ def test_progress_counts_programs_against_the_plan():
     stream = io.StringIO()
     progress = ProgramProgress(stream=stream)
     progress.plan(4, 400, 1000)
-    progress.program_done(SimpleNamespace(model_cycles=250),
+    progress.program_done(SimpleNamespace(key="bf16/L0/up/1", model_cycles=250),
                           SimpleNamespace(matmuls=100, cycles=260))
     status = progress.status()
     assert status.startswith("programs 1/4, matmuls 100/400, cycles 260, ")
-    assert "s elapsed, ~" in status and status.endswith("s left")
+    # One program's time holds the build: no rate yet.
+    assert status.endswith("s elapsed, estimating")
+    progress.program_done(SimpleNamespace(key="int8/L0/q/0", model_cycles=250),
+                          SimpleNamespace(matmuls=100, cycles=250))
+    assert progress.status().endswith("s left")
     progress.note("bf16 layer 0 done")
     progress.stop()
     lines = stream.getvalue().splitlines()   # not a terminal: a line per program, then notes
-    assert lines[0].startswith("  program done: 100 matmuls, 260 cycles  [programs 1/4, ")
-    assert lines[1].startswith("  bf16 layer 0 done  [programs 1/4, matmuls 100/400")
+    assert lines[0].startswith("  bf16 layer 0 up, program 1 done: 100 matmuls, 260 cycles  "
+                               "[programs 1/4, ")
+    assert lines[1].startswith("  int8 layer 0 q, program 0 done: ")
+    assert lines[2].startswith("  bf16 layer 0 done  [programs 2/4, matmuls 200/400")
 
 
 def test_progress_in_a_log_says_it_is_still_running():
