@@ -437,14 +437,18 @@ class Tensor:
         return Access(buf.memory, buf.id, parts, (lo * item, (hi + 1) * item))
 
     def contiguous_elements(self):
-        """Elements of the longest contiguous run of this view in its buffer (DMA chunk)."""
+        """Elements of the longest contiguous run of this view in its buffer (a DMA
+        chunk; in SBUF/PSUM a run never crosses a partition)."""
         if self._arrays is not None:
             last = np.broadcast_to(self._arrays[-1], self.shape)
             if self.shape and self.shape[-1] > 1 and np.all(np.diff(last, axis=-1) == 1):
                 return self.shape[-1]
             return 1
         run = 1
-        for comp, n in zip(reversed(self._basic), reversed(self.buffer.shape), strict=True):
+        comps, dims = self._basic, self.buffer.shape
+        if self.buffer.par_axis is not None:      # a descriptor stays in one partition
+            comps, dims = comps[self.buffer.par_axis + 1:], dims[self.buffer.par_axis + 1:]
+        for comp, n in zip(reversed(comps), reversed(dims), strict=True):
             if isinstance(comp, int):
                 continue
             if comp.step != 1:

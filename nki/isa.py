@@ -366,7 +366,7 @@ def nc_matmul(*args, **kwargs):
 def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, params,
                 operands):
     """Write a matmul's column sums into PSUM (overwrite or accumulate) and record it."""
-    opened = dst.buffer.matmul_open[dst._np_index()].reshape(dst.shape)
+    opened = np.array(dst.buffer.matmul_open[dst._np_index()]).reshape(dst.shape)
     if accumulate is True and not opened.all():
         _core.warn(opcode, "accumulate=True onto PSUM that no matmul wrote (AWS: the first "
                            "matmul into a PSUM location must overwrite)")

@@ -1,0 +1,106 @@
+"""Unit tier: kernel files written for AWS's toolchain run unedited after
+``systolica.nki.install()``: one against NKI 0.6's API, one in the older ``neuronxcc.nki``
+style; plus the launch and decorator calls (SPMD grids, simulate_kernel in place,
+benchmark)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from systolica import nki as systolica_nki
+
+SAMPLES = Path(__file__).parent / "nki_samples"
+NAMES = ("nki", "nki.language", "nki.isa", "nki.typing", "neuronxcc", "neuronxcc.nki",
+         "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing")
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.fixture
+def installed():
+    """install() for one test, then the module table as it was."""
+    saved = {n: sys.modules.get(n) for n in NAMES}
+    front = systolica_nki.install()
+    yield front
+    for name, module in saved.items():
+        if module is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = module
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"nki_sample_{name}", SAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_install_registers_every_module_name(installed):
+    import neuronxcc.nki.typing
+
+    import nki.isa
+    import nki.language
+    assert nki.language is systolica_nki.language and nki.isa is systolica_nki.isa
+    assert all(name in sys.modules for name in NAMES)
+    assert neuronxcc.nki.typing.tensor is systolica_nki.language.ndarray.__globals__["Tensor"]
+
+
+def test_an_nki_0_6_kernel_runs_unedited_on_an_spmd_grid(installed):
+    sample = _load("nki06_style")
+    rng = np.random.default_rng(0)
+    x_t = rng.standard_normal((256, 128)).astype(BF16)
+    w = rng.standard_normal((256, 64)).astype(BF16)
+    bias = rng.standard_normal((1, 64)).astype(np.float32)
+    out = installed.simulate(sample.dense_gelu[2])(x_t, w, bias)
+    h = x_t.astype(np.float64).T @ w.astype(np.float64) + bias
+    ref = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+    assert out.shape == (128, 64) and np.max(np.abs(out - ref)) < 1e-3
+    # the two programs wrote different halves: program 1 computed rows 64..127
+    assert np.max(np.abs(out[64:] - ref[64:])) < 1e-3
+
+
+def test_an_older_neuronxcc_kernel_runs_unedited_and_writes_its_output(installed):
+    sample = _load("neuronxcc_style")
+    rng = np.random.default_rng(1)
+    d = 64
+    q, k = (rng.standard_normal((d, 128)).astype(BF16) for _ in range(2))
+    v = rng.standard_normal((128, d)).astype(BF16)
+    out = np.zeros((128, d), np.float32)
+    assert installed.simulate_kernel(sample.tile_attention, q, k, v, out) is None
+    s = q.astype(np.float64).T @ k.astype(np.float64) / np.sqrt(d)
+    p = np.exp(s - s.max(1, keepdims=True))
+    ref = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+    assert np.max(np.abs(out - ref)) < 2e-2 and np.abs(out).max() > 0.1
+
+
+def test_benchmark_prints_the_profile_and_keeps_the_result(capsys):
+    @systolica_nki.benchmark(warmup=1, iters=2)
+    def kernel(x):
+        t = systolica_nki.language.load(x)
+        out = systolica_nki.language.ndarray(x.shape, x.dtype, buffer="shared_hbm")
+        systolica_nki.language.store(out, value=systolica_nki.language.exp(t))
+        return out
+    x = np.zeros((4, 8), np.float32)
+    assert np.array_equal(kernel(x), np.ones((4, 8), np.float32))
+    assert "activation" in capsys.readouterr().out
+    assert kernel.benchmark_result.nc_latency.get_latency_percentile(50) >= 0
+
+
+def test_instructions_carry_engines_loops_and_source_lines():
+    from systolica.nki.kernels import matmul
+    a = np.ones((256, 128), BF16)
+    b = np.ones((256, 512), BF16)
+    ins = systolica_nki.run(matmul.matmul_tiled, a, b).instructions
+    mm = [i for i in ins if i.opcode == "nc_matmul"]
+    assert len(mm) == 2 and {i.engine for i in mm} == {"tensor"}
+    assert [i.loops[-1][1] for i in mm] == [0, 1] and mm[0].loops[-1][2] == "affine"
+    assert mm[0].source.startswith("matmul.py:")
+    assert mm[0].params["accumulate"] is False and mm[1].params["accumulate"] is True
+    assert mm[1].reads[-1].memory == "psum"       # accumulating reads the PSUM tile
+    dma = [i for i in ins if i.opcode == "dma_copy"]
+    assert dma[0].params["src"] == "hbm" and dma[0].params["descriptors"] == 128
+    assert [i.index for i in ins] == list(range(len(ins)))
