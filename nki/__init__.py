@@ -24,9 +24,10 @@ import inspect
 import itertools
 import os
 import sys
+import time
 import traceback
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -65,12 +66,21 @@ class RunResult:
     rtl : dict or None
         ``tensor_engine="rtl"``: the RTL check's summary (matmuls, PSUM words compared,
         mismatches, wall seconds).
+    written : list of str
+        Names of the array arguments the kernel wrote (outputs passed in, older style).
+    seconds : float
+        Wall time of the kernel run (tracing and numerics), in seconds.
+    golden_seconds : float
+        The part of ``seconds`` spent in the golden tensor-engine model.
     """
 
     outputs: object
     instructions: list
     warnings: list
     rtl: dict | None = None
+    written: list = field(default_factory=list)
+    seconds: float = 0.0
+    golden_seconds: float = 0.0
 
 
 def _kernel_frame(error):
@@ -100,6 +110,7 @@ def _to_numpy(value):
 
 def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golden",
              rows=128, cols=128):
+    start = time.perf_counter()
     run_ = _core.Run(target, tensor_engine)
     previous = _core.set_run(run_)
     names = list(inspect.signature(func).parameters)
@@ -127,9 +138,11 @@ def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golde
             run_.program_ids = ids
             result = func(*converted, **kw)
         outputs = _to_numpy(result)
+        written = []
         for array, t in inputs:
             if t.buffer.written and array.flags.writeable:
                 array[...] = t.buffer.data
+                written.append(t.buffer.name)
     except NkiError:
         raise
     except Exception as error:
@@ -137,11 +150,13 @@ def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golde
                        f"{type(error).__name__}: {error}") from None
     finally:
         _core.set_run(previous)
+    seconds = time.perf_counter() - start
     rtl = None
     if tensor_engine == "rtl":
         from .rtl import check_matmuls
         rtl = check_matmuls(run_, rows=rows, cols=cols)
-    return RunResult(outputs, run_.instructions, run_.warnings, rtl)
+    return RunResult(outputs, run_.instructions, run_.warnings, rtl, written, seconds,
+                     run_.golden_seconds)
 
 
 def run(kernel, *args, grid=(), target="trn2", tensor_engine="golden", rows=128, cols=128,

@@ -553,6 +553,7 @@ class Run:
         self._loop_ids = 0
         self.sites = {"sbuf": {}, "psum": {}}
         self.shared = {}
+        self.golden_seconds = 0.0       # wall time inside the golden tensor-engine model
 
     def next_id(self):
         self._ids += 1

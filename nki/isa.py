@@ -18,6 +18,7 @@ the destination type (RNE).
 
 import enum
 import math
+import time
 
 import numpy as np
 
@@ -340,10 +341,12 @@ def nc_matmul(*args, **kwargs):
     if is_transpose:
         return _transpose_on_pe(opcode, kw["dst"], moving, m, k, n, kw)
     _check_matmul_types(opcode, stationary.dtype, moving.dtype)
+    start = time.perf_counter()
     try:
         sums = golden_nc_matmul(s, m, perf_mode=perf_mode, rows=_core.PMAX)
     except (TypeError, ValueError) as error:
         raise fail(opcode, str(error)) from None
+    run.golden_seconds += time.perf_counter() - start
     dst, fresh = _out(opcode, kw["dst"], (mm, n), np.float32, "psum")
     if dst.memory != "psum":
         raise fail(opcode, f"dst must be in PSUM, not {dst.memory.upper()}")
