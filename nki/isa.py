@@ -894,3 +894,16 @@ dropout = _not_modelled("dropout")
 range_select = _not_modelled("range_select")
 select_reduce = _not_modelled("select_reduce")
 tensor_copy_predicated = _not_modelled("tensor_copy_predicated")
+
+
+#: The NKI names this module provides (docs/nki.md lists each with its engine).
+__all__ = ["activation", "activation_reduce", "affine_select", "bn_aggr", "bn_stats",
+           "dge_mode", "dma_copy", "dma_transpose", "dropout", "engine", "get_nc_version",
+           "gpsimd_engine", "iota", "local_gather", "matmul_perf_mode", "max8", "memset",
+           "nc_find_index8", "nc_match_replace8", "nc_matmul", "nc_matmul_mx",
+           "nc_stream_shuffle", "nc_transpose", "nc_version", "oob_mode", "quantize_mx",
+           "range_select", "reciprocal", "reduce_cmd", "scalar_engine",
+           "scalar_tensor_tensor", "select", "select_reduce", "tensor_copy",
+           "tensor_copy_predicated", "tensor_engine", "tensor_partition_reduce",
+           "tensor_reduce", "tensor_scalar", "tensor_scalar_reduce", "tensor_tensor",
+           "tensor_tensor_scan", "unknown_engine", "vector_engine"]

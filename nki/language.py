@@ -501,3 +501,17 @@ def _imul(self, other):
 
 Tensor.__isub__ = _isub
 Tensor.__imul__ = _imul
+
+
+#: The NKI names this module provides (docs/nki.md lists each with its engine).
+__all__ = sorted(
+    ["bfloat16", "float16", "float32", "tfloat32", "float8_e4m3", "float8_e5m2",
+     "float8_e4m3fn", "int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_", "fp32",
+     "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "NkiTensor", "tensor", "par_dim",
+     "tile_size", "ndarray", "full", "zeros", "ones", "empty_like", "zeros_like",
+     "shared_constant", "affine_range", "sequential_range", "static_range", "program_id",
+     "num_programs", "program_ndim", "arange", "mgrid", "ds", "load", "store", "copy",
+     "negative", "reciprocal", "max", "min", "sum", "prod", "mean", "where", "softmax",
+     "transpose", "matmul", "device_print"]
+    + [n for n in ACTIVATIONS if n not in ("negative", "reciprocal", "copy")]
+    + [n for n in ALU if n not in ("max", "min")])
