@@ -458,6 +458,40 @@ class Tensor:
                 return run
         return run
 
+    def reshape(self, shape):
+        """The same elements in another shape (a whole, unsliced tensor only): a view
+        sharing the buffer's data and identity."""
+        shape = tuple(int(d) for d in (shape if isinstance(shape, tuple | list) else (shape,)))
+        if self._basic is None or tuple(len(c) for c in self._basic) != self.buffer.shape:
+            raise fail("reshape", "only a whole tensor (not a slice of one) can be reshaped")
+        if math.prod(shape) != self.size:
+            raise fail("reshape", f"cannot reshape {list(self.shape)} into {list(shape)}")
+        if self.buffer.par_axis is not None and shape[0] != self.shape[0]:
+            raise fail("reshape", f"an SBUF/PSUM tile keeps its partition dimension "
+                                  f"{self.shape[0]}; {list(shape)} changes it")
+        other = Buffer.__new__(Buffer)
+        other.__dict__.update(self.buffer.__dict__)
+        other.data = self.buffer.data.reshape(shape)
+        if self.buffer.matmul_open is not None:
+            other.matmul_open = self.buffer.matmul_open.reshape(shape)
+        other.par_axis = None if self.buffer.par_axis is None else 0
+        return Tensor(other)
+
+    def broadcast_to(self, shape):
+        """A [1, F...] tensor read as [P, F...] (every partition the same row): an index
+        view, no copy."""
+        shape = tuple(int(d) for d in shape)
+        if len(shape) != len(self.shape) or self.shape[0] != 1 or \
+                tuple(shape[1:]) != tuple(self.shape[1:]):
+            raise fail("broadcast_to", f"only [1, ...] -> [P, ...] is modelled, not "
+                                       f"{list(self.shape)} -> {list(shape)}")
+        key = [np.zeros(shape[0], np.int64).reshape((-1,) + (1,) * (len(shape) - 1))]
+        for axis, n in enumerate(shape[1:], start=1):
+            k = [1] * len(shape)
+            k[axis] = n
+            key.append(np.arange(n).reshape(k))
+        return self[tuple(key)]
+
     @property
     def size(self):
         return math.prod(self.shape)
@@ -684,10 +718,10 @@ def allocate(shape, dtype, memory, name="", opcode="nl.ndarray"):
                                f"{dtype_name(dtype)} needs {inner} bytes per partition")
     capacity = t.sbuf_bytes if memory == "sbuf" else t.psum_bytes
     sites = run.sites[memory]
-    sites[(kernel_line(), run.program_ids)] = buf.partition_bytes()
+    sites[kernel_line()] = buf.partition_bytes()
     used = sum(sites.values())
     if used > capacity:
-        sites.pop((kernel_line(), run.program_ids))
+        sites.pop(kernel_line())
         raise fail(opcode, f"{memory.upper()} capacity exceeded on {t.name} ({t.core}): "
                            f"{capacity // KIB} KiB per partition, the live allocations need "
                            f"{used / KIB:g} KiB")

@@ -384,7 +384,7 @@ def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, p
     dst.buffer.matmul_open[dst._np_index()] = True
     reads = [stationary, moving] + ([dst] if add.any() else [])
     params = dict(params, accumulate=bool(add.any()))
-    index = record("tensor", opcode, reads, [dst], partitions=params["k"],
+    index = record("tensor", opcode, reads, [dst], partitions=stationary.shape[0],
                    elements=params["n"], in_dtype=moving.dtype, out_dtype=dst.dtype,
                    params=params)
     run.matmuls.append({"index": index, "stationary": operands[0], "moving": operands[1],

@@ -394,6 +394,12 @@ def matmul(x, y, transpose_x=False, mask=None, **_kwargs):
     return nisa.nc_matmul(stationary=x, moving=y)
 
 
+def broadcast_to(x, shape):
+    """``x`` [1, F...] read as ``shape`` [P, F...] (an index view: every partition reads the
+    same row; no instruction of its own)."""
+    return x.broadcast_to(shape)
+
+
 def device_print(prefix, x, **_kwargs):
     """Print ``prefix`` and the tile's values (numpy), as the simulator does."""
     values = x.read() if isinstance(x, Tensor) else x
@@ -512,6 +518,6 @@ __all__ = sorted(
      "shared_constant", "affine_range", "sequential_range", "static_range", "program_id",
      "num_programs", "program_ndim", "arange", "mgrid", "ds", "load", "store", "copy",
      "negative", "reciprocal", "max", "min", "sum", "prod", "mean", "where", "softmax",
-     "transpose", "matmul", "device_print"]
+     "transpose", "matmul", "device_print", "broadcast_to"]
     + [n for n in ACTIVATIONS if n not in ("negative", "reciprocal", "copy")]
     + [n for n in ALU if n not in ("max", "min")])

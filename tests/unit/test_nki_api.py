@@ -104,3 +104,22 @@ def test_instructions_carry_engines_loops_and_source_lines():
     dma = [i for i in ins if i.opcode == "dma_copy"]
     assert dma[0].params["src"] == "hbm" and dma[0].params["descriptors"] == 128
     assert [i.index for i in ins] == list(range(len(ins)))
+
+
+def test_reshape_and_broadcast_are_views_of_the_same_buffer():
+    nl = systolica_nki.language
+
+    def kernel(x, row):
+        flat = x.reshape((128, 8))                # [2, 64, 8] HBM -> [128, 8]
+        t = nl.load(flat)
+        r = nl.load(nl.broadcast_to(row, (128, 8)))
+        out = nl.ndarray((128, 8), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.add(t, r))
+        return out, flat
+    x = np.arange(2 * 64 * 8, dtype=np.float32).reshape(2, 64, 8)
+    row = np.arange(8, dtype=np.float32).reshape(1, 8)
+    result = systolica_nki.run(kernel, x, row)
+    out, flat = result.outputs
+    assert np.array_equal(out, x.reshape(128, 8) + row) and flat.shape == (128, 8)
+    loads = [i for i in result.instructions if i.opcode == "dma_copy"][:2]
+    assert loads[0].reads[0].span == (0, x.nbytes)       # the whole of x's buffer

@@ -58,6 +58,7 @@ def test_fp8_double_row_matmul_is_the_golden_double_row():
     ins = [i for i in nki.run(matmul.matmul_fp8_double_row, a, b).instructions
            if i.opcode == "nc_matmul"]
     assert ins[0].params["perf_mode"] == "double_row" and ins[0].params["k"] == 256
+    assert ins[0].partitions == 128
 
 
 @pytest.mark.parametrize("dtype", [BF16, np.float32, ml_dtypes.float8_e4m3])
