@@ -340,6 +340,7 @@ class Tensor:
         return tuple(out)
 
     def _compose_arrays(self, key):
+        key = _orient(key)
         rank = max([k.ndim for k in key if isinstance(k, np.ndarray)] +
                    [sum(not isinstance(k, int | np.integer) for k in key)])
         comps, axis = [], 0
@@ -382,7 +383,8 @@ class Tensor:
     def _check_oob(self, mask, opcode):
         if self._oob is None:
             return
-        bad = self._oob if mask is None else self._oob & np.broadcast_to(mask, self.shape)
+        bad = self._oob if mask is None else \
+            self._oob & np.broadcast_to(fit_mask(mask, self.shape), self.shape)
         if bad.any():
             where = tuple(int(i[0]) for i in np.nonzero(bad))
             raise fail(opcode, f"out-of-bounds access of {self.buffer.memory} tensor "
@@ -395,7 +397,7 @@ class Tensor:
         self._check_oob(mask, opcode)
         values = np.array(self.buffer.data[self._np_index()]).reshape(self.shape)
         if mask is not None:
-            values = np.where(np.broadcast_to(mask, self.shape), values,
+            values = np.where(np.broadcast_to(fit_mask(mask, self.shape), self.shape), values,
                               np.zeros((), values.dtype))
         return values
 
@@ -407,7 +409,7 @@ class Tensor:
         if mask is None:
             self.buffer.data[self._np_index()] = values
             return
-        m = np.broadcast_to(mask, self.shape)
+        m = np.broadcast_to(fit_mask(mask, self.shape), self.shape)
         idx = tuple(np.broadcast_to(p, self.shape)[m] for p in self._positions())
         self.buffer.data[idx] = values[m]
 
@@ -542,6 +544,49 @@ def _expand_key(key, rank):
             raise fail("index", f"cannot index a tensor with {type(k).__name__}; use ints, "
                                 f"slices, nl.ds or nl.arange expressions")
     return out
+
+
+def _orient(key):
+    """NKI index expressions name their tile axis by their position in the index: an
+    expression that varies along one axis only (``nl.arange(n)``, an ``nl.mgrid`` row or
+    column, or arithmetic on one) is laid along the axis of its position (the first
+    non-integer index is the partition axis, the next ones the free axes). Expressions that
+    vary along several axes are used as numpy broadcasts them."""
+    rank = sum(not isinstance(k, int | np.integer) for k in key)
+    out, axis = [], 0
+    for k in key:
+        if isinstance(k, np.ndarray) and sum(d > 1 for d in k.shape) <= 1:
+            shape = [1] * rank
+            shape[axis] = k.size
+            out.append(k.reshape(shape))
+        else:
+            out.append(k)
+        if not isinstance(k, int | np.integer):
+            axis += 1
+    return out
+
+
+def fit_mask(mask, shape):
+    """A ``mask=`` expression as a bool array broadcastable to the tile ``shape`` (an
+    expression varying along one axis is laid along the tile axis of its length, the
+    partition axis first)."""
+    mask = np.asarray(mask, dtype=bool)
+    try:
+        np.broadcast_shapes(mask.shape, tuple(shape))
+        if mask.ndim <= len(shape):
+            return mask
+    except ValueError:
+        pass
+    if sum(d > 1 for d in mask.shape) <= 1:
+        for axis, n in enumerate(shape):
+            if n == mask.size:
+                out = [1] * len(shape)
+                out[axis] = n
+                return mask.reshape(out)
+        if mask.size == 1:
+            return mask.reshape(())
+    raise fail("mask", f"mask of shape {list(mask.shape)} does not fit the tile "
+                       f"{list(shape)}")
 
 
 def _check_slice(k, n):

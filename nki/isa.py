@@ -478,7 +478,8 @@ def _dma(opcode, dst, src, mask=None, rmw=None):
         reads.append(dst)
     dst.write(cast(values, dst.dtype), mask, opcode)
     chunk = min(src.contiguous_elements(), dst.contiguous_elements())
-    size = src.size if mask is None else int(np.broadcast_to(mask, src.shape).sum())
+    size = src.size if mask is None else \
+        int(np.broadcast_to(_core.fit_mask(mask, src.shape), src.shape).sum())
     chunk = max(1, min(chunk, size))
     partitions = src.shape[0] if src.memory != "hbm" else (dst.shape[0] if dst.shape else 1)
     return record("dma", opcode, reads, [dst], partitions=min(partitions, _core.PMAX),
@@ -871,6 +872,58 @@ def scalar_tensor_tensor(*args, **kwargs):
     return _finish(index, dst, fresh)
 
 
+def bn_stats(*args, **kwargs):
+    """Per-partition statistics of ``data`` [P, F <= 512] on VectorE, for :func:`bn_aggr`:
+    six float32 values per partition. AWS does not publish their layout; this model's is
+    ``(count, mean, M2, 0, 0, 0)`` (M2: the sum of squared deviations), masked-off elements
+    excluded."""
+    opcode = "bn_stats"
+    kw = _bind(opcode, args, kwargs, ["dst", "data"], 1)
+    data = _tile(kw.get("data"), opcode, "data")
+    p = data.shape[0]
+    if _free(data) > 512:
+        raise fail(opcode, f"data free size {_free(data)} exceeds 512 (nl.tile_size."
+                           f"bn_stats_fmax)")
+    mask = _mask(kw)
+    x = to_f32(data.read(mask, opcode)).reshape(p, -1)
+    keep = np.ones_like(x, dtype=bool) if mask is None else np.broadcast_to(
+        _core.fit_mask(mask, data.shape), data.shape).reshape(p, -1)
+    count = keep.sum(axis=1).astype(np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(keep, x, 0).sum(axis=1, dtype=np.float32) / np.maximum(count, 1)
+        m2 = np.where(keep, (x - mean[:, None]) ** 2, 0).sum(axis=1, dtype=np.float32)
+    stats = np.zeros((p, 6), np.float32)
+    stats[:, 0], stats[:, 1], stats[:, 2] = count, mean, m2
+    dst, fresh = _out(opcode, kw["dst"], (p, 6), _dtype(kw, np.float32))
+    dst.write(cast(stats.reshape(dst.shape), dst.dtype), opcode=opcode)
+    index = record("vector", opcode, [data], [dst], partitions=p, elements=_free(data),
+                   in_dtype=data.dtype, out_dtype=dst.dtype)
+    return _finish(index, dst, fresh)
+
+
+def bn_aggr(*args, **kwargs):
+    """Combine :func:`bn_stats` results [P, 6 k] into ``(mean, variance)`` [P, 2] per
+    partition on VectorE (float32; the population variance, Chan et al.'s pairwise
+    combination of counts, means and M2)."""
+    opcode = "bn_aggr"
+    kw = _bind(opcode, args, kwargs, ["dst", "data"], 1)
+    data = _tile(kw.get("data"), opcode, "data")
+    p = data.shape[0]
+    if _free(data) % 6:
+        raise fail(opcode, f"data must hold 6 values per bn_stats group, not {_free(data)}")
+    stats = to_f32(data.read(opcode=opcode)).reshape(p, -1, 6)
+    count, mean, m2 = stats[..., 0], stats[..., 1], stats[..., 2]
+    total = count.sum(axis=1, dtype=np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        avg = (count * mean).sum(axis=1, dtype=np.float32) / total
+        var = (m2 + count * (mean - avg[:, None]) ** 2).sum(axis=1, dtype=np.float32) / total
+    dst, fresh = _out(opcode, kw["dst"], (p, 2), _dtype(kw, np.float32))
+    dst.write(cast(np.stack([avg, var], axis=1).reshape(dst.shape), dst.dtype), opcode=opcode)
+    index = record("vector", opcode, [data], [dst], partitions=p, elements=_free(data),
+                   in_dtype=data.dtype, out_dtype=dst.dtype)
+    return _finish(index, dst, fresh)
+
+
 def _not_modelled(name):
     def call(*_args, **_kwargs):
         raise fail(name, "this instruction is not modelled by systolica.nki (docs/nki.md "
@@ -882,8 +935,6 @@ def _not_modelled(name):
 nc_matmul_mx = _not_modelled("nc_matmul_mx")
 quantize_mx = _not_modelled("quantize_mx")
 dma_transpose = _not_modelled("dma_transpose")
-bn_stats = _not_modelled("bn_stats")
-bn_aggr = _not_modelled("bn_aggr")
 tensor_partition_reduce = _not_modelled("tensor_partition_reduce")
 local_gather = _not_modelled("local_gather")
 max8 = _not_modelled("max8")

@@ -208,12 +208,15 @@ class _Grid(tuple):
 
 
 class _MGrid:
-    """``nl.mgrid[0:128, 0:512]``: open index grids, unpackable (``i_p, i_f = ...``) or
-    read as ``.p`` / ``.x``."""
+    """``nl.mgrid[0:128, 0:512]``: index expressions, unpackable (``i_p, i_f = ...``) or
+    read as ``.p`` / ``.x``: the first range along the partition axis ([n, 1]), every other
+    along the free axis ([1, n]); where one is used in an index decides its tile axis."""
 
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
-        return _Grid(np.ogrid[key])
+        grids = [np.arange(k.start or 0, k.stop, k.step or 1) for k in key]
+        return _Grid([g.reshape(-1, 1) if i == 0 else g.reshape(1, -1)
+                      for i, g in enumerate(grids)])
 
 
 mgrid = _MGrid()
