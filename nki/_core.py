@@ -550,8 +550,12 @@ def _orient(key):
     """NKI index expressions name their tile axis by their position in the index: an
     expression that varies along one axis only (``nl.arange(n)``, an ``nl.mgrid`` row or
     column, or arithmetic on one) is laid along the axis of its position (the first
-    non-integer index is the partition axis, the next ones the free axes). Expressions that
-    vary along several axes are used as numpy broadcasts them."""
+    non-integer index is the partition axis, the next ones the free axes). When one
+    expression varies along several grid axes (``i_f1 * n + i_f2`` of a 3-axis
+    ``nl.mgrid``), all are used as numpy broadcasts them."""
+    arrays = [k for k in key if isinstance(k, np.ndarray)]
+    if any(sum(d > 1 for d in k.shape) > 1 for k in arrays):
+        return key          # an expression of several grid axes: numpy broadcasting
     rank = sum(not isinstance(k, int | np.integer) for k in key)
     out, axis = [], 0
     for k in key:

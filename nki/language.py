@@ -208,15 +208,13 @@ class _Grid(tuple):
 
 
 class _MGrid:
-    """``nl.mgrid[0:128, 0:512]``: index expressions, unpackable (``i_p, i_f = ...``) or
-    read as ``.p`` / ``.x``: the first range along the partition axis ([n, 1]), every other
-    along the free axis ([1, n]); where one is used in an index decides its tile axis."""
+    """``nl.mgrid[0:128, 0:512]``: index expressions (numpy open grids, one axis each),
+    unpackable (``i_p, i_f = ...``) or read as ``.p`` / ``.x``. Where an expression of one
+    grid axis is used in an index decides its tile axis (see ``Tensor.__getitem__``)."""
 
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
-        grids = [np.arange(k.start or 0, k.stop, k.step or 1) for k in key]
-        return _Grid([g.reshape(-1, 1) if i == 0 else g.reshape(1, -1)
-                      for i, g in enumerate(grids)])
+        return _Grid(np.ogrid[key])
 
 
 mgrid = _MGrid()

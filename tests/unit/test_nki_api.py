@@ -123,3 +123,25 @@ def test_reshape_and_broadcast_are_views_of_the_same_buffer():
     assert np.array_equal(out, x.reshape(128, 8) + row) and flat.shape == (128, 8)
     loads = [i for i in result.instructions if i.opcode == "dma_copy"][:2]
     assert loads[0].reads[0].span == (0, x.nbytes)       # the whole of x's buffer
+
+
+def test_index_expressions_take_the_axis_of_their_position_and_bn_stats_aggregates():
+    nl, nisa = systolica_nki.language, systolica_nki.isa
+
+    def kernel(x):
+        rows, width = x.shape
+        i_p, i_f, i_one = nl.mgrid[0:128, 0:width, 0:1]
+        j_f, j_s = nl.mgrid[0:256, 0:6]             # j_f used on the free axis below
+        out = nl.ndarray((rows, 2), nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x[i_p, i_f], mask=i_p < rows)   # rows < 128: the rest masked off
+        stats = nl.ndarray((128, 12), nl.float32)
+        for j in nl.affine_range(width // 256):
+            stats[i_p, j * 6 + j_s] = nisa.bn_stats(t[i_p, j * 256 + j_f])
+        mean_var = nisa.bn_aggr(stats)
+        nl.store(out[i_p, nl.arange(2)[None, :]], value=mean_var, mask=i_p < rows)
+        assert t[i_one, i_f].shape == (1, width)
+        return out
+    x = np.random.default_rng(0).standard_normal((100, 512)).astype(np.float32)
+    out = systolica_nki.simulate(kernel)(x)
+    assert np.max(np.abs(out[:, 0] - x.mean(1))) < 1e-5
+    assert np.max(np.abs(out[:, 1] - x.var(1))) < 1e-4
