@@ -109,7 +109,7 @@ def _to_numpy(value):
 
 
 def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golden",
-             rows=128, cols=128):
+             rows=128, cols=128, workers=1, scheduler=None):
     start = time.perf_counter()
     run_ = _core.Run(target, tensor_engine)
     previous = _core.set_run(run_)
@@ -154,13 +154,13 @@ def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golde
     rtl = None
     if tensor_engine == "rtl":
         from .rtl import check_matmuls
-        rtl = check_matmuls(run_, rows=rows, cols=cols)
+        rtl = check_matmuls(run_, rows=rows, cols=cols, workers=workers, scheduler=scheduler)
     return RunResult(outputs, run_.instructions, run_.warnings, rtl, written, seconds,
                      run_.golden_seconds)
 
 
 def run(kernel, *args, grid=(), target="trn2", tensor_engine="golden", rows=128, cols=128,
-        **kwargs):
+        workers=1, scheduler=None, **kwargs):
     """Run ``kernel`` on numpy ``args`` and return a :class:`RunResult`.
 
     Parameters
@@ -172,11 +172,15 @@ def run(kernel, *args, grid=(), target="trn2", tensor_engine="golden", rows=128,
     tensor_engine : "golden" or "rtl"
         ``"rtl"``: every ``nc_matmul`` is also run on the Verilator tile of ``rows x cols``
         PEs and each PSUM word compared with the golden path (:mod:`systolica.nki.rtl`).
+    workers, scheduler
+        RTL only: spread the tile programs over a Dask cluster (``workers`` local processes,
+        None for one per core, or the cluster at ``scheduler``); 1 runs them here.
     """
     func = kernel.func if isinstance(kernel, Kernel) else kernel
     grid = grid or getattr(kernel, "grid", ())
     return _execute(func, args, kwargs, grid=grid, target=target,
-                    tensor_engine=tensor_engine, rows=rows, cols=cols)
+                    tensor_engine=tensor_engine, rows=rows, cols=cols, workers=workers,
+                    scheduler=scheduler)
 
 
 class Kernel:

@@ -65,6 +65,11 @@ def parser():
                         "and compare each PSUM word")
     p.add_argument("--rows", type=int, default=128, help="RTL tile rows (default 128)")
     p.add_argument("--cols", type=int, default=128, help="RTL tile columns (default 128)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="RTL: Dask worker processes for the tile programs (default 1: in this "
+                        "process; 0: one per core)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="RTL: run the tile programs on this Dask cluster")
     p.add_argument("--reference", metavar="MODULE:FUNCTION",
                    help="a function of the same inputs (by name) returning the expected "
                         "output(s)")
@@ -177,8 +182,8 @@ def main(argv=None):
     p = parser()
     args = p.parse_args(argv)
     try:
-        if args.rows < 1 or args.cols < 1:
-            raise ValueError("--rows and --cols must be positive")
+        if args.rows < 1 or args.cols < 1 or args.workers < 0:
+            raise ValueError("--rows and --cols must be positive, --workers at least 0")
         grid = _shape(args.grid) if args.grid else ()
         for path in (args.trace, args.timeline):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
@@ -202,7 +207,8 @@ def main(argv=None):
     originals = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in call.items()}
     try:
         result = run(kernel, grid=grid, target=args.target, tensor_engine=args.tensor_engine,
-                     rows=args.rows, cols=args.cols, **call)
+                     rows=args.rows, cols=args.cols, workers=args.workers or None,
+                     scheduler=args.scheduler, **call)
         start = time.perf_counter()
         prof = schedule(result.instructions, args.target)
         schedule_seconds = time.perf_counter() - start

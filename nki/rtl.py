@@ -24,8 +24,47 @@ def _region(access):
             f"{access.partitions[1] - 1}, bytes {access.span[0]}..{access.span[1] - 1}")
 
 
-def check_matmuls(run, *, rows=128, cols=128, simulator="verilator"):
+def _run_programs(groups, rows, cols, simulator, workers, scheduler):
+    """Per ``perf_mode`` group, ``(outs, mismatches, tile matmuls, words, build seconds)``:
+    serially in this process (``workers == 1`` and no scheduler: one tile program per
+    group), else as several tile programs on a Dask cluster (``make sim``'s engine)."""
+    if workers == 1 and scheduler is None:
+        for perf_mode, matmuls in groups.items():
+            problems = [(m["stationary"], m["moving"]) for m in matmuls]
+            r = run_tiled_program(problems, rows=rows, cols=cols, simulator=simulator,
+                                  perf_mode=perf_mode)
+            yield perf_mode, (r.outs, r.mismatches, r.matmuls, r.words, r.build_seconds)
+        return
+    from systolica.sim.api.engine import TileProgram, make_engine
+    from systolica.sim.api.tiling import matmul_count
+
+    with make_engine(workers, scheduler=scheduler) as engine:
+        for perf_mode, matmuls in groups.items():
+            parts = max(1, min(len(matmuls), 2 * (workers or 2)))
+            size = -(-len(matmuls) // parts)
+            programs = []
+            for j in range(0, len(matmuls), size):
+                problems = tuple((m["stationary"], m["moving"]) for m in matmuls[j:j + size])
+                programs.append(TileProgram(
+                    key=f"nki/{perf_mode}/{j}", problems=problems, rows=rows, cols=cols,
+                    simulator=simulator, build_root=None,
+                    matmuls=sum(matmul_count(s.shape[0], s.shape[1], v.shape[1], rows, cols,
+                                             perf_mode=perf_mode) for s, v in problems),
+                    model_cycles=0, perf_mode=perf_mode))
+            outcomes = engine.run(programs)
+            yield perf_mode, ([o for oc in outcomes for o in oc.outs],
+                              sum(o.mismatches for o in outcomes),
+                              sum(o.matmuls for o in outcomes), sum(o.words for o in outcomes),
+                              sum(o.build_seconds for o in outcomes))
+
+
+def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
+                  scheduler=None):
     """Run ``run``'s matmuls on a ``rows x cols`` RTL tile and compare every PSUM word.
+
+    ``workers`` (None: one per core) and ``scheduler`` (a Dask scheduler address) spread the
+    tile programs over a Dask cluster as ``make sim`` does; ``workers=1`` without a
+    scheduler runs them in this process.
 
     Returns
     -------
@@ -45,12 +84,12 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator"):
     groups = {}
     for m in run.matmuls:
         groups.setdefault(m["perf_mode"], []).append(m)
-    for perf_mode, matmuls in groups.items():
+    for perf_mode, (outs, mismatches, tile_matmuls, words, build) in _run_programs(
+            groups, rows, cols, simulator, workers, scheduler):
+        matmuls = groups[perf_mode]
         problems = [(m["stationary"], m["moving"]) for m in matmuls]
-        result = run_tiled_program(problems, rows=rows, cols=cols, simulator=simulator,
-                                   perf_mode=perf_mode)
         goldens = golden_tiled_matmuls(problems, rows, perf_mode=perf_mode)
-        for m, out, golden in zip(matmuls, result.outs, goldens, strict=True):
+        for m, out, golden in zip(matmuls, outs, goldens, strict=True):
             expected = m["sums"] if rows == 128 else golden
             diff = out.view(np.uint32) != expected.view(np.uint32)
             if diff.any():
@@ -61,12 +100,12 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator"):
                     f"({rows} x {cols}) differs from the golden model in "
                     f"{int(diff.sum())} PSUM words, first at [{p}, {f}] "
                     f"(RTL {out[p, f]!r}, golden {expected[p, f]!r}); {_region(m['region'])}")
-        if result.mismatches:
-            raise NkiError(f"nc_matmul: the RTL tile's scoreboard counted {result.mismatches} "
+        if mismatches:
+            raise NkiError(f"nc_matmul: the RTL tile's scoreboard counted {mismatches} "
                            f"PSUM words different from the golden model")
         summary["matmuls"] += len(matmuls)
-        summary["tile_matmuls"] += result.matmuls
-        summary["words"] += result.words
-        summary["build_seconds"] += result.build_seconds
+        summary["tile_matmuls"] += tile_matmuls
+        summary["words"] += words
+        summary["build_seconds"] += build
     summary["seconds"] = time.perf_counter() - start
     return summary
