@@ -154,7 +154,14 @@ def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golde
     rtl = None
     if tensor_engine == "rtl":
         from .rtl import check_matmuls
-        rtl = check_matmuls(run_, rows=rows, cols=cols, workers=workers, scheduler=scheduler)
+        try:
+            rtl = check_matmuls(run_, rows=rows, cols=cols, workers=workers,
+                                scheduler=scheduler)
+        except NkiError:
+            raise
+        except Exception as error:      # the simulator missing, a build or run failing
+            raise NkiError(f"RTL check ({rows} x {cols} tile): {type(error).__name__}: "
+                           f"{str(error).splitlines()[0] if str(error) else ''}") from None
     return RunResult(outputs, run_.instructions, run_.warnings, rtl, written, seconds,
                      run_.golden_seconds)
 

@@ -479,6 +479,23 @@ class Tensor:
         other.par_axis = None if self.buffer.par_axis is None else 0
         return Tensor(other)
 
+    def ap(self, pattern, offset=0, **_kwargs):
+        """An access-pattern view (NKI 0.6 ``tensor.ap``): ``pattern`` is ``[[stride, num],
+        ...]``, partition first, strides in elements of this (whole) tensor laid out in
+        row-major order from its first element plus ``offset``."""
+        if self._basic is None or tuple(len(c) for c in self._basic) != self.buffer.shape:
+            raise fail("ap", "an access pattern is modelled on a whole tensor only")
+        rank = len(pattern)
+        flat = np.full((1,) * rank, int(offset), dtype=np.int64)
+        for axis, (stride, num) in enumerate(pattern):
+            shape = [1] * rank
+            shape[axis] = int(num)
+            flat = flat + np.arange(int(num), dtype=np.int64).reshape(shape) * int(stride)
+        if flat.min() < 0 or flat.max() >= self.buffer.data.size:
+            raise fail("ap", f"access pattern {pattern} (offset {offset}) reaches beyond the "
+                             f"{self.buffer.data.size} elements of the tensor")
+        return Tensor(self.buffer, arrays=np.unravel_index(flat, self.buffer.shape))
+
     def broadcast_to(self, shape):
         """A [1, F...] tensor read as [P, F...] (every partition the same row): an index
         view, no copy."""

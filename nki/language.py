@@ -414,8 +414,7 @@ def _setitem(self, key, value):
     if isinstance(value, Tensor) and value._inplace:
         value._inplace = False
         return
-    if isinstance(value, Tensor) and value.pending is not None and \
-            value.memory == dst.memory:
+    if isinstance(value, Tensor) and value.pending is not None and _may_adopt(dst, value):
         _adopt(dst, value)
         return
     if isinstance(value, Tensor):
@@ -425,6 +424,17 @@ def _setitem(self, key, value):
             nisa.tensor_copy(dst=dst, src=value)
         return
     nisa.memset(dst=dst, value=value)
+
+
+def _may_adopt(dst, value):
+    """Whether the instruction that produced the fresh tile ``value`` can write ``dst``
+    itself: the same memory, or SBUF/PSUM for the engines that write both (TensorE writes
+    PSUM only)."""
+    if value.memory == dst.memory:
+        return True
+    run = _core.current()
+    engine = run.instructions[value.pending].engine
+    return engine in ("vector", "scalar", "gpsimd") and dst.memory in ("sbuf", "psum")
 
 
 def _adopt(dst, value):

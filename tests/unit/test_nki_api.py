@@ -145,3 +145,24 @@ def test_index_expressions_take_the_axis_of_their_position_and_bn_stats_aggregat
     out = systolica_nki.simulate(kernel)(x)
     assert np.max(np.abs(out[:, 0] - x.mean(1))) < 1e-5
     assert np.max(np.abs(out[:, 1] - x.var(1))) < 1e-4
+
+
+def test_access_patterns_and_results_written_into_psum_by_vectore():
+    nl, nisa = systolica_nki.language, systolica_nki.isa
+
+    def kernel(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        pairs = t.ap([[8, 4], [2, 4], [1, 2]])      # [4 partitions, 4 pairs, 2]
+        s = nl.sum(pairs, axis=[2])                  # VectorE, into a new SBUF tile
+        acc = nl.ndarray((4, 4), nl.float32, buffer=nl.psum)
+        acc[...] = nl.multiply(s, 2.0)               # VectorE writes PSUM itself
+        out = nl.ndarray((4, 4), nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=acc)
+        return out
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    result = systolica_nki.run(kernel, x)
+    assert np.array_equal(result.outputs, 2 * x.reshape(4, 4, 2).sum(2))
+    mul = [i for i in result.instructions if i.opcode == "tensor_scalar"]
+    assert mul[0].writes[0].memory == "psum"
+    assert not [i for i in result.instructions if i.opcode == "tensor_copy"]
