@@ -14,6 +14,7 @@ import math
 import os
 import sys
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -651,7 +652,7 @@ class Run:
         self.grid = ()
         self._ids = 0
         self._loop_ids = 0
-        self.sites = {"sbuf": {}, "psum": {}}
+        self.live = {"sbuf": [], "psum": []}     # (weak reference to a Buffer, line)
         self.shared = {}
         self.golden_seconds = 0.0       # wall time inside the golden tensor-engine model
 
@@ -753,8 +754,9 @@ def retarget(index, dst):
 def allocate(shape, dtype, memory, name="", opcode="nl.ndarray"):
     """A new :class:`Tensor` over a fresh buffer, after the allocation checks: partition
     dimension at most 128, a PSUM tile within one 2 KiB bank, and SBUF/PSUM capacity per
-    partition of the target (each allocation site, the kernel line, holds one buffer at a
-    time: a loop's allocation reuses its space)."""
+    partition of the target. A buffer is live while the kernel holds a reference to it (a
+    variable, a list, a view); a new allocation on the line of the newest live one replaces
+    it (a loop's next iteration reuses the space)."""
     run = current(opcode)
     if memory not in MEMORIES:
         raise fail(opcode, f"unknown buffer {memory!r}; use nl.sbuf, nl.psum or nl.hbm")
@@ -783,14 +785,20 @@ def allocate(shape, dtype, memory, name="", opcode="nl.ndarray"):
                                f"per partition; [{', '.join(map(str, dims))}] "
                                f"{dtype_name(dtype)} needs {inner} bytes per partition")
     capacity = t.sbuf_bytes if memory == "sbuf" else t.psum_bytes
-    sites = run.sites[memory]
-    sites[kernel_line()] = buf.partition_bytes()
-    used = sum(sites.values())
+    site = kernel_line()
+    live = [(ref, where) for ref, where in run.live[memory] if ref() is not None]
+    # The newest buffer of this line is about to be replaced (a loop's next iteration
+    # rebinding its variable): its space is reused. Older ones still referenced (kept in a
+    # list, say) stay counted.
+    newest = next((i for i in range(len(live) - 1, -1, -1) if live[i][1] == site), None)
+    used = buf.partition_bytes() + sum(ref().partition_bytes() for i, (ref, _w) in
+                                       enumerate(live) if i != newest)
     if used > capacity:
-        sites.pop(kernel_line())
         raise fail(opcode, f"{memory.upper()} capacity exceeded on {t.name} ({t.core}): "
                            f"{capacity // KIB} KiB per partition, the live allocations need "
                            f"{used / KIB:g} KiB")
+    live.append((weakref.ref(buf), site))
+    run.live[memory] = live
     return Tensor(buf)
 
 

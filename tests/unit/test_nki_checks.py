@@ -62,18 +62,26 @@ def test_sbuf_capacity_per_partition_follows_the_target(target, fits):
     assert "192 KiB" in message
 
 
-def test_an_allocation_in_a_loop_reuses_its_space():
-    def kernel():
-        for _i in nl.affine_range(4):
-            nl.ndarray((128, 50 * 1024), nl.bfloat16)     # 100 KiB, four times
-    nki.run(kernel, target="trn1")
+def test_an_allocation_in_a_loop_reuses_its_space_unless_kept():
+    def kernel(keep):
+        kept = []
+        for _i in nl.affine_range(2):
+            t = nl.ndarray((128, 50 * 1024), nl.bfloat16)     # 100 KiB, twice
+            if keep:
+                kept.append(t)
+        nl.ndarray((128, 20 * 1024), nl.bfloat16)             # 40 KiB more
+        return kept
+    nki.run(kernel, False, target="trn1")                     # 140 KiB
+    message = _error(kernel, True, target="trn1")             # 240 KiB
+    assert message.startswith(_line(kernel, "# 40 KiB") + ": nl.ndarray: SBUF capacity")
 
 
 def test_psum_capacity_is_16_kib_per_partition():
     def kernel(extra):
-        nl.ndarray((128, 8, 512), nl.float32, buffer=nl.psum)      # all 8 banks
+        banks = nl.ndarray((128, 8, 512), nl.float32, buffer=nl.psum)     # all 8 banks
         if extra:
             nl.ndarray((128, 1), nl.float32, buffer=nl.psum)       # one word more
+        return banks
     nki.run(kernel, False)
     message = _error(kernel, True)
     assert message.startswith(_line(kernel, "# one word") + ": nl.ndarray: PSUM capacity")
