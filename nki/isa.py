@@ -825,7 +825,7 @@ def select(*args, **kwargs):
     """``dst = where(predicate != 0, on_true, on_false)`` elementwise on VectorE
     (``on_false``: a tile of the same shape, a [P, 1] vector or a scalar)."""
     opcode = "select"
-    kw = _bind(opcode, args, kwargs, ["dst", "predicate", "on_true", "on_false"], 2)
+    kw = _bind(opcode, args, kwargs, ["dst", "predicate", "on_true", "on_false"], 3)
     pred = _tile(kw.get("predicate"), opcode, "predicate")
     on_true = _tile(kw.get("on_true"), opcode, "on_true")
     if list(pred.shape) != list(on_true.shape):
