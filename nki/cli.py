@@ -220,10 +220,14 @@ def main(argv=None):
     except ValueError as error:
         print(f"systolica nki: error: {error}", file=sys.stderr)
         return 1
-    if args.trace:
-        prof.write_trace(args.trace)
-    if args.timeline:
-        prof.plot(args.timeline)
+    try:
+        if args.trace:
+            prof.write_trace(args.trace)
+        if args.timeline:
+            prof.plot(args.timeline)
+    except (OSError, NotImplementedError) as error:
+        print(f"systolica nki: error: {error}", file=sys.stderr)
+        return 1
     wall = {"run": result.seconds, "golden_matmul": result.golden_seconds,
             "tracing_and_other_engines": result.seconds - result.golden_seconds,
             "schedule": schedule_seconds}

@@ -5,6 +5,7 @@ arguments: exit 2; a kernel breaking a rule: exit 1)."""
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from systolica.nki.cli import main
@@ -70,3 +71,29 @@ def test_a_kernel_rule_is_one_line_with_status_1(capsys):
     assert status == 1 and err.count("\n") == 1
     assert err.startswith("systolica nki: error: matmul.py:")
     assert "nc_matmul: perf_mode='double_row' needs NeuronCore-v3" in err
+
+
+def test_inputs_from_an_npz_file_and_an_spmd_grid(tmp_path, capsys):
+    kernel = tmp_path / "add.py"
+    kernel.write_text(
+        "import nki\n"
+        "import nki.language as nl\n"
+        "import nki.isa as nisa\n\n\n"
+        "@nki.jit\n"
+        "def add(a, b, scale):\n"
+        "    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)\n"
+        "    rows = a.shape[0] // nl.num_programs(0)\n"
+        "    r0 = nl.program_id(0) * rows\n"
+        "    ta = nl.load(a[r0:r0 + rows, :])\n"
+        "    tb = nl.load(b[r0:r0 + rows, :])\n"
+        "    nl.store(out[r0:r0 + rows, :], value=nl.add(ta, nl.multiply(tb, scale)))\n"
+        "    return out\n")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((256, 8)).astype(np.float32), np.ones((256, 8), np.float32)
+    np.savez(tmp_path / "in.npz", a=a, b=b)
+    status = main(["run", f"{kernel}::add", "--inputs", str(tmp_path / "in.npz"), "--arg",
+                   "scale=3", "--grid", "2", "--json", "--trace", str(tmp_path / "t.json")])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["outputs"][0]["shape"] == [256, 8]
+    assert report["instructions"] == 2 * 5     # per program: 2 loads, multiply, add, store
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"] is not None
