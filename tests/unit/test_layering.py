@@ -12,6 +12,8 @@ The rules (README, "Layout"):
 - ``sim.apps``: anything (the applications; the only part of ``sim`` that may import
   ``scaling``);
 - ``scaling``: ``golden``, numpy, rich, matplotlib;
+- ``nki``: ``golden``, ``scaling`` (the hardware presets) and ``sim.api`` (the run API);
+  nothing below it imports it;
 - the ``systolica`` top level: only the command's entry point.
 
 Every import counts, also those inside functions (a lazy import still ties the layers).
@@ -26,7 +28,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]   # tests/unit/this file
 #: Source folder of each top-level package (pyproject's package-dir).
 ROOTS = {"golden": "golden", "hdl": "hdl", "tb": "tb", "sim": "sim", "scaling": "scaling",
-         "systolica": "systolica"}
+         "systolica": "systolica", "nki": "nki"}
 
 #: Layer -> (systolica modules it may import, by prefix; third-party top-level names, or
 #: None for any).
@@ -41,6 +43,7 @@ RULES = {
     "sim": ({"sim"}, set()),                       # sim/__init__.py, sim/__main__.py
     "scaling": ({"scaling", "golden"}, {"numpy", "rich", "matplotlib"}),
     "systolica": ({"sim.apps.main"}, set()),
+    "nki": ({"nki", "golden", "scaling", "sim.api"}, None),
 }
 
 
