@@ -165,3 +165,152 @@ def blocked_matmul(m, k, n, dtype="bfloat16", block_n=1024):
                           128, line=50)
                     bank = (bank + 1) % 8
     return b.instructions
+
+
+#: The steps of AWS's matmul tutorial ("Matrix multiplication", NKI docs), in its order.
+TUTORIAL_STEPS = ("tiled", "hoisted", "blocked_free", "blocked_all")
+
+
+def tutorial_matmul(step, m, k, n, dtype="bfloat16"):
+    """The instruction stream of one step of AWS's matmul tutorial for ``lhsT [K, M]`` and
+    ``rhs [K, N]`` (structure only, from the tutorial's description of each step):
+
+    - ``tiled``: per (m, n) output tile, per k: load a ``[128, 128]`` lhsT tile and a
+      ``[128, 512]`` rhs tile, matmul into PSUM; copy PSUM -> SBUF, store;
+    - ``hoisted``: lhsT column of tiles loaded once per m, rhs column once per (m, n);
+    - ``blocked_free``: M blocked by 2 tiles and N by 2 tiles; loads per block;
+    - ``blocked_all``: N blocks of 2 tiles, K blocks of 8 tiles (``sequential``), M blocks of
+      16 tiles; rhs loaded as ``[128, 1024]`` and lhsT as ``[128, 2048]`` rows; each PSUM
+      tile added to an SBUF accumulator (VectorE); results packed ``[128, 1024]`` and
+      stored.
+
+    PSUM tiles rotate over the 8 banks (``nl.zeros`` in PSUM costs nothing: the first matmul
+    overwrites); every SBUF tile declared in a loop body is a new allocation.
+    """
+    if step not in TUTORIAL_STEPS:
+        raise ValueError(f"step must be one of {', '.join(TUTORIAL_STEPS)}, not {step!r}")
+    b = Builder(f"tutorial_{step}.py")
+    size = DTYPE_BYTES[dtype]
+    lhs_hbm, rhs_hbm, out_hbm = b.alloc(), b.alloc(), b.alloc()
+    psum_pool = b.alloc()
+    banks = iter(range(1 << 62))
+
+    def tile_load(src, row0, col0, rows, cols, width, dst, dst0, line):
+        """Load ``[rows, cols]`` of an HBM matrix ``width`` wide into SBUF ``dst`` at
+        byte ``dst0`` of each partition: one descriptor per partition row."""
+        start = (row0 * width + col0) * size
+        b.dma(hbm(src, start, start + ((rows - 1) * width + cols) * size),
+              sbuf(dst, rows, dst0, dst0 + cols * size), rows * cols * size, rows, line=line)
+
+    def matmul_tile(lhs, lhs0, rhs, rhs0, bank, line):
+        b.matmul(sbuf(lhs, 128, lhs0, lhs0 + 128 * size), sbuf(rhs, 128, rhs0, rhs0 + 512 * size),
+                 psum(psum_pool, 128, bank * 2048, bank * 2048 + 2048), 128, 128, 512, dtype,
+                 line=line)
+
+    def zero_psum(line):
+        """``nl.zeros`` in PSUM followed by ``+=`` matmuls: the first matmul overwrites the
+        bank (no memset), as the compiler lowers it; only the bank rotates."""
+        return next(banks) % 8
+
+    def copy_store(bank, row, col, line):
+        out = b.alloc()
+        b.add("vector", "tensor_copy", (psum(psum_pool, 128, bank * 2048, bank * 2048 + 2048),),
+              (sbuf(out, 128, 0, 512 * size),), 128, 512, "float32", dtype, 128 * 512 * size,
+              line=line)
+        start = (row * n + col) * size
+        b.dma(sbuf(out, 128, 0, 512 * size), hbm(out_hbm, start, start + (127 * n + 512) * size),
+              128 * 512 * size, 128, line=line + 1)
+
+    kt, mt, nt = k // 128, m // 128, n // 512
+    if step == "tiled":
+        for mi in range(mt):
+            for ni in range(nt):
+                bank = zero_psum(10)
+                for ki in range(kt):
+                    lhs, rhs = b.alloc(), b.alloc()
+                    tile_load(lhs_hbm, ki * 128, mi * 128, 128, 128, m, lhs, 0, 11)
+                    tile_load(rhs_hbm, ki * 128, ni * 512, 128, 512, n, rhs, 0, 12)
+                    matmul_tile(lhs, 0, rhs, 0, bank, 13)
+                copy_store(bank, mi * 128, ni * 512, 14)
+    elif step == "hoisted":
+        for mi in range(mt):
+            lhs = b.alloc()
+            for ki in range(kt):
+                tile_load(lhs_hbm, ki * 128, mi * 128, 128, 128, m, lhs, ki * 128 * size, 20)
+            for ni in range(nt):
+                rhs = b.alloc()
+                for ki in range(kt):
+                    tile_load(rhs_hbm, ki * 128, ni * 512, 128, 512, n, rhs, ki * 512 * size, 21)
+                bank = zero_psum(22)
+                for ki in range(kt):
+                    matmul_tile(lhs, ki * 128 * size, rhs, ki * 512 * size, bank, 23)
+                copy_store(bank, mi * 128, ni * 512, 24)
+    elif step == "blocked_free":
+        bm_tiles, bn_tiles = 2, 2
+        for mb in range(mt // bm_tiles):
+            lhs = b.alloc()
+            for bm in range(bm_tiles):
+                for ki in range(kt):
+                    tile_load(lhs_hbm, ki * 128, (mb * bm_tiles + bm) * 128, 128, 128, m, lhs,
+                              (bm * kt + ki) * 128 * size, 30)
+            for nb in range(nt // bn_tiles):
+                rhs = b.alloc()
+                for bn in range(bn_tiles):
+                    for ki in range(kt):
+                        tile_load(rhs_hbm, ki * 128, (nb * bn_tiles + bn) * 512, 128, 512, n, rhs,
+                                  (bn * kt + ki) * 512 * size, 31)
+                for bm in range(bm_tiles):
+                    for bn in range(bn_tiles):
+                        bank = zero_psum(32)
+                        for ki in range(kt):
+                            matmul_tile(lhs, (bm * kt + ki) * 128 * size, rhs,
+                                        (bn * kt + ki) * 512 * size, bank, 33)
+                        copy_store(bank, (mb * bm_tiles + bm) * 128,
+                                   (nb * bn_tiles + bn) * 512, 34)
+    else:
+        tm, tn, tk = 16, 2, 8
+        block_m, block_n = 128 * tm, 512 * tn
+        if m % block_m or n % block_n or k % (128 * tk):
+            raise ValueError(f"blocked_all needs M % {block_m}, N % {block_n}, K % {128 * tk} "
+                             f"== 0, not M={m}, K={k}, N={n}")
+        with b.loop("affine") as n_blocks:
+            for nb in n_blocks(n // block_n):
+                acc = b.alloc()          # result_tiles [NUM_BLOCK_M, tm, tn, 128, 512]
+                acc_width = (m // block_m) * tm * tn * 512
+                b.add("vector", "memset", (), (sbuf(acc, 128, 0, acc_width * size),), 128,
+                      acc_width, dtype, dtype, 128 * acc_width * size, {"value": 0}, line=40)
+                with b.loop("sequential") as k_blocks:
+                    for kb in k_blocks(k // (128 * tk)):
+                        rhs = b.alloc()
+                        for bk in range(tk):
+                            tile_load(rhs_hbm, (kb * tk + bk) * 128, nb * block_n, 128, block_n,
+                                      n, rhs, bk * block_n * size, 41)
+                        for mb in range(m // block_m):
+                            lhs = b.alloc()
+                            for bk in range(tk):
+                                tile_load(lhs_hbm, (kb * tk + bk) * 128, mb * block_m, 128,
+                                          block_m, m, lhs, bk * block_m * size, 42)
+                            for bn in range(tn):
+                                for bm in range(tm):
+                                    bank = zero_psum(43)
+                                    for bk in range(tk):
+                                        matmul_tile(lhs, (bk * block_m + bm * 128) * size, rhs,
+                                                    (bk * block_n + bn * 512) * size, bank, 44)
+                                    slot = ((mb * tm + bm) * tn + bn) * 512 * size
+                                    region = sbuf(acc, 128, slot, slot + 512 * size)
+                                    b.add("vector", "tensor_tensor",
+                                          (psum(psum_pool, 128, bank * 2048, bank * 2048 + 2048),
+                                           region), (region,), 128, 512, "float32", dtype,
+                                          128 * 512 * size, {"op": "add"}, line=45)
+                for mi in range(mt):
+                    packed = b.alloc()
+                    for bn in range(tn):
+                        slot = ((mi * tn) + bn) * 512 * size
+                        b.add("vector", "tensor_copy", (sbuf(acc, 128, slot, slot + 512 * size),),
+                              (sbuf(packed, 128, bn * 512 * size, (bn + 1) * 512 * size),), 128,
+                              512, dtype, dtype, 128 * 512 * size, line=46)
+                    start = (mi * 128 * n + nb * block_n) * size
+                    b.dma(sbuf(packed, 128, 0, block_n * size),
+                          hbm(out_hbm, start, start + (127 * n + block_n) * size),
+                          128 * block_n * size, 128, line=47)
+    return b.instructions

@@ -51,7 +51,7 @@ LOOP_KINDS = ("affine", "sequential", "static")
 #: one list that every query scans.
 _BUCKET = {"sbuf": 2048, "psum": 2048, "hbm": 1 << 16}
 _WIDE = 64
-#: A bucket list longer than this is pruned when a record is added to it.
+#: A bucket's list is pruned when it grows past this, then past twice its pruned length.
 _PRUNE_AT = 8
 #: Opcodes whose moving-free size is TensorE work (MFU counts ``nc_matmul`` that is not a
 #: transpose).
@@ -59,11 +59,11 @@ _MATMUL = "nc_matmul"
 
 
 class _Record:
-    __slots__ = ("index", "p0", "p1", "s0", "s1", "time", "write")
+    __slots__ = ("index", "p0", "p1", "s0", "s1", "time", "write", "tensor")
 
-    def __init__(self, index, p0, p1, s0, s1, time, write):
+    def __init__(self, index, p0, p1, s0, s1, time, write, tensor):
         self.index, self.p0, self.p1, self.s0, self.s1 = index, p0, p1, s0, s1
-        self.time, self.write = time, write
+        self.time, self.write, self.tensor = time, write, tensor
 
     def overlaps(self, p0, p1, s0, s1):
         return p0 < self.p1 and self.p0 < p1 and s0 < self.s1 and self.s0 < s1
@@ -73,52 +73,61 @@ class _Record:
                 and self.s1 <= other.s1)
 
 
+class _Bucket:
+    """Writes and reads whose span touches one bucket; each list is pruned when it doubles."""
+
+    __slots__ = ("writes", "reads", "write_limit", "read_limit")
+
+    def __init__(self):
+        self.writes, self.reads = [], []
+        self.write_limit = self.read_limit = _PRUNE_AT
+
+
 class _BufferIndex:
     """Accesses of one allocation, bucketed by span."""
 
     def __init__(self, bucket):
         self.bucket = bucket
         self.buckets = {}
-        self.wide = []
+        self.wide = _Bucket()
 
     def _lists(self, s0, s1, create):
         lo, hi = s0 // self.bucket, (s1 - 1) // self.bucket
         if hi - lo + 1 > _WIDE:
-            lists = [self.wide]
-            lists += [v for k, v in self.buckets.items() if lo <= k <= hi]
-            return lists, True
+            return [self.wide] + [v for k, v in self.buckets.items() if lo <= k <= hi], True
         keys = range(lo, hi + 1)
         if create:
-            return [self.wide] + [self.buckets.setdefault(k, []) for k in keys], False
+            return [self.wide] + [self.buckets.setdefault(k, _Bucket()) for k in keys], False
         return [self.wide] + [self.buckets[k] for k in keys if k in self.buckets], False
 
     def query(self, p0, p1, s0, s1, writes_only):
         seen = set()
-        for records in self._lists(s0, s1, False)[0]:
-            for r in records:
-                if ((r.write or not writes_only) and id(r) not in seen
-                        and r.overlaps(p0, p1, s0, s1)):
-                    seen.add(id(r))
-                    yield r
+        for bucket in self._lists(s0, s1, False)[0]:
+            for records in (bucket.writes,) if writes_only else (bucket.writes, bucket.reads):
+                for r in records:
+                    if id(r) not in seen and r.overlaps(p0, p1, s0, s1):
+                        seen.add(id(r))
+                        yield r
 
     def add(self, record):
-        lists, wide = self._lists(record.s0, record.s1, True)
-        for i, records in enumerate(lists):
-            if (i == 0) == wide:        # wide records live in the wide list only
-                records.append(record)
-            if len(records) > _PRUNE_AT:
-                _prune(records, record)
+        buckets, wide = self._lists(record.s0, record.s1, True)
+        for i, bucket in enumerate(buckets):
+            if (i == 0) == wide:        # wide records live in the wide bucket only
+                (bucket.writes if record.write else bucket.reads).append(record)
+            if record.write and len(bucket.writes) > bucket.write_limit:
+                bucket.writes[:] = [r for r in bucket.writes
+                                    if r is record or not r.within(record)]
+                bucket.write_limit = max(_PRUNE_AT, 2 * len(bucket.writes))
+            if len(bucket.reads) > bucket.read_limit:
+                bucket.reads[:] = [r for r in bucket.reads if r is record or not _covers(record, r)]
+                bucket.read_limit = max(_PRUNE_AT, 2 * len(bucket.reads))
 
 
-def _prune(records, record):
-    """Drop the records that ``record`` makes redundant: any access it covers, if it is a write
-    (later accesses wait for it, and it waited for them); reads it covers that finished no
-    later, if it is a read. Pruning only saves time: every kept record stays correct."""
-    if record.write:
-        records[:] = [r for r in records if r is record or not r.within(record)]
-    else:
-        records[:] = [r for r in records if r is record or r.write or r.time > record.time
-                      or not r.within(record)]
+def _covers(record, r):
+    """Whether ``record`` makes the read ``r`` redundant: a write covering it (later accesses
+    wait for the write, which waited for the read), or a read covering it that finished no
+    earlier. Pruning only saves time: every kept record stays correct."""
+    return r.within(record) and (record.write or r.time <= record.time)
 
 
 @dataclass(frozen=True)
@@ -196,7 +205,11 @@ def _box(access):
     return p0, max(p1, p0 + 1), s0, max(s1, s0 + 1)
 
 
-def schedule(instructions, target="trn2", *, tile_cycles=None):
+#: How ``sequential_range`` iterations are scheduled (see :func:`schedule`).
+SEQUENTIAL_MODES = ("barrier", "dependencies")
+
+
+def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barrier"):
     """Schedule a traced kernel on a NeuronCore and return its :class:`Profile`.
 
     Parameters
@@ -210,6 +223,12 @@ def schedule(instructions, target="trn2", *, tile_cycles=None):
         ``tile_cycles(instruction) -> TensorE cycles`` for each TensorE instruction; default
         the tile's cycle model (:func:`systolica.nki.costs.golden_matmul_interval`, 4x for
         FP32). :func:`systolica.nki.costs.published_matmul_cycles` gives AWS's formula.
+    sequential : str
+        ``"barrier"`` (default): no instruction of a ``sequential_range`` iteration starts
+        before every instruction of the earlier iterations is done. ``"dependencies"``:
+        sequential iterations wait only for their data, like affine ones (AWS's docs say only
+        that the compiler "respects inter-loop dependency" and optimises such loops more
+        conservatively, ``nki.language.sequential_range``).
 
     Returns
     -------
@@ -223,6 +242,10 @@ def schedule(instructions, target="trn2", *, tile_cycles=None):
         If an element is not an :class:`Instruction`.
     """
     t = target if isinstance(target, Target) else load_target(target)
+    if sequential not in SEQUENTIAL_MODES:
+        raise ValueError(f"sequential must be one of {', '.join(SEQUENTIAL_MODES)}, "
+                         f"not {sequential!r}")
+    barriers = sequential == "barrier"
     trace = _checked(instructions)
     placed = []
     why = []
@@ -245,18 +268,21 @@ def schedule(instructions, target="trn2", *, tile_cycles=None):
         t0, who, raw = 0.0, None, set()
         reads = [(buffer_index(a), _box(a)) for a in ins.reads]
         writes = [(buffer_index(a), _box(a)) for a in ins.writes]
+        tensor = ins.engine == "tensor"
         for found, box in reads:
             for r in found.query(*box, True):
                 raw.add(r.index)
-                if r.time > t0:
+                if r.time > t0 and not (tensor and r.tensor):
                     t0, who = r.time, r.index
         for found, box in writes:
             for r in found.query(*box, False):
-                if r.time > t0:
+                # TensorE's pipeline keeps its own PSUM writes in order (accumulating matmuls
+                # issue back to back); engine order already covers them.
+                if r.time > t0 and not (tensor and r.tensor):
                     t0, who = r.time, r.index
         states = []
         for pos, (lid, it, kind) in enumerate(ins.loops):
-            if kind != "sequential":
+            if kind != "sequential" or not barriers:
                 continue
             key = (tuple((l, j) for l, j, _ in ins.loops[:pos]), lid)
             st = loop_state.get(key)
@@ -309,9 +335,9 @@ def schedule(instructions, target="trn2", *, tile_cycles=None):
         placed.append(Placed(i, ins.engine, ins.opcode, ins.source, s, e, rdy, queues))
         why.append(who)
         for found, box in reads:
-            found.add(_Record(i, *box, e, False))
+            found.add(_Record(i, *box, e, False, tensor))
         for found, box in writes:
-            found.add(_Record(i, *box, rdy, True))
+            found.add(_Record(i, *box, rdy, True, tensor))
         for st in states:
             if rdy > st[3]:
                 st[3], st[4] = rdy, i

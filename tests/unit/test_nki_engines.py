@@ -223,6 +223,20 @@ def test_back_to_back_matmuls_reach_the_published_peak():
     assert flops == pytest.approx(92e12, rel=0.01)
 
 
+def test_matmuls_accumulating_into_one_psum_bank_issue_back_to_back():
+    """K accumulation: 8 matmuls into one bank keep TensorE busy (8 x 512 cycles) and drain
+    once (the pipeline keeps PSUM writes in order); a VectorE read waits for the drain."""
+    b = syn.Builder()
+    acc = b.alloc()
+    for _ in range(8):
+        b.matmul(sb(b.alloc(), s1=256), sb(b.alloc(), s1=1024), ps(acc), 128, 128, 512)
+    op(b, "vector", "tensor_copy", reads=[ps(acc)], writes=[sb(b.alloc())], n=512)
+    p = schedule(b.instructions, "trn1")
+    *matmuls, copy = p.instructions
+    assert matmuls[-1].end == pytest.approx(8 * 512 / 2.8e9)
+    assert copy.start == pytest.approx((8 * 512 + 256) / 2.8e9)
+
+
 def test_fp32_matmuls_cost_four_times_bf16():
     bf16 = schedule(syn.matmul_stream([(128, 128, 512)] * 10), "trn2")
     fp32 = schedule(syn.matmul_stream([(128, 128, 512)] * 10, "float32"), "trn2")
