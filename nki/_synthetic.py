@@ -202,6 +202,14 @@ def tutorial_matmul(step, m, k, n, dtype="bfloat16"):
         b.dma(hbm(src, start, start + ((rows - 1) * width + cols) * size),
               sbuf(dst, rows, dst0, dst0 + cols * size), rows * cols * size, rows, line=line)
 
+    def load_columns(src, first, tiles, cols, width, dst, line):
+        """Load ``tiles`` column tiles ``cols`` wide (from tile ``first``) of an HBM matrix,
+        each as ``kt`` row tiles, into SBUF ``dst`` (tile t, row tile ki at slot t*kt+ki)."""
+        for t in range(tiles):
+            for ki in range(kt):
+                tile_load(src, ki * 128, (first + t) * cols, 128, cols, width, dst,
+                          (t * kt + ki) * cols * size, line)
+
     def matmul_tile(lhs, lhs0, rhs, rhs0, bank, line):
         b.matmul(sbuf(lhs, 128, lhs0, lhs0 + 128 * size), sbuf(rhs, 128, rhs0, rhs0 + 512 * size),
                  psum(psum_pool, 128, bank * 2048, bank * 2048 + 2048), 128, 128, 512, dtype,
@@ -235,12 +243,10 @@ def tutorial_matmul(step, m, k, n, dtype="bfloat16"):
     elif step == "hoisted":
         for mi in range(mt):
             lhs = b.alloc()
-            for ki in range(kt):
-                tile_load(lhs_hbm, ki * 128, mi * 128, 128, 128, m, lhs, ki * 128 * size, 20)
+            load_columns(lhs_hbm, mi, 1, 128, m, lhs, 20)
             for ni in range(nt):
                 rhs = b.alloc()
-                for ki in range(kt):
-                    tile_load(rhs_hbm, ki * 128, ni * 512, 128, 512, n, rhs, ki * 512 * size, 21)
+                load_columns(rhs_hbm, ni, 1, 512, n, rhs, 21)
                 bank = zero_psum(22)
                 for ki in range(kt):
                     matmul_tile(lhs, ki * 128 * size, rhs, ki * 512 * size, bank, 23)
@@ -249,16 +255,10 @@ def tutorial_matmul(step, m, k, n, dtype="bfloat16"):
         bm_tiles, bn_tiles = 2, 2
         for mb in range(mt // bm_tiles):
             lhs = b.alloc()
-            for bm in range(bm_tiles):
-                for ki in range(kt):
-                    tile_load(lhs_hbm, ki * 128, (mb * bm_tiles + bm) * 128, 128, 128, m, lhs,
-                              (bm * kt + ki) * 128 * size, 30)
+            load_columns(lhs_hbm, mb * bm_tiles, bm_tiles, 128, m, lhs, 30)
             for nb in range(nt // bn_tiles):
                 rhs = b.alloc()
-                for bn in range(bn_tiles):
-                    for ki in range(kt):
-                        tile_load(rhs_hbm, ki * 128, (nb * bn_tiles + bn) * 512, 128, 512, n, rhs,
-                                  (bn * kt + ki) * 512 * size, 31)
+                load_columns(rhs_hbm, nb * bn_tiles, bn_tiles, 512, n, rhs, 31)
                 for bm in range(bm_tiles):
                     for bn in range(bn_tiles):
                         bank = zero_psum(32)
