@@ -30,6 +30,7 @@ covered by a later write dropped), so scheduling is about linear in the instruct
 """
 
 import json
+import operator
 from dataclasses import asdict, dataclass
 
 from .costs import (
@@ -159,10 +160,20 @@ class Placed:
     queues: tuple = ()
 
 
+def _integer(value):
+    """``value`` as an int if it is an integer (numpy's too), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _check_range(where, name, value):
     try:
-        start, stop = value
-        ok = type(start) is int and type(stop) is int and 0 <= start <= stop
+        start, stop = (_integer(v) for v in value)
+        ok = start is not None and stop is not None and 0 <= start <= stop
     except (TypeError, ValueError):
         ok = False
     if not ok:
@@ -183,7 +194,8 @@ def _checked(instructions):
         if ins.engine not in ENGINES:
             raise ValueError(f"{where}: engine must be one of {', '.join(ENGINES)}, "
                              f"not {ins.engine!r}")
-        if not isinstance(ins.elements, int) or ins.elements < 0:
+        elements = _integer(ins.elements)
+        if elements is None or elements < 0:
             raise ValueError(f"{where}: elements must be an integer >= 0, not {ins.elements!r}")
         for access in (*ins.reads, *ins.writes):
             if not isinstance(access, Access) or access.memory not in MEMORIES:

@@ -359,3 +359,12 @@ def test_scheduling_thousands_of_instructions_is_fast():
     begin = time.process_time()
     schedule(trace, "trn2")
     assert time.process_time() - begin < 1.0     # 0.10 s CPU measured (2,272 instructions)
+
+
+def test_numpy_integers_in_ranges_are_accepted():
+    np = pytest.importorskip("numpy")
+    access = Access("sbuf", 1, (np.int64(0), np.int64(128)), (0, np.int64(256)))
+    ins = Instruction(0, "vector", "tensor_copy", (access,), (), 128, np.int64(32), "float32",
+                      "float32", 0)
+    # tensor_copy of 32 elements: max(MIN_II = 64, 32) VectorE cycles at 1.12 GHz (trn1).
+    assert schedule([ins], "trn1").seconds == pytest.approx(64 / 1.12e9)
