@@ -434,7 +434,30 @@ def elementwise_seconds(engine, elements, target, *, opcode="tensor_scalar", par
     return engine_cycles(ins, t) * ceil(partitions / t.lanes) / t.clocks_hz[engine]
 
 
-__all__ = ["ASSUMED", "Assumption", "DmaPlan", "Target", "dma_efficiency",
-           "dma_plan", "elementwise_seconds", "engine_cycles", "golden_matmul_interval",
+def engine_seconds(instructions, target, *, tile_cycles=None):
+    """Work per engine of an instruction list, without scheduling it (seconds).
+
+    ``{"tensor", "vector", "scalar", "gpsimd"}``: sum of occupancies (the dependent-instruction
+    overhead left out); ``"dma"``: queue time spread over all queues; ``"hbm"``: HBM bytes at
+    the core's HBM bandwidth. The largest is a lower bound of the kernel's time (what
+    :func:`systolica.nki.engines.schedule` returns when nothing stalls); issue 28's per-operation
+    terms can be summed from it.
+    """
+    t = load_target(target) if isinstance(target, str) else target
+    out = dict.fromkeys(("tensor", "vector", "scalar", "gpsimd", "dma", "hbm"), 0.0)
+    for ins in instructions:
+        if ins.engine == "dma":
+            plan = dma_plan(ins, t)
+            out["dma"] += plan.queue_seconds * plan.queues / t.dma_engines
+            out["hbm"] += plan.hbm_bytes / t.hbm_bandwidth
+        elif ins.engine == "tensor":
+            out["tensor"] += tensor_cycles(ins, t, tile_cycles)[0] / t.clocks_hz["tensor"]
+        else:
+            out[ins.engine] += engine_cycles(ins, t) / t.clocks_hz[ins.engine]
+    return out
+
+
+__all__ = ["ASSUMED", "Assumption", "DmaPlan", "Target", "dma_efficiency", "dma_plan",
+           "elementwise_seconds", "engine_cycles", "engine_seconds", "golden_matmul_interval",
            "load_target", "matmul_seconds", "published_matmul_cycles", "target_names",
            "tensor_cycles"]

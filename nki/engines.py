@@ -366,12 +366,15 @@ class Profile:
         Kernel time: the latest ``ready`` of any instruction.
     cycles : dict of str -> float
         ``seconds`` in cycles of each compute engine's clock.
+    busy_cycles : dict of str -> float
+        Cycles each compute engine spent on instructions (its clock).
     engine_busy : dict of str -> float
         Busy fraction 0..1 of ``tensor``, ``vector``, ``scalar``, ``gpsimd`` and ``dma`` (the
         mean over the DMA queues).
     mfu : float
         TensorE MFU: useful matmul MACs (``k * m * n`` of each non-transpose ``nc_matmul``) /
-        (peak MACs/s x seconds), the peak at one MAC per PE per cycle.
+        (peak MACs/s x seconds), the peak at one MAC per PE per cycle (BF16/FP16/TF32/FP8);
+        FP8 double-row matmuls (K up to 256) can take it above 1.
     hbm_bytes : int
         Bytes DMA moved from or to HBM.
     hbm_bandwidth : float
@@ -391,6 +394,7 @@ class Profile:
             busy[p.engine] += (p.end - p.start) * (len(p.queues) or 1)
         span = self.seconds or 1.0
         self.engine_busy = {e: busy[e] / span for e in COMPUTE_ENGINES}
+        self.busy_cycles = {e: busy[e] * target.clocks_hz[e] for e in COMPUTE_ENGINES}
         self.engine_busy["dma"] = busy["dma"] / (span * target.dma_engines)
         macs = sum(_macs(ins) for ins in trace)
         self.mfu = macs / (target.peak_macs_per_second * span) if placed else 0.0
@@ -421,7 +425,8 @@ class Profile:
         """The profile as one JSON-able dict (times in seconds)."""
         return {
             "target": self.target.name, "core": self.target.core, "seconds": self.seconds,
-            "cycles": self.cycles, "engine_busy": self.engine_busy, "mfu": self.mfu,
+            "cycles": self.cycles, "busy_cycles": self.busy_cycles,
+            "engine_busy": self.engine_busy, "mfu": self.mfu,
             "hbm_bytes": self.hbm_bytes, "hbm_bandwidth": self.hbm_bandwidth,
             "critical_path": self.critical_path, "table": self.table(),
             "instructions": [asdict(p) | {"queues": list(p.queues)} for p in self.instructions],

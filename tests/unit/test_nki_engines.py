@@ -15,6 +15,7 @@ from systolica.nki.costs import (
     dma_efficiency,
     dma_plan,
     elementwise_seconds,
+    engine_seconds,
     golden_matmul_interval,
     load_target,
     matmul_seconds,
@@ -368,3 +369,13 @@ def test_numpy_integers_in_ranges_are_accepted():
                       "float32", 0)
     # tensor_copy of 32 elements: max(MIN_II = 64, 32) VectorE cycles at 1.12 GHz (trn1).
     assert schedule([ins], "trn1").seconds == pytest.approx(64 / 1.12e9)
+
+
+def test_engine_seconds_bound_the_schedule_and_match_it_without_stalls():
+    stream = syn.matmul_stream([(128, 128, 512)] * 20)
+    work = engine_seconds(stream, "trn2")
+    assert work["tensor"] == pytest.approx(20 * 512 / 2.4e9)
+    assert work["dma"] == work["hbm"] == work["vector"] == 0.0
+    trace = syn.blocked_matmul(512, 512, 1024)
+    p = schedule(trace, "trn2")
+    assert max(engine_seconds(trace, "trn2").values()) <= p.seconds
