@@ -379,3 +379,12 @@ def test_engine_seconds_bound_the_schedule_and_match_it_without_stalls():
     trace = syn.blocked_matmul(512, 512, 1024)
     p = schedule(trace, "trn2")
     assert max(engine_seconds(trace, "trn2").values()) <= p.seconds
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_the_matmul_tutorial_steps_get_faster_in_the_tutorials_order(target):
+    """AWS's matmul tutorial: tiled > hoisted loads > blocked free dimensions > blocked all
+    dimensions in latency (its benchmark table, trn1.32xlarge)."""
+    seconds = [schedule(syn.tutorial_matmul(step, 2048, 1024, 1024), target).seconds
+               for step in syn.TUTORIAL_STEPS]
+    assert seconds == sorted(seconds, reverse=True) and len(set(seconds)) == 4
