@@ -54,6 +54,12 @@ def peak_rows():
         flops = 1000 * 128 * 128 * 512 * 2 / p.seconds
         rows.append(_row(f"{name}: 1,000 back-to-back 128x128x512 BF16 matmuls", doc,
                          published / 1e12, flops / 1e12, "TFLOPS"))
+    p = schedule(syn.matmul_stream([(256, 128, 512)] * 1000, "float8_e4m3", "double_row"),
+                 "trn2")
+    flops = 1000 * 256 * 128 * 512 * 2 / p.seconds
+    rows.append(_row("trn2: 1,000 back-to-back FP8 double-row 256x128x512 matmuls",
+                     "NeuronCore-v3 Architecture, Tensor Engine: 158 cFP8 TFLOPS", 158,
+                     flops / 1e12, "TFLOPS"))
     t = load_target("trn1")
     threshold = 2 * t.peak_macs_per_second / t.hbm_bandwidth
     rows.append(_row("trn1: arithmetic intensity that saturates TensorE (peak / HBM per core)",

@@ -62,8 +62,8 @@ class Builder:
         """``nc_matmul``: reads ``stationary`` and ``moving`` (SBUF accesses), writes ``psum``."""
         p = {"k": k, "m": m, "n": n, "dtype": dtype, "perf_mode": None, "is_transpose": False,
              "tile_position": None, "tile_size": None} | params
-        return self.add("tensor", "nc_matmul", (stationary, moving), (psum,), k, n, dtype,
-                        "float32", m * n * 4, p, line)
+        return self.add("tensor", "nc_matmul", (stationary, moving), (psum,), min(k, 128), n,
+                        dtype, "float32", m * n * 4, p, line)
 
     def dma(self, src, dst, nbytes, descriptors, line=None):
         """``dma_copy`` of ``nbytes`` in ``descriptors`` equal contiguous chunks."""
@@ -91,13 +91,15 @@ def hbm(buffer, start, stop):
 
 def matmul_stream(shapes, dtype="bfloat16", perf_mode=None):
     """Back-to-back independent ``nc_matmul`` of ``(k, m, n)`` shapes (inputs already in SBUF,
-    outputs to rotating PSUM banks): the setting of AWS's per-instruction cost formula."""
+    outputs to rotating PSUM banks): the setting of AWS's per-instruction cost formula. With
+    ``perf_mode="double_row"`` K may reach 256: each partition holds rows k and k + 128."""
     b = Builder("matmul_stream.py")
     size = DTYPE_BYTES[dtype]
     stationary, moving, out = b.alloc(), b.alloc(), b.alloc()
     for j, (k, m, n) in enumerate(shapes):
         bank = j % 8
-        b.matmul(sbuf(stationary, k, 0, m * size), sbuf(moving, k, 0, n * size),
+        rows, per_row = min(k, 128), ceil(k / 128) * size
+        b.matmul(sbuf(stationary, rows, 0, m * per_row), sbuf(moving, rows, 0, n * per_row),
                  psum(out, m, bank * 2048, bank * 2048 + n * 4), k, m, n, dtype,
                  perf_mode=perf_mode)
     return b.instructions

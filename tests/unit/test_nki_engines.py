@@ -388,3 +388,12 @@ def test_the_matmul_tutorial_steps_get_faster_in_the_tutorials_order(target):
     seconds = [schedule(syn.tutorial_matmul(step, 2048, 1024, 1024), target).seconds
                for step in syn.TUTORIAL_STEPS]
     assert seconds == sorted(seconds, reverse=True) and len(set(seconds)) == 4
+
+
+def test_fp8_double_row_doubles_the_macs_per_cycle():
+    """K = 256 in double-row mode at the BF16 interval: twice the MACs; NeuronCore-v3
+    publishes 158 cFP8 TFLOPS against 79 BF16."""
+    p = schedule(syn.matmul_stream([(256, 128, 512)] * 100, "float8_e4m3", "double_row"),
+                 "trn2")
+    assert p.seconds == pytest.approx((100 * 512 + 256) / 2.4e9)
+    assert p.mfu == pytest.approx(2 * 51200 / 51456)
