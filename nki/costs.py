@@ -207,19 +207,26 @@ def golden_matmul_interval(rows, cols, k, n, perf_mode=None):
 
 
 def published_matmul_cycles(instruction):
-    """AWS's cost of one ``nc_matmul`` among many of its shape back to back:
-    ``max(min(64, N_stationary), N_moving)`` TensorE cycles, 4x for FP32 inputs
-    (``nki.isa.nc_matmul``, "Estimated instruction cost"). Usable as ``tile_cycles``."""
+    """AWS's cost of one TensorE instruction among many of its shape back to back:
+    ``nc_matmul`` ``max(min(64, N_stationary), N_moving)`` TensorE cycles, 4x for FP32
+    inputs (``nki.isa.nc_matmul``, "Estimated instruction cost"); ``nc_transpose``
+    ``max(P, min(64, F))`` (``nki.isa.nc_transpose``, same heading). Usable as
+    ``tile_cycles``."""
+    if instruction.opcode == "nc_transpose":
+        return max(instruction.partitions, min(MM_INIT_LATENCY, instruction.elements))
     m, n = _mkn(instruction)[1:]
     return max(min(MM_INIT_LATENCY, m), n) * _fp32_factor(instruction)
 
 
 def _mkn(instruction):
+    """(K, M, N) of a TensorE instruction: ``params`` when given; an ``nc_transpose`` of
+    ``[P, F]`` is data ``[P, F]`` stationary times a ``[P, P]`` identity moving."""
     p = instruction.params
-    k = p.get("k") or instruction.partitions
-    m = p.get("m") or instruction.partitions
-    n = p.get("n") or instruction.elements
-    return k, m, n
+    if instruction.opcode == "nc_transpose":
+        defaults = (instruction.partitions, instruction.elements, instruction.partitions)
+    else:
+        defaults = (instruction.partitions, instruction.partitions, instruction.elements)
+    return tuple(p.get(key) or default for key, default in zip("kmn", defaults, strict=True))
 
 
 def _fp32_factor(instruction):

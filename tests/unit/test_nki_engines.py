@@ -397,3 +397,16 @@ def test_fp8_double_row_doubles_the_macs_per_cycle():
                  "trn2")
     assert p.seconds == pytest.approx((100 * 512 + 256) / 2.4e9)
     assert p.mfu == pytest.approx(2 * 51200 / 51456)
+
+
+@pytest.mark.parametrize("p, f, published, tile", [(128, 128, 128, 128), (32, 128, 64, 32)])
+def test_tensor_engine_transposes(p, f, published, tile):
+    """nki.isa.nc_transpose on TensorE: max(P, min(64, F)) cycles back to back; the tile
+    streams a P x P identity past the data, max(P, P) cycles."""
+    b = syn.Builder()
+    b.add("tensor", "nc_transpose", (sb(b.alloc(), 0, p),), (ps(b.alloc()),), p, f,
+          "bfloat16", "bfloat16", p * f * 2)
+    (ins,) = b.instructions
+    assert published_matmul_cycles(ins) == published
+    (placed,) = schedule(b.instructions, "trn1").instructions
+    assert placed.end == pytest.approx(tile / 2.8e9)
