@@ -44,6 +44,13 @@ MM_INIT_LATENCY = 64
 FP32_MATMUL_FACTOR = 4
 FP32_ONEZERO_FACTOR = 2
 
+#: Per-transfer DMA start latency: "descriptor setup, synchronization, and semaphore-to-start
+#: latency (~1300 ns cross-engine)" (AWS NKI docs, "Guideline to Avoid Under-Utilizing DMA
+#: Bandwidth", "Why Large Contiguous DMA Payloads Are Still Required"), in seconds. The
+#: schedule starts moving a transfer's bytes this long after it could be issued; the queues
+#: keep serving earlier transfers meanwhile.
+DMA_START_LATENCY = 1.3e-6
+
 #: Shared on-chip RAM ports of NeuronCore-v2: VectorE and GpSimd cannot access SBUF in
 #: parallel; VectorE and ScalarE cannot access PSUM in parallel (Trainium/Inferentia2
 #: Architecture Guide for NKI, Data Movement). Keyed by the preset's core name; the
@@ -69,15 +76,10 @@ ASSUMED = {
     "dma_descriptor_overhead": Assumption(
         16e-9, "s",
         "time a DMA engine spends per contiguous chunk (descriptor) besides moving its bytes. "
-        "AWS says only that payloads of 4 KiB or more are needed to saturate bandwidth (NKI DMA "
-        "bandwidth guide); 16 ns puts a 4 KiB chunk at 90 % of a 27.2 GB/s engine and a 512 B "
-        "chunk at 54 %"),
-    "dma_latency": Assumption(
-        2e-6, "s",
-        "time from a DMA transfer's last byte to its semaphore reaching the waiting engine "
-        "(added to completion, not to queue occupancy). AWS says a transfer has a fixed cost "
-        "independent of its size (Neuron Explorer, 'How to identify and reduce inefficient DMA "
-        "transfers') but prints no figure; 2 us is the order of a device DMA round trip"),
+        "AWS's DMA bandwidth guide gives only the shape of the curve (under 256 B per partition "
+        "'severely overhead-bound', 256 B - 2 KiB 'improving', 2 KiB 'approaches peak', 4 KiB "
+        "'fully amortizes'); 16 ns at trn1's 17 B/ns per engine gives 48 % at 256 B, 88 % at "
+        "2 KiB and 94 % at 4 KiB"),
     "hbm_sharing_cores": Assumption(
         0, "cores",
         "a core gets the chip's HBM bandwidth divided by the chip's core count (0 means 'all "

@@ -21,9 +21,10 @@ by these rules:
   (:data:`systolica.nki.costs.SHARED_PORTS`).
 
 Durations come from :mod:`systolica.nki.costs`. A matmul's PSUM result is readable the tile's
-drain latency after its last moving beat; a DMA's destination ``dma_latency`` after its last
-byte. The schedule sees only shapes, types and byte ranges, never values: costing a kernel
-without numerics (issue 28's shapes-only mode) is calling :func:`schedule` on its trace.
+drain latency after its last moving beat; a DMA transfer starts moving bytes
+``DMA_START_LATENCY`` (1.3 us, published) after it could be issued. The schedule sees only
+shapes, types and byte ranges, never values: costing a kernel without numerics (issue 28's
+shapes-only mode) is calling :func:`schedule` on its trace.
 
 Dependencies are found through a per-allocation interval index (spans bucketed, records
 covered by a later write dropped), so scheduling is about linear in the instruction count.
@@ -34,8 +35,8 @@ import operator
 from dataclasses import asdict, dataclass
 
 from .costs import (
-    ASSUMED,
     DEPENDENT_OVERHEAD,
+    DMA_START_LATENCY,
     Target,
     dma_plan,
     engine_cycles,
@@ -267,7 +268,6 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
     ports = [(0.0, None)] * len(t.shared_ports)
     index = {}
     loop_state = {}
-    latency = ASSUMED["dma_latency"].value
 
     def buffer_index(access):
         key = (access.memory, access.buffer)
@@ -308,7 +308,7 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
         if ins.engine == "dma":
             plan = dma_plan(ins, t)
             chosen = sorted(range(len(queue_free)), key=lambda q: queue_free[q][0])[:plan.queues]
-            s = t0
+            s = t0 + DMA_START_LATENCY
             for q in chosen:
                 if queue_free[q][0] > s:
                     s, who = queue_free[q]
@@ -318,7 +318,7 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
                 e = max(e, hbm_free)
             for q in chosen:
                 queue_free[q] = (e, i)
-            rdy = e + latency
+            rdy = e
             queues = tuple(sorted(chosen))
         else:
             clock = t.clocks_hz[ins.engine]

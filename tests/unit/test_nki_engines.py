@@ -27,6 +27,10 @@ from systolica.nki.instructions import Access, Instruction
 # Published clocks (Trainium/Inferentia2 and Trainium2 Architecture Guides for NKI).
 TRN1 = {"tensor": 2.8e9, "vector": 1.12e9, "scalar": 1.4e9, "gpsimd": 1.4e9}
 TRN2 = {"tensor": 2.4e9, "vector": 0.96e9, "scalar": 1.2e9, "gpsimd": 1.2e9}
+# NKI DMA bandwidth guide: "semaphore-to-start latency (~1300 ns cross-engine)"; BW / engine
+# 17 B/ns (TRN1), 23 B/ns (TRN2).
+DMA_START = 1.3e-6
+DMA_ENGINE = {"trn1": 17e9, "trn2": 23e9}
 
 
 def op(b, engine, opcode, reads=(), writes=(), n=512, in_dtype="float32", out_dtype="float32",
@@ -56,7 +60,7 @@ def starts(profile):
 def test_targets_read_the_published_clocks_from_the_presets(name, clocks):
     t = load_target(name)
     assert t.clocks_hz == clocks
-    assert (t.dma_engines, t.dma_engine_bandwidth, t.lanes) == (16, 27.2e9, 128)
+    assert (t.dma_engines, t.dma_engine_bandwidth, t.lanes) == (16, DMA_ENGINE[name], 128)
 
 
 def test_an_unknown_target_is_a_one_line_error():
@@ -91,7 +95,7 @@ def test_write_after_read_waits_for_the_reader(overlap):
     reader, writer = schedule(b.instructions, "trn2").instructions
     # tensor_scalar: max(MIN_II, N) = 8192 VectorE cycles at 0.96 GHz.
     assert reader.end == pytest.approx(8192 / 0.96e9)
-    assert writer.start == (reader.end if overlap else 0.0)
+    assert writer.start == pytest.approx((reader.end if overlap else 0.0) + DMA_START)
 
 
 @pytest.mark.parametrize("same_bank", [True, False])
@@ -136,9 +140,10 @@ def test_affine_iterations_overlap_and_sequential_ones_do_not(kind):
             op(b, "vector", "tensor_scalar", reads=[sb(x)], writes=[sb(b.alloc())], n=2048)
     load0, vec0, load1, _ = schedule(b.instructions, "trn2").instructions
     if kind == "affine":
-        assert load1.start == 0.0 and load1.queues != load0.queues
+        assert load1.start == DMA_START and load1.queues != load0.queues
     else:
-        assert load1.start == vec0.ready > load0.ready
+        assert load1.start == pytest.approx(vec0.ready + DMA_START)
+        assert vec0.ready > load0.ready
 
 
 def test_a_dependent_vector_instruction_pays_the_static_overhead():
@@ -252,7 +257,7 @@ def test_the_arch_guide_dma_example_uses_16_engines_with_8_buffers_each():
     plan = dma_plan(ins, load_target("trn1"))
     assert plan.queues == 16
     overhead = ASSUMED["dma_descriptor_overhead"].value
-    assert plan.queue_seconds == pytest.approx(8 * (2048 / 27.2e9 + overhead))
+    assert plan.queue_seconds == pytest.approx(8 * (2048 / 17e9 + overhead))
     assert plan.hbm_bytes == 128 * 512 * 4
 
 
@@ -261,13 +266,15 @@ def test_small_dma_chunks_are_less_efficient_than_4_kib_ones():
     assert dma_efficiency(512, t) < dma_efficiency(4096, t) < 1.0
 
 
-def test_many_loads_are_bound_by_the_hbm_share():
-    """trn2: 2.9 TB/s per chip over 8 NeuronCore-v3 = 362.5 GB/s per core, below the 16 DMA
-    engines' 435 GB/s."""
-    p = schedule(syn.dma_load(128, 64 * 1024, count=8), "trn2")
+@pytest.mark.parametrize("target, bound", [("trn1", 16 * 17e9), ("trn2", 362.5e9)])
+def test_many_loads_are_bound_by_dma_or_the_hbm_share(target, bound):
+    """trn1: 16 DMA engines x 17 B/ns = 272 GB/s, below 820 GiB/s / 2 cores; trn2: 2.9 TB/s
+    over 8 NeuronCore-v3 = 362.5 GB/s per core, below 16 x 23 B/ns = 368 GB/s. 64 KiB per
+    partition: the descriptor overhead is 0.1-0.4 %."""
+    p = schedule(syn.dma_load(128, 64 * 1024, count=8), target)
     moved = 8 * 128 * 64 * 1024
     assert p.hbm_bytes == moved
-    assert p.seconds - ASSUMED["dma_latency"].value == pytest.approx(moved / 362.5e9, rel=1e-6)
+    assert p.seconds - DMA_START == pytest.approx(moved / bound, rel=5e-3)
 
 
 def test_the_closed_form_matmul_time_agrees_with_the_schedule():
