@@ -377,9 +377,9 @@ def dma_plan(instruction, target):
     """Cost of a DMA instruction (``dma_copy``, ``load``/``store`` lowered to it).
 
     A transfer's ``descriptors`` contiguous chunks of ``chunk_bytes`` (``params``; by default
-    one chunk per partition) are dealt over up to ``dma_engines`` queues, "each DMA transfer is
-    by default parallelized up to 16 DMA engines" (AWS NKI docs, "Introduction to Direct
-    Memory Access (DMA) with NKI"); the busiest queue gets ``ceil(descriptors / queues)``.
+    one chunk per partition) are dealt over up to ``dma_engines`` queues (a transfer is spread
+    over up to 16 DMA engines by default: AWS NKI docs, "Introduction to Direct Memory Access
+    (DMA) with NKI"); the busiest queue gets ``ceil(descriptors / queues)``.
     """
     p = instruction.params
     nbytes = max(int(instruction.nbytes), 0)
