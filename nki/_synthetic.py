@@ -316,3 +316,99 @@ def tutorial_matmul(step, m, k, n, dtype="bfloat16"):
                           hbm(out_hbm, start, start + (127 * n + block_n) * size),
                           128 * block_n * size, 128, line=47)
     return b.instructions
+
+
+def flash_attention(seq_q, seq_k, d=128, dtype="bfloat16", k_tile=512):
+    """One head of a flash-style attention forward (online softmax), as the instruction
+    stream such an NKI kernel issues; for costing prefill attention by engine (issue 28).
+
+    Inputs in HBM: ``qT [d, seq_q]``, ``kT [d, seq_k]``, ``v [seq_k, d]``; output
+    ``[seq_q, d]``. Per 128-query tile (``affine``) and per ``k_tile`` keys (``sequential``):
+    load kT and v tiles; S = q.T k on TensorE into PSUM; VectorE row max; ScalarE exp(S - max)
+    with a row sum; ScalarE exp of the max change; per 128 keys a TensorE transpose of P, a
+    VectorE PSUM -> SBUF copy and a P.T v matmul accumulating in PSUM; VectorE rescales the
+    running output and sum. At the end VectorE divides by the sum and DMA stores. No causal
+    mask. ``d`` <= 128.
+    """
+    for name, value, unit in (("seq_q", seq_q, 128), ("seq_k", seq_k, k_tile)):
+        if value < unit or value % unit:
+            raise ValueError(f"{name} must be a positive multiple of {unit}, not {value}")
+    if not 1 <= d <= 128:
+        raise ValueError(f"d must be 1..128, not {d}")
+    b = Builder("flash_attention.py")
+    size = DTYPE_BYTES[dtype]
+    q_hbm, k_hbm, v_hbm, out_hbm = b.alloc(), b.alloc(), b.alloc(), b.alloc()
+    pool = b.alloc()
+    banks = iter(range(1 << 62))
+
+    def col(buffer):
+        """A [128, 1] FP32 column (running max, sums, scales)."""
+        return sbuf(buffer, 128, 0, 4)
+
+    def bank():
+        k = next(banks) % 8
+        return psum(pool, 128, k * 2048, (k + 1) * 2048)
+
+    def vec(line, opcode, reads, writes, n, engine="vector", out=None, **params):
+        return b.add(engine, opcode, reads, writes, 128, n, "float32", out or "float32",
+                     128 * n * 4, params, line=line)
+
+    with b.loop("affine") as q_tiles:
+        for qi in q_tiles(seq_q // 128):
+            q = b.alloc()
+            b.dma(hbm(q_hbm, qi * 128 * size, ((d - 1) * seq_q + qi * 128 + 128) * size),
+                  sbuf(q, d, 0, 128 * size), d * 128 * size, d, line=50)
+            acc, run_max, run_sum = b.alloc(), b.alloc(), b.alloc()
+            vec(11, "memset", (), (sbuf(acc, 128, 0, d * 4),), d, value=0)
+            vec(12, "memset", (), (col(run_sum),), 1, value=0)
+            with b.loop("sequential") as k_tiles:
+                for kj in k_tiles(seq_k // k_tile):
+                    k, v = b.alloc(), b.alloc()
+                    b.dma(hbm(k_hbm, kj * k_tile * size,
+                              ((d - 1) * seq_k + (kj + 1) * k_tile) * size),
+                          sbuf(k, d, 0, k_tile * size), d * k_tile * size, d, line=51)
+                    b.dma(hbm(v_hbm, kj * k_tile * d * size, (kj + 1) * k_tile * d * size),
+                          sbuf(v, 128, 0, (k_tile // 128) * d * size), k_tile * d * size,
+                          k_tile, line=52)
+                    scores = bank()
+                    b.matmul(sbuf(q, d, 0, 128 * size), sbuf(k, d, 0, k_tile * size), scores,
+                             d, 128, k_tile, dtype, line=53)
+                    tile_max, new_max, prob = b.alloc(), b.alloc(), b.alloc()
+                    vec(13, "tensor_reduce", (scores,), (col(tile_max),), k_tile,
+                        op="max")
+                    vec(14, "tensor_tensor", (col(tile_max), col(run_max)),
+                        (col(new_max),), 1, op="maximum")
+                    row_sum, scale = b.alloc(), b.alloc()
+                    vec(15, "activation", (scores, col(new_max)),
+                        (sbuf(prob, 128, 0, k_tile * size), col(row_sum)),
+                        k_tile, engine="scalar", out=dtype, func="exp", reduce_op="add")
+                    vec(16, "activation", (col(run_max), col(new_max)),
+                        (col(scale),), 1, engine="scalar", func="exp")
+                    vec(17, "tensor_copy", (col(new_max),), (col(run_max),),
+                        1)
+                    pv = bank()
+                    for t in range(k_tile // 128):
+                        p_t, p_sb = bank(), b.alloc()
+                        b.add("tensor", "nc_transpose", (sbuf(prob, 128, t * 128 * size,
+                                                              (t + 1) * 128 * size),),
+                              (p_t,), 128, 128, dtype, "float32", 128 * 128 * 4,
+                              {"is_transpose": True}, line=54)
+                        vec(18, "tensor_copy", (p_t,), (sbuf(p_sb, 128, 0, 128 * size),), 128,
+                            out=dtype)
+                        b.matmul(sbuf(p_sb, 128, 0, 128 * size),
+                                 sbuf(v, 128, t * d * size, (t + 1) * d * size), pv, 128, 128,
+                                 d, dtype, line=55)
+                    vec(19, "scalar_tensor_tensor", (sbuf(acc, 128, 0, d * 4),
+                                                 col(scale), pv),
+                        (sbuf(acc, 128, 0, d * 4),), d, op0="multiply", op1="add")
+                    vec(20, "scalar_tensor_tensor", (col(run_sum), col(scale),
+                                                 col(row_sum)),
+                        (col(run_sum),), 1, op0="multiply", op1="add")
+            inverse, out = b.alloc(), b.alloc()
+            vec(21, "reciprocal", (col(run_sum),), (col(inverse),), 1)
+            vec(22, "tensor_scalar", (sbuf(acc, 128, 0, d * 4), col(inverse)),
+                (sbuf(out, 128, 0, d * size),), d, out=dtype, op0="multiply")
+            start = qi * 128 * d * size
+            b.dma(sbuf(out, 128, 0, d * size), hbm(out_hbm, start, start + 128 * d * size),
+                  128 * d * size, 128, line=56)
+    return b.instructions
