@@ -1,9 +1,9 @@
 """Published NKI timings against the engine model's predictions: the table of ``docs/nki.md``,
 "Published vs predicted".
 
-Run ``python -m systolica.nki._published`` (about 1 minute of CPU: the matmul tutorial's
-four kernels at the published size are ~40,000-100,000 instructions each) or ``--quick``
-(skip them). Each row: what AWS published (document and section), the model's prediction,
+Run ``python -m systolica.nki._published`` (about 30 s of CPU: the matmul tutorial's four
+kernels at the published size are 39,000-99,000 instructions each) or ``--quick`` (skip
+them). Each row: what AWS published (document and section), the model's prediction,
 and the error ``predicted / published - 1``.
 """
 
