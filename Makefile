@@ -119,3 +119,10 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV) *.egg-info
+
+# docs/rules.md: regenerate its bit tables from hdl/layouts.py, then check them and every
+# golden function, RTL component and test it names (about 2 s).
+.PHONY: rules
+rules: $(STAMP)
+	$(PY) -m systolica.sim.rules
+	$(PY) -m systolica.sim.rules --check

@@ -10,6 +10,7 @@ The rules, bottom up (docs: "Layout" in the README):
 - ``sim.builder``: ``golden``, ``hdl`` and ``tb`` (it generates and builds the tile);
 - ``sim.api``: that and ``sim.builder``; ``sim.waves``: that and ``sim.api``;
   ``sim.options``: the command-line option rules shared by every tool, on ``sim.builder``;
+  ``sim.rules``: the rule index's generated tables, on ``hdl.layouts`` only;
 - ``scaling``: ``golden``, numpy, rich, matplotlib;
 - ``verif``: the verification tools, on ``sim`` and below;
 - the application layer, ordered: ``workloads`` (MiniLM) on ``sim``, ``golden``, ``tb``,
@@ -52,6 +53,7 @@ RULES = {
     "sim.waves": ({"sim.waves", "sim.api", "sim.builder", "golden", "hdl", "tb"},
                   SIM_THIRD | {"matplotlib", "vcd"}),
     "sim.options": ({"sim.builder"}, set()),
+    "sim.rules": ({"hdl.layouts"}, {"amaranth"}),   # docs/rules.md's tables and references
     "sim": ({"sim"}, set()),                        # sim/__init__.py: re-exports
     "sim.__main__": ({"cli.simulate", "cli.waves"}, set()),   # python -m systolica.sim
     "scaling": ({"scaling", "golden"}, {"numpy", "rich", "matplotlib"}),
