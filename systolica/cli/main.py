@@ -55,6 +55,8 @@ COMMANDS = {
                  False),
     "rtl-coverage": ("systolica.verif.rtlcov", "main",
                      "Verilator line and toggle coverage per hdl module", False),
+    "docs-table": ("systolica.cli.docs_table", "main",
+                   "write a generated table of docs/ between its hash markers", False),
     "estimate": ("systolica.scaling.cli", "main",
                  "scaling estimate of a model or GEMM workload on a hardware preset", True),
     "validate": ("systolica.scaling.cli", "main",
