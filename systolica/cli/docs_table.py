@@ -22,7 +22,8 @@ Subcommands:
   (its title) in one block, for a file another command writes whole (``systolica mutants
   --doc docs/mutants.md``); run it right after that command.
 
-``--json`` reports the block as JSON instead. Exit status 0; 2 with one line on stderr for a bad argument or a FILE without the block.
+``--json`` reports the block as JSON instead. Exit status 0; 2 with one line on stderr for a
+bad argument or a FILE without the block.
 """
 
 import argparse
@@ -118,12 +119,14 @@ def _parser():
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="report the block as JSON on stdout")
     sub = p.add_subparsers(dest="table", metavar="TABLE", required=True)
-    val = sub.add_parser("validation", parents=[common], help="the scaling model against the first block of "
-                                            "published points (docs/scaling.md)")
+    val = sub.add_parser("validation", parents=[common],
+                         help="the scaling model against the first block of published points "
+                              "(docs/scaling.md)")
     val.add_argument("--write", metavar="FILE", help="replace the block in FILE "
                                                      "instead of printing it")
-    wrap = sub.add_parser("wrap", parents=[common], help="wrap a file written whole by a command (after its "
-                                       "title line) in one block")
+    wrap = sub.add_parser("wrap", parents=[common],
+                          help="wrap a file written whole by a command (after its title line) "
+                               "in one block")
     wrap.add_argument("file", metavar="FILE")
     wrap.add_argument("--command", required=True, help="the command that wrote FILE")
     return p
