@@ -58,6 +58,8 @@ COMMANDS = {
     "nki": ("systolica.nki.cli", "main",
             "run an NKI kernel on the NeuronCore model: outputs, checks, engine profile",
             False),
+    "docs-table": ("systolica.cli.docs_table", "main",
+                   "write a generated table of docs/ between its hash markers", False),
     "estimate": ("systolica.scaling.cli", "main",
                  "scaling estimate of a model or GEMM workload on a hardware preset", True),
     "validate": ("systolica.scaling.cli", "main",

@@ -1,7 +1,7 @@
 """Unit tier: every package imports only what the layering rules allow, and no module imports
 itself back through others (no import cycles).
 
-The rules, bottom up (docs: "Layout" in the README):
+The rules, bottom up (docs: docs/layout.md):
 
 - ``golden``: the standard library, numpy and ml_dtypes only;
 - ``hdl``: the standard library and Amaranth only;
