@@ -536,7 +536,7 @@ class DaskEngine(Engine):
         return f"systolica-{self._run}-{program.key}"
 
     def _failed(self, program, error):
-        """The :class:`~systolica.sim.build.errors.SimulationError` that stops the run when
+        """The :class:`~systolica.sim.builder.errors.SimulationError` that stops the run when
         ``program`` failed with ``error`` on the cluster: one line, ending with the command
         that replays the program alone (:mod:`.replay`)."""
         from distributed.scheduler import KilledWorker
