@@ -23,13 +23,16 @@ rescheduled because a worker was lost.
 """
 
 import os
+import pickle
 import re
 import resource
 import socket
+import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -39,6 +42,7 @@ from systolica.sim.builder.errors import (
     SimulatorNotFoundError,
     SystolicaError,
 )
+from systolica.sim.builder.runner import default_build_root
 
 #: Retries of a program whose task raised (a worker that dies is handled by Dask's own
 #: rescheduling, up to ``distributed.scheduler.allowed-failures`` times).
@@ -192,6 +196,28 @@ def execute(program):
         build_seconds=r.build_seconds, sim_seconds=r.run_seconds, clock_seconds=r.seconds,
         seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}",
         host_cpu_seconds=time.process_time() - cpu, sim_cpu_seconds=_children_cpu() - children)
+
+
+#: Marks a file as a saved tile program (and its layout's version).
+FORMAT = ("systolica-tile-program", 1)
+
+
+def save_for_replay(program, tag=""):
+    """Write ``program`` (a :class:`~systolica.sim.api.engine.TileProgram`) for a replay;
+    return the file (pathlib.Path). The folder is ``replay/`` under the program's build root
+    (else :func:`~systolica.sim.builder.runner.default_build_root`); ``tag`` (str) is added
+    to the name, so the programs of different runs do not overwrite each other."""
+    folder = Path(program.build_root or default_build_root()) / "replay"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", program.key) + (f"-{tag}" if tag else "")
+    path = folder / f"{name}.pickle"
+    path.write_bytes(pickle.dumps({"format": FORMAT, "program": program}))
+    return path.resolve()
+
+
+def replay_command(path):
+    """The shell command that replays the program saved in ``path`` (str)."""
+    return f"{sys.executable} -m systolica.sim.api.replay {path}"
 
 
 def add_outcome(totals, outcome):
@@ -541,8 +567,6 @@ class DaskEngine(Engine):
         that replays the program alone (:mod:`.replay`)."""
         from distributed.scheduler import KilledWorker
 
-        from . import replay
-
         first = (str(error).splitlines() or [""])[0]
         if isinstance(error, KilledWorker):
             what = f"killed every worker that ran it ({first})"
@@ -554,7 +578,7 @@ class DaskEngine(Engine):
                         " (is this project, the same version, installed there?)"
                         if isinstance(error, (ImportError, AttributeError)) else ""))
         try:
-            how = f"replay it alone: {replay.command(replay.save(program, self._run))}"
+            how = f"replay it alone: {replay_command(save_for_replay(program, self._run))}"
         except OSError as saving:
             how = f"it could not be saved for a replay ({saving.strerror})"
         return SimulationError(f"program {program.key} {what}; {how}")

@@ -1,9 +1,10 @@
 """Replay one tile program alone, in this process: the command a failed distributed run prints.
 
 When a program fails on a Dask worker (it raised on every attempt, or killed every worker
-that ran it), :class:`~systolica.sim.api.engine.DaskEngine` saves it with :func:`save` to
+that ran it), :class:`~systolica.sim.api.engine.DaskEngine` saves it
+(:func:`~systolica.sim.api.engine.save_for_replay`) to
 ``<build root>/replay/<key>-<run>.pickle`` and the run's one-line error ends with
-:func:`command`'s ``python -m systolica.sim.api.replay FILE``. That runs the same program
+``python -m systolica.sim.api.replay FILE``. That runs the same program
 (operands, tile size, simulator, FP8 mode) the way a worker does
 (:func:`~systolica.sim.api.engine.execute`), here, without Dask: an exception shows with
 its whole traceback (this is a debugging command), a result prints one line.
@@ -11,42 +12,22 @@ its whole traceback (this is a debugging command), a result prints one line.
 Exit status: 0 when every PSUM word matched the golden model, 1 on a mismatch or a failed
 simulation, 2 on a file that is not a saved program, or a missing tool.
 
-The file is a Python pickle written by this module: load only files you wrote.
+The file is a Python pickle (written by the engine): load only files you wrote.
 """
 
 import argparse
 import pickle
-import re
 import sys
 from pathlib import Path
 
 from systolica.sim.builder.errors import USER_FACING, SimulationError, report
-from systolica.sim.builder.runner import default_build_root
 
-#: Marks a file as a saved tile program (and its layout's version).
-FORMAT = ("systolica-tile-program", 1)
-
-
-def save(program, tag=""):
-    """Write ``program`` (a :class:`~systolica.sim.api.engine.TileProgram`) for a replay;
-    return the file (pathlib.Path). The folder is ``replay/`` under the program's build root
-    (else :func:`~systolica.sim.builder.runner.default_build_root`); ``tag`` (str) is added
-    to the name, so the programs of different runs do not overwrite each other."""
-    folder = Path(program.build_root or default_build_root()) / "replay"
-    folder.mkdir(parents=True, exist_ok=True)
-    name = re.sub(r"[^A-Za-z0-9_.-]", "_", program.key) + (f"-{tag}" if tag else "")
-    path = folder / f"{name}.pickle"
-    path.write_bytes(pickle.dumps({"format": FORMAT, "program": program}))
-    return path.resolve()
-
-
-def command(path):
-    """The shell command that replays the program saved in ``path`` (str)."""
-    return f"{sys.executable} -m systolica.sim.api.replay {path}"
+from . import engine
 
 
 def load(path):
-    """The :class:`~systolica.sim.api.engine.TileProgram` saved in ``path`` by :func:`save`.
+    """The :class:`~systolica.sim.api.engine.TileProgram` saved in ``path`` by
+    :func:`~systolica.sim.api.engine.save_for_replay`.
 
     Raises
     ------
@@ -59,9 +40,9 @@ def load(path):
         raise ValueError(f"cannot read {path}: {error.strerror}") from None
     except Exception:  # noqa: BLE001 (any unpickling failure means "not our file")
         data = None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    if not isinstance(data, dict) or data.get("format") != engine.FORMAT:
         raise ValueError(f"{path} is not a tile program saved by systolica.sim.api.replay "
-                         f"(format {FORMAT[0]} version {FORMAT[1]})")
+                         f"(format {engine.FORMAT[0]} version {engine.FORMAT[1]})")
     return data["program"]
 
 
@@ -74,8 +55,6 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv=None):
     """Replay the saved program named on the command line; return the exit status (int)."""
-    from .engine import execute
-
     parser = _Parser(
         prog="python -m systolica.sim.api.replay",
         description="Run one saved tile program alone in this process (the command a "
@@ -84,7 +63,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         program = load(args.file)
-        outcome = execute(program)
+        outcome = engine.execute(program)
     except USER_FACING as error:
         return report(error)
     bad = outcome.mismatches + sum(outcome.differing)
