@@ -2,23 +2,19 @@
 
 import ml_dtypes
 import numpy as np
-from amaranth.sim import Simulator
 
-from systolica.hdl import DType, ProcessingElement
+from systolica.hdl import DType, ProcessingElement, streams
 
 MASK32 = 0xFFFFFFFF
 
 
 def simulate(bench):
     dut = ProcessingElement()
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
 
     async def testbench(ctx):
         await bench(ctx, dut)
 
-    sim.add_testbench(testbench)
-    sim.run()
+    streams.simulate(dut, testbench)
 
 
 async def load(ctx, dut, buf, value):

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from systolica.hdl import SkewBuffer
+from systolica.hdl.streams import simulate
 
 
 @pytest.mark.parametrize("delays", [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 1, 2, 0], [1]])
@@ -24,10 +24,7 @@ def test_each_lane_is_delayed_by_its_enabled_cycles(delays):
             seen.append([ctx.get(dut.o[lane]) for lane in range(len(delays))])
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     # Reference: lane l at step t shows the input of the step that was delays[l] enabled
     # steps back (counting enabled steps before t), or 0 before any.
     for t in range(steps):
