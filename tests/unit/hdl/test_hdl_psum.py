@@ -1,6 +1,6 @@
 """Unit tier: PSUM (:class:`systolica.hdl.Psum`): its parameters, and in amaranth.sim a random
 sequence of overwrites, INT32 and FP32 accumulates (IEEE and FTZ) and read-outs against a
-shadow memory whose FP32 adds are the golden model's."""
+shadow memory whose accumulates are the golden model's (``psum_accumulate``)."""
 
 import re
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from amaranth.hdl import Shape
 
-from systolica.golden.bf16 import fp32_add, fp32_bits, from_fp32_bits
+from systolica.golden import psum_accumulate
 from systolica.hdl import Psum
 from systolica.hdl.streams import simulate
 
@@ -37,9 +37,18 @@ def test_init_wrong_size(args, message):
         Psum(*args)
 
 
-def _golden_add(stored, column, ftz):
-    return int(fp32_bits(fp32_add(from_fp32_bits(np.array([stored], np.uint32)),
-                                  from_fp32_bits(np.array([column], np.uint32)), ftz=ftz))[0])
+def next_entry(stored, column, *, read, accumulate, fp32, ftz):
+    """The words PSUM offers for an entry holding ``stored`` given ``column`` (lists of
+    uint32 bit patterns): the stored words for a READ, the column for an overwrite, else the
+    golden model's PSUM accumulate (INT32 wrap or FP32 RNE add)."""
+    if read:
+        return list(stored)
+    if not accumulate:
+        return list(column)
+    view = np.float32 if fp32 else np.int32
+    total = psum_accumulate(np.array(stored, np.uint32).view(view),
+                            np.array(column, np.uint32).view(view), ftz=bool(ftz))
+    return [int(w) for w in total.view(np.uint32)]
 
 
 def _random_word(rng):
@@ -61,16 +70,8 @@ def test_sim_overwrite_accumulate_and_read(seed):
                 "fp32": bool(rng.integers(0, 2)), "ftz": bool(rng.integers(0, 2)),
                 "write": not read and rng.random() < 0.8,
                 "column": [_random_word(rng) for _ in range(cols)]}
-        stored = shadow[addr]
-        if read:
-            want = list(stored)
-        elif not step["accumulate"]:
-            want = list(step["column"])
-        elif step["fp32"]:
-            want = [_golden_add(s, c, step["ftz"]) for s, c in zip(stored, step["column"],
-                                                                   strict=True)]
-        else:
-            want = [(s + c) & 0xFFFFFFFF for s, c in zip(stored, step["column"], strict=True)]
+        want = next_entry(shadow[addr], step["column"], read=read,
+                          **{f: step[f] for f in ("accumulate", "fp32", "ftz")})
         if step["write"]:
             shadow[addr] = want
         vectors.append((step, want))
