@@ -1,10 +1,30 @@
-"""Unit tier: the skew delay lines delay each lane by its own number of enabled cycles."""
+"""Unit tier: the skew delay lines (:class:`systolica.hdl.SkewBuffer`): their parameters, and
+each lane delayed by its own number of enabled cycles."""
+
+import re
 
 import numpy as np
 import pytest
+from amaranth.hdl import Shape
 
 from systolica.hdl import SkewBuffer
 from systolica.hdl.streams import simulate
+
+
+def test_init():
+    dut = SkewBuffer(8, range(3))
+    assert dut.delays == (0, 1, 2)
+    assert Shape.cast(dut.signature.members["o"].shape).width == 3 * 8
+
+
+@pytest.mark.parametrize("delays,message", [
+    ([], "delays must name at least one lane, not an empty sequence"),
+    ([0, -1], "every delay must be a non-negative integer, not -1"),
+    ([1.0], "every delay must be a non-negative integer, not 1.0"),
+])
+def test_init_wrong_delays(delays, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        SkewBuffer(8, delays)
 
 
 @pytest.mark.parametrize("delays", [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 1, 2, 0], [1]])

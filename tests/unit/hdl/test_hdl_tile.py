@@ -5,6 +5,8 @@ stamped, so the cycle model's stamps (including with result backpressure) are co
 exactly, as well as every result word.
 """
 
+import re
+
 import numpy as np
 import pytest
 
@@ -209,11 +211,12 @@ def test_default_psum_geometry_is_the_neuroncore_one():
         "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE"]
 
 
-@pytest.mark.parametrize("kwargs,match", [({"psum_banks": 0}, "psum_banks"),
-                                          ({"psum_banks": 257}, "at most 256"),
-                                          ({"psum_entries": 1 << 16}, "less than 65536")])
-def test_bad_psum_geometry_is_rejected(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+@pytest.mark.parametrize("kwargs,message", [
+    ({"psum_banks": 0}, "psum_banks must be a positive integer, not 0"),
+    ({"psum_banks": 257}, "psum_banks must be at most 256, not 257"),
+    ({"psum_entries": 1 << 16}, "psum_entries must be less than 65536, not 65536")])
+def test_bad_psum_geometry_is_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         Tile(2, 2, **kwargs)
 
 
