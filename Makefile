@@ -43,7 +43,8 @@ help:
 	@echo "make minilm-speedup  all six MiniLM layers on the local Dask cluster and serially, same"
 	@echo "                build: wall times, ratio, results compared bit for bit (~15 min)"
 	@echo "make fuzz       command-stream fuzzer: random legal and illegal commands through the"
-	@echo "                bulk harness, every word and stamp checked (SEED=1 COMMANDS=100000)"
+	@echo "                bulk harness, every word and stamp checked (SEED=1 COMMANDS=100000;"
+	@echo "                SIZES=16x16 COMMANDS=10000 for the 16x16 tile)"
 	@echo "make exhaustive RTL BF16 multiplier on all 2^32 pairs (IEEE and FTZ) and FP32 adder on"
 	@echo "                10^9 random pairs + a rounding grid, against the golden model (~30 min)"
 	@echo "make mutants    mutation score: 240 Yosys mutants of the tile in one netlist, a fuzzed"
@@ -95,7 +96,8 @@ minilm-speedup: $(STAMP)
 	$(PY) -m systolica minilm-speedup
 
 fuzz: $(STAMP)
-	$(PY) -m systolica fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000)
+	$(PY) -m systolica fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000) \
+		$(if $(SIZES),--sizes $(SIZES))
 
 exhaustive: $(STAMP)
 	$(PY) -m systolica exhaustive --seed $(or $(SEED),1)
@@ -119,3 +121,10 @@ clean:
 
 distclean: clean
 	rm -rf $(VENV) *.egg-info
+
+# docs/rules.md: regenerate its bit tables from hdl/layouts.py, then check them and every
+# golden function, RTL component and test it names (about 2 s).
+.PHONY: rules
+rules: $(STAMP)
+	$(PY) -m systolica.sim.rules
+	$(PY) -m systolica.sim.rules --check

@@ -58,6 +58,13 @@ def check_bool(name, value):
 PSUM_BANKS = 8
 #: PSUM entries (FP32 words) per bank on the NeuronCore, and the tile's default.
 PSUM_ENTRIES = 512
+#: Bits of the command word's ``bank`` field, and of each of its ``offset``, ``k``, ``m`` and
+#: ``n`` fields (the RTL's command layout, ``systolica.hdl.layouts.command_layout``: golden
+#: does not import it, ``tests/unit/test_hdl_golden_constants.py`` checks they are equal).
+BANK_WIDTH, SIZE_WIDTH = 8, 16
+#: The command word's numeric fields and their widths in bits: a field holds 0..2**width - 1.
+FIELD_WIDTHS = {"bank": BANK_WIDTH, "offset": SIZE_WIDTH, "k": SIZE_WIDTH, "m": SIZE_WIDTH,
+                "n": SIZE_WIDTH}
 #: Command opcodes.
 OPS = ("matmul", "read")
 #: Operand data types of a matmul command (short names of :data:`~.formats.FORMATS`).
@@ -112,12 +119,12 @@ class Command:
     def __post_init__(self):
         if self.op not in OPS:
             raise ValueError(f"op must be one of {', '.join(OPS)}, not {self.op!r}")
-        for name in ("k", "m", "n", "bank", "offset"):
+        for name, width in FIELD_WIDTHS.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 1 << 16:
-                raise ValueError(f"{name} must be an integer in 0..65535, not {value!r}")
-        if self.bank >= 256:
-            raise ValueError(f"bank must be in 0..255 (8-bit field), not {self.bank}")
+            if not isinstance(value, int) or isinstance(value, bool) or not (
+                    0 <= value < 1 << width):
+                raise ValueError(f"{name} must be an integer in 0..{(1 << width) - 1} "
+                                 f"({width}-bit field), not {value!r}")
         for name in ("dtype", "moving_dtype"):
             value = getattr(self, name)
             if value in WIDE_FORMATS:

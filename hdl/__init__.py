@@ -15,6 +15,10 @@ Blocks, one module each:
 - :mod:`systolica.hdl.result`: the tile's token pipeline, de-skew, PSUM and result stream.
 - :mod:`systolica.hdl.tile`: the tile top connecting them, with its stream interfaces and
   the probes (:data:`~systolica.hdl.tile.PROBES`) that name its internal signals.
+
+Beside them, :mod:`systolica.hdl.streams` holds the ``amaranth.sim`` helpers that drive and
+watch their streams (``stream_put``, ``stream_get``, ...); it is not imported here, so
+generating Verilog does not load the simulator.
 """
 
 from .array import SystolicArray

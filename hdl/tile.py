@@ -167,58 +167,20 @@ class Tile(wiring.Component):
     """A weight-stationary tensor-engine tile computing ``stationary.T @ moving`` into PSUM.
 
     Each matmul is INT8 x INT8 -> INT32 or any pair of float types (BF16, FP16, FP8 e4m3 /
-    e5m2 / e3m4 / e4m3fn) -> FP32, chosen per command with each operand's type; the same
-    hardware runs them all back to back. FP8 double-row matmuls (``double_row``, e4m3 /
-    e5m2) take K up to ``2 * rows``: partition row r's lanes carry k = r in bits [7:0] and
-    k = r + rows in bits [15:8], and ``min(K, rows)`` stationary beats.
+    e5m2 / e3m4 / e4m3fn) -> FP32, chosen per command; FP8 double-row matmuls (e4m3 / e5m2)
+    take K up to ``2 * rows``. Four valid/ready streams (command, stationary, moving, result)
+    and a status output: a command is checked when it is accepted (an illegal one is dropped
+    and counted in ``status``), waits in a queue of :data:`COMMAND_QUEUE_DEPTH`, and runs in
+    order; the next stationary loads while the current matmul streams, so back-to-back
+    matmuls take ``max(K, N)`` cycles each. A result is offered :attr:`latency` =
+    ``rows + cols`` cycles after its moving beat was accepted when nothing stalls; the
+    pipeline stalls as a whole while a result is offered and not taken. The tile top
+    connects ``queue``, ``loader``, ``issue``, ``array`` and ``result`` (also the Verilog
+    instance names); internal signals for waveforms are :attr:`probes` (see :data:`PROBES`).
 
-    Four streams (``amaranth.lib.stream`` valid/ready; a beat transfers on a cycle where
-    both are high) and a status output:
-
-    * **command**: one beat per command (:func:`~.layouts.command_layout`). Each command is
-      checked when it is accepted; an illegal one (bank >= ``psum_banks``; for a matmul
-      K = 0 or K > ``rows`` (``2 * rows`` double-row), M = 0 or M > ``cols``; N = 0 or
-      ``offset + N`` > ``psum_entries``; a double-row matmul whose operands are not both
-      E4M3 / E5M2) is dropped: it takes no stationary or moving
-      beats, sends no results, and increments ``status.rejected`` with ``status.error`` set to its
-      :class:`~.layouts.ErrorCode`. Legal commands wait in a queue of
-      :data:`COMMAND_QUEUE_DEPTH` and execute in order; ``ready`` is low while it is full.
-    * **stationary** (LoadStationary): ``K`` beats per matmul, beat ``k`` =
-      ``stationary[k, :]``, lanes ``>= M`` ignored. Loads run in command order into two
-      stationary buffers alternately, as soon as the matmul's command is queued and its
-      buffer is free: a buffer is free once the matmul that used it has sent its last moving
-      beat (the load is skewed by column like the moving data, so it only overwrites PEs
-      that beat has passed). So the next stationary loads while the current matmul streams,
-      and back-to-back matmuls run at ``max(K, N)`` cycles each.
-    * **moving** (MultiplyMoving): ``N`` beats per matmul, beat ``n`` = ``moving[:, n]``
-      unskewed. A matmul starts once its stationary is loaded and the previous command has
-      sent all its beats into the array; then one beat per cycle.
-    * **result**: one beat per moving beat, in order: PSUM entry ``offset + n`` of the
-      command's bank after the matmul (``cols`` INT32 or FP32 lanes). ``accumulate`` adds the
-      column into the stored entry, otherwise the entry is overwritten without being read.
-      A READ command sends stored entries ``offset .. offset + N - 1`` of its bank, one per
-      cycle, through the same pipeline (so it follows every earlier matmul's writes).
-      ``last`` marks each command's final beat.
-    * **status**: :func:`~.layouts.status_layout` (rejected-command count, last error).
-
-    The pipeline, stationary loads included, stalls as a whole while a result is offered and
-    not taken (commands go on being queued). Latency from the cycle a moving beat is
-    accepted (or a READ beat issued) to the cycle its result is first offered is
-    :attr:`latency` = ``rows + cols`` cycles when nothing stalls.
-
-    Composition (submodule names, which are also the Verilog instance names):
-
-    * ``queue``: :class:`~.command_queue.CommandQueue`, the command check and queue; its
-      ``head`` stream feeds ``issue``, its ``load`` request ``loader``.
-    * ``loader``: :class:`~.loader.StationaryLoader`, the stationary double buffer; its
-      ``load`` lanes feed the array.
-    * ``issue``: :class:`~.issue.IssueLogic`, the moving (or READ) beats in command order;
-      its ``operands`` feed the array, its ``token`` ``result``, its ``buffers`` ``loader``.
-    * ``array``: :class:`~.array.SystolicArray`, the PE grid.
-    * ``result``: :class:`~.result.ResultPath`, the token pipeline, de-skew, PSUM and result
-      stream; its ``advance`` enables every other stage.
-
-    Internal signals for waveforms are published as :attr:`probes` (see :data:`PROBES`).
+    The full reference (the data-flow figure, every stream's beats and lanes, the command
+    checks in order, PSUM, the grid of sub-arrays, timing, composition and cost) is
+    ``docs/tile.md``.
 
     Parameters
     ----------

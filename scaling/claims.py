@@ -339,7 +339,7 @@ class WorkloadRow:
 
 
 def workload_rows(cal=None):
-    """The press article's workload claims against the calibrated model (see README).
+    """The press article's workload claims against the calibrated model (see docs/scaling.md).
 
     Parameters
     ----------

@@ -76,6 +76,51 @@ class Tile:
 
 
 @dataclass(frozen=True)
+class Engines:
+    """A NeuronCore's engine figures for the NKI engine model (``[core.engines]``).
+
+    Attributes
+    ----------
+    clocks_hz : dict of str -> float
+        Clock of each compute engine in Hz, keyed ``tensor``, ``vector``, ``scalar``,
+        ``gpsimd`` (the names of ``nki.isa``'s engine enumeration).
+    lanes : int
+        Partitions an ACT/DVE/POOL instruction processes per cycle (elements per cycle).
+    dma_engines : int
+        DMA engines (queues) per core.
+    dma_engine_bandwidth : float
+        Peak bytes/s of one DMA engine.
+    sbuf_partition_bytes, psum_partition_bytes : float
+        SBUF and PSUM bytes per partition.
+    """
+
+    clocks_hz: dict
+    lanes: int
+    dma_engines: int
+    dma_engine_bandwidth: float
+    sbuf_partition_bytes: float
+    psum_partition_bytes: float
+
+
+#: The compute engines ``[core.engines]`` gives a clock for.
+ENGINE_CLOCKS = ("tensor", "vector", "scalar", "gpsimd")
+
+
+def _engines(core_table):
+    e = core_table.table("engines", required=False)
+    if e is None:
+        return None
+    engines = Engines(
+        clocks_hz={name: e.quantity(f"{name}_clock", "frequency") for name in ENGINE_CLOCKS},
+        lanes=e.int("lanes"), dma_engines=e.int("dma_engines"),
+        dma_engine_bandwidth=e.quantity("dma_engine_bandwidth", "bandwidth"),
+        sbuf_partition_bytes=e.quantity("sbuf_partition", "bytes"),
+        psum_partition_bytes=e.quantity("psum_partition", "bytes"))
+    e.finish()
+    return engines
+
+
+@dataclass(frozen=True)
 class Core:
     """A NeuronCore: ``tiles`` tensor-engine tiles plus its SBUF and PSUM (bytes, optional).
 
@@ -91,6 +136,7 @@ class Core:
     published_peak: dict = field(default_factory=dict)  # dtype -> Published
     vector_flops: float | None = None
     scalar_flops: float | None = None
+    engines: Engines | None = None   # [core.engines]: the NKI engine model's figures
 
 
 @dataclass(frozen=True)
@@ -284,7 +330,8 @@ def parse_hardware(data, source):
                     psum_bytes=c.quantity("psum", "bytes", required=False),
                     published_peak=_peaks(c, "published_peak"),
                     vector_flops=c.quantity("vector_fp32", "flops", required=False),
-                    scalar_flops=c.quantity("scalar_fp32", "flops", required=False))
+                    scalar_flops=c.quantity("scalar_fp32", "flops", required=False),
+                    engines=_engines(c))
         c.finish()
     ch = top.table("chip")
     chip = Chip(name=ch.str("name"), cores=ch.int("cores"),

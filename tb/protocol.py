@@ -12,8 +12,8 @@ Environment variables (all optional unless a module says otherwise):
 
 ========================== ================================================================
 ``SYSTOLICA_MAX_CYCLES``    bulk harness: clock cycles before the run is declared stuck
-``SYSTOLICA_BULK_TIMING``   bulk harness: file for ``<cycles> <seconds> <cpu seconds>``
-``SYSTOLICA_PROGRESS``      bulk harness: file for ``<results received> <cycle>`` reports
+``SYSTOLICA_BULK_TIMING``   bulk harness: its timing file (:func:`write_timing`)
+``SYSTOLICA_PROGRESS``      bulk harness: its progress file (:func:`write_progress`)
 ``SYSTOLICA_PROGRESS_CYCLES`` bulk harness: cycles between progress reports (default 1024)
 ``SYSTOLICA_FREE_RUN_CYCLES`` bulk harness: free-run this many cycles instead (``make bench``)
 ``SYSTOLICA_PROGRAM``       program runner: the program file (:func:`write_program`)
@@ -75,6 +75,100 @@ TILE_TEST_LANES = {
     "test_fp16_fp8_mixed_pairs": "fp16",
     "test_fp8_double_row": "e4m3",
 }
+
+
+# ---- the timing and progress files (bulk harness -> host) --------------------------------
+
+#: The bulk harness's timing file (``SYSTOLICA_BULK_TIMING``): one line of ``name=value``
+#: pairs, named here and read by name. ``cycles``: clock cycles run (after reset);
+#: ``seconds`` / ``cpu_seconds``: wall and CPU time of the clock loop in the simulator
+#: process; ``rejected`` / ``error``: the tile's final status (rejected-command count and
+#: the latest ``ErrorCode`` value), written by ``run_bulk`` only, not by ``free_run``.
+TIMING_FIELDS = {"cycles": int, "seconds": float, "cpu_seconds": float, "rejected": int,
+                 "error": int}
+#: The fields every timing file has (the others are None when :func:`read_timing` reads it).
+TIMING_REQUIRED = ("cycles", "seconds", "cpu_seconds")
+#: The progress file (``SYSTOLICA_PROGRESS``), the same way: result beats received so far
+#: and the clock cycle there.
+PROGRESS_FIELDS = {"results": int, "cycle": int}
+
+
+def write_timing(path, **fields):
+    """Write a timing file: ``fields`` are names of :data:`TIMING_FIELDS` (those of
+    :data:`TIMING_REQUIRED` at least) with their values. Standard library only (the
+    harness's cocotb module calls it).
+
+    Raises
+    ------
+    ValueError
+        If a field name is not in :data:`TIMING_FIELDS` or a required one is missing.
+    """
+    _write_fields(path, "timing", TIMING_FIELDS, TIMING_REQUIRED, fields)
+
+
+def read_timing(path):
+    """Read a file of :func:`write_timing`: a dict with every name of :data:`TIMING_FIELDS`
+    (int or float by the schema; None for a field the file does not hold).
+
+    Raises
+    ------
+    ValueError
+        Naming the file, if a pair is not ``name=value``, a name is unknown, a value does not
+        parse, or a required field is missing.
+    """
+    return _read_fields(path, "timing", TIMING_FIELDS, TIMING_REQUIRED)
+
+
+def write_progress(path, *, results, cycle):
+    """Write a progress file (:data:`PROGRESS_FIELDS`)."""
+    _write_fields(path, "progress", PROGRESS_FIELDS, tuple(PROGRESS_FIELDS),
+                  {"results": results, "cycle": cycle})
+
+
+def read_progress(path):
+    """Read a file of :func:`write_progress`: ``{"results": int, "cycle": int}``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`read_timing`.
+    """
+    return _read_fields(path, "progress", PROGRESS_FIELDS, tuple(PROGRESS_FIELDS))
+
+
+def _check_names(fields, path, what, schema, required):
+    unknown = sorted(set(fields) - set(schema))
+    missing = [name for name in required if name not in fields]
+    if unknown or missing:
+        raise ValueError(f"{what} file {path}: "
+                         + (f"unknown fields {', '.join(unknown)}" if unknown else
+                            f"missing fields {', '.join(missing)}")
+                         + f" (fields: {', '.join(schema)})")
+
+
+def _write_fields(path, what, schema, required, fields):
+    _check_names(fields, path, what, schema, required)
+    with open(path, "w") as handle:
+        handle.write(" ".join(f"{name}={schema[name](value)!r}"
+                              for name, value in fields.items()) + "\n")
+
+
+def _read_fields(path, what, schema, required):
+    with open(path) as handle:
+        text = handle.read()
+    fields = {}
+    for pair in text.split():
+        name, sep, value = pair.partition("=")
+        if not sep or name not in schema:
+            raise ValueError(f"{what} file {path}: {pair!r} is not one of "
+                             f"{', '.join(f'{n}=<value>' for n in schema)}")
+        try:
+            fields[name] = schema[name](value)
+        except ValueError:
+            raise ValueError(f"{what} file {path}: {name} must be "
+                             f"{schema[name].__name__}, not {value!r}") from None
+    _check_names(fields, path, what, schema, required)
+    return {name: fields.get(name) for name in schema}
 
 
 # ---- the program file (host -> program runner) -------------------------------------------

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from systolica.golden import FORMATS, Command, command_schedule
-from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES
+from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH
 from systolica.golden.formats import DOUBLE_ROW_TYPES
 from systolica.sim.options import (
     OneLineParser,
@@ -390,7 +390,8 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
         if draw < 0.45:
             unused = {}
             if noise is not None:
-                unused = {"k": int(noise.integers(1 << 16)), "m": int(noise.integers(1 << 16)),
+                unused = {"k": int(noise.integers(1 << SIZE_WIDTH)),
+                          "m": int(noise.integers(1 << SIZE_WIDTH)),
                           "dtype": "bf16" if noise.random() < 0.5 else "int8",
                           "ftz": bool(noise.random() < 0.5),
                           "accumulate": bool(noise.random() < 0.5)}
@@ -692,10 +693,15 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
         errors.append(f"the harness run failed; see {run.log}")
         report.missing_beats = program.result_count     # none of them was checked
         return report
-    fields = timing.read_text().split()
-    report.cycles = int(fields[0])
     try:
-        received = program.check(run_dir, status=[int(v) for v in fields[2:4]])
+        measured = protocol.read_timing(timing)
+    except ValueError as error:
+        errors.append(str(error))
+        report.missing_beats = program.result_count
+        return report
+    report.cycles = measured["cycles"]
+    try:
+        received = program.check(run_dir, status=[measured["rejected"], measured["error"]])
     except AssertionError as error:
         errors.append(str(error))
         received = None

@@ -12,26 +12,37 @@ the same with one worker or many.
 - :class:`DaskEngine`: an embedded ``LocalCluster`` (one single-threaded worker process per
   core, listening on 127.0.0.1 only, dashboard off unless asked for), or an existing
   scheduler (``tcp://HOST:PORT`` or ``tls://HOST:PORT``, with Dask's TLS security). A program
-  whose worker dies is run again elsewhere (Dask reschedules it; an exception inside it is
-  retried :data:`RETRIES` times).
+  whose worker dies is run again elsewhere (Dask reschedules it, and the ledger counts it);
+  an exception inside it is retried :data:`RETRIES` times, then the run stops with a
+  command that replays the program alone (:mod:`.replay`).
 
 Every finished program goes through a :class:`Ledger`, which accepts each program exactly
 once and adds up the matmuls the scoreboards checked, so a report can prove that every
-matmul of the run was checked once, whichever workers ran it.
+matmul of the run was checked once, whichever workers ran it, and how many programs were
+rescheduled because a worker was lost.
 """
 
 import os
+import pickle
 import re
 import resource
 import socket
+import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from systolica.sim.builder.errors import USER_FACING, SimulationError, SystolicaError
+from systolica.sim.builder.errors import (
+    BuildError,
+    SimulationError,
+    SimulatorNotFoundError,
+    SystolicaError,
+)
+from systolica.sim.builder.runner import default_build_root
 
 #: Retries of a program whose task raised (a worker that dies is handled by Dask's own
 #: rescheduling, up to ``distributed.scheduler.allowed-failures`` times).
@@ -59,6 +70,9 @@ WORKER_CONFIG = {
     "distributed.worker.memory.monitor-interval": "1s",
     "distributed.worker.profile.enabled": False,
 }
+#: Failures of a program's tooling on a worker (no simulator, a failed build): reported as
+#: they are, since replaying the program would not help.
+_TOOLING = (SimulatorNotFoundError, BuildError)
 _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
 
@@ -184,6 +198,28 @@ def execute(program):
         host_cpu_seconds=time.process_time() - cpu, sim_cpu_seconds=_children_cpu() - children)
 
 
+#: Marks a file as a saved tile program (and its layout's version).
+FORMAT = ("systolica-tile-program", 1)
+
+
+def save_for_replay(program, tag=""):
+    """Write ``program`` (a :class:`~systolica.sim.api.engine.TileProgram`) for a replay;
+    return the file (pathlib.Path). The folder is ``replay/`` under the program's build root
+    (else :func:`~systolica.sim.builder.runner.default_build_root`); ``tag`` (str) is added
+    to the name, so the programs of different runs do not overwrite each other."""
+    folder = Path(program.build_root or default_build_root()) / "replay"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", program.key) + (f"-{tag}" if tag else "")
+    path = folder / f"{name}.pickle"
+    path.write_bytes(pickle.dumps({"format": FORMAT, "program": program}))
+    return path.resolve()
+
+
+def replay_command(path):
+    """The shell command that replays the program saved in ``path`` (str)."""
+    return f"{sys.executable} -m systolica.sim.api.replay {path}"
+
+
 def add_outcome(totals, outcome):
     """Add a :class:`ProgramOutcome`'s counters (matmuls, cycles, mismatches, differing
     words, build / simulator / clock-loop / task seconds) to the same-named attributes of
@@ -210,6 +246,10 @@ class Ledger:
         Summed over accepted outcomes.
     duplicates : int
         Outcomes offered for a program already accepted (refused, not counted).
+    rescheduled : dict of str to int
+        Per program key, how many times the program was taken from a worker that was lost
+        while it held the program (Dask's ``remove-worker`` events: running or waiting
+        there) and handed to another; only programs that then ran to completion.
     unknown : int
         Outcomes for a program that was never planned (refused, not counted).
     build_seconds, sim_seconds, clock_seconds, seconds : float
@@ -231,6 +271,7 @@ class Ledger:
     differing: int = 0
     duplicates: int = 0
     unknown: int = 0
+    rescheduled: dict = field(default_factory=dict)
     build_seconds: float = 0.0
     sim_seconds: float = 0.0
     clock_seconds: float = 0.0
@@ -276,6 +317,11 @@ class Ledger:
             self.workers[outcome.worker] = self.workers.get(outcome.worker, 0) + 1
             return True
 
+    def reschedule(self, key, times):
+        """Record that program ``key`` (str) was rescheduled ``times`` (int > 0) times."""
+        with self._lock:
+            self.rescheduled[key] = self.rescheduled.get(key, 0) + times
+
     @property
     def missing(self):
         """Planned programs not accepted (list of str keys)."""
@@ -296,6 +342,8 @@ class Ledger:
                 "cycles": self.cycles, "mismatches": self.mismatches,
                 "differing": self.differing, "duplicates_refused": self.duplicates,
                 "unknown_refused": self.unknown, "missing": self.missing,
+                "rescheduled": sum(self.rescheduled.values()),
+                "rescheduled_programs": dict(self.rescheduled),
                 "complete": self.complete, "workers": dict(self.workers),
                 "worker_seconds": {"build": self.build_seconds, "simulator": self.sim_seconds,
                                    "clock_loop": self.clock_seconds,
@@ -463,12 +511,15 @@ class DaskEngine(Engine):
             routes = {} if dashboard else {
                 "distributed.scheduler.http.routes": ["distributed.http.health"],
                 "distributed.worker.http.routes": ["distributed.http.health"]}
+            # Dask's own logs stay quiet (a failed task's traceback, a lost worker): the run
+            # reports a failed program in one line with its replay command, a lost worker
+            # in the ledger.
             with dask.config.set({**routes, **WORKER_CONFIG}):
                 self._cluster = LocalCluster(
                     n_workers=workers, threads_per_worker=1, processes=True,
                     host="127.0.0.1", protocol="tcp", dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": bool(dashboard)},
-                    silence_logs=logging.ERROR)
+                    silence_logs=logging.CRITICAL)
             self.client = Client(self._cluster, set_as_default=False)
             # A fresh worker imports the tiling, testbench and runner modules on its first
             # program (about 1.5 s); start that now, while the caller prepares the run.
@@ -482,10 +533,9 @@ class DaskEngine(Engine):
 
     def run(self, programs):
         from distributed import as_completed
-        from distributed.scheduler import KilledWorker
 
-        futures = {self.client.submit(execute, p, key=f"systolica-{self._run}-{p.key}",
-                                      retries=RETRIES, pure=False, priority=p.priority): p
+        futures = {self.client.submit(execute, p, key=self._task(p), retries=RETRIES,
+                                      pure=False, priority=p.priority): p
                    for p in programs}
         out = {}
         try:
@@ -493,23 +543,58 @@ class DaskEngine(Engine):
                 program = futures[future]
                 try:
                     outcome = future.result()
-                except KilledWorker as error:
-                    raise SimulationError(f"program {program.key} killed every worker that "
-                                          f"ran it ({error})") from None
-                except USER_FACING:
+                except _TOOLING:
                     raise
-                except Exception as error:  # noqa: BLE001 (a worker's failure, one line)
-                    first = (str(error).splitlines() or [""])[0]
-                    raise SimulationError(
-                        f"program {program.key} failed on a Dask worker: "
-                        f"{type(error).__name__}: {first} (is this project, the same "
-                        f"version, installed there?)") from None
+                except Exception as error:  # noqa: BLE001 (a program's failure, one line)
+                    raise self._failed(program, error) from None
+                # Its result is here: a worker lost from now on must not recompute it.
+                future.release()
                 self._finish(program, outcome)
                 out[program.key] = outcome
+            self._count_reschedules(programs)
         finally:
             for future in futures:
                 future.release()
         return [out[p.key] for p in programs]
+
+    def _task(self, program):
+        """The Dask task key of ``program`` in this run (str)."""
+        return f"systolica-{self._run}-{program.key}"
+
+    def _failed(self, program, error):
+        """The :class:`~systolica.sim.builder.errors.SimulationError` that stops the run when
+        ``program`` failed with ``error`` on the cluster: one line, ending with the command
+        that replays the program alone (:mod:`.replay`)."""
+        from distributed.scheduler import KilledWorker
+
+        first = (str(error).splitlines() or [""])[0]
+        if isinstance(error, KilledWorker):
+            what = f"killed every worker that ran it ({first})"
+        elif isinstance(error, SimulationError):
+            what = f"failed on a Dask worker: {first}"
+        else:
+            what = (f"raised {type(error).__name__}: {first} on a Dask worker, "
+                    f"{RETRIES + 1} attempts" + (
+                        " (is this project, the same version, installed there?)"
+                        if isinstance(error, (ImportError, AttributeError)) else ""))
+        try:
+            how = f"replay it alone: {replay_command(save_for_replay(program, self._run))}"
+        except OSError as saving:
+            how = f"it could not be saved for a replay ({saving.strerror})"
+        return SimulationError(f"program {program.key} {what}; {how}")
+
+    def _count_reschedules(self, programs):
+        """Put in the ledger how often each of ``programs`` was taken from a lost worker,
+        from the scheduler's ``remove-worker`` events (the programs it held, waiting or
+        running, and those whose result was lost with it)."""
+        tasks = {self._task(p): p.key for p in programs}
+        for _when, event in self.client.get_events("all"):
+            if not isinstance(event, dict) or event.get("action") != "remove-worker":
+                continue
+            for task in {*event.get("processing-tasks", ()),
+                         *event.get("lost-computed-tasks", ())}:
+                if task in tasks:
+                    self.ledger.reschedule(tasks[task], 1)
 
     def close(self):
         for future in self._warm:

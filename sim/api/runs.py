@@ -423,9 +423,13 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
         stuck = [line.strip() for line in tail if "tile stuck" in line]
         raise SimulationError((stuck[0] if stuck else "the harness run failed")
                               + f"; see {run.log}")
-    fields = timing.read_text().split() if timing.is_file() else []
     try:
-        received = program.check(run_dir, status=[int(v) for v in fields[2:4]] or None)
+        measured = protocol.read_timing(timing) if timing.is_file() else None
+    except ValueError as error:
+        raise SimulationError(f"{error}; see {run.log}") from None
+    status = [measured["rejected"], measured["error"]] if measured else None
+    try:
+        received = program.check(run_dir, status=status)
     except ValueError as error:   # x/z bits or a malformed line in the captured results
         raise SimulationError(f"the harness's captured results are unreadable ({error}); "
                               f"see {run_dir}") from None
@@ -433,8 +437,8 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
     if received != program.result_count or scoreboard.outstanding:
         raise SimulationError(f"{received} of {program.result_count} result beats "
                               f"arrived; see {run.log}")
-    seconds = float(fields[1]) if fields else run.seconds
-    cpu_seconds = float(fields[4]) if len(fields) > 4 else None
+    seconds = measured["seconds"] if measured else run.seconds
+    cpu_seconds = measured["cpu_seconds"] if measured else None
     free_seconds = free_cpu_seconds = None
     if free_run:
         cycles = max(r.last_result for r in records) + 1
@@ -443,8 +447,8 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
                       plusargs=plusargs, testcase="free_run",
                       extra_env={protocol.FREE_RUN_CYCLES: str(cycles),
                                  protocol.BULK_TIMING: str(run_dir / "free.txt")})
-        free_fields = (run_dir / "free.txt").read_text().split()
-        free_seconds, free_cpu_seconds = float(free_fields[1]), float(free_fields[2])
+        free = protocol.read_timing(run_dir / "free.txt")
+        free_seconds, free_cpu_seconds = free["seconds"], free["cpu_seconds"]
     stamps = [CommandTiming(r.accept, issues=tuple(r.issues), results=tuple(r.result_cycles))
               for r in records]
     result = _program_result(
@@ -505,12 +509,12 @@ def _polling(path, progress, total):
         seen = None
         while not stop.wait(0.25):
             try:
-                fields = path.read_text().split()
-            except OSError:
+                fields = protocol.read_progress(path)
+            except (OSError, ValueError):    # not written yet
                 continue
-            if len(fields) == 2 and fields != seen:
+            if fields != seen:
                 seen = fields
-                progress(int(fields[0]), total, int(fields[1]))
+                progress(fields["results"], total, fields["cycle"])
 
     thread = threading.Thread(target=poll, daemon=True)
     thread.start()

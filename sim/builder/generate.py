@@ -25,8 +25,8 @@ BLOCK_MODULE = "systolica_block"
 #: Verilator compiles once as a hierarchical block: a flat build of 128 x 128 BF16 PEs
 #: needs more memory than a 24 GB machine has.
 BLOCKED_PES = 64 * 64
-#: Side of the sub-arrays of blocked tiles, chosen by measurement (``make bench``, README
-#: "Benchmarks"): the largest block that still verilates and compiles in about a minute.
+#: Side of the sub-arrays of blocked tiles, chosen by measurement (``make bench``,
+#: docs/benchmarks.md): the largest block that still verilates and compiles in about a minute.
 BLOCK_SIDE = 16
 
 #: The HDL sources (the ``systolica.hdl`` package's folder).

@@ -49,9 +49,9 @@ def default_workers():
 
 
 #: Default tile side per simulator: the largest square tile whose first ``make sim`` (build
-#: included) takes at most 10 minutes on the project's 2-core machine (README, "What the two
-#: commands do"): 112 x 112 since the all-types, double-row PE and the FP8 run (7 min 57 s;
-#: 128 x 128 took 12 min 20 s); Icarus, about 100x slower, stays at 8 x 8.
+#: included) takes at most 10 minutes on the project's 2-core machine (docs/benchmarks.md,
+#: "`make sim`'s default tile"): 112 x 112 since the all-types, double-row PE and the FP8
+#: run (7 min 57 s; 128 x 128 took 12 min 20 s); Icarus, about 100x slower, stays at 8 x 8.
 TILE_SIZES = {"icarus": 8, "verilator": 112}
 
 

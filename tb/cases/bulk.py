@@ -18,10 +18,11 @@ from .. import protocol
 
 
 def _report_progress(dut, path):
-    """Write ``<results received> <cycle>`` to ``path`` (replaced atomically)."""
+    """Write the results received so far and the cycle to the progress file ``path``
+    (:func:`~systolica.tb.protocol.write_progress`; replaced atomically)."""
     partial = f"{path}.part"
-    with open(partial, "w") as handle:
-        handle.write(f"{int(dut.r_received.value)} {int(dut.cycle.value)}\n")
+    protocol.write_progress(partial, results=int(dut.r_received.value),
+                            cycle=int(dut.cycle.value))
     os.replace(partial, path)
 
 
@@ -73,9 +74,8 @@ async def run_bulk(dut):
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     path = os.environ.get(protocol.BULK_TIMING)
     if path:
-        with open(path, "w") as handle:
-            handle.write(f"{cycles} {seconds} {int(dut.rejected.value)} "
-                         f"{int(dut.error.value)} {cpu}\n")
+        protocol.write_timing(path, cycles=cycles, seconds=seconds, cpu_seconds=cpu,
+                              rejected=int(dut.rejected.value), error=int(dut.error.value))
     dut._log.info("harness done: %d cycles in %.3f s", cycles, seconds)
 
 
@@ -84,7 +84,8 @@ async def free_run(dut):
     """Clock only, no Python per cycle and no stimulus: the build's free-running rate.
 
     Runs when ``SYSTOLICA_FREE_RUN_CYCLES`` is set (``make bench``) and writes
-    ``<cycles> <seconds> <cpu seconds>`` to ``SYSTOLICA_BULK_TIMING``.
+    the timing file (:func:`~systolica.tb.protocol.write_timing`) named by
+    ``SYSTOLICA_BULK_TIMING``.
     """
     cycles = int(os.environ.get(protocol.FREE_RUN_CYCLES, "0"))
     if not cycles:
@@ -96,5 +97,5 @@ async def free_run(dut):
     started, cpu = time.perf_counter(), time.process_time()
     await Timer(cycles * 10, unit="ns")
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    with open(os.environ[protocol.BULK_TIMING], "w") as handle:
-        handle.write(f"{cycles} {seconds} {cpu}\n")
+    protocol.write_timing(os.environ[protocol.BULK_TIMING], cycles=cycles, seconds=seconds,
+                          cpu_seconds=cpu)

@@ -4,14 +4,26 @@ simulator.
 Every test derives its matrices and its idle/backpressure pattern from ``cocotb.RANDOM_SEED``
 (printed by cocotb at start-up; replay with ``COCOTB_RANDOM_SEED=<seed>``), so a failure is
 reproducible.
+
+Most tests share one body, written once in :func:`_checked_test`: start a TB with the case's
+salt, idle and backpressure, let the case's stimulus program submit its commands, run, check
+every result against the golden model, then run the program's own extra check if it returned
+one. The cases are rows of :data:`TESTS` (a factory in the manner of cocotb's
+``TestFactory``, which keeps each test's own name so that ``systolica waves --test NAME``
+and the catalogue :data:`~systolica.tb.protocol.TILE_TEST_LANES` still find it); the
+full-tile random ones are one :class:`FullTile` sweep with other operand makers, sizes and
+FTZ patterns. The error injection and the stuck tile, which must not pass ``check()``, keep
+bodies of their own.
 """
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import cocotb
 import numpy as np
 
-from systolica.golden import FORMATS, Command, command_schedule
+from systolica.golden import FORMATS, Command, command_schedule, nc_matmul
 
 from .. import fault_injection, protocol, stimulus
 from ..stimulus import bf16, random_int8
@@ -32,102 +44,132 @@ async def _started(dut, salt, idle=0.0, backpressure=0.0):
     return tb
 
 
-@cocotb.test()
-async def test_random_full_size(dut):
-    """Random int8 matrices using the whole tile (K = rows, M = cols)."""
-    tb = await _started(dut, 1)
-    rng = _rng(1)
-    for n in (1, 7, 2 * tb.rows + 3):
-        tb.submit(random_int8(rng, (tb.rows, tb.cols)), random_int8(rng, (tb.rows, n)))
-    await tb.run()
-    tb.check()
+@dataclass(frozen=True)
+class Case:
+    """One regression test of the common shape: start, submit, run, check.
+
+    Attributes
+    ----------
+    doc : str
+        What the test checks (its docstring in cocotb's listing).
+    salt : int
+        Seeds the test's matrices (:func:`_rng`) and the TB's idle/backpressure pattern.
+    program : callable
+        ``program(tb, rng)`` submits the test's commands; it may return ``after(tb)``, run
+        after ``tb.check()`` passed.
+    idle, backpressure : float
+        Probabilities of an idle input cycle and of a held-back result cycle.
+    """
+
+    doc: str
+    salt: int
+    program: Callable
+    idle: float = 0.0
+    backpressure: float = 0.0
 
 
-@cocotb.test()
-async def test_extremes(dut):
-    """-128 and 127 everywhere (largest products of each sign), and all zeros."""
-    tb = await _started(dut, 2)
+@dataclass(frozen=True)
+class FullTile:
+    """A stimulus program of ``count(tb)`` matmuls using the whole tile (K = rows, M = cols).
+
+    Matmul ``i`` has ``n(tb, rng, i)`` moving vectors (drawn before its operands), its
+    stationary and moving operands from ``makers[i % len(makers)]`` (a pair of
+    ``maker(rng, shape)``), and FTZ ``ftz(i)``. ``after``, if given, runs after the check.
+    """
+
+    count: Callable
+    n: Callable
+    makers: tuple
+    ftz: Callable = lambda i: False
+    after: Callable | None = None
+
+    def __call__(self, tb, rng):
+        for i in range(self.count(tb)):
+            n = self.n(tb, rng, i)
+            make_s, make_m = self.makers[i % len(self.makers)]
+            tb.submit(make_s(rng, (tb.rows, tb.cols)), make_m(rng, (tb.rows, n)),
+                      ftz=self.ftz(i))
+        return self.after
+
+
+def _checked_test(name, case):
+    """The cocotb test ``name`` running ``case`` (a :class:`Case`)."""
+    async def run(dut):
+        tb = await _started(dut, case.salt, case.idle, case.backpressure)
+        after = case.program(tb, _rng(case.salt))
+        await tb.run()
+        tb.check()
+        if after is not None:
+            after(tb)
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = case.doc
+    return run
+
+
+def _bulk_count(tb):
+    """Matmuls of N = 512 covering ``SYSTOLICA_BULK_MACS`` BF16 MACs (at least one)."""
+    target = int(os.environ.get(protocol.BULK_MACS, "0"))
+    return max(1, -(-target // (tb.rows * tb.cols * 512)))
+
+
+def _bulk_n(tb, rng, i):
+    return 512 if int(os.environ.get(protocol.BULK_MACS, "0")) else 8
+
+
+def _log_bulk(tb):
+    tb.log.info("bulk: %d BF16 MACs checked", tb.scoreboard.macs_checked["bf16"])
+
+
+INT8 = (random_int8, random_int8)
+BF16_NORMAL = (stimulus.bf16_normal, stimulus.bf16_normal)
+BF16_WIDE = (stimulus.bf16_wide, stimulus.bf16_wide)
+
+
+def _extremes(tb, rng):
     k, m = tb.rows, tb.cols
     for s_value, m_value in ((-128, -128), (127, 127), (-128, 127), (127, -128), (0, 0)):
         tb.submit(np.full((k, m), s_value, np.int8), np.full((k, 3), m_value, np.int8))
-    await tb.run()
-    tb.check()
 
 
-@cocotb.test()
-async def test_identity(dut):
-    """An identity stationary passes the moving vectors through (PSUM = moving)."""
-    tb = await _started(dut, 3)
+def _identity(tb, rng):
     d = min(tb.rows, tb.cols)
-    moving = random_int8(_rng(3), (d, 5))
+    moving = random_int8(rng, (d, 5))
     record = tb.submit(np.eye(d, dtype=np.int8), moving)
-    await tb.run()
-    tb.check()
-    np.testing.assert_array_equal(tb.results(record), moving.astype(np.int32))
+    return lambda tb: np.testing.assert_array_equal(tb.results(record),
+                                                    moving.astype(np.int32))
 
 
-@cocotb.test()
-async def test_one_hot_rows(dut):
-    """One-hot moving vectors select one partition row each, so a skew error names its row."""
-    tb = await _started(dut, 4)
+def _one_hot_rows(tb, rng):
     k, m = tb.rows, tb.cols
     stationary = ((np.arange(k * m).reshape(k, m) % 120) + 1).astype(np.int8)
     moving = np.zeros((k, k), np.int8)
     moving[np.arange(k), np.arange(k)] = 1
     record = tb.submit(stationary, moving)
-    await tb.run()
-    tb.check()
     # Column n of the result is partition row n of the stationary matrix.
-    np.testing.assert_array_equal(tb.results(record), stationary.T.astype(np.int32))
+    return lambda tb: np.testing.assert_array_equal(tb.results(record),
+                                                    stationary.T.astype(np.int32))
 
 
-@cocotb.test()
-async def test_partial_k_and_m(dut):
-    """K < rows and M < cols: unused partition rows and columns stay out of the result."""
-    tb = await _started(dut, 5)
-    rng = _rng(5)
+def _partial_k_and_m(tb, rng):
     for k in sorted({1, max(1, tb.rows // 2), tb.rows}):
         for m in sorted({1, max(1, tb.cols - 1)}):
             tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 4)))
-    await tb.run()
-    tb.check()
 
 
-@cocotb.test()
-async def test_back_to_back_stationaries(dut):
-    """Several matmuls in a row, each with its own stationary, including single-beat ones."""
-    tb = await _started(dut, 6)
-    rng = _rng(6)
-    for i in range(8):
-        n = int(rng.integers(1, 2 * tb.rows + 2)) if i % 2 else 1
-        tb.submit(random_int8(rng, (tb.rows, tb.cols)), random_int8(rng, (tb.rows, n)))
-    await tb.run()
-    tb.check()
-
-
-@cocotb.test()
-async def test_random_idle_and_backpressure(dut):
-    """Random shapes under random input idles and result backpressure."""
-    tb = await _started(dut, 7, idle=0.3, backpressure=0.4)
-    rng = _rng(7)
+def _random_shapes(tb, rng):
     for _ in range(6):
         k = int(rng.integers(1, tb.rows + 1))
         m = int(rng.integers(1, tb.cols + 1))
         n = int(rng.integers(1, 12))
         tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, n)))
-    await tb.run()
-    tb.check()
 
 
-@cocotb.test()
-async def test_error_injection_is_caught(dut):
+async def _error_injection_is_caught(dut):
     """Corrupt one golden word on purpose: the scoreboard must flag exactly that word."""
     tb = await _started(dut, 8)
     rng = _rng(8)
     stationary = random_int8(rng, (tb.rows, tb.cols))
     moving = random_int8(rng, (tb.rows, 3))
-    from systolica.golden import nc_matmul
-
     wrong = nc_matmul(stationary, moving).copy()
     bad_m, bad_n = tb.cols - 1, 1
     wrong[bad_m, bad_n] ^= 1 << 4
@@ -144,43 +186,11 @@ async def test_error_injection_is_caught(dut):
         raise AssertionError("the scoreboard accepted a corrupted golden result")
 
 
-# ---- BF16 -------------------------------------------------------------------------------
-
-@cocotb.test()
-async def test_bf16_random_normal(dut):
-    """Normal-range random BF16 matrices using the whole tile."""
-    tb = await _started(dut, 10)
-    rng = _rng(10)
-    for n in (1, 2 * tb.rows + 3):
-        tb.submit(stimulus.bf16_normal(rng, (tb.rows, tb.cols)),
-                  stimulus.bf16_normal(rng, (tb.rows, n)))
-    await tb.run()
-    tb.check()
-
-
-@cocotb.test()
-async def test_bf16_wide_exponent(dut):
-    """Random BF16 over the whole exponent range: subnormals, overflow, cancellation."""
-    tb = await _started(dut, 11)
-    rng = _rng(11)
-    for ftz in (False, True, False):
-        tb.submit(stimulus.bf16_wide(rng, (tb.rows, tb.cols)),
-                  stimulus.bf16_wide(rng, (tb.rows, 2 * tb.cols + 1)), ftz=ftz)
-    await tb.run()
-    tb.check()
-
-
-@cocotb.test()
-async def test_bf16_specials_mixed(dut):
-    """+-0, +-Inf, NaNs with payloads, max finite and subnormals mixed into random matrices."""
-    tb = await _started(dut, 12)
-    rng = _rng(12)
+def _bf16_specials_mixed(tb, rng):
     for ftz in (False, True):
         s = stimulus.with_specials(rng, stimulus.bf16_wide(rng, (tb.rows, tb.cols)), 0.15)
         m = stimulus.with_specials(rng, stimulus.bf16_normal(rng, (tb.rows, 9)), 0.15)
         tb.submit(s, m, ftz=ftz)
-    await tb.run()
-    tb.check()
 
 
 #: Directed cases: (name, stationary column, moving column, ftz), one rule each.
@@ -206,10 +216,7 @@ DIRECTED = [
 ]
 
 
-@cocotb.test()
-async def test_bf16_directed_rules(dut):
-    """One matmul per numerics rule (K beyond the tile's rows runs as accumulating slabs)."""
-    tb = await _started(dut, 13)
+def _bf16_directed_rules(tb, rng):
     for name, s_col, m_col, ftz in DIRECTED:
         s = bf16(np.array(s_col).reshape(-1, 1))
         m = bf16(np.array(m_col).reshape(-1, 1))
@@ -217,15 +224,9 @@ async def test_bf16_directed_rules(dut):
             assert np.array_equal(exact.astype(np.float64).ravel(), given, equal_nan=True), name
         tb.log.info("directed: %s", name)
         tb.submit_slabs(s, m, ftz=ftz)
-    await tb.run()
-    tb.check()
 
 
-@cocotb.test()
-async def test_psum_keeps_nan_inf_and_flushes_under_ftz(dut):
-    """NaN and Inf in PSUM stay through accumulation; an FTZ accumulate flushes a stored
-    subnormal; overwrite never reads the old value."""
-    tb = await _started(dut, 14)
+def _psum_keeps_nan_inf_and_flushes_under_ftz(tb, rng):
     tiny = 2.0**-65                  # tiny * tiny = 2**-130, a subnormal FP32 in PSUM
     cases = [  # (first stationary, first moving, then accumulated stationary, moving, ftz)
         (float("nan"), 1.0, 2.0, 1.0, False),
@@ -236,57 +237,15 @@ async def test_psum_keeps_nan_inf_and_flushes_under_ftz(dut):
         tb.submit(bf16([[s1]]), bf16([[m1]]))
         tb.submit(bf16([[s2]]), bf16([[m2]]), accumulate=True, ftz=ftz)
     tb.submit(bf16([[7.0]]), bf16([[1.0]]))   # overwrite after NaN/Inf: a plain 7
-    await tb.run()
-    tb.check()
 
 
-@cocotb.test()
-async def test_multi_slab_accumulation(dut):
-    """K = 2 * rows + 1 as three matmuls accumulating into one PSUM region, INT8 and BF16."""
-    tb = await _started(dut, 15)
-    rng = _rng(15)
+def _multi_slab_accumulation(tb, rng):
     k = 2 * tb.rows + 1
     tb.submit_slabs(random_int8(rng, (k, tb.cols)), random_int8(rng, (k, 6)))
     tb.submit_slabs(stimulus.bf16_normal(rng, (k, tb.cols)), stimulus.bf16_normal(rng, (k, 6)))
-    await tb.run()
-    tb.check()
 
 
-@cocotb.test()
-async def test_int8_and_bf16_interleaved(dut):
-    """INT8 and BF16 matmuls back to back on one tile, each with its own stationary."""
-    tb = await _started(dut, 16, idle=0.2, backpressure=0.2)
-    rng = _rng(16)
-    for i in range(6):
-        n = int(rng.integers(1, tb.rows + 4))
-        if i % 2:
-            tb.submit(random_int8(rng, (tb.rows, tb.cols)), random_int8(rng, (tb.rows, n)))
-        else:
-            tb.submit(stimulus.bf16_wide(rng, (tb.rows, tb.cols)),
-                      stimulus.bf16_normal(rng, (tb.rows, n)))
-    await tb.run()
-    tb.check()
-
-
-@cocotb.test()
-async def test_bf16_bulk_random(dut):
-    """Bulk BF16 MACs (``SYSTOLICA_BULK_MACS``, default one small matmul), half wide-range."""
-    tb = await _started(dut, 17)
-    rng = _rng(17)
-    target = int(os.environ.get(protocol.BULK_MACS, "0"))
-    per_matmul = tb.rows * tb.cols * 512
-    count = max(1, -(-target // per_matmul))
-    n = 512 if target else 8
-    for i in range(count):
-        make = stimulus.bf16_wide if i % 2 else stimulus.bf16_normal
-        tb.submit(make(rng, (tb.rows, tb.cols)), make(rng, (tb.rows, n)), ftz=i % 4 == 3)
-    await tb.run()
-    tb.check()
-    dut._log.info("bulk: %d BF16 MACs checked", tb.scoreboard.macs_checked["bf16"])
-
-
-@cocotb.test()
-async def test_stuck_tile_times_out_with_message(dut):
+async def _stuck_tile_times_out_with_message(dut):
     """A matmul whose stationary never comes: the tile waits, the TB gives up with a message."""
     tb = await _started(dut, 9)
     tb.moving.send({"data": [1] * tb.rows})   # and no command, so it is never taken
@@ -301,13 +260,7 @@ async def test_stuck_tile_times_out_with_message(dut):
         raise AssertionError("the tile ran a matmul without a stationary, or the TB never gave up")
 
 
-@cocotb.test()
-async def test_psum_banks_offsets_and_read_out(dut):
-    """Matmuls into several banks and offsets, accumulating and overwriting, then READ
-    commands stream regions out (spanning several matmuls' writes); the TB's shadow PSUM
-    predicts every word."""
-    tb = await _started(dut, 20)
-    rng = _rng(20)
+def _psum_banks_offsets_and_read_out(tb, rng):
     k, m = tb.rows, tb.cols
     tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 6)), bank=3, offset=500)
     tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 6)), bank=3, offset=500,
@@ -320,17 +273,9 @@ async def test_psum_banks_offsets_and_read_out(dut):
               offset=2, accumulate=True)
     tb.read(bank=7, offset=0, n=6)
     tb.read(bank=0, offset=9, n=3)
-    await tb.run()
-    tb.check()
 
 
-@cocotb.test()
-async def test_illegal_commands_are_rejected_with_status(dut):
-    """Each kind of illegal command, between legal ones: the tile drops it (no beats taken,
-    no results), counts it in ``status.rejected`` and names it in ``status.error``; the legal
-    matmuls around it run as if it had not been sent."""
-    tb = await _started(dut, 21)
-    rng = _rng(21)
+def _illegal_commands_are_rejected_with_status(tb, rng):
     k, m = tb.rows, tb.cols
     illegal = [Command("matmul", k=k + 1, m=1, n=1), Command("matmul", k=1, m=m + 1, n=1),
                Command("matmul", k=1, m=1, n=0), Command("matmul", k=1, m=1, n=8, offset=510),
@@ -342,19 +287,15 @@ async def test_illegal_commands_are_rejected_with_status(dut):
         assert record.error is not None, command
     tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), accumulate=True)
     tb.submit_command(Command("matmul", k=0, m=1, n=1, bank=9))   # bank is checked first
-    await tb.run()
-    tb.check()
-    assert [r.error for r in tb.records if r.error] == [
-        "K_RANGE", "M_RANGE", "N_RANGE", "N_RANGE", "BANK_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE",
-        "BANK_RANGE"]
+
+    def after(tb):
+        assert [r.error for r in tb.records if r.error] == [
+            "K_RANGE", "M_RANGE", "N_RANGE", "N_RANGE", "BANK_RANGE", "N_RANGE",
+            "DOUBLE_ROW_TYPE", "BANK_RANGE"]
+    return after
 
 
-@cocotb.test()
-async def test_timing_model_follows_random_backpressure(dut):
-    """Under random result backpressure (inputs never idle), the stepped cycle model,
-    given the ready pattern the TB drove, predicts every command, moving and result stamp."""
-    tb = await _started(dut, 22, backpressure=0.35)
-    rng = _rng(22)
+def _timing_model_follows_random_backpressure(tb, rng):
     commands = []
     for i in range(10):
         k = int(rng.integers(1, tb.rows + 1))
@@ -364,16 +305,17 @@ async def test_timing_model_follows_random_backpressure(dut):
         commands.append(record.command)
         if i % 4 == 3:
             commands.append(tb.read(bank=i % 8, n=n).command)
-    await tb.run()
-    tb.check()
-    ready = tb.result.ready_cycles
-    schedule = command_schedule(tb.rows, tb.cols, commands,
-                                result_ready=lambda cycle: ready[cycle])
-    for record, predicted in zip(tb.records, schedule, strict=True):
-        measured = (record.accept, tuple(record.issues), tuple(record.result_cycles))
-        want = (predicted.accept, predicted.issues if record.op == "matmul" else (),
-                predicted.results)
-        assert measured == want, (record.index, measured, want)
+
+    def after(tb):
+        ready = tb.result.ready_cycles
+        schedule = command_schedule(tb.rows, tb.cols, commands,
+                                    result_ready=lambda cycle: ready[cycle])
+        for record, predicted in zip(tb.records, schedule, strict=True):
+            measured = (record.accept, tuple(record.issues), tuple(record.result_cycles))
+            want = (predicted.accept, predicted.issues if record.op == "matmul" else (),
+                    predicted.results)
+            assert measured == want, (record.index, measured, want)
+    return after
 
 
 # ---- FP16, FP8, mixed pairs, FP8 double-row ----------------------------------------------
@@ -387,12 +329,7 @@ def _random_float(rng, name, shape, mask=None):
     return bits.astype(f"u{fmt.width // 8}").view(fmt.dtype)
 
 
-@cocotb.test()
-async def test_fp16_fp8_mixed_pairs(dut):
-    """Every ordered pair of float types (BF16, FP16, the four FP8 types), random bit
-    patterns, K and M, IEEE and FTZ, back to back under idles and backpressure."""
-    tb = await _started(dut, 20, idle=0.2, backpressure=0.2)
-    rng = _rng(20)
+def _fp16_fp8_mixed_pairs(tb, rng):
     floats = [name for name, fmt in FORMATS.items() if fmt.is_float]
     for sname in floats:
         for mname in floats:
@@ -401,16 +338,9 @@ async def test_fp16_fp8_mixed_pairs(dut):
             n = int(rng.integers(1, 6))
             tb.submit(_random_float(rng, sname, (k, m)), _random_float(rng, mname, (k, n)),
                       ftz=bool(rng.integers(0, 2)))
-    await tb.run()
-    tb.check()
 
 
-@cocotb.test()
-async def test_fp8_double_row(dut):
-    """FP8 double-row matmuls (e4m3 / e5m2, mixed): K = 2 x rows, odd K above and below
-    rows, accumulating into PSUM, between single-row FP8 and INT8 matmuls."""
-    tb = await _started(dut, 21, idle=0.1, backpressure=0.1)
-    rng = _rng(21)
+def _fp8_double_row(tb, rng):
     rows = tb.rows
     written = False             # bank 3 entries 0..4 hold a known value (PSUM may not be 0)
     for k in sorted({2 * rows, 2 * rows - 1, rows + 1, rows, 1}, reverse=True):
@@ -423,5 +353,90 @@ async def test_fp8_double_row(dut):
         tb.submit(_random_float(rng, "e5m2", (min(k, rows), tb.cols)),
                   _random_float(rng, "e5m2", (min(k, rows), 3)))
         tb.submit(random_int8(rng, (rows, tb.cols)), random_int8(rng, (rows, 2)))
-    await tb.run()
-    tb.check()
+
+
+#: Every test of the module, in the catalogue's order: a :class:`Case` (the common body) or
+#: a test function of its own. Salts are the tests' historical seeds (two pairs share one).
+TESTS = {
+    "test_random_full_size": Case(
+        "Random int8 matrices using the whole tile (K = rows, M = cols).", 1,
+        FullTile(lambda tb: 3, lambda tb, rng, i: (1, 7, 2 * tb.rows + 3)[i], (INT8,))),
+    "test_extremes": Case(
+        "-128 and 127 everywhere (largest products of each sign), and all zeros.", 2,
+        _extremes),
+    "test_identity": Case(
+        "An identity stationary passes the moving vectors through (PSUM = moving).", 3,
+        _identity),
+    "test_one_hot_rows": Case(
+        "One-hot moving vectors select one partition row each, so a skew error names its "
+        "row.", 4, _one_hot_rows),
+    "test_partial_k_and_m": Case(
+        "K < rows and M < cols: unused partition rows and columns stay out of the result.", 5,
+        _partial_k_and_m),
+    "test_back_to_back_stationaries": Case(
+        "Several matmuls in a row, each with its own stationary, including single-beat "
+        "ones.", 6, FullTile(lambda tb: 8, lambda tb, rng, i: int(
+            rng.integers(1, 2 * tb.rows + 2)) if i % 2 else 1, (INT8,))),
+    "test_random_idle_and_backpressure": Case(
+        "Random shapes under random input idles and result backpressure.", 7,
+        _random_shapes, idle=0.3, backpressure=0.4),
+    "test_error_injection_is_caught": _error_injection_is_caught,
+    "test_bf16_random_normal": Case(
+        "Normal-range random BF16 matrices using the whole tile.", 10,
+        FullTile(lambda tb: 2, lambda tb, rng, i: (1, 2 * tb.rows + 3)[i], (BF16_NORMAL,))),
+    "test_bf16_wide_exponent": Case(
+        "Random BF16 over the whole exponent range: subnormals, overflow, cancellation.", 11,
+        FullTile(lambda tb: 3, lambda tb, rng, i: 2 * tb.cols + 1, (BF16_WIDE,),
+                 ftz=lambda i: i == 1)),
+    "test_bf16_specials_mixed": Case(
+        "+-0, +-Inf, NaNs with payloads, max finite and subnormals mixed into random "
+        "matrices.", 12, _bf16_specials_mixed),
+    "test_bf16_directed_rules": Case(
+        "One matmul per numerics rule (K beyond the tile's rows runs as accumulating "
+        "slabs).", 13, _bf16_directed_rules),
+    "test_psum_keeps_nan_inf_and_flushes_under_ftz": Case(
+        "NaN and Inf in PSUM stay through accumulation; an FTZ accumulate flushes a stored "
+        "subnormal; overwrite never reads the old value.", 14,
+        _psum_keeps_nan_inf_and_flushes_under_ftz),
+    "test_multi_slab_accumulation": Case(
+        "K = 2 * rows + 1 as three matmuls accumulating into one PSUM region, INT8 and "
+        "BF16.", 15, _multi_slab_accumulation),
+    "test_int8_and_bf16_interleaved": Case(
+        "INT8 and BF16 matmuls back to back on one tile, each with its own stationary.", 16,
+        FullTile(lambda tb: 6, lambda tb, rng, i: int(rng.integers(1, tb.rows + 4)),
+                 ((stimulus.bf16_wide, stimulus.bf16_normal), INT8)),
+        idle=0.2, backpressure=0.2),
+    "test_bf16_bulk_random": Case(
+        "Bulk BF16 MACs (``SYSTOLICA_BULK_MACS``, default one small matmul), half "
+        "wide-range.", 17,
+        FullTile(_bulk_count, _bulk_n, (BF16_NORMAL, BF16_WIDE), ftz=lambda i: i % 4 == 3,
+                 after=_log_bulk)),
+    "test_stuck_tile_times_out_with_message": _stuck_tile_times_out_with_message,
+    "test_psum_banks_offsets_and_read_out": Case(
+        "Matmuls into several banks and offsets, accumulating and overwriting, then READ "
+        "commands stream regions out (spanning several matmuls' writes); the TB's shadow "
+        "PSUM predicts every word.", 20, _psum_banks_offsets_and_read_out),
+    "test_illegal_commands_are_rejected_with_status": Case(
+        "Each kind of illegal command, between legal ones: the tile drops it (no beats "
+        "taken, no results), counts it in ``status.rejected`` and names it in "
+        "``status.error``; the legal matmuls around it run as if it had not been sent.", 21,
+        _illegal_commands_are_rejected_with_status),
+    "test_timing_model_follows_random_backpressure": Case(
+        "Under random result backpressure (inputs never idle), the stepped cycle model, "
+        "given the ready pattern the TB drove, predicts every command, moving and result "
+        "stamp.", 22, _timing_model_follows_random_backpressure, backpressure=0.35),
+    "test_fp16_fp8_mixed_pairs": Case(
+        "Every ordered pair of float types (BF16, FP16, the four FP8 types), random bit "
+        "patterns, K and M, IEEE and FTZ, back to back under idles and backpressure.", 20,
+        _fp16_fp8_mixed_pairs, idle=0.2, backpressure=0.2),
+    "test_fp8_double_row": Case(
+        "FP8 double-row matmuls (e4m3 / e5m2, mixed): K = 2 x rows, odd K above and below "
+        "rows, accumulating into PSUM, between single-row FP8 and INT8 matmuls.", 21,
+        _fp8_double_row, idle=0.1, backpressure=0.1),
+}
+
+# Registered in order, each under its own name (cocotb finds them among the module's names).
+for _name, _test in TESTS.items():
+    globals()[_name] = cocotb.test(name=_name)(
+        _checked_test(_name, _test) if isinstance(_test, Case) else _test)
+del _name, _test

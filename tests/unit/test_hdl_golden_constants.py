@@ -34,3 +34,10 @@ def test_double_row_types():
         formats.DOUBLE_ROW_TYPES)
     assert {d.name: d.value for d in layouts.DType} == {
         name.upper(): fmt.code for name, fmt in formats.FORMATS.items()}
+
+
+def test_command_field_widths():
+    fields = dict(layouts.command_layout())
+    assert {name: fields[name].width for name in command.FIELD_WIDTHS} == command.FIELD_WIDTHS
+    assert (command.BANK_WIDTH, command.SIZE_WIDTH) == (layouts.BANK_WIDTH, layouts.SIZE_WIDTH)
+    assert set(command.OPS) == {op.name.lower() for op in layouts.Op}

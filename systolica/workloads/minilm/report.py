@@ -183,7 +183,8 @@ def _accounting(run):
     return (f"Accounting: {led.programs:,} of {led.planned_programs:,} planned programs, "
             f"{led.matmuls:,} of {led.planned_matmuls:,} matmuls checked by the scoreboard "
             f"({led.words:,} PSUM words), each program accepted once "
-            f"({led.duplicates} duplicates refused, {len(led.missing)} missing); "
+            f"({led.duplicates} duplicates refused, {len(led.missing)} missing, "
+            f"{sum(led.rescheduled.values())} rescheduled from a lost worker); "
             f"{len(led.workers)} worker process{'es' if len(led.workers) != 1 else ''} "
             f"ran {worker_list or 'no'} programs"
             + (f", busy {100 * busy_fraction(run):.0f}% of the wall time" if led.workers

@@ -2,10 +2,12 @@
 
 A small slice (two layers on a 4 x 4 Verilator tile, one sentence, the first M-fold of each
 problem on the RTL) runs serially in this process, on an embedded local cluster of two
-worker processes, on a local cluster one of whose workers is killed in the middle of a
-program, and through a real ``dask scheduler`` + ``dask worker`` on loopback: results bit
-for bit the same, every planned matmul checked exactly once. Bad and unreachable scheduler
-addresses end in one line, exit status 2, within a bounded time.
+worker processes, and on a local cluster one of whose workers is killed in the middle of a
+program: results bit for bit the same, every planned matmul checked exactly once, the
+reschedule counted. A program that raises on a worker stops the run with its replay
+command. MiniLM layer 0 at 8 x 8 through a real ``dask scheduler`` and two ``dask worker``
+processes on loopback gives the local run's report. Bad and unreachable scheduler
+addresses end in one line, exit status 2, within the stated timeout.
 """
 
 import json
@@ -20,10 +22,15 @@ from pathlib import Path
 
 import pytest
 
-from systolica.sim.api.engine import DaskEngine, SerialEngine
+from systolica.sim.api.engine import (
+    WORKER_CONFIG,
+    DaskEngine,
+    SchedulerError,
+    SerialEngine,
+)
 from systolica.sim.builder.runner import default_build_root
 from systolica.workloads.minilm import run_model
-from systolica.workloads.minilm.report import busy_fraction
+from systolica.workloads.minilm.report import _accounting, busy_fraction
 
 SENTENCES = ["The cat sleeps on the mat."]
 SLICE = {"layers": [0, 1], "gemms": ["q", "scores", "context"], "rows": 4, "cols": 4,
@@ -58,6 +65,7 @@ def test_slice_is_bit_identical_with_one_and_two_workers(serial):
     led = run.ledger
     assert led.complete and led.programs == serial.ledger.programs == 12
     assert led.matmuls == led.planned_matmuls == serial.ledger.matmuls
+    assert led.rescheduled == {} and led.as_dict()["rescheduled"] == 0   # no worker lost
     # The programs ran in worker processes, not here, and kept them partly busy.
     assert all(int(w.rsplit(":", 1)[1]) != os.getpid() for w in led.workers)
     assert 0 < busy_fraction(run) <= 1
@@ -95,22 +103,25 @@ def test_waiting_programs_run_by_priority_on_the_cluster():
 
 
 def test_a_worker_killed_mid_program_leaves_no_matmul_unaccounted(serial):
-    """SIGKILL a worker process while it runs a program: Dask reruns the program on a
-    worker that lives, the ledger still counts each planned program once, the results are
-    the serial run's."""
+    """SIGKILL a worker process while it holds a program: Dask reruns the program on a
+    worker that lives, the ledger still counts each planned program once and counts the
+    reschedule (of a program the killed worker held), the results are the serial run's."""
     state = {"killed": None}
     holder = {}
 
     def kill_a_busy_worker(program, outcome):
         if state["killed"] is not None:
             return
-        client = holder["engine"].client
-        busy = [address for address, keys in client.processing().items() if keys]
+        engine = holder["engine"]
+        busy = [(address, keys) for address, keys in engine.client.processing().items()
+                if keys]
         if not busy:
             return                          # try again after the next program
-        pids = client.run(os.getpid)
-        os.kill(pids[busy[0]], signal.SIGKILL)
-        state["killed"] = (busy[0], pids[busy[0]])
+        address, keys = busy[0]
+        pids = engine.client.run(os.getpid)
+        os.kill(pids[address], signal.SIGKILL)
+        prefix = engine._task(program)[:-len(program.key)]
+        state["killed"] = (address, {key.removeprefix(prefix) for key in keys})
 
     engine = DaskEngine(2, on_done=kill_a_busy_worker)
     holder["engine"] = engine
@@ -124,6 +135,14 @@ def test_a_worker_killed_mid_program_leaves_no_matmul_unaccounted(serial):
     assert led.complete and not led.missing and led.duplicates == 0
     assert (led.programs, led.matmuls) == (led.planned_programs, led.planned_matmuls)
     assert sum(led.workers.values()) == led.programs
+    # Programs the killed worker held (running, or waiting there) were rescheduled once
+    # each, and no other program (one that ended between the look and the kill may not be).
+    held = state["killed"][1]
+    assert led.rescheduled and set(led.rescheduled) <= held, (led.rescheduled, held)
+    assert set(led.rescheduled.values()) == {1}
+    count = led.as_dict()["rescheduled"]
+    assert count == len(led.rescheduled)
+    assert f"{count} rescheduled from a lost worker" in _accounting(run)
 
 
 def _cli(*args, env=None, timeout=300):
@@ -144,25 +163,59 @@ def _wait_for(path, seconds):
     raise AssertionError(f"{path} did not appear within {seconds} s")
 
 
-def test_slice_through_a_real_scheduler_and_worker_on_loopback(serial, tmp_path):
+#: MiniLM layer 0 on an 8 x 8 tile, as the README's separate-process recipe runs it, cut
+#: down for CI: one sentence, BF16 only, the first M-fold of each problem on the RTL (eight
+#: programs; BF16 and INT8 took 47 CPU-s, this about half).
+LAYER0_8X8 = ["--layers", "0", "--rows", "8", "--cols", "8", "--rtl-folds", "1", "--sim",
+              "verilator", "--text", SENTENCES[0], "--dtypes", "bf16", "--json"]
+
+
+def _without_times(report):
+    """A JSON report without what may differ between equal runs: times and the engine."""
+    if isinstance(report, dict):
+        return {k: _without_times(v) for k, v in report.items()
+                if "seconds" not in k
+                and k not in ("engine", "workers", "wall", "worker_busy_fraction")}
+    if isinstance(report, list):
+        return [_without_times(v) for v in report]
+    return report
+
+
+def _dask_environment():
+    """The embedded cluster's Dask settings (:data:`WORKER_CONFIG`: slower health ticks,
+    no profiler, BLAS on one thread) as ``DASK_*`` variables for ``dask`` commands (dict of
+    str: idle scheduler and worker processes then cost a tenth of the CPU time)."""
+    return {"DASK_" + key.upper().replace(".", "__").replace("-", "_"): repr(value)
+            for key, value in WORKER_CONFIG.items()}
+
+
+def test_layer_0_through_a_scheduler_and_two_worker_processes_is_the_local_run(tmp_path):
+    """``dask scheduler`` and two ``dask worker`` processes on loopback, started as the
+    README says: MiniLM layer 0 at 8 x 8 through them gives the report of the same
+    command run serially in one process, bit for bit (every float of every GEMM, the
+    embeddings' cosines and similarities), both workers running programs."""
+    build = ["--build-dir", str(default_build_root())]   # the tile the other tests build
+    local = _cli(*LAYER0_8X8, *build, "--workers", "1")
+    assert local.returncode == 0, local.stderr[-3000:]
     dask = Path(sys.executable).parent / "dask"
     scheduler_file = tmp_path / "scheduler.json"
     log = open(tmp_path / "dask.log", "w")     # noqa: SIM115 (closed below)
+    env = {**os.environ, **_dask_environment()}
     procs = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", "0",
-                               "--dashboard-address", "127.0.0.1:0", "--no-show",
-                               "--scheduler-file", scheduler_file],
-                              stdout=log, stderr=subprocess.STDOUT)]
+                               "--no-dashboard", "--scheduler-file", scheduler_file],
+                              stdout=log, stderr=subprocess.STDOUT, env=env)]
     try:
         address = _wait_for(scheduler_file, 60)["address"]
         assert address.startswith("tcp://127.0.0.1:")
-        procs.append(subprocess.Popen([dask, "worker", address, "--host", "127.0.0.1",
-                                       "--nthreads", "1", "--nworkers", "1",
-                                       "--no-dashboard"],
-                                      stdout=log, stderr=subprocess.STDOUT))
-        done = _cli(*CLI_SLICE, "--scheduler", address, "--build-dir",
-                    str(default_build_root()), "--json")
-        assert done.returncode == 0, done.stderr[-3000:]
-        report = json.loads(done.stdout)
+        procs += [subprocess.Popen([dask, "worker", address, "--host", "127.0.0.1",
+                                    "--nthreads", "1", "--no-dashboard"],
+                                   stdout=log, stderr=subprocess.STDOUT, env=env)
+                  for _ in range(2)]
+        from distributed import Client
+        with Client(address, timeout=30, set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
+        remote = _cli(*LAYER0_8X8, *build, "--scheduler", address)
+        assert remote.returncode == 0, remote.stderr[-3000:]
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -172,14 +225,69 @@ def test_slice_through_a_real_scheduler_and_worker_on_loopback(serial, tmp_path)
             except subprocess.TimeoutExpired:
                 p.kill()
         log.close()
-    assert report["engine"].startswith(f"Dask scheduler {address}, 1 workers")
-    acc = report["accounting"]
-    assert acc["complete"] and acc["programs"] == acc["planned_programs"] == 12
-    assert acc["matmuls_checked"] == serial.ledger.matmuls and acc["mismatches"] == 0
-    for dtype, prec in serial.runs.items():
-        # Cosines are computed from the embeddings: equal floats mean equal embeddings.
-        assert report["precisions"][dtype]["embedding_cosines"] == [float(c) for c in
-                                                                    prec.cosines]
+    mine, theirs = json.loads(remote.stdout), json.loads(local.stdout)
+    assert mine["engine"] == f"Dask scheduler {address}, 2 workers"
+    acc = mine["accounting"]
+    assert acc["complete"] and acc["programs"] == acc["planned_programs"] == 8
+    assert len(acc["workers"]) == 2 and acc["rescheduled"] == 0
+    assert _without_times(mine) == _without_times(theirs)
+    assert mine["precisions"]["bf16"]["embedding_cosines"] == \
+        theirs["precisions"]["bf16"]["embedding_cosines"]
+
+
+#: A Dask worker preload (``distributed.worker.preload``) that makes one program raise.
+_FAULT = """
+from systolica.sim.api import engine
+
+_execute = getattr(engine.execute, "unfaulty", engine.execute)   # loaded more than once
+
+
+def execute(program):
+    if program.key == {key!r}:
+        raise RuntimeError("injected fault in " + program.key)
+    return _execute(program)
+
+
+execute.unfaulty = _execute
+engine.execute = execute
+"""
+
+
+def test_a_program_that_raises_on_a_worker_stops_the_run_with_its_replay(serial, tmp_path):
+    """One program raises inside the workers of the embedded cluster (a preload script
+    replaces the task function there): the run ends with one line naming the program and
+    the command that replays it, exit status 1, no report and no PASS; the replay runs
+    the program alone here (it passes without the fault and raises with it)."""
+    key = "bf16/L0/q/0"
+    preload = tmp_path / "fault.py"
+    preload.write_text(_FAULT.format(key=key))
+    done = _cli(*CLI_SLICE, "--workers", "2", "--build-dir", str(default_build_root()),
+                "--json", env={"DASK_DISTRIBUTED__WORKER__PRELOAD": json.dumps([str(preload)])})
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stdout == "" and "PASS" not in done.stderr, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr[-3000:]
+    head = (f"error: program {key} raised RuntimeError: injected fault in {key} on a Dask "
+            f"worker, 3 attempts")
+    assert errors[0].startswith(head), errors[0]
+    replay = errors[0].split("; replay it alone: ", 1)[1].split()
+    assert replay[:3] == [sys.executable, "-m", "systolica.sim.api.replay"]
+    again = subprocess.run(replay, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    gemm = next(g for g in serial.runs["bf16"].gemms if (g.layer, g.gemm) == (0, "q"))
+    assert gemm.programs == 1          # so the program's matmuls are the GEMM's
+    assert again.stdout.startswith(f"replay: program {key} on a 4 x 4 verilator tile: "
+                                   f"{gemm.matmuls:,} matmuls, "), again.stdout
+    assert again.stdout.rstrip().endswith(" 0 mismatches, 0 differing words, "
+                                          f"{gemm.cycles:,} cycles: ok"), again.stdout
+    faulty = subprocess.run([sys.executable, "-c", f"import runpy, sys; "
+                             f"runpy.run_path({str(preload)!r}); "
+                             f"from systolica.sim.api import replay; "
+                             f"sys.exit(replay.main([{replay[3]!r}]))"],
+                            capture_output=True, text=True, timeout=300)
+    assert faulty.returncode == 1 and f"RuntimeError: injected fault in {key}" in \
+        faulty.stderr, faulty.stderr[-3000:]
 
 
 class _Silent:
@@ -238,6 +346,26 @@ def test_unreachable_scheduler_is_one_line_within_the_timeout(kind):
     assert errors[0].startswith(f"error: cannot reach the Dask scheduler at {address} "
                                 f"within 3 s")
     assert elapsed < 3 + 30
+
+
+@pytest.mark.parametrize("kind", ["refused", "silent"])
+def test_unreachable_scheduler_fails_within_the_stated_timeout(kind):
+    """In process (no interpreter start-up in the figure): the engine gives up after the
+    timeout it was given, not Dask's longer defaults, with one line."""
+    silent = _Silent() if kind == "silent" else None
+    address = f"tcp://127.0.0.1:{silent.port if silent else _closed_port()}"
+    started = time.monotonic()
+    try:
+        with pytest.raises(SchedulerError) as error:
+            DaskEngine(scheduler=address, timeout=2)
+    finally:
+        if silent:
+            silent.close()
+    elapsed = time.monotonic() - started
+    assert str(error.value).startswith(f"cannot reach the Dask scheduler at {address} "
+                                       f"within 2 s (")
+    assert "\n" not in str(error.value)
+    assert elapsed < 2 + 1.0, elapsed
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:8786", "tcp://127.0.0.1", "http://host:80",

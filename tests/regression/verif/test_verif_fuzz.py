@@ -35,6 +35,22 @@ def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
     assert all(r.matmuls and r.reads and r.stamps_checked for r in reports)
 
 
+def test_fuzz_sample_at_16x16_loses_nothing(seed):
+    """The seeded CI sample of ``make fuzz SIZES=16x16``: one program of 300 commands at
+    backpressure 0.3 and idle 0.3 on the 16 x 16 bulk harness (the build the 16 x 16
+    regression and timing tests make), every command accounted for, every word and stamp
+    checked, 16 PSUM words per result beat."""
+    lines = []
+    reports = fuzz.fuzz(seed, 900, chunk=300, sizes=((16, 16),), programs=[2],
+                        out=lines.append)
+    assert [r.passed for r in reports] == [True], "\n".join(lines)
+    r = reports[0]
+    assert (r.rows, r.cols, r.commands, r.backpressure, r.idle) == (16, 16, 300, 0.3, 0.3)
+    assert r.matmuls and r.reads and sum(r.rejected.values()) and r.stamps_checked
+    assert r.words == 16 * r.result_beats > 0
+    assert r.missing_beats == r.unexpected_beats == 0
+
+
 def test_fuzz_flags_a_wrong_word_and_prints_its_replay(monkeypatch):
     monkeypatch.setattr(bulk, "TileModel", CorruptFirstMatmul)
     lines = []

@@ -37,6 +37,23 @@ def test_coverage_points_are_summed_per_module(tmp_path):
     assert table["pe.py"]["toggle"][:2] == [0, 1]
 
 
+def test_table_prints_raw_toggle_coverage_beside_the_figure_without_constants():
+    """Per module: every toggle point counted (raw) beside the figure with the points of
+    proved-constant bits left out; the targets apply to the latter only."""
+    def key(name, kind="toggle"):
+        return (kind, "systolica_tile.queue", "tile.v", 1, name)
+
+    points = {key("block", "line"): 3, key("a:0->1"): 1, key("a:1->0"): 2,
+              key("b[0]:0->1"): 0, key("b[0]:1->0"): 0, key("c:0->1"): 1, key("c:1->0"): 0}
+    raw = rtlcov.per_file(points)
+    constant = {("systolica_tile.queue", "b", 0)}
+    lines, below = rtlcov._table_lines(rtlcov.per_file(points, constant), raw, "test")
+    assert lines[0].split()[:6] == ["hdl", "module", "line", "toggle", "raw", "toggle"]
+    assert lines[1].split() == ["command_queue.py", "1/1", "100.0", "%", "3/6", "50.0", "%",
+                                "3/4", "75.0", "%", "2"]
+    assert below == ["command_queue.py toggle 75.0 % < 90 %"]     # not the raw 50 %
+
+
 def test_toggle_bits_decode_verilator_names():
     def key(name):
         return ("toggle", "systolica_tile.array", "tile.v", 1, name)

@@ -17,7 +17,7 @@ from systolica.sim.waves import timeline
 REPO = Path(__file__).resolve().parents[3]   # tests/<tier>/<area>/this file
 SUBCOMMANDS = ("sim", "waves", "bench", "regress", "cells", "minilm-speedup", "fuzz",
                "exhaustive", "mutants", "coverage", "rtl-coverage", "estimate", "validate",
-               "claims")
+               "claims", "nki", "docs-table")
 
 
 def _run(*args, **kwargs):

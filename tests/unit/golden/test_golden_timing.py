@@ -119,7 +119,7 @@ def test_double_row_needs_an_fp8_pair(dtype, moving_dtype, error):
     ({"op": "write"}, "op must be one of matmul, read"),
     ({"k": -1}, "k must be an integer in 0..65535"),
     ({"n": 1 << 16}, "n must be an integer in 0..65535"),
-    ({"bank": 256}, "bank must be in 0..255"),
+    ({"bank": 256}, r"bank must be an integer in 0..255 \(8-bit field\)"),
     ({"dtype": "fp8"}, "dtype must be one of int8, bf16, fp16, e4m3, e5m2, e3m4, e4m3fn, "
                        "not 'fp8'"),
     ({"dtype": "bf16", "moving_dtype": "int8"}, "int8 pairs only with int8"),

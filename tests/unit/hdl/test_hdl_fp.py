@@ -5,6 +5,8 @@ Random bit patterns over the whole exponent range (with cancellation-prone pairs
 special values mixed in), IEEE and FTZ modes, compared as bit patterns.
 """
 
+import re
+
 import numpy as np
 import pytest
 from amaranth.hdl import Module
@@ -108,6 +110,19 @@ def test_leading_zeros_counts_from_the_top(width):
     got = evaluate(_LeadingZeros(width), [{"value": v} for v in values], "count")
     want = [width - v.bit_length() for v in values]
     assert got.tolist() == want
+
+
+def test_init():
+    assert FloatMultiplier().dtypes == tuple(FLOAT_FIELDS)
+    assert FloatMultiplier([DType.E4M3]).dtypes == (DType.E4M3,)
+
+
+@pytest.mark.parametrize("dtypes,shown", [((), "()"), ([DType.INT8], "(<DType.INT8: 0>,)")])
+def test_init_wrong_dtypes(dtypes, shown):
+    names = "BF16, FP16, E4M3, E5M2, E3M4, E4M3FN"
+    message = f"dtypes must be float DTypes ({names}), not {shown}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        FloatMultiplier(dtypes)
 
 
 def test_dtype_codes_and_fields_match_the_golden_formats():

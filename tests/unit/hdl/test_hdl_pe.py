@@ -1,24 +1,44 @@
-"""Unit tier: the processing element in Amaranth's simulator (INT8, float and double-row)."""
+"""Unit tier: the processing element (:class:`systolica.hdl.ProcessingElement`): its
+parameters, and in Amaranth's simulator INT8, float and double-row MACs."""
+
+import re
 
 import ml_dtypes
 import numpy as np
-from amaranth.sim import Simulator
+import pytest
 
-from systolica.hdl import DType, ProcessingElement
+from systolica.hdl import FLOAT_FIELDS, DType, ProcessingElement, streams
 
 MASK32 = 0xFFFFFFFF
 
 
+def test_init():
+    assert ProcessingElement().float_dtypes == tuple(FLOAT_FIELDS)
+    pe = ProcessingElement(float_dtypes=[DType.BF16], double_row=False)
+    assert pe.float_dtypes == (DType.BF16,)
+    assert ProcessingElement(float_dtypes=(), double_row=False).float_dtypes == ()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"float_dtypes": [DType.INT8]},
+     "float_dtypes must be float DTypes, not [<DType.INT8: 0>]"),
+    ({"float_dtypes": ["bf16"], "double_row": False},
+     "float_dtypes must be float DTypes, not ['bf16']"),
+    ({"float_dtypes": [DType.BF16, DType.E4M3]},
+     "double_row needs E4M3 and E5M2 among float_dtypes"),
+])
+def test_init_wrong_float_dtypes(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ProcessingElement(**kwargs)
+
+
 def simulate(bench):
     dut = ProcessingElement()
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
 
     async def testbench(ctx):
         await bench(ctx, dut)
 
-    sim.add_testbench(testbench)
-    sim.run()
+    streams.simulate(dut, testbench)
 
 
 async def load(ctx, dut, buf, value):

@@ -1,10 +1,30 @@
-"""Unit tier: the skew delay lines delay each lane by its own number of enabled cycles."""
+"""Unit tier: the skew delay lines (:class:`systolica.hdl.SkewBuffer`): their parameters, and
+each lane delayed by its own number of enabled cycles."""
+
+import re
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
+from amaranth.hdl import Shape
 
 from systolica.hdl import SkewBuffer
+from systolica.hdl.streams import simulate
+
+
+def test_init():
+    dut = SkewBuffer(8, range(3))
+    assert dut.delays == (0, 1, 2)
+    assert Shape.cast(dut.signature.members["o"].shape).width == 3 * 8
+
+
+@pytest.mark.parametrize("delays,message", [
+    ([], "delays must name at least one lane, not an empty sequence"),
+    ([0, -1], "every delay must be a non-negative integer, not -1"),
+    ([1.0], "every delay must be a non-negative integer, not 1.0"),
+])
+def test_init_wrong_delays(delays, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        SkewBuffer(8, delays)
 
 
 @pytest.mark.parametrize("delays", [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 1, 2, 0], [1]])
@@ -24,10 +44,7 @@ def test_each_lane_is_delayed_by_its_enabled_cycles(delays):
             seen.append([ctx.get(dut.o[lane]) for lane in range(len(delays))])
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    sim.run()
+    simulate(dut, bench)
     # Reference: lane l at step t shows the input of the step that was delays[l] enabled
     # steps back (counting enabled steps before t), or 0 before any.
     for t in range(steps):

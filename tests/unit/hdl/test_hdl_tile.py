@@ -5,9 +5,10 @@ stamped, so the cycle model's stamps (including with result backpressure) are co
 exactly, as well as every result word.
 """
 
+import re
+
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from systolica.golden import Command, command_error, command_schedule, nc_matmul
 from systolica.hdl import (
@@ -17,6 +18,7 @@ from systolica.hdl import (
     moving_layout,
     stationary_layout,
 )
+from systolica.hdl.streams import simulate, stream_sink, stream_source
 from systolica.tb.model import command_beat
 
 
@@ -40,52 +42,26 @@ def run_tile(rows, cols, program, *, banks=2, entries=16, result_ready=lambda cy
                         for c in range(command.n)]
     expected_beats = sum(c.n for (c, _, _), ok in zip(program, legal, strict=True) if ok)
     stamps = {"command": [], "stationary": [], "moving": [], "result": []}
-    words = []
-
-    def driver(stream, beats, name, layout):
-        async def process(ctx):
-            cycle = 0
-            for beat in beats:
-                ctx.set(stream.payload, layout(beat))
-                ctx.set(stream.valid, 1)
-                while True:
-                    _, _, ready = await ctx.tick().sample(stream.ready)
-                    cycle += 1
-                    if ready:
-                        stamps[name].append(cycle - 1)
-                        break
-            ctx.set(stream.valid, 0)
-        return process
+    beats, status = [], []
+    collect = stream_sink(dut.result, expected_beats, beats, cycles=stamps["result"],
+                          ready=result_ready, max_cycles=max_cycles)
 
     async def monitor(ctx):
-        cycle = 0
-        while len(words) < expected_beats:
-            ready = bool(result_ready(cycle))
-            ctx.set(dut.result.ready, int(ready))
-            _, _, valid, payload = await ctx.tick().sample(dut.result.valid, dut.result.payload)
-            if valid and ready:
-                words.append([int(v) for v in payload.data] + [int(payload.last)])
-                stamps["result"].append(cycle)
-            cycle += 1
-            assert cycle < max_cycles, "tile stopped producing results"
+        await collect(ctx)
         for _ in range(rows + cols + 4):   # an extra beat would show up here
             ctx.set(dut.result.ready, 1)
             _, _, valid = await ctx.tick().sample(dut.result.valid)
             assert not valid, "tile sent more result beats than the commands ask for"
         status.extend([ctx.get(dut.status.rejected), ctx.get(dut.status.error)])
 
-    status = []
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(driver(dut.command, [c for c, _, _ in program], "command",
-                             lambda c: command_layout().const(command_beat(c))),
-                      background=True)
-    sim.add_testbench(driver(dut.stationary, s_beats, "stationary",
-                             lambda b: s_layout.const({"data": b})), background=True)
-    sim.add_testbench(driver(dut.moving, m_beats, "moving",
-                             lambda b: m_layout.const({"data": b})), background=True)
-    sim.add_testbench(monitor)
-    sim.run()
+    sources = [stream_source(dut.command, [command_layout().const(command_beat(c))
+                                           for c, _, _ in program], cycles=stamps["command"]),
+               stream_source(dut.stationary, [s_layout.const({"data": b}) for b in s_beats],
+                             cycles=stamps["stationary"]),
+               stream_source(dut.moving, [m_layout.const({"data": b}) for b in m_beats],
+                             cycles=stamps["moving"])]
+    simulate(dut, monitor, background=sources)
+    words = [[int(v) for v in beat.data] + [int(beat.last)] for beat in beats]
     results, position = [], 0
     for (command, _, _), ok in zip(program, legal, strict=True):
         if ok:
@@ -235,11 +211,12 @@ def test_default_psum_geometry_is_the_neuroncore_one():
         "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE"]
 
 
-@pytest.mark.parametrize("kwargs,match", [({"psum_banks": 0}, "psum_banks"),
-                                          ({"psum_banks": 257}, "at most 256"),
-                                          ({"psum_entries": 1 << 16}, "less than 65536")])
-def test_bad_psum_geometry_is_rejected(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+@pytest.mark.parametrize("kwargs,message", [
+    ({"psum_banks": 0}, "psum_banks must be a positive integer, not 0"),
+    ({"psum_banks": 257}, "psum_banks must be at most 256, not 257"),
+    ({"psum_entries": 1 << 16}, "psum_entries must be less than 65536, not 65536")])
+def test_bad_psum_geometry_is_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         Tile(2, 2, **kwargs)
 
 

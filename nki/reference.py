@@ -1,0 +1,51 @@
+"""Numpy references of the project's kernels for ``systolica nki run --reference``
+(``systolica.nki.reference:matmul`` ...). Tensor-engine ones are the golden model's, bit for
+bit; the others are float64 formulas."""
+
+import numpy as np
+
+from systolica.golden import nc_matmul
+from systolica.sim.api.tiling import golden_tiled_matmul
+
+
+def matmul(lhsT, rhs, **_options):
+    """``lhsT.T @ rhs`` as the tutorial matmul kernels accumulate it (128-row K-slabs in
+    PSUM), float32."""
+    return golden_tiled_matmul(lhsT, rhs, 128)
+
+
+def matmul_fp8_double_row(lhsT, rhs):
+    """One double-row ``nc_matmul`` (K = 256), float32."""
+    return nc_matmul(lhsT, rhs, perf_mode="double_row")
+
+
+def transpose_2d(x):
+    """``x.T``, bits unchanged."""
+    return np.ascontiguousarray(x.T)
+
+
+def softmax(x):
+    """Row softmax (float64)."""
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def rmsnorm(x, gamma, eps=1e-6):
+    """RMSNorm over the last axis (float64)."""
+    x = x.astype(np.float64)
+    return x / np.sqrt((x ** 2).mean(1, keepdims=True) + eps) * gamma
+
+
+def layernorm(x, gamma, beta, eps=1e-5):
+    """LayerNorm over the last axis (float64)."""
+    x = x.astype(np.float64)
+    mu = x.mean(1, keepdims=True)
+    return (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + eps) * gamma + beta
+
+
+def attention_fwd(q, k, v, scale=None):
+    """``softmax(q.T @ k * scale) @ v`` (float64)."""
+    scale = q.shape[0] ** -0.5 if scale is None else scale
+    s = q.astype(np.float64).T @ k.astype(np.float64) * scale
+    p = np.exp(s - s.max(1, keepdims=True))
+    return (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)

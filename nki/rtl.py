@@ -1,0 +1,111 @@
+"""``tensor_engine="rtl"``: every ``nc_matmul`` of a kernel run again on the Verilator tile,
+each PSUM word compared with the golden path.
+
+The matmuls recorded by a run (their SBUF operands) become one tile program per
+``perf_mode`` (:func:`systolica.sim.api.tiling.run_tiled_program`: one simulator start-up
+for all of them); a tile smaller than 128 x 128 folds each matmul into K-slabs, M-folds and
+N-chunks as ``systolica sim`` does, and its golden path is then the same slab-by-slab
+accumulation (:func:`~systolica.sim.api.tiling.golden_tiled_matmul` at the tile's rows),
+which on a 128-row tile is the kernel's own ``nc_matmul`` result. A PSUM word that differs is
+an error naming the instruction, its kernel line and its PSUM region.
+"""
+
+import time
+
+import numpy as np
+
+from systolica.sim.api.tiling import golden_tiled_matmuls, run_tiled_program
+
+from ._core import NkiError
+
+
+def _region(access):
+    return (f"PSUM buffer {access.buffer}, partitions {access.partitions[0]}.."
+            f"{access.partitions[1] - 1}, bytes {access.span[0]}..{access.span[1] - 1}")
+
+
+def _run_programs(groups, rows, cols, simulator, workers, scheduler):
+    """Per ``perf_mode`` group, ``(outs, mismatches, tile matmuls, words, build seconds)``:
+    serially in this process (``workers == 1`` and no scheduler: one tile program per
+    group), else as several tile programs on a Dask cluster (``make sim``'s engine)."""
+    if workers == 1 and scheduler is None:
+        for perf_mode, matmuls in groups.items():
+            problems = [(m["stationary"], m["moving"]) for m in matmuls]
+            r = run_tiled_program(problems, rows=rows, cols=cols, simulator=simulator,
+                                  perf_mode=perf_mode)
+            yield perf_mode, (r.outs, r.mismatches, r.matmuls, r.words, r.build_seconds)
+        return
+    from systolica.sim.api.engine import TileProgram, make_engine
+    from systolica.sim.api.tiling import matmul_count
+
+    with make_engine(workers, scheduler=scheduler) as engine:
+        for perf_mode, matmuls in groups.items():
+            parts = max(1, min(len(matmuls), 2 * (workers or 2)))
+            size = -(-len(matmuls) // parts)
+            programs = []
+            for j in range(0, len(matmuls), size):
+                problems = tuple((m["stationary"], m["moving"]) for m in matmuls[j:j + size])
+                programs.append(TileProgram(
+                    key=f"nki/{perf_mode}/{j}", problems=problems, rows=rows, cols=cols,
+                    simulator=simulator, build_root=None,
+                    matmuls=sum(matmul_count(s.shape[0], s.shape[1], v.shape[1], rows, cols,
+                                             perf_mode=perf_mode) for s, v in problems),
+                    model_cycles=0, perf_mode=perf_mode))
+            outcomes = engine.run(programs)
+            yield perf_mode, ([o for oc in outcomes for o in oc.outs],
+                              sum(o.mismatches for o in outcomes),
+                              sum(o.matmuls for o in outcomes), sum(o.words for o in outcomes),
+                              sum(o.build_seconds for o in outcomes))
+
+
+def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
+                  scheduler=None):
+    """Run ``run``'s matmuls on a ``rows x cols`` RTL tile and compare every PSUM word.
+
+    ``workers`` (None: one per core) and ``scheduler`` (a Dask scheduler address) spread the
+    tile programs over a Dask cluster as ``make sim`` does; ``workers=1`` without a
+    scheduler runs them in this process.
+
+    Returns
+    -------
+    dict
+        ``matmuls`` (instructions checked), ``tile_matmuls`` (tile commands run),
+        ``words`` (PSUM words the scoreboard compared), ``mismatches`` (0), ``seconds``
+        (wall time of the RTL runs including builds), ``build_seconds``.
+
+    Raises
+    ------
+    NkiError
+        On the first instruction whose RTL result differs from the golden path.
+    """
+    start = time.perf_counter()
+    summary = {"matmuls": 0, "tile_matmuls": 0, "words": 0, "mismatches": 0,
+               "build_seconds": 0.0, "rows": rows, "cols": cols}
+    groups = {}
+    for m in run.matmuls:
+        groups.setdefault(m["perf_mode"], []).append(m)
+    for perf_mode, (outs, mismatches, tile_matmuls, words, build) in _run_programs(
+            groups, rows, cols, simulator, workers, scheduler):
+        matmuls = groups[perf_mode]
+        problems = [(m["stationary"], m["moving"]) for m in matmuls]
+        goldens = golden_tiled_matmuls(problems, rows, perf_mode=perf_mode)
+        for m, out, golden in zip(matmuls, outs, goldens, strict=True):
+            expected = m["sums"] if rows == 128 else golden
+            diff = out.view(np.uint32) != expected.view(np.uint32)
+            if diff.any():
+                ins = run.instructions[m["index"]]
+                p, f = (int(v[0]) for v in np.nonzero(diff))
+                raise NkiError(
+                    f"{ins.source}: nc_matmul (instruction {ins.index}): the RTL tile "
+                    f"({rows} x {cols}) differs from the golden model in "
+                    f"{int(diff.sum())} PSUM words, first at [{p}, {f}] "
+                    f"(RTL {out[p, f]!r}, golden {expected[p, f]!r}); {_region(m['region'])}")
+        if mismatches:
+            raise NkiError(f"nc_matmul: the RTL tile's scoreboard counted {mismatches} "
+                           f"PSUM words different from the golden model")
+        summary["matmuls"] += len(matmuls)
+        summary["tile_matmuls"] += tile_matmuls
+        summary["words"] += words
+        summary["build_seconds"] += build
+    summary["seconds"] = time.perf_counter() - start
+    return summary

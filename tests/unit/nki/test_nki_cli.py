@@ -1,0 +1,99 @@
+"""Unit tier: ``systolica nki run``: a project kernel with a reference (bit-exact), the JSON
+document, an older-style kernel writing its output argument, and the one-line errors (bad
+arguments: exit 2; a kernel breaking a rule: exit 1)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from systolica.nki.cli import main
+
+REPO = Path(__file__).resolve().parents[3]
+KERNELS = REPO / "nki" / "kernels"
+
+
+def test_run_prints_the_profile_and_the_bit_exact_comparison(capsys):
+    status = main(["run", f"{KERNELS}/matmul.py::matmul_tiled", "--arg",
+                   "lhsT=256x128:bfloat16", "--arg", "rhs=256x512:bfloat16",
+                   "--reference", "systolica.nki.reference:matmul", "--target", "trn1"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "nc_matmul" in out and "tensor" in out
+    assert "out: max |error| 0, bit-exact" in out
+
+
+def test_json_is_one_document_with_the_comparison(capsys):
+    status = main(["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32",
+                   "--reference", "systolica.nki.reference:softmax", "--json", "--seed", "5"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["target"] == "trn2"
+    assert report["outputs"] == [{"name": "out", "shape": [128, 64], "dtype": "float32"}]
+    row = report["reference"][0]
+    assert row["max_abs_error"] < 1e-6 and row["bit_exact"] is False
+    assert {"run", "schedule"} <= set(report["wall_seconds"])
+    assert report["instructions"] == 7          # load, max, x -1, exp, 1/x, x, store
+
+
+def test_an_older_style_kernel_writing_its_output_argument(capsys):
+    sample = REPO / "tests" / "unit" / "nki" / "nki_samples" / "neuronxcc_style.py"
+    status = main(["run", f"{sample}::tile_attention", "--arg", "q=64x128:bfloat16",
+                   "--arg", "k=64x128:bfloat16", "--arg", "v=128x64:bfloat16",
+                   "--arg", "out=128x64:float32", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert report["outputs"] == [{"name": "out", "shape": [128, 64], "dtype": "float32"}]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "nofile.py::k"], "kernel file 'nofile.py' does not exist"),
+    (["run", f"{KERNELS}/norms.py"], "must be FILE.py::NAME"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float64"],
+     "unknown dtype 'float64'"),
+    (["run", f"{KERNELS}/norms.py::softmax"], "kernel softmax(x): missing --arg x"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x0:float32"],
+     "must be positive sizes"),
+])
+def test_bad_arguments_are_one_line_with_status_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("systolica nki: error: ") and message in err
+
+
+def test_a_kernel_rule_is_one_line_with_status_1(capsys):
+    status = main(["run", f"{KERNELS}/matmul.py::matmul_fp8_double_row", "--arg",
+                   "lhsT=256x64:float8_e4m3", "--arg", "rhs=256x512:float8_e4m3",
+                   "--target", "trn1"])
+    err = capsys.readouterr().err
+    assert status == 1 and err.count("\n") == 1
+    assert err.startswith("systolica nki: error: matmul.py:")
+    assert "nc_matmul: perf_mode='double_row' needs NeuronCore-v3" in err
+
+
+def test_inputs_from_an_npz_file_and_an_spmd_grid(tmp_path, capsys):
+    kernel = tmp_path / "add.py"
+    kernel.write_text(
+        "import nki\n"
+        "import nki.language as nl\n"
+        "import nki.isa as nisa\n\n\n"
+        "@nki.jit\n"
+        "def add(a, b, scale):\n"
+        "    out = nl.ndarray(a.shape, a.dtype, buffer=nl.shared_hbm)\n"
+        "    rows = a.shape[0] // nl.num_programs(0)\n"
+        "    r0 = nl.program_id(0) * rows\n"
+        "    ta = nl.load(a[r0:r0 + rows, :])\n"
+        "    tb = nl.load(b[r0:r0 + rows, :])\n"
+        "    nl.store(out[r0:r0 + rows, :], value=nl.add(ta, nl.multiply(tb, scale)))\n"
+        "    return out\n")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((256, 8)).astype(np.float32), np.ones((256, 8), np.float32)
+    np.savez(tmp_path / "in.npz", a=a, b=b)
+    status = main(["run", f"{kernel}::add", "--inputs", str(tmp_path / "in.npz"), "--arg",
+                   "scale=3", "--grid", "2", "--json", "--trace", str(tmp_path / "t.json")])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["outputs"][0]["shape"] == [256, 8]
+    assert report["instructions"] == 2 * 5     # per program: 2 loads, multiply, add, store
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"] is not None

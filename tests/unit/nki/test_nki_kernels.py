@@ -1,0 +1,100 @@
+"""Unit tier: the project's NKI kernels (``nki/kernels``) against numpy references.
+
+Tensor-engine results (matmuls, transposes) must equal the golden model bit for bit; the
+ScalarE/VectorE kernels (softmax, RMSNorm, LayerNorm, attention) must be within the stated
+tolerance of a float64 reference (docs/nki.md, "Numerics")."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from systolica import nki
+from systolica.golden import nc_matmul
+from systolica.nki.kernels import attention, matmul, norms, transpose
+from systolica.sim.api.tiling import golden_tiled_matmul
+
+BF16 = ml_dtypes.bfloat16
+
+
+def _rand(shape, dtype=BF16, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _same_bits(a, b):
+    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_single_tile_matmul_is_the_golden_nc_matmul():
+    a, b = _rand((128, 64)), _rand((128, 512), seed=1)
+    assert _same_bits(nki.simulate(matmul.matmul_single_tile)(a, b), nc_matmul(a, b))
+
+
+@pytest.mark.parametrize("name", ["matmul_tiled", "matmul_hoisted", "matmul_free_blocked",
+                                  "matmul_blocked"])
+def test_tutorial_matmul_steps_equal_the_golden_tiled_matmul(name):
+    a, b = _rand((256, 256)), _rand((256, 1024), seed=1)
+    out = nki.simulate(getattr(matmul, name))(a, b)
+    assert _same_bits(out, golden_tiled_matmul(a, b, 128))
+
+
+def test_blocked_matmul_streams_k_in_blocks():
+    a, b = _rand((512, 128)), _rand((512, 512), seed=1)
+    out = nki.simulate(matmul.matmul_blocked)(a, b, 1, 1, 2)      # two K blocks of 2 tiles
+    assert _same_bits(out, golden_tiled_matmul(a, b, 128))
+
+
+def test_the_steps_issue_fewer_dma_copies_in_the_tutorial_order():
+    a, b = _rand((256, 256)), _rand((256, 1024), seed=1)
+    counts = [sum(i.opcode == "dma_copy" for i in nki.run(getattr(matmul, n), a, b).instructions)
+              for n in ("matmul_tiled", "matmul_hoisted", "matmul_free_blocked")]
+    assert counts[0] > counts[1] > counts[2]
+
+
+def test_fp8_double_row_matmul_is_the_golden_double_row():
+    a = _rand((256, 64), ml_dtypes.float8_e4m3)
+    b = _rand((256, 512), ml_dtypes.float8_e5m2, seed=1)
+    out = nki.simulate(matmul.matmul_fp8_double_row)(a, b)
+    assert _same_bits(out, nc_matmul(a, b, perf_mode="double_row"))
+    ins = [i for i in nki.run(matmul.matmul_fp8_double_row, a, b).instructions
+           if i.opcode == "nc_matmul"]
+    assert ins[0].params["perf_mode"] == "double_row" and ins[0].params["k"] == 256
+    assert ins[0].partitions == 128
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.float32, ml_dtypes.float8_e4m3])
+def test_transpose_moves_the_bits_unchanged(dtype):
+    x = _rand((256, 128), dtype)
+    out = nki.simulate(transpose.transpose_2d)(x)
+    assert out.dtype == x.dtype and np.array_equal(out.view(np.uint8), x.T.copy().view(np.uint8))
+
+
+def test_softmax_within_tolerance():
+    x = _rand((256, 300), np.float32)
+    e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
+    ref = e / e.sum(1, keepdims=True)
+    assert np.max(np.abs(nki.simulate(norms.softmax)(x) - ref)) < 1e-6
+
+
+def test_rmsnorm_within_tolerance():
+    x, g = _rand((128, 256), np.float32), _rand((1, 256), np.float32, seed=1)
+    ref = x / np.sqrt((x.astype(np.float64) ** 2).mean(1, keepdims=True) + 1e-6) * g
+    assert np.max(np.abs(nki.simulate(norms.rmsnorm)(x, g) - ref)) < 1e-5
+
+
+def test_layernorm_within_tolerance():
+    x = _rand((128, 256), np.float32)
+    g, b = _rand((1, 256), np.float32, seed=1), _rand((1, 256), np.float32, seed=2)
+    mu = x.astype(np.float64).mean(1, keepdims=True)
+    ref = (x - mu) / np.sqrt(((x - mu) ** 2).mean(1, keepdims=True) + 1e-5) * g + b
+    assert np.max(np.abs(nki.simulate(norms.layernorm)(x, g, b) - ref)) < 1e-5
+
+
+def test_attention_forward_within_tolerance():
+    d, sq, sk = 64, 128, 1024
+    q, k, v = _rand((d, sq)), _rand((d, sk), seed=1), _rand((sk, d), seed=2)
+    s = q.astype(np.float64).T @ k.astype(np.float64) * d ** -0.5
+    p = np.exp(s - s.max(1, keepdims=True))
+    ref = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+    out = nki.simulate(attention.attention_fwd)(q, k, v)
+    # bf16 probabilities and output: about 3 significant digits
+    assert out.dtype == BF16 and np.max(np.abs(out.astype(np.float64) - ref)) < 4e-3
