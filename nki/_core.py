@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from systolica.golden import as_tfloat32
+
 from .instructions import Access, Instruction
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -90,9 +92,6 @@ class Target:
         2 KiB: one bank holds 512 FP32 per partition (same guides).
     double_row : bool
         FP8 ``perf_mode="double_row"``: NeuronCore-v3 and later (``nki.isa.nc_matmul``).
-    tile_rows : tuple of int
-        Row/column tile sizes of the tensor engine: 64 (v2+), 32 (v3+), and 128
-        (``nki.isa.nc_matmul``, "Tiling mode").
     """
 
     name: str
@@ -102,13 +101,11 @@ class Target:
     psum_bytes: int
     psum_bank_bytes: int
     double_row: bool
-    tile_rows: tuple
 
 
 TARGETS = {
-    "trn1": Target("trn1", "NeuronCore-v2", 2, 192 * KIB, 16 * KIB, 2 * KIB, False, (64, 128)),
-    "trn2": Target("trn2", "NeuronCore-v3", 3, 224 * KIB, 16 * KIB, 2 * KIB, True,
-                   (32, 64, 128)),
+    "trn1": Target("trn1", "NeuronCore-v2", 2, 192 * KIB, 16 * KIB, 2 * KIB, False),
+    "trn2": Target("trn2", "NeuronCore-v3", 3, 224 * KIB, 16 * KIB, 2 * KIB, True),
 }
 #: Partitions of SBUF and PSUM, and the tensor engine's rows and columns.
 PMAX = 128
@@ -158,22 +155,15 @@ def dtype_name(dtype):
     return "tfloat32" if dtype is TFLOAT32 else np_dtype(dtype).name
 
 
-def _round_tf32(values):
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    finite = (bits & 0x7F800000) != 0x7F800000
-    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
-    return np.where(finite, rounded, bits).astype(np.uint32).view(np.float32)
-
-
 def cast(values, dtype):
     """``values`` (float32, or integers) converted to ``dtype`` as the engines write it:
     float types round to nearest even (ml_dtypes / numpy casts; no saturation: values
     beyond the type's range become Inf, or NaN for ``float8_e4m3fn``), ``tfloat32`` keeps 10
-    significand bits (RNE), integer types round to nearest even and saturate, ``bool_`` is
-    ``values != 0``."""
+    significand bits (RNE, :func:`systolica.golden.as_tfloat32`), integer types round to
+    nearest even and saturate, ``bool_`` is ``values != 0``."""
     values = np.asarray(values)
     if dtype is TFLOAT32:
-        return _round_tf32(values.astype(np.float32))
+        return as_tfloat32(values.astype(np.float32)).view(np.float32)
     dt = np_dtype(dtype)
     if dt == values.dtype:
         return values

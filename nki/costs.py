@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from math import ceil
 
-from systolica.golden.timing import program_schedule, tile_latency
+from systolica.golden.timing import matmul_passes, program_schedule, tile_latency
 from systolica.scaling.hardware import load_hardware, preset_names
 from systolica.scaling.spec import SpecError
 
@@ -232,13 +232,21 @@ def _mkn(instruction):
 
 
 def _fp32_factor(instruction):
-    dtype = instruction.params.get("dtype") or instruction.in_dtype
-    if dtype != "float32":
-        return 1
+    """Passes over the moving data: :func:`systolica.golden.matmul_passes` (4 for a matmul
+    with a float32 operand, 2 for a tfloat32/float32 transpose, else 1), halved to 2 for an
+    FP32 matmul with a onezero hint."""
     p = instruction.params
-    if p.get("is_stationary_onezero") or p.get("is_moving_onezero"):
+    moving = p.get("dtype") or instruction.in_dtype
+    stationary = p.get("stationary_dtype") or moving
+    transpose = bool(p.get("is_transpose")) or instruction.opcode == "nc_transpose"
+    try:
+        passes = matmul_passes(stationary, moving, is_transpose=transpose)
+    except (TypeError, ValueError):
+        passes = 1      # a type the golden model does not know (synthetic traces): BF16 rate
+    if passes == FP32_MATMUL_FACTOR and (p.get("is_stationary_onezero")
+                                         or p.get("is_moving_onezero")):
         return FP32_ONEZERO_FACTOR
-    return FP32_MATMUL_FACTOR
+    return passes
 
 
 def tensor_cycles(instruction, target, tile_cycles=None):

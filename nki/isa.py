@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from systolica.golden import nc_matmul as golden_nc_matmul
+from systolica import golden
 from systolica.golden import psum_accumulate
 
 from . import _core
@@ -223,61 +223,69 @@ def _dtype(kw, default):
 
 # --------------------------------------------------------------------------- TensorE
 
-def _transpose_bits(values, dtype):
-    """The tensor engine's transpose (``nc_transpose``, ``nc_matmul(is_transpose=True)``):
-    the bits of ``values.T`` moved unchanged into a tile of ``dtype`` (a widening or equal
-    type is exact; a narrower one rounds RNE). Kept as one function so that it can be
-    pointed at the golden model's transpose mode."""
-    return cast(np.ascontiguousarray(np.asarray(values).T), dtype)
+def _golden_operand(values, dtype):
+    """An SBUF tile's values as the golden model's operand array: ``tfloat32`` tiles (stored
+    as float32 words here) are viewed as :data:`systolica.golden.TFLOAT32`."""
+    if dtype is TFLOAT32:
+        return np.ascontiguousarray(values, dtype=np.float32).view(golden.TFLOAT32)
+    return values
+
+
+def _from_transpose(words, dtype):
+    """A golden transpose's PSUM elements back in the tile type ``dtype``: 8-bit types come
+    as uint16 with the upper byte zero (``OperandFormat.transpose_dtype``), ``tfloat32`` as
+    ``golden.TFLOAT32`` words."""
+    if dtype is TFLOAT32:
+        return words.view(np.float32)
+    dt = np_dtype(dtype)
+    if dt.itemsize == 1:
+        return words.astype(np.uint8).view(dt)
+    return words
+
+
+def _golden(opcode, run, call, *args, **kwargs):
+    """Run a golden-model function, timing it; its TypeError/ValueError (a broken operand,
+    tile or mode rule, the golden model's own message) becomes the one-line kernel error."""
+    start = time.perf_counter()
+    try:
+        return call(*args, **kwargs)
+    except (TypeError, ValueError) as error:
+        raise fail(opcode, str(error)) from None
+    finally:
+        run.golden_seconds += time.perf_counter() - start
 
 
 def _matmul_operand(opcode, t, role, double_row):
     _tile(t, opcode, role, memories=("sbuf",))
     if len(t.shape) == 3 and double_row and t.shape[1] == 2:
         values = t.read(opcode=opcode)
-        return np.concatenate([values[:, 0, :], values[:, 1, :]], axis=0)
-    if len(t.shape) != 2:
+        values = np.concatenate([values[:, 0, :], values[:, 1, :]], axis=0)
+    elif len(t.shape) != 2:
         raise fail(opcode, f"{role} must be a 2-D tile [partitions, free], not "
                            f"{list(t.shape)}")
-    return t.read(opcode=opcode)
+    else:
+        values = t.read(opcode=opcode)
+    return _golden_operand(values, t.dtype)
 
 
-def _check_matmul_types(opcode, s_dtype, m_dtype):
-    names = (dtype_name(s_dtype), dtype_name(m_dtype))
-    wide = {"float32", "tfloat32"}
+def _check_integer_operands(opcode, s_dtype, m_dtype):
+    """NKI's own rule (the golden model, being the tile's, takes int8): no integer matmul."""
     if any(np_dtype(d).kind in "iub" for d in (s_dtype, m_dtype)):
-        raise fail(opcode, f"the tensor engine has no integer matmul (operands {names[0]} "
-                           f"and {names[1]}); AWS's compiler converts integer matmuls to FP32: "
-                           f"cast the operands to a float type")
-    if (names[0] in wide) != (names[1] in wide):
-        raise fail(opcode, f"FP32/TF32 operands pair only with FP32/TF32, not {names[0]} with "
-                           f"{names[1]}")
-    if names[0] in wide:
-        raise fail(opcode, f"{names[0]} x {names[1]} matmuls are not yet modelled by the "
-                           f"golden tensor engine (types modelled: bfloat16, float16, "
-                           f"float8_e4m3, float8_e5m2, float8_e4m3fn)")
+        raise fail(opcode, f"the tensor engine has no integer matmul (operands "
+                           f"{dtype_name(s_dtype)} and {dtype_name(m_dtype)}); AWS's compiler "
+                           f"converts integer matmuls to FP32: cast the operands to a float type")
 
 
-def _check_tiling(opcode, run, k, m, tile_position, tile_size, double_row):
-    if not tile_position and not tile_size:
+def _tiling(opcode, run, tile_position, tile_size):
+    """``(tile_position, tile_size)`` for the golden model (None, None for the whole array),
+    after :func:`systolica.golden.check_tile` for the run's target (halves only on trn1)."""
+    position = tuple(tile_position) if tile_position else None
+    size = tuple(tile_size) if tile_size else None
+    _golden(opcode, run, golden.check_tile, position, size, rows=_core.PMAX, cols=_core.PMAX,
+            target=run.target.name)
+    if position is None:
         return None, None
-    if not tile_position or not tile_size or len(tile_position) != 2 or len(tile_size) != 2:
-        raise fail(opcode, "tile_position and tile_size must be given together, each as "
-                           "(row, column)")
-    sizes = run.target.tile_rows
-    for what, size, pos in (("row", tile_size[0], tile_position[0]),
-                            ("column", tile_size[1], tile_position[1])):
-        if size not in sizes:
-            raise fail(opcode, f"{what} tile size {size} is not available on {run.target.name} "
-                               f"({run.target.core}); allowed: {sizes}")
-        if pos % size or pos + size > _core.PMAX:
-            raise fail(opcode, f"{what} tile position {pos} must be a multiple of the tile "
-                               f"size {size} within the 128 PEs")
-    if k > tile_size[0] or m > tile_size[1]:
-        raise fail(opcode, f"K = {k} and M = {m} must fit the tile size {tuple(tile_size)}")
-    if double_row and tile_size[1] != _core.PMAX:
-        raise fail(opcode, "perf_mode='double_row' cannot be combined with column tiling")
-    return tuple(int(v) for v in tile_position), tuple(int(v) for v in tile_size)
+    return tuple(int(v) for v in position), tuple(int(v) for v in size)
 
 
 def nc_matmul(*args, **kwargs):
@@ -288,20 +296,27 @@ def nc_matmul(*args, **kwargs):
     dst : PSUM tile [M, N], float32
     stationary : SBUF tile [K, M]; K <= 128 partitions, M <= 128
     moving : SBUF tile [K, N]; N <= 512
-        bfloat16, float16, float8_e4m3/e5m2/e4m3fn (float32/tfloat32: not yet modelled; no
-        integer types). ``perf_mode="double_row"`` (trn2) also takes [128, 2, M] / [128, 2,
-        N] tiles: element [p, j] is k = p + 128 j (the golden model's double-row pairing).
+        bfloat16, float16, float8_e4m3/e5m2/e4m3fn, or tfloat32/float32 with each other
+        only (no integer types; the pair rules are the golden model's,
+        :func:`systolica.golden.operand_formats`). ``perf_mode="double_row"`` (trn2) also
+        takes [128, 2, M] / [128, 2, N] tiles: element [p, j] is k = p + 128 j (the golden
+        model's double-row pairing).
     accumulate : bool or None
         True adds into ``dst`` (a warning if no matmul wrote those PSUM words: AWS calls a
         matmul accumulating onto PSUM a non-matmul initialised undefined); False overwrites;
         None (default) accumulates into words an earlier matmul wrote and no other engine
         has read since (an open accumulation group), else overwrites.
     is_transpose : bool
-        ``dst = moving.T`` moved bit for bit (``dst`` of ``moving``'s type, [N, K]).
+        Transpose mode (golden ``nc_matmul(is_transpose=True)``): ``moving`` selects one
+        partition per column (an identity for a full transpose) and ``dst`` [M, N], of the
+        stationary type, receives ``stationary``'s bits unchanged (``stationary.T`` for an
+        identity moving). No ``accumulate`` or ``perf_mode``.
     is_stationary_onezero, is_moving_onezero : bool
-        Performance hints (recorded; numerics unchanged).
+        Performance hints (recorded; numerics unchanged; an FP32 matmul costs 2x instead
+        of 4x with one).
     tile_position, tile_size : (row, column)
-        Row/column tiling of the PE array: sizes 64/128 (trn1), 32/64/128 (trn2).
+        Row/column tiling of the PE array (:func:`systolica.golden.check_tile` for the
+        target: sizes 64/128 on trn1, 32/64/128 from trn2); the stationary tile must fit.
     perf_mode : None, "double_row" or ``matmul_perf_mode``
 
     Raises
@@ -335,18 +350,18 @@ def nc_matmul(*args, **kwargs):
     if mm > _core.STATIONARY_FMAX:
         raise fail(opcode, f"stationary free size {mm} exceeds {_core.STATIONARY_FMAX} (the "
                            f"PE columns)")
-    position, size = _check_tiling(opcode, run, stationary.shape[0], mm,
-                                   kw.get("tile_position"), kw.get("tile_size"), double_row)
-    is_transpose = bool(kw.get("is_transpose", False))
+    position, size = _tiling(opcode, run, kw.get("tile_position"), kw.get("tile_size"))
+    is_transpose = kw.get("is_transpose", False)
+    params = {"k": int(k), "m": int(mm), "n": int(n), "dtype": dtype_name(moving.dtype),
+              "stationary_dtype": dtype_name(stationary.dtype), "perf_mode": perf_mode,
+              "is_transpose": bool(is_transpose), "tile_position": position, "tile_size": size,
+              "is_stationary_onezero": bool(kw.get("is_stationary_onezero", False)),
+              "is_moving_onezero": bool(kw.get("is_moving_onezero", False))}
     if is_transpose:
-        return _transpose_on_pe(opcode, kw["dst"], moving, m, k, n, kw)
-    _check_matmul_types(opcode, stationary.dtype, moving.dtype)
-    start = time.perf_counter()
-    try:
-        sums = golden_nc_matmul(s, m, perf_mode=perf_mode, rows=_core.PMAX)
-    except (TypeError, ValueError) as error:
-        raise fail(opcode, str(error)) from None
-    run.golden_seconds += time.perf_counter() - start
+        return _transpose_on_pe(opcode, run, kw, stationary, moving, s, m, params)
+    _check_integer_operands(opcode, stationary.dtype, moving.dtype)
+    sums = _golden(opcode, run, golden.nc_matmul, s, m, perf_mode=perf_mode, rows=_core.PMAX,
+                   tile_position=position, tile_size=size)
     dst, fresh = _out(opcode, kw["dst"], (mm, n), np.float32, "psum")
     if dst.memory != "psum":
         raise fail(opcode, f"dst must be in PSUM, not {dst.memory.upper()}")
@@ -357,13 +372,8 @@ def nc_matmul(*args, **kwargs):
     if span[0] // bank != (span[1] - 1) // bank:
         raise fail(opcode, f"the PSUM tile written (bytes {span[0]}..{span[1]} of each "
                            f"partition) crosses a {bank // 1024} KiB bank boundary")
-    accumulate = kw.get("accumulate")
-    return _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, {
-        "k": int(k), "m": int(mm), "n": int(n), "dtype": dtype_name(moving.dtype),
-        "stationary_dtype": dtype_name(stationary.dtype), "perf_mode": perf_mode,
-        "is_transpose": False, "tile_position": position, "tile_size": size,
-        "is_stationary_onezero": bool(kw.get("is_stationary_onezero", False)),
-        "is_moving_onezero": bool(kw.get("is_moving_onezero", False))}, (s, m))
+    return _psum_write(opcode, run, dst, fresh, sums, kw.get("accumulate"), stationary, moving,
+                       params, (s, m))
 
 
 def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, params,
@@ -393,29 +403,39 @@ def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, p
     return _finish(index, dst, fresh)
 
 
-def _transpose_on_pe(opcode, dst, moving, values, k, n, kw):
-    out_dtype = moving.dtype
-    dst, fresh = _out(opcode, dst, (n, k), out_dtype, "psum")
+def _transpose_on_pe(opcode, run, kw, stationary, moving, s, m, params):
+    """``nc_matmul(is_transpose=True)``: the golden model's transpose mode
+    (:func:`systolica.golden.nc_matmul`, ``is_transpose=True``): ``dst[M, N] =
+    stationary[k_n, M]`` where ``moving[k_n, n] = 1`` (an identity moving gives
+    ``stationary.T``), the bits moved unchanged, ``dst`` of the stationary type."""
+    accumulate = kw.get("accumulate")
+    words = _golden(opcode, run, golden.nc_matmul, s, m, rows=_core.PMAX,
+                    tile_position=params["tile_position"], tile_size=params["tile_size"],
+                    is_transpose=True, accumulate=bool(accumulate),
+                    perf_mode=params["perf_mode"])
+    dst, fresh = _out(opcode, kw["dst"], words.shape, stationary.dtype, "psum")
     if dst.memory != "psum":
         raise fail(opcode, f"dst must be in PSUM, not {dst.memory.upper()}")
-    if dtype_name(dst.dtype) != dtype_name(moving.dtype):
-        raise fail(opcode, f"is_transpose=True needs dst of the moving type "
-                           f"{dtype_name(moving.dtype)}, not {dtype_name(dst.dtype)}")
-    dst.write(_transpose_bits(values, dst.dtype), opcode=opcode)
-    index = record("tensor", opcode, [moving], [dst], partitions=k, elements=n,
-                   in_dtype=moving.dtype, out_dtype=dst.dtype,
-                   params={"k": int(k), "m": int(k), "n": int(n),
-                           "dtype": dtype_name(moving.dtype), "perf_mode": None,
-                           "is_transpose": True, "tile_position": None, "tile_size": None})
+    if dtype_name(dst.dtype) != dtype_name(stationary.dtype):
+        raise fail(opcode, f"is_transpose=True writes the stationary type "
+                           f"{dtype_name(stationary.dtype)}; dst is {dtype_name(dst.dtype)}")
+    dst.write(_from_transpose(words, dst.dtype), opcode=opcode)
+    index = record("tensor", opcode, [stationary, moving], [dst],
+                   partitions=stationary.shape[0], elements=params["n"],
+                   in_dtype=stationary.dtype, out_dtype=dst.dtype,
+                   params=dict(params, dtype=dtype_name(stationary.dtype)))
     return _finish(index, dst, fresh)
 
 
 def nc_transpose(*args, **kwargs):
     """Transpose partition and free axes: ``dst[F, P] = data[P, F]``.
 
-    On TensorE (default): data [P <= 128, F <= 128] in SBUF -> dst in PSUM, the bits moved
-    unchanged (a matmul by the identity; :func:`_transpose_bits`). On VectorE
-    (``engine=nisa.vector_engine``): P, F <= 32, SBUF or PSUM in and out.
+    On TensorE (default): data [P <= 128, F <= 128] in SBUF -> dst in PSUM through the
+    golden model's transpose (:func:`systolica.golden.nc_transpose`: a transpose-mode matmul
+    with an identity moving, the bits moved unchanged; 8-bit types come back from their
+    16-bit PSUM elements to the data type); a dst of another type than the data's is
+    converted RNE. On VectorE (``engine=nisa.vector_engine``): P, F <= 32, SBUF or PSUM in
+    and out, numpy's transpose converted to dst's type (RNE).
     """
     opcode = "nc_transpose"
     kw = _bind(opcode, args, kwargs, ["dst", "data"], 1)
@@ -430,9 +450,19 @@ def nc_transpose(*args, **kwargs):
                            f"[{p}, {f}]")
     memory = "psum" if eng == "tensor" else "sbuf"
     dst, fresh = _out(opcode, kw["dst"], (f, p), _dtype(kw, data.dtype), memory)
-    if eng == "tensor" and dst.memory != "psum":
-        raise fail(opcode, "a TensorE transpose writes PSUM; dst is in SBUF")
-    dst.write(_transpose_bits(data.read(opcode=opcode), dst.dtype), opcode=opcode)
+    values = data.read(opcode=opcode)
+    if eng == "tensor":
+        if dst.memory != "psum":
+            raise fail(opcode, "a TensorE transpose writes PSUM; dst is in SBUF")
+        run = _core.current(opcode)
+        words = _golden(opcode, run, golden.nc_transpose, _golden_operand(values, data.dtype),
+                        rows=_core.PMAX)
+        values = _from_transpose(words, data.dtype)
+    else:
+        values = np.ascontiguousarray(values.T)
+    if dtype_name(dst.dtype) != dtype_name(data.dtype):
+        values = cast(to_f32(values), dst.dtype)
+    dst.write(values, opcode=opcode)
     params = {"k": int(p), "m": int(p), "n": int(f), "dtype": dtype_name(data.dtype),
               "perf_mode": None, "is_transpose": True, "tile_position": None,
               "tile_size": None} if eng == "tensor" else {}
