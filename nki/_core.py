@@ -16,10 +16,13 @@ import sys
 import warnings
 import weakref
 from dataclasses import dataclass
+from functools import cache
 
+import ml_dtypes
 import numpy as np
 
 from systolica.golden import as_tfloat32
+from systolica.scaling.hardware import load_hardware
 
 from .instructions import Access, Instruction
 
@@ -75,23 +78,27 @@ KIB = 1024
 
 @dataclass(frozen=True)
 class Target:
-    """On-chip memory figures of one NeuronCore generation that the checks enforce.
+    """On-chip memory figures of one NeuronCore generation that the checks enforce, read
+    from the scaling layer's hardware preset (``scaling/presets/hw/<name>.toml``, where each
+    figure carries its source): one copy of each figure.
 
     Attributes
     ----------
     name : str
-        ``"trn1"`` (NeuronCore-v2) or ``"trn2"`` (NeuronCore-v3).
+        ``"trn1"`` (NeuronCore-v2), ``"trn2"`` (NeuronCore-v3) or ``"trn3"``
+        (NeuronCore-v4).
     core : str
     nc_version : int
-        2 or 3 (``nki.isa.nc_version``).
+        2, 3 or 4 (``nki.isa.nc_version``), from the preset's core name.
     sbuf_bytes, psum_bytes : int
-        Bytes per partition: SBUF 192 KiB (v2) / 224 KiB (v3), PSUM 16 KiB = 8 banks of
-        2 KiB (AWS Neuron docs, "Trainium/Inferentia2 Architecture Guide for NKI" and
-        "Trainium2 Architecture Guide for NKI", memory hierarchy sections).
+        Bytes per partition: ``[core.engines] sbuf_partition`` / ``psum_partition`` (SBUF
+        192 KiB v2, 224 KiB v3, 256 KiB v4; PSUM 16 KiB).
     psum_bank_bytes : int
-        2 KiB: one bank holds 512 FP32 per partition (same guides).
+        One PSUM bank per partition: ``[tile] psum_bank_depth`` FP32 words (512: 2 KiB).
     double_row : bool
         FP8 ``perf_mode="double_row"``: NeuronCore-v3 and later (``nki.isa.nc_matmul``).
+    mx : bool
+        ``nc_matmul_mx`` / ``quantize_mx``: NeuronCore-v4 and later (their API reference).
     """
 
     name: str
@@ -101,12 +108,11 @@ class Target:
     psum_bytes: int
     psum_bank_bytes: int
     double_row: bool
+    mx: bool
 
 
-TARGETS = {
-    "trn1": Target("trn1", "NeuronCore-v2", 2, 192 * KIB, 16 * KIB, 2 * KIB, False),
-    "trn2": Target("trn2", "NeuronCore-v3", 3, 224 * KIB, 16 * KIB, 2 * KIB, True),
-}
+#: Presets the front end runs kernels on.
+TARGET_NAMES = ("trn1", "trn2", "trn3")
 #: Partitions of SBUF and PSUM, and the tensor engine's rows and columns.
 PMAX = 128
 #: Largest free size of the moving operand (one PSUM bank of FP32).
@@ -115,11 +121,18 @@ MOVING_FMAX = 512
 STATIONARY_FMAX = 128
 
 
+@cache
 def target(name):
-    """The :class:`Target` named ``name`` (``"trn1"`` or ``"trn2"``)."""
-    if name not in TARGETS:
-        raise ValueError(f"unknown target {name!r}; use one of {', '.join(TARGETS)}")
-    return TARGETS[name]
+    """The :class:`Target` named ``name`` (one of :data:`TARGET_NAMES`), from its hardware
+    preset."""
+    if name not in TARGET_NAMES:
+        raise ValueError(f"unknown target {name!r}; use one of {', '.join(TARGET_NAMES)}")
+    hw = load_hardware(name)
+    engines = hw.core.engines
+    version = int(hw.core.name.rsplit("-v", 1)[1])
+    return Target(name, hw.core.name, version, int(engines.sbuf_partition_bytes),
+                  int(engines.psum_partition_bytes), hw.tile.psum_bank_depth * 4,
+                  version >= 3, version >= 4)
 
 
 # --------------------------------------------------------------------------- data types
@@ -137,10 +150,43 @@ class _TF32:
 TFLOAT32 = _TF32()
 
 
+class X4:
+    """An x4-packed MX element type (``nl.float8_e4m3fn_x4``, ``float8_e5m2_x4``,
+    ``float4_e2m1fn_x4``): one tile element is a word of four MX elements, lane j in bits
+    8 j + 7 .. 8 j (FP8, 32-bit words) or 4 j + 3 .. 4 j (FP4, 16-bit words), first element
+    lowest (NKI API reference, ``nki.isa.nc_matmul_mx`` "Data types"; the packing of
+    :func:`systolica.golden.mx.pack_x4`). Stored as those unsigned words.
+
+    Attributes
+    ----------
+    name : str
+    element : numpy.dtype
+        The MX element type (``ml_dtypes.float8_e4m3fn``...).
+    storage : numpy.dtype
+        uint32 (FP8) or uint16 (FP4).
+    """
+
+    def __init__(self, name, element, storage):
+        self.name, self.element, self.storage = name, np.dtype(element), np.dtype(storage)
+        self.itemsize = self.storage.itemsize
+
+    def __repr__(self):
+        return self.name
+
+
+X4_TYPES = {x.name: x for x in (
+    X4("float8_e4m3fn_x4", ml_dtypes.float8_e4m3fn, np.uint32),
+    X4("float8_e5m2_x4", ml_dtypes.float8_e5m2, np.uint32),
+    X4("float4_e2m1fn_x4", ml_dtypes.float4_e2m1fn, np.uint16))}
+
+
 def np_dtype(dtype):
-    """The numpy dtype that stores ``dtype`` (float32 for ``tfloat32``)."""
+    """The numpy dtype that stores ``dtype`` (float32 for ``tfloat32``, the packed words for
+    an :class:`X4` type)."""
     if dtype is TFLOAT32:
         return np.dtype(np.float32)
+    if isinstance(dtype, X4):
+        return dtype.storage
     if dtype is bool:
         return np.dtype(np.bool_)
     try:
@@ -152,7 +198,9 @@ def np_dtype(dtype):
 
 def dtype_name(dtype):
     """The ml_dtypes / numpy name of a dtype (``"bfloat16"``, ``"tfloat32"``...)."""
-    return "tfloat32" if dtype is TFLOAT32 else np_dtype(dtype).name
+    if dtype is TFLOAT32 or isinstance(dtype, X4):
+        return repr(dtype)
+    return np_dtype(dtype).name
 
 
 def cast(values, dtype):
@@ -164,6 +212,12 @@ def cast(values, dtype):
     values = np.asarray(values)
     if dtype is TFLOAT32:
         return as_tfloat32(values.astype(np.float32)).view(np.float32)
+    if isinstance(dtype, X4):
+        if values.dtype != dtype.storage:
+            raise fail("cast", f"{dtype.name} tiles take packed {dtype.storage.name} words "
+                               f"(golden.mx.pack_x4), not {values.dtype.name} values; "
+                               f"quantize with nisa.quantize_mx")
+        return values
     dt = np_dtype(dtype)
     if dt == values.dtype:
         return values

@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from . import NkiError, install, run, schedule
+from ._core import TARGET_NAMES
 
 #: ``--arg`` data type names -> numpy dtypes.
 DTYPES = {name: np.dtype(t) for name, t in (
@@ -58,8 +59,9 @@ def parser():
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--grid", default="", help="SPMD launch grid, e.g. 2 or 2x2 (default: one "
                                               "program)")
-    p.add_argument("--target", choices=["trn1", "trn2"], default="trn2",
-                   help="NeuronCore target: trn1 (v2) or trn2 (v3, default)")
+    p.add_argument("--target", choices=list(TARGET_NAMES), default="trn2",
+                   help="NeuronCore target (a hardware preset): trn1 (v2), trn2 (v3, default) "
+                        "or trn3 (v4: nc_matmul_mx, quantize_mx)")
     p.add_argument("--tensor-engine", choices=["golden", "rtl"], default="golden",
                    help="golden (default) or rtl: also run every matmul on the Verilator tile "
                         "and compare each PSUM word")

@@ -266,10 +266,14 @@ def tensor_cycles(instruction, target, tile_cycles=None):
     """
     k, m, n = _mkn(instruction)
     p = instruction.params
+    if instruction.opcode == "nc_matmul_mx":
+        # Four MX MACs per PE per cycle: K = 4 P streams like a BF16 matmul of K = P
+        # ("Trainium3 Architecture Guide for NKI", "Quad-MXFP8/MXFP4 Matmul Performance").
+        k = instruction.partitions
     if tile_cycles is not None:
         cycles = tile_cycles(instruction)
     else:
-        perf_mode = p.get("perf_mode")
+        perf_mode = p.get("perf_mode") if p.get("perf_mode") == "double_row" else None
         k_max = target.rows * (2 if perf_mode == "double_row" else 1)
         cycles = golden_matmul_interval(target.rows, target.cols, min(max(k, 1), k_max),
                                         max(n, 1), perf_mode) * _fp32_factor(instruction)
@@ -310,6 +314,10 @@ def _vector_cycles(instruction):
         return n / 2 if zero and instruction.out_dtype in _HALF else n
     if op == "reciprocal":
         return 8 * n
+    if op == "quantize_mx":
+        # "four input elements per partition, per cycle" (Trainium3 Architecture Guide for
+        # NKI, "MX data-type Quantization")
+        return n / 4
     if op in ("tensor_tensor_scan",):
         return 2 * n
     if op == "scalar_tensor_tensor":

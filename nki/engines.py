@@ -374,7 +374,8 @@ class Profile:
     mfu : float
         TensorE MFU: useful matmul MACs (``k * m * n`` of each non-transpose ``nc_matmul``) /
         (peak MACs/s x seconds), the peak at one MAC per PE per cycle (BF16/FP16/TF32/FP8);
-        FP8 double-row matmuls (K up to 256) can take it above 1.
+        FP8 double-row matmuls (K up to 256) can take it above 1, and ``nc_matmul_mx`` (K = 4
+        P, four MACs per PE per cycle) up to 4.
     hbm_bytes : int
         Bytes DMA moved from or to HBM.
     hbm_bandwidth : float
@@ -472,7 +473,7 @@ class Profile:
 
 
 def _macs(ins):
-    if ins.opcode != _MATMUL or ins.params.get("is_transpose"):
+    if ins.opcode not in (_MATMUL, "nc_matmul_mx") or ins.params.get("is_transpose"):
         return 0
     k, m, n = (ins.params.get(x) for x in ("k", "m", "n"))
     return (k or ins.partitions) * (m or ins.partitions) * (n or ins.elements)

@@ -20,9 +20,11 @@ import enum
 import math
 import time
 
+import ml_dtypes
 import numpy as np
 
 from systolica import golden
+from systolica.golden import mx as golden_mx
 from systolica.golden import psum_accumulate
 
 from . import _core
@@ -376,31 +378,182 @@ def nc_matmul(*args, **kwargs):
                        params, (s, m))
 
 
-def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, params,
-                operands):
-    """Write a matmul's column sums into PSUM (overwrite or accumulate) and record it."""
+def _accumulate_mask(opcode, dst, accumulate):
+    """Which PSUM words of ``dst`` an accumulating matmul adds into (bool [dst.shape]):
+    ``accumulate=True`` all (a warning where no matmul wrote), False none, None the words of
+    an open accumulation group."""
     opened = np.array(dst.buffer.matmul_open[dst._np_index()]).reshape(dst.shape)
     if accumulate is True and not opened.all():
         _core.warn(opcode, "accumulate=True onto PSUM that no matmul wrote (AWS: the first "
                            "matmul into a PSUM location must overwrite)")
-    prev = dst.read(opcode=opcode).astype(np.float32)
-    if accumulate is None:
-        add = opened
+    return opened if accumulate is None else np.full(dst.shape, bool(accumulate))
+
+
+def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, params,
+                operands, accumulated=None):
+    """Write a matmul's result into PSUM (overwrite or accumulate) and record it.
+    ``accumulated(prev)``: the result added into the stored words (default
+    ``golden.psum_accumulate(prev, sums)``)."""
+    add = _accumulate_mask(opcode, dst, accumulate)
+    if add.any():
+        prev = dst.read(opcode=opcode)
+        summed = accumulated(prev) if accumulated else psum_accumulate(
+            prev.astype(np.float32), sums)
+        values = np.where(add, summed, sums)
     else:
-        add = np.full(dst.shape, bool(accumulate))
-    summed = psum_accumulate(prev, sums) if add.any() else sums
-    values = np.where(add, summed, sums)
+        values = sums
     dst.write(values, opcode=opcode)
     dst.buffer.matmul_open[dst._np_index()] = True
-    reads = [stationary, moving] + ([dst] if add.any() else [])
+    reads = [stationary, moving] + list(operands[2:]) + ([dst] if add.any() else [])
     params = dict(params, accumulate=bool(add.any()))
     index = record("tensor", opcode, reads, [dst], partitions=stationary.shape[0],
                    elements=params["n"], in_dtype=moving.dtype, out_dtype=dst.dtype,
                    params=params)
-    run.matmuls.append({"index": index, "stationary": operands[0], "moving": operands[1],
-                        "perf_mode": params["perf_mode"], "sums": sums,
-                        "region": dst.access()})
+    if opcode == "nc_matmul":
+        run.matmuls.append({"index": index, "stationary": operands[0], "moving": operands[1],
+                            "perf_mode": params["perf_mode"], "sums": sums,
+                            "region": dst.access()})
     return _finish(index, dst, fresh)
+
+
+def _check_mx_target(opcode, run):
+    if not run.target.mx:
+        raise fail(opcode, f"MX instructions need NeuronCore-v4 (trn3); target "
+                           f"{run.target.name} is {run.target.core}")
+
+
+def _x4_operand(opcode, t, role):
+    """An x4 SBUF tile [P, F] -> the golden model's [P, F, 4] MX elements."""
+    _tile(t, opcode, role, memories=("sbuf",))
+    if not isinstance(t.dtype, _core.X4) or len(t.shape) != 2:
+        raise fail(opcode, f"{role} must be a 2-D tile of an x4 MX type "
+                           f"({', '.join(_core.X4_TYPES)}), not {list(t.shape)} "
+                           f"{dtype_name(t.dtype)}")
+    return golden_mx.unpack_x4(t.read(opcode=opcode), t.dtype.element)
+
+
+def _quadrant_rows(p):
+    """SBUF partitions of the scale groups of a P-partition MX tile: group i (partitions
+    8 i .. 8 i + 7 of the data) at ``32 * (i // 4) + i % 4``, in the 32-partition quadrant
+    its data came from (NKI MX tutorial, "Scale Tensor";
+    :func:`systolica.golden.mx.scales_to_quadrants`)."""
+    return [32 * (i // 4) + i % 4 for i in range(p // golden_mx.GROUP_PARTITIONS)]
+
+
+def _scale_operand(opcode, t, role, p, f):
+    """A scale tile [>= rows, F] in the quadrant layout -> [P // 8, F] E8M0 bits."""
+    _tile(t, opcode, role, memories=("sbuf",))
+    rows = _quadrant_rows(p)
+    if np_dtype(t.dtype) not in (np.dtype(np.uint8), np.dtype(ml_dtypes.float8_e8m0fnu)) \
+            or len(t.shape) != 2 or t.shape[1] != f or t.shape[0] <= rows[-1]:
+        raise fail(opcode, f"{role} must be a uint8/float8_e8m0fnu tile [{rows[-1] + 1}.., {f}] "
+                           f"(one scale per 8 partitions x 4 lanes, group i at partition "
+                           f"32 (i // 4) + i % 4), not {list(t.shape)} {dtype_name(t.dtype)}")
+    return np.ascontiguousarray(t.read(opcode=opcode)[rows]).view(np.uint8)
+
+
+def nc_matmul_mx(*args, **kwargs):
+    """MX matmul on the NeuronCore-v4 TensorE (trn3), through :func:`golden.nc_matmul_mx`:
+    the block scales applied in the instruction, ``dst[M, N] = (stationary * X_s).T @ (moving *
+    X_m)`` over K = 4 P, FP32 accumulation, RNE to a BF16 ``dst``.
+
+    Parameters (NKI 0.6 order: ``dst, stationary, moving, stationary_scale, moving_scale``)
+    ----------
+    dst : PSUM tile [M, N], float32 (N <= 512) or bfloat16 (N <= 1024)
+    stationary : SBUF tile [P, M] of ``float8_e4m3fn_x4``, ``float8_e5m2_x4`` or
+        ``float4_e2m1fn_x4`` (P a multiple of 32 up to 128, M <= 128); lane j of word [p, m]
+        is row ``j * P + p`` of the logical [4 P, M] matrix
+    moving : SBUF tile [P, N] of an x4 MX type
+    stationary_scale, moving_scale : SBUF uint8 / ``float8_e8m0fnu`` tiles [P, M] and [P, N]
+        in the quadrant layout (scale group i, data partitions 8 i .. 8 i + 7, at partition
+        ``32 (i // 4) + i % 4``), as :func:`quantize_mx` writes them
+    accumulate : bool or None
+        As :func:`nc_matmul` (a BF16 PSUM word is upcast, added in FP32 and rounded back).
+
+    Cost: the interval of a BF16 matmul of K = P (four MACs per PE per cycle: "Trainium3
+    Architecture Guide for NKI", "Quad-MXFP8/MXFP4 Matmul Performance").
+    """
+    opcode = "nc_matmul_mx"
+    kw = _bind(opcode, args, kwargs, ["dst", "stationary", "moving", "stationary_scale",
+                                       "moving_scale"], 4)
+    run = _core.current(opcode)
+    _check_mx_target(opcode, run)
+    stationary, moving = kw.get("stationary"), kw.get("moving")
+    s = _x4_operand(opcode, stationary, "stationary")
+    m = _x4_operand(opcode, moving, "moving")
+    p, mm, n = s.shape[0], s.shape[1], m.shape[1]
+    if p % 32 or moving.shape[0] != p:
+        raise fail(opcode, f"stationary and moving need the same partition size, a multiple "
+                           f"of 32 up to 128; got {list(stationary.shape)} and "
+                           f"{list(moving.shape)}")
+    s_scale = _scale_operand(opcode, kw.get("stationary_scale"), "stationary_scale", p, mm)
+    m_scale = _scale_operand(opcode, kw.get("moving_scale"), "moving_scale", p, n)
+    if kw.get("tile_position") or kw.get("tile_size"):
+        raise fail(opcode, "row tiling of nc_matmul_mx is not modelled; leave tile_position "
+                           "and tile_size out")
+    dst, fresh = _out(opcode, kw["dst"], (mm, n), np.float32, "psum")
+    if dst.memory != "psum" or np_dtype(dst.dtype) not in (np.dtype(np.float32),
+                                                          np.dtype(ml_dtypes.bfloat16)):
+        raise fail(opcode, f"dst must be a float32 or bfloat16 PSUM tile, not "
+                           f"{dst.memory.upper()} {dtype_name(dst.dtype)}")
+    dst_dtype = np_dtype(dst.dtype)
+    mx = (s, m, s_scale.view(ml_dtypes.float8_e8m0fnu), m_scale.view(ml_dtypes.float8_e8m0fnu))
+    sums = _golden(opcode, run, golden.nc_matmul_mx, *mx, dst_dtype=dst_dtype,
+                   rows=_core.PMAX)
+
+    def accumulated(prev):
+        return _golden(opcode, run, golden.nc_matmul_mx, *mx, psum=prev.astype(dst_dtype),
+                       accumulate=True, dst_dtype=dst_dtype, rows=_core.PMAX)
+    params = {"k": 4 * int(p), "m": int(mm), "n": int(n), "dtype": dtype_name(moving.dtype),
+              "stationary_dtype": dtype_name(stationary.dtype), "perf_mode": "mx",
+              "is_transpose": False, "tile_position": None, "tile_size": None}
+    return _psum_write(opcode, run, dst, fresh, sums, kw.get("accumulate"), stationary, moving,
+                       params, (s, m, kw["stationary_scale"], kw["moving_scale"]), accumulated)
+
+
+def quantize_mx(*args, **kwargs):
+    """Quantise BF16/FP16 data to MXFP8 on the NeuronCore-v4 VectorE (trn3), through
+    :func:`golden.quantize_mx` (AWS's scale rule: ``X = 2^(floor(log2 amax) - (Emax - 1))``
+    per group of 8 partitions x 4 elements).
+
+    Parameters (``dst, src, dst_scale``)
+    ----------
+    dst : SBUF tile [P, F] of ``float8_e4m3fn_x4`` or ``float8_e5m2_x4``
+    src : SBUF tile [P, 4 F], bfloat16 or float16 (P a multiple of 32 up to 128): elements
+        ``4 f .. 4 f + 3`` of a partition become the lanes of word [p, f]
+    dst_scale : SBUF uint8 / ``float8_e8m0fnu`` tile [P, F]: the scale of group i is written
+        at partition ``32 (i // 4) + i % 4`` (the quadrant layout :func:`nc_matmul_mx` reads);
+        the other partitions are left as they are
+
+    Cost: ``4 F`` elements at four per partition per cycle ("Trainium3 Architecture Guide
+    for NKI", "MX data-type Quantization"), at least ``MIN_II``.
+    """
+    opcode = "quantize_mx"
+    kw = _bind(opcode, args, kwargs, ["dst", "src", "dst_scale"], 2)
+    run = _core.current(opcode)
+    _check_mx_target(opcode, run)
+    src = _tile(kw.get("src"), opcode, "src", memories=("sbuf",))
+    dst = _tile(kw.get("dst"), opcode, "dst", memories=("sbuf",))
+    if not isinstance(dst.dtype, _core.X4) or dst.dtype.storage.itemsize != 4:
+        raise fail(opcode, f"dst must be float8_e4m3fn_x4 or float8_e5m2_x4, not "
+                           f"{dtype_name(dst.dtype)}")
+    p = src.shape[0]
+    if len(src.shape) != 2 or src.shape[1] % 4 or p % 32 or \
+            list(dst.shape) != [p, src.shape[1] // 4]:
+        raise fail(opcode, f"src must be [P, 4 F] with P a multiple of 32 and dst [P, F]; got "
+                           f"src {list(src.shape)} and dst {list(dst.shape)}")
+    f = dst.shape[1]
+    values = src.read(opcode=opcode).reshape(p, f, 4)
+    data, scale = _golden(opcode, run, golden.quantize_mx, values, dst.dtype.element)
+    scale_tile = kw.get("dst_scale")
+    _scale_operand(opcode, scale_tile, "dst_scale", p, f)
+    dst.write(golden_mx.pack_x4(data), opcode=opcode)
+    rows = _quadrant_rows(p)
+    for g, row in enumerate(rows):
+        scale_tile[row:row + 1, :].write(scale[g:g + 1].view(np.uint8).view(
+            np_dtype(scale_tile.dtype)), opcode=opcode)
+    record("vector", opcode, [src], [dst, scale_tile], partitions=p, elements=4 * f,
+           in_dtype=src.dtype, out_dtype=dst.dtype)
 
 
 def _transpose_on_pe(opcode, run, kw, stationary, moving, s, m, params):
@@ -962,8 +1115,6 @@ def _not_modelled(name):
     return call
 
 
-nc_matmul_mx = _not_modelled("nc_matmul_mx")
-quantize_mx = _not_modelled("quantize_mx")
 dma_transpose = _not_modelled("dma_transpose")
 tensor_partition_reduce = _not_modelled("tensor_partition_reduce")
 local_gather = _not_modelled("local_gather")

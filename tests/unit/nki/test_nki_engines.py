@@ -64,7 +64,7 @@ def test_targets_read_the_published_clocks_from_the_presets(name, clocks):
 
 
 def test_an_unknown_target_is_a_one_line_error():
-    with pytest.raises(ValueError, match=r"^target must be one of trn1, trn2 .*not 'a100'$"):
+    with pytest.raises(ValueError, match=r"^target must be one of trn1, trn2, trn3 .*not 'a100'$"):
         schedule([], "a100")
 
 
