@@ -175,10 +175,13 @@ def run(kernel, *args, grid=(), target="trn2", tensor_engine="golden", rows=128,
     kernel : a function or a :class:`Kernel`
     grid : tuple of int
         SPMD launch grid (``()``: one program).
-    target : "trn1" or "trn2"
-    tensor_engine : "golden" or "rtl"
+    target : "trn1", "trn2" or "trn3"
+    tensor_engine : "golden", "rtl" or "none"
         ``"rtl"``: every ``nc_matmul`` is also run on the Verilator tile of ``rows x cols``
         PEs and each PSUM word compared with the golden path (:mod:`systolica.nki.rtl`).
+        ``"none"``: shapes only for TensorE: ``nc_matmul`` / ``nc_matmul_mx`` write zeros
+        (no numerics; every check still runs and the trace is the same), for costing large
+        kernels whose control flow does not depend on matmul values.
     workers, scheduler
         RTL only: spread the tile programs over a Dask cluster (``workers`` local processes,
         None for one per core, or the cluster at ``scheduler``); 1 runs them here.

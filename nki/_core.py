@@ -685,8 +685,9 @@ class Run:
 
     def __init__(self, target_name="trn2", tensor_engine="golden"):
         self.target = target(target_name)
-        if tensor_engine not in ("golden", "rtl"):
-            raise ValueError(f"tensor_engine must be 'golden' or 'rtl', not {tensor_engine!r}")
+        if tensor_engine not in ("golden", "rtl", "none"):
+            raise ValueError(f"tensor_engine must be 'golden', 'rtl' or 'none' (shapes only), "
+                             f"not {tensor_engine!r}")
         self.tensor_engine = tensor_engine
         self.instructions = []
         self.warnings = []

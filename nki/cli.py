@@ -62,9 +62,10 @@ def parser():
     p.add_argument("--target", choices=list(TARGET_NAMES), default="trn2",
                    help="NeuronCore target (a hardware preset): trn1 (v2), trn2 (v3, default) "
                         "or trn3 (v4: nc_matmul_mx, quantize_mx)")
-    p.add_argument("--tensor-engine", choices=["golden", "rtl"], default="golden",
-                   help="golden (default) or rtl: also run every matmul on the Verilator tile "
-                        "and compare each PSUM word")
+    p.add_argument("--tensor-engine", choices=["golden", "rtl", "none"], default="golden",
+                   help="golden (default); rtl: also run every matmul on the Verilator tile "
+                        "and compare each PSUM word; none: shapes only (matmuls write zeros: "
+                        "the profile without TensorE numerics)")
     p.add_argument("--rows", type=int, default=128, help="RTL tile rows (default 128)")
     p.add_argument("--cols", type=int, default=128, help="RTL tile columns (default 128)")
     p.add_argument("--workers", type=int, default=1,

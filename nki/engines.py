@@ -30,6 +30,7 @@ Dependencies are found through a per-allocation interval index (spans bucketed, 
 covered by a later write dropped), so scheduling is about linear in the instruction count.
 """
 
+import bisect
 import json
 import operator
 from dataclasses import asdict, dataclass
@@ -218,6 +219,55 @@ def _box(access):
     return p0, max(p1, p0 + 1), s0, max(s1, s0 + 1)
 
 
+class _Timeline:
+    """Busy intervals of one DMA resource (a queue, or the core's HBM pipe), sorted and
+    disjoint, each with the instruction that holds it. A transfer takes the earliest gap
+    long enough from the time it is ready (earliest fit): a transfer whose data is not ready
+    yet does not hold back later transfers that are."""
+
+    __slots__ = ("starts", "ends", "owners")
+
+    def __init__(self):
+        self.starts, self.ends, self.owners = [], [], []
+
+    def fit(self, ready, duration):
+        """``(start, blocker)``: the earliest start >= ``ready`` with ``duration`` free, and
+        the instruction whose interval pushed it past ``ready`` (None if none did)."""
+        at, blocker = ready, None
+        j = bisect.bisect_right(self.ends, at)
+        while j < len(self.starts) and self.starts[j] < at + duration:
+            if self.ends[j] > at:
+                at, blocker = self.ends[j], self.owners[j]
+            j += 1
+        return at, blocker
+
+    def reserve(self, start, end, owner):
+        """Mark ``[start, end)`` busy (the caller found it free with :meth:`fit`)."""
+        if end <= start:
+            return
+        j = bisect.bisect_right(self.starts, start)
+        self.starts.insert(j, start)
+        self.ends.insert(j, end)
+        self.owners.insert(j, owner)
+
+
+def _fit_queues(lines, count, ready, duration):
+    """``(start, queues, blocker)`` for a transfer on ``count`` DMA queues busy
+    ``duration`` each from a common start: the ``count`` queues that can start it earliest,
+    and the earliest start >= ``ready`` that all of them have free."""
+    fits = sorted((line.fit(ready, duration) + (q,) for q, line in enumerate(lines)),
+                  key=lambda f: (f[0], f[2]))[:count]
+    chosen = [f[2] for f in fits]
+    start = max(f[0] for f in fits)
+    blocker = max(fits, key=lambda f: f[0])[1]
+    while True:
+        later = [(lines[q].fit(start, duration), q) for q in chosen]
+        moved = [(at, b) for (at, b), _q in later if at > start]
+        if not moved:
+            return start, chosen, blocker
+        start, blocker = max(moved)
+
+
 #: How ``sequential_range`` iterations are scheduled (see :func:`schedule`).
 SEQUENTIAL_MODES = ("barrier", "dependencies")
 
@@ -263,8 +313,8 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
     placed = []
     why = []
     engine_free = {e: (0.0, None) for e in COMPUTE_ENGINES}
-    queue_free = [(0.0, None)] * t.dma_engines
-    hbm_free = 0.0
+    queue_lines = [_Timeline() for _ in range(t.dma_engines)]
+    hbm_line = _Timeline()
     ports = [(0.0, None)] * len(t.shared_ports)
     index = {}
     loop_state = {}
@@ -307,17 +357,20 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
             states.append(st)
         if ins.engine == "dma":
             plan = dma_plan(ins, t)
-            chosen = sorted(range(len(queue_free)), key=lambda q: queue_free[q][0])[:plan.queues]
-            s = t0 + DMA_START_LATENCY
-            for q in chosen:
-                if queue_free[q][0] > s:
-                    s, who = queue_free[q]
+            ready = t0 + DMA_START_LATENCY
+            s, chosen, blocker = _fit_queues(queue_lines, plan.queues, ready, plan.queue_seconds)
+            if blocker is not None:
+                who = blocker
             e = s + plan.queue_seconds
             if plan.hbm_bytes:
-                hbm_free = max(s, hbm_free) + plan.hbm_bytes / t.hbm_bandwidth
-                e = max(e, hbm_free)
+                h0, blocker = hbm_line.fit(s, plan.hbm_bytes / t.hbm_bandwidth)
+                hbm_line.reserve(h0, h0 + plan.hbm_bytes / t.hbm_bandwidth, i)
+                if h0 + plan.hbm_bytes / t.hbm_bandwidth > e:
+                    e = h0 + plan.hbm_bytes / t.hbm_bandwidth
+                    if blocker is not None:
+                        who = blocker
             for q in chosen:
-                queue_free[q] = (e, i)
+                queue_lines[q].reserve(s, s + plan.queue_seconds, i)
             rdy = e
             queues = tuple(sorted(chosen))
         else:

@@ -14,6 +14,20 @@ def matmul(lhsT, rhs, **_options):
     return golden_tiled_matmul(lhsT, rhs, 128)
 
 
+def matmul_blocked(lhsT, rhs, block_m=16, block_n=2, block_k=8):
+    """The fully blocked kernel's order: per K block of ``block_k`` 128-row slabs, the slabs
+    accumulated in PSUM (``golden_tiled_matmul``), then the K blocks' sums added in FP32 in
+    ascending K (VectorE's RNE add, ``golden.psum_accumulate``), float32."""
+    from systolica.golden import psum_accumulate
+
+    step = 128 * min(block_k, lhsT.shape[0] // 128)
+    out = None
+    for k0 in range(0, lhsT.shape[0], step):
+        part = golden_tiled_matmul(lhsT[k0:k0 + step], rhs[k0:k0 + step], 128)
+        out = part if out is None else psum_accumulate(out, part)
+    return out
+
+
 def matmul_fp8_double_row(lhsT, rhs):
     """One double-row ``nc_matmul`` (K = 256), float32."""
     return nc_matmul(lhsT, rhs, perf_mode="double_row")
