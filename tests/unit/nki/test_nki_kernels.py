@@ -95,7 +95,7 @@ def test_layernorm_within_tolerance():
 
 
 def test_attention_forward_within_tolerance():
-    d, sq, sk = 64, 128, 1024
+    d, sq, sk = 64, 512, 1024            # one group of 4 query tiles, 2 K/V blocks
     q, k, v = _rand((d, sq)), _rand((d, sk), seed=1), _rand((sk, d), seed=2)
     s = q.astype(np.float64).T @ k.astype(np.float64) * d ** -0.5
     p = np.exp(s - s.max(1, keepdims=True))
@@ -136,3 +136,47 @@ def test_shapes_only_tensor_engine_records_the_same_trace():
     assert [(i.opcode, i.reads, i.writes) for i in shapes.instructions] == \
         [(i.opcode, i.reads, i.writes) for i in full.instructions]
     assert not shapes.outputs.any() and full.outputs.any()
+
+
+def _busy_at_once(profile, engines, at_least):
+    """Fraction of the kernel's time during which at least ``at_least`` of ``engines`` are
+    busy (a sweep over the placed intervals; an engine runs one instruction at a time)."""
+    events = sorted((t, d) for p in profile.instructions if p.engine in engines
+                    for t, d in ((p.start, 1), (p.end, -1)))
+    busy, last, total = 0, 0.0, 0.0
+    for t, delta in events:
+        if busy >= at_least:
+            total += t - last
+        busy, last = busy + delta, t
+    return total / profile.seconds
+
+
+def _dma_under_compute(profile):
+    """Fraction of the time DMA moves data during which a compute engine is busy too."""
+    events = sorted((t, p.engine == "dma", d) for p in profile.instructions
+                    for t, d in ((p.start, 1), (p.end, -1)))
+    dma = compute = 0
+    last, moving, both = 0.0, 0.0, 0.0
+    for t, is_dma, delta in events:
+        if dma:
+            moving += t - last
+            both += (t - last) if compute else 0.0
+        dma, compute = (dma + delta, compute) if is_dma else (dma, compute + delta)
+        last = t
+    return both / moving
+
+
+def test_attention_engines_overlap():
+    """Issue 24's done-when: the attention kernel's timeline shows the engines overlapping
+    (docs/nki.md, "The project's kernels"): 8 query tiles (2 groups of 4) over 4 streamed
+    K/V blocks on trn2. Measured: 56 % of the time two or more of TensorE, VectorE, ScalarE
+    are busy, 7 % all three; 84 % of the DMA time runs under compute."""
+    d, sq, sk = 128, 1024, 2048
+    q, k, v = np.zeros((d, sq), BF16), np.zeros((d, sk), BF16), np.zeros((sk, d), BF16)
+    trace = nki.run(attention.attention_fwd, q, k, v, tensor_engine="none").instructions
+    profile = nki.schedule(trace, "trn2")
+    assert _busy_at_once(profile, ("tensor", "vector", "scalar"), 2) > 0.4
+    assert _busy_at_once(profile, ("tensor", "vector", "scalar"), 3) > 0.03
+    for pair in (("tensor", "vector"), ("scalar", "vector"), ("tensor", "scalar")):
+        assert _busy_at_once(profile, pair, 2) > 0.05
+    assert _dma_under_compute(profile) > 0.5
