@@ -700,6 +700,7 @@ class Run:
         self.live = {"sbuf": [], "psum": []}     # (weak reference to a Buffer, line)
         self.shared = {}
         self.golden_seconds = 0.0       # wall time inside the golden tensor-engine model
+        self.golden_cpu_seconds = 0.0   # and the CPU time of this process there
 
     def next_id(self):
         self._ids += 1

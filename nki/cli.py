@@ -212,9 +212,10 @@ def main(argv=None):
         result = run(kernel, grid=grid, target=args.target, tensor_engine=args.tensor_engine,
                      rows=args.rows, cols=args.cols, workers=args.workers or None,
                      scheduler=args.scheduler, **call)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         prof = schedule(result.instructions, args.target)
         schedule_seconds = time.perf_counter() - start
+        schedule_cpu = time.process_time() - cpu
         outputs = _named_outputs(result.outputs, result.written, call)
         comparison = _compare(outputs, reference(**originals)) if reference else []
     except NkiError as error:
@@ -234,12 +235,15 @@ def main(argv=None):
     wall = {"run": result.seconds, "golden_matmul": result.golden_seconds,
             "tracing_and_other_engines": result.seconds - result.golden_seconds,
             "schedule": schedule_seconds}
+    cpu_split = {"run": result.cpu_seconds, "golden_matmul": result.golden_cpu_seconds,
+                 "tracing_and_other_engines": result.cpu_seconds - result.golden_cpu_seconds,
+                 "schedule": schedule_cpu}
     report = {"kernel": args.kernel, "target": args.target,
               "tensor_engine": args.tensor_engine, "instructions": len(result.instructions),
               "outputs": [{"name": n, "shape": list(o.shape), "dtype": o.dtype.name}
                           for n, o in outputs.items()],
               "reference": comparison, "warnings": result.warnings, "rtl": result.rtl,
-              "wall_seconds": wall, "profile": prof.to_json()}
+              "wall_seconds": wall, "cpu_seconds": cpu_split, "profile": prof.to_json()}
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -261,4 +265,5 @@ def main(argv=None):
                   f"({r['tile_matmuls']} tile commands), {r['words']} PSUM words compared, "
                   f"0 mismatches, {r['seconds']:.1f} s")
         print("wall: " + ", ".join(f"{k} {v:.2f} s" for k, v in wall.items()))
+        print("cpu:  " + ", ".join(f"{k} {v:.2f} s" for k, v in cpu_split.items()))
     return 0

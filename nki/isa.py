@@ -248,13 +248,14 @@ def _from_transpose(words, dtype):
 def _golden(opcode, run, call, *args, **kwargs):
     """Run a golden-model function, timing it; its TypeError/ValueError (a broken operand,
     tile or mode rule, the golden model's own message) becomes the one-line kernel error."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         return call(*args, **kwargs)
     except (TypeError, ValueError) as error:
         raise fail(opcode, str(error)) from None
     finally:
         run.golden_seconds += time.perf_counter() - start
+        run.golden_cpu_seconds += time.process_time() - cpu
 
 
 def _matmul_operand(opcode, t, role, double_row):
