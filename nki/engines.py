@@ -7,8 +7,11 @@ by these rules:
   ``gpsimd``) runs its own instructions in program order, one at a time; engines run
   concurrently;
 - a DMA transfer runs on the ``dma_engines`` queues of the core (16), spread over as many as
-  it has descriptors, each queue in order; transfers touching HBM also share the core's HBM
-  bandwidth (a pipe served in program order);
+  it has descriptors; transfers touching HBM also share the core's HBM bandwidth (a pipe).
+  Each queue and the HBM pipe run one transfer at a time, and a transfer takes the earliest
+  gap long enough from the time its data is ready (earliest fit: DMAs are triggered from
+  several engines' instruction streams, so one waiting for its data does not hold back
+  later ones that are ready);
 - an instruction starts once the instructions that wrote what it reads are done
   (read-after-write), and once every earlier reader and writer of what it writes is done
   (write-after-read, write-after-write), over byte ranges of SBUF/PSUM/HBM: the same

@@ -111,3 +111,12 @@ def test_the_cli_runs_the_mxfp8_kernel_on_trn3(capsys):
     report = json.loads(capsys.readouterr().out)
     assert status == 0 and report["profile"]["core"] == "NeuronCore-v4"
     assert report["reference"][0]["bit_exact"] is True
+
+
+def test_trn3_engine_figures_are_the_published_ones():
+    """Trainium3 Architecture Guide for NKI, "Compute Engine Specifications": TensorE 2.4,
+    VectorE, ScalarE, GpSimd 1.2 GHz; NKI DMA bandwidth guide: TRN3 16 engines x 33 B/ns."""
+    t = costs.load_target("trn3")
+    assert t.clocks_hz == {"tensor": 2.4e9, "vector": 1.2e9, "scalar": 1.2e9, "gpsimd": 1.2e9}
+    assert (t.dma_engines, t.dma_engine_bandwidth) == (16, 33e9)
+    assert t.core == "NeuronCore-v4" and t.sbuf_partition_bytes == 256 * 1024
