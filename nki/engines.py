@@ -8,10 +8,12 @@ by these rules:
   concurrently;
 - a DMA transfer runs on the ``dma_engines`` queues of the core (16), spread over as many as
   it has descriptors; transfers touching HBM also share the core's HBM bandwidth (a pipe).
-  Each queue and the HBM pipe run one transfer at a time, and a transfer takes the earliest
-  gap long enough from the time its data is ready (earliest fit: DMAs are triggered from
-  several engines' instruction streams, so one waiting for its data does not hold back
-  later ones that are ready);
+  Each queue and the HBM pipe run one transfer at a time. Transfers come from two trigger
+  streams, loads (from HBM) and the others (stores, on-chip copies), each started in program
+  order; a transfer takes the earliest gap long enough from the time its data is ready and
+  the previous transfer of its stream started (earliest fit: DMAs are triggered from several
+  engines' instruction streams, so a store waiting for its data does not hold back later
+  loads that are ready);
 - an instruction starts once the instructions that wrote what it reads are done
   (read-after-write), and once every earlier reader and writer of what it writes is done
   (write-after-read, write-after-write), over byte ranges of SBUF/PSUM/HBM: the same
@@ -245,13 +247,29 @@ class _Timeline:
         return at, blocker
 
     def reserve(self, start, end, owner):
-        """Mark ``[start, end)`` busy (the caller found it free with :meth:`fit`)."""
+        """Mark ``[start, end)`` busy (the caller found it free with :meth:`fit`); an
+        interval touching its neighbours merges with them (a busy queue stays one interval,
+        so :meth:`fit` scans only the gaps), keeping the owner of its latest end."""
         if end <= start:
             return
         j = bisect.bisect_right(self.starts, start)
+        if j and self.ends[j - 1] >= start:               # touches the one before
+            j -= 1
+            start = self.starts[j]
+            if self.ends[j] > end:
+                end, owner = self.ends[j], self.owners[j]
+            del self.starts[j], self.ends[j], self.owners[j]
+        while j < len(self.starts) and self.starts[j] <= end:     # touches the ones after
+            if self.ends[j] > end:
+                end, owner = self.ends[j], self.owners[j]
+            del self.starts[j], self.ends[j], self.owners[j]
         self.starts.insert(j, start)
         self.ends.insert(j, end)
         self.owners.insert(j, owner)
+
+
+def _dma_source(ins):
+    return ins.reads[0].memory if ins.reads else None
 
 
 def _fit_queues(lines, count, ready, duration):
@@ -317,6 +335,7 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
     why = []
     engine_free = {e: (0.0, None) for e in COMPUTE_ENGINES}
     queue_lines = [_Timeline() for _ in range(t.dma_engines)]
+    stream_start = {"load": (0.0, None), "store": (0.0, None)}
     hbm_line = _Timeline()
     ports = [(0.0, None)] * len(t.shared_ports)
     index = {}
@@ -361,9 +380,14 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
         if ins.engine == "dma":
             plan = dma_plan(ins, t)
             ready = t0 + DMA_START_LATENCY
+            stream = "load" if ins.params.get("src", _dma_source(ins)) == "hbm" else "store"
+            floor, floor_who = stream_start[stream]
+            if floor > ready:
+                ready, who = floor, floor_who
             s, chosen, blocker = _fit_queues(queue_lines, plan.queues, ready, plan.queue_seconds)
-            if blocker is not None:
+            if blocker is not None and s > ready:
                 who = blocker
+            stream_start[stream] = (s, i)
             e = s + plan.queue_seconds
             if plan.hbm_bytes:
                 h0, blocker = hbm_line.fit(s, plan.hbm_bytes / t.hbm_bandwidth)

@@ -148,9 +148,9 @@ def test_affine_iterations_overlap_and_sequential_ones_do_not(kind):
 
 def test_a_store_waiting_for_its_data_does_not_hold_back_a_later_ready_load():
     """DMAs are triggered from several engines' instruction streams (nki.isa.dma_copy:
-    hwdge from the Sync or Scalar engine, swdge from GpSimd), so a transfer whose data is
-    not ready leaves the queues to transfers that are (earliest fit); the queues still never
-    run two transfers at once."""
+    hwdge from the Sync or Scalar engine, swdge from GpSimd), so a store whose data is not
+    ready leaves the queues to loads that are (earliest fit); the queues still never run two
+    transfers at once, and loads start in program order."""
     b = syn.Builder()
     x, y = b.alloc(), b.alloc()
     op(b, "vector", "tensor_scalar", reads=[sb(b.alloc())], writes=[sb(x)], n=8192)
