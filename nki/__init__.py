@@ -72,6 +72,8 @@ class RunResult:
         Wall time of the kernel run (tracing and numerics), in seconds.
     golden_seconds : float
         The part of ``seconds`` spent in the golden tensor-engine model.
+    cpu_seconds, golden_cpu_seconds : float
+        The same as CPU time of this process (on a loaded machine wall time is longer).
     """
 
     outputs: object
@@ -81,6 +83,8 @@ class RunResult:
     written: list = field(default_factory=list)
     seconds: float = 0.0
     golden_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    golden_cpu_seconds: float = 0.0
 
 
 def _kernel_frame(error):
@@ -110,7 +114,7 @@ def _to_numpy(value):
 
 def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golden",
              rows=128, cols=128, workers=1, scheduler=None):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run_ = _core.Run(target, tensor_engine)
     previous = _core.set_run(run_)
     names = list(inspect.signature(func).parameters)
@@ -150,7 +154,7 @@ def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golde
                        f"{type(error).__name__}: {error}") from None
     finally:
         _core.set_run(previous)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     rtl = None
     if tensor_engine == "rtl":
         from .rtl import check_matmuls
@@ -163,7 +167,7 @@ def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golde
             raise NkiError(f"RTL check ({rows} x {cols} tile): {type(error).__name__}: "
                            f"{str(error).splitlines()[0] if str(error) else ''}") from None
     return RunResult(outputs, run_.instructions, run_.warnings, rtl, written, seconds,
-                     run_.golden_seconds)
+                     run_.golden_seconds, cpu, run_.golden_cpu_seconds)
 
 
 def run(kernel, *args, grid=(), target="trn2", tensor_engine="golden", rows=128, cols=128,
@@ -175,10 +179,13 @@ def run(kernel, *args, grid=(), target="trn2", tensor_engine="golden", rows=128,
     kernel : a function or a :class:`Kernel`
     grid : tuple of int
         SPMD launch grid (``()``: one program).
-    target : "trn1" or "trn2"
-    tensor_engine : "golden" or "rtl"
+    target : "trn1", "trn2" or "trn3"
+    tensor_engine : "golden", "rtl" or "none"
         ``"rtl"``: every ``nc_matmul`` is also run on the Verilator tile of ``rows x cols``
         PEs and each PSUM word compared with the golden path (:mod:`systolica.nki.rtl`).
+        ``"none"``: shapes only for TensorE: ``nc_matmul`` / ``nc_matmul_mx`` write zeros
+        (no numerics; every check still runs and the trace is the same), for costing large
+        kernels whose control flow does not depend on matmul values.
     workers, scheduler
         RTL only: spread the tile programs over a Dask cluster (``workers`` local processes,
         None for one per core, or the cluster at ``scheduler``); 1 runs them here.

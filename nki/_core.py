@@ -16,8 +16,13 @@ import sys
 import warnings
 import weakref
 from dataclasses import dataclass
+from functools import cache
 
+import ml_dtypes
 import numpy as np
+
+from systolica.golden import as_tfloat32
+from systolica.scaling.hardware import load_hardware
 
 from .instructions import Access, Instruction
 
@@ -73,26 +78,27 @@ KIB = 1024
 
 @dataclass(frozen=True)
 class Target:
-    """On-chip memory figures of one NeuronCore generation that the checks enforce.
+    """On-chip memory figures of one NeuronCore generation that the checks enforce, read
+    from the scaling layer's hardware preset (``scaling/presets/hw/<name>.toml``, where each
+    figure carries its source): one copy of each figure.
 
     Attributes
     ----------
     name : str
-        ``"trn1"`` (NeuronCore-v2) or ``"trn2"`` (NeuronCore-v3).
+        ``"trn1"`` (NeuronCore-v2), ``"trn2"`` (NeuronCore-v3) or ``"trn3"``
+        (NeuronCore-v4).
     core : str
     nc_version : int
-        2 or 3 (``nki.isa.nc_version``).
+        2, 3 or 4 (``nki.isa.nc_version``), from the preset's core name.
     sbuf_bytes, psum_bytes : int
-        Bytes per partition: SBUF 192 KiB (v2) / 224 KiB (v3), PSUM 16 KiB = 8 banks of
-        2 KiB (AWS Neuron docs, "Trainium/Inferentia2 Architecture Guide for NKI" and
-        "Trainium2 Architecture Guide for NKI", memory hierarchy sections).
+        Bytes per partition: ``[core.engines] sbuf_partition`` / ``psum_partition`` (SBUF
+        192 KiB v2, 224 KiB v3, 256 KiB v4; PSUM 16 KiB).
     psum_bank_bytes : int
-        2 KiB: one bank holds 512 FP32 per partition (same guides).
+        One PSUM bank per partition: ``[tile] psum_bank_depth`` FP32 words (512: 2 KiB).
     double_row : bool
         FP8 ``perf_mode="double_row"``: NeuronCore-v3 and later (``nki.isa.nc_matmul``).
-    tile_rows : tuple of int
-        Row/column tile sizes of the tensor engine: 64 (v2+), 32 (v3+), and 128
-        (``nki.isa.nc_matmul``, "Tiling mode").
+    mx : bool
+        ``nc_matmul_mx`` / ``quantize_mx``: NeuronCore-v4 and later (their API reference).
     """
 
     name: str
@@ -102,14 +108,11 @@ class Target:
     psum_bytes: int
     psum_bank_bytes: int
     double_row: bool
-    tile_rows: tuple
+    mx: bool
 
 
-TARGETS = {
-    "trn1": Target("trn1", "NeuronCore-v2", 2, 192 * KIB, 16 * KIB, 2 * KIB, False, (64, 128)),
-    "trn2": Target("trn2", "NeuronCore-v3", 3, 224 * KIB, 16 * KIB, 2 * KIB, True,
-                   (32, 64, 128)),
-}
+#: Presets the front end runs kernels on.
+TARGET_NAMES = ("trn1", "trn2", "trn3")
 #: Partitions of SBUF and PSUM, and the tensor engine's rows and columns.
 PMAX = 128
 #: Largest free size of the moving operand (one PSUM bank of FP32).
@@ -118,11 +121,18 @@ MOVING_FMAX = 512
 STATIONARY_FMAX = 128
 
 
+@cache
 def target(name):
-    """The :class:`Target` named ``name`` (``"trn1"`` or ``"trn2"``)."""
-    if name not in TARGETS:
-        raise ValueError(f"unknown target {name!r}; use one of {', '.join(TARGETS)}")
-    return TARGETS[name]
+    """The :class:`Target` named ``name`` (one of :data:`TARGET_NAMES`), from its hardware
+    preset."""
+    if name not in TARGET_NAMES:
+        raise ValueError(f"unknown target {name!r}; use one of {', '.join(TARGET_NAMES)}")
+    hw = load_hardware(name)
+    engines = hw.core.engines
+    version = int(hw.core.name.rsplit("-v", 1)[1])
+    return Target(name, hw.core.name, version, int(engines.sbuf_partition_bytes),
+                  int(engines.psum_partition_bytes), hw.tile.psum_bank_depth * 4,
+                  version >= 3, version >= 4)
 
 
 # --------------------------------------------------------------------------- data types
@@ -140,10 +150,43 @@ class _TF32:
 TFLOAT32 = _TF32()
 
 
+class X4:
+    """An x4-packed MX element type (``nl.float8_e4m3fn_x4``, ``float8_e5m2_x4``,
+    ``float4_e2m1fn_x4``): one tile element is a word of four MX elements, lane j in bits
+    8 j + 7 .. 8 j (FP8, 32-bit words) or 4 j + 3 .. 4 j (FP4, 16-bit words), first element
+    lowest (NKI API reference, ``nki.isa.nc_matmul_mx`` "Data types"; the packing of
+    :func:`systolica.golden.mx.pack_x4`). Stored as those unsigned words.
+
+    Attributes
+    ----------
+    name : str
+    element : numpy.dtype
+        The MX element type (``ml_dtypes.float8_e4m3fn``...).
+    storage : numpy.dtype
+        uint32 (FP8) or uint16 (FP4).
+    """
+
+    def __init__(self, name, element, storage):
+        self.name, self.element, self.storage = name, np.dtype(element), np.dtype(storage)
+        self.itemsize = self.storage.itemsize
+
+    def __repr__(self):
+        return self.name
+
+
+X4_TYPES = {x.name: x for x in (
+    X4("float8_e4m3fn_x4", ml_dtypes.float8_e4m3fn, np.uint32),
+    X4("float8_e5m2_x4", ml_dtypes.float8_e5m2, np.uint32),
+    X4("float4_e2m1fn_x4", ml_dtypes.float4_e2m1fn, np.uint16))}
+
+
 def np_dtype(dtype):
-    """The numpy dtype that stores ``dtype`` (float32 for ``tfloat32``)."""
+    """The numpy dtype that stores ``dtype`` (float32 for ``tfloat32``, the packed words for
+    an :class:`X4` type)."""
     if dtype is TFLOAT32:
         return np.dtype(np.float32)
+    if isinstance(dtype, X4):
+        return dtype.storage
     if dtype is bool:
         return np.dtype(np.bool_)
     try:
@@ -155,25 +198,26 @@ def np_dtype(dtype):
 
 def dtype_name(dtype):
     """The ml_dtypes / numpy name of a dtype (``"bfloat16"``, ``"tfloat32"``...)."""
-    return "tfloat32" if dtype is TFLOAT32 else np_dtype(dtype).name
-
-
-def _round_tf32(values):
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    finite = (bits & 0x7F800000) != 0x7F800000
-    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000
-    return np.where(finite, rounded, bits).astype(np.uint32).view(np.float32)
+    if dtype is TFLOAT32 or isinstance(dtype, X4):
+        return repr(dtype)
+    return np_dtype(dtype).name
 
 
 def cast(values, dtype):
     """``values`` (float32, or integers) converted to ``dtype`` as the engines write it:
     float types round to nearest even (ml_dtypes / numpy casts; no saturation: values
     beyond the type's range become Inf, or NaN for ``float8_e4m3fn``), ``tfloat32`` keeps 10
-    significand bits (RNE), integer types round to nearest even and saturate, ``bool_`` is
-    ``values != 0``."""
+    significand bits (RNE, :func:`systolica.golden.as_tfloat32`), integer types round to
+    nearest even and saturate, ``bool_`` is ``values != 0``."""
     values = np.asarray(values)
     if dtype is TFLOAT32:
-        return _round_tf32(values.astype(np.float32))
+        return as_tfloat32(values.astype(np.float32)).view(np.float32)
+    if isinstance(dtype, X4):
+        if values.dtype != dtype.storage:
+            raise fail("cast", f"{dtype.name} tiles take packed {dtype.storage.name} words "
+                               f"(golden.mx.pack_x4), not {values.dtype.name} values; "
+                               f"quantize with nisa.quantize_mx")
+        return values
     dt = np_dtype(dtype)
     if dt == values.dtype:
         return values
@@ -641,8 +685,9 @@ class Run:
 
     def __init__(self, target_name="trn2", tensor_engine="golden"):
         self.target = target(target_name)
-        if tensor_engine not in ("golden", "rtl"):
-            raise ValueError(f"tensor_engine must be 'golden' or 'rtl', not {tensor_engine!r}")
+        if tensor_engine not in ("golden", "rtl", "none"):
+            raise ValueError(f"tensor_engine must be 'golden', 'rtl' or 'none' (shapes only), "
+                             f"not {tensor_engine!r}")
         self.tensor_engine = tensor_engine
         self.instructions = []
         self.warnings = []
@@ -655,6 +700,7 @@ class Run:
         self.live = {"sbuf": [], "psum": []}     # (weak reference to a Buffer, line)
         self.shared = {}
         self.golden_seconds = 0.0       # wall time inside the golden tensor-engine model
+        self.golden_cpu_seconds = 0.0   # and the CPU time of this process there
 
     def next_id(self):
         self._ids += 1

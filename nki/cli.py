@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from . import NkiError, install, run, schedule
+from ._core import TARGET_NAMES
 
 #: ``--arg`` data type names -> numpy dtypes.
 DTYPES = {name: np.dtype(t) for name, t in (
@@ -58,11 +59,13 @@ def parser():
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--grid", default="", help="SPMD launch grid, e.g. 2 or 2x2 (default: one "
                                               "program)")
-    p.add_argument("--target", choices=["trn1", "trn2"], default="trn2",
-                   help="NeuronCore target: trn1 (v2) or trn2 (v3, default)")
-    p.add_argument("--tensor-engine", choices=["golden", "rtl"], default="golden",
-                   help="golden (default) or rtl: also run every matmul on the Verilator tile "
-                        "and compare each PSUM word")
+    p.add_argument("--target", choices=list(TARGET_NAMES), default="trn2",
+                   help="NeuronCore target (a hardware preset): trn1 (v2), trn2 (v3, default) "
+                        "or trn3 (v4: nc_matmul_mx, quantize_mx)")
+    p.add_argument("--tensor-engine", choices=["golden", "rtl", "none"], default="golden",
+                   help="golden (default); rtl: also run every matmul on the Verilator tile "
+                        "and compare each PSUM word; none: shapes only (matmuls write zeros: "
+                        "the profile without TensorE numerics)")
     p.add_argument("--rows", type=int, default=128, help="RTL tile rows (default 128)")
     p.add_argument("--cols", type=int, default=128, help="RTL tile columns (default 128)")
     p.add_argument("--workers", type=int, default=1,
@@ -209,9 +212,10 @@ def main(argv=None):
         result = run(kernel, grid=grid, target=args.target, tensor_engine=args.tensor_engine,
                      rows=args.rows, cols=args.cols, workers=args.workers or None,
                      scheduler=args.scheduler, **call)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         prof = schedule(result.instructions, args.target)
         schedule_seconds = time.perf_counter() - start
+        schedule_cpu = time.process_time() - cpu
         outputs = _named_outputs(result.outputs, result.written, call)
         comparison = _compare(outputs, reference(**originals)) if reference else []
     except NkiError as error:
@@ -231,12 +235,15 @@ def main(argv=None):
     wall = {"run": result.seconds, "golden_matmul": result.golden_seconds,
             "tracing_and_other_engines": result.seconds - result.golden_seconds,
             "schedule": schedule_seconds}
+    cpu_split = {"run": result.cpu_seconds, "golden_matmul": result.golden_cpu_seconds,
+                 "tracing_and_other_engines": result.cpu_seconds - result.golden_cpu_seconds,
+                 "schedule": schedule_cpu}
     report = {"kernel": args.kernel, "target": args.target,
               "tensor_engine": args.tensor_engine, "instructions": len(result.instructions),
               "outputs": [{"name": n, "shape": list(o.shape), "dtype": o.dtype.name}
                           for n, o in outputs.items()],
               "reference": comparison, "warnings": result.warnings, "rtl": result.rtl,
-              "wall_seconds": wall, "profile": prof.to_json()}
+              "wall_seconds": wall, "cpu_seconds": cpu_split, "profile": prof.to_json()}
     if args.json:
         print(json.dumps(report, indent=1, default=str))
     else:
@@ -258,4 +265,5 @@ def main(argv=None):
                   f"({r['tile_matmuls']} tile commands), {r['words']} PSUM words compared, "
                   f"0 mismatches, {r['seconds']:.1f} s")
         print("wall: " + ", ".join(f"{k} {v:.2f} s" for k, v in wall.items()))
+        print("cpu:  " + ", ".join(f"{k} {v:.2f} s" for k, v in cpu_split.items()))
     return 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from math import ceil
 
-from systolica.golden.timing import program_schedule, tile_latency
+from systolica.golden.timing import matmul_passes, program_schedule, tile_latency
 from systolica.scaling.hardware import load_hardware, preset_names
 from systolica.scaling.spec import SpecError
 
@@ -232,13 +232,21 @@ def _mkn(instruction):
 
 
 def _fp32_factor(instruction):
-    dtype = instruction.params.get("dtype") or instruction.in_dtype
-    if dtype != "float32":
-        return 1
+    """Passes over the moving data: :func:`systolica.golden.matmul_passes` (4 for a matmul
+    with a float32 operand, 2 for a tfloat32/float32 transpose, else 1), halved to 2 for an
+    FP32 matmul with a onezero hint."""
     p = instruction.params
-    if p.get("is_stationary_onezero") or p.get("is_moving_onezero"):
+    moving = p.get("dtype") or instruction.in_dtype
+    stationary = p.get("stationary_dtype") or moving
+    transpose = bool(p.get("is_transpose")) or instruction.opcode == "nc_transpose"
+    try:
+        passes = matmul_passes(stationary, moving, is_transpose=transpose)
+    except (TypeError, ValueError):
+        passes = 1      # a type the golden model does not know (synthetic traces): BF16 rate
+    if passes == FP32_MATMUL_FACTOR and (p.get("is_stationary_onezero")
+                                         or p.get("is_moving_onezero")):
         return FP32_ONEZERO_FACTOR
-    return FP32_MATMUL_FACTOR
+    return passes
 
 
 def tensor_cycles(instruction, target, tile_cycles=None):
@@ -258,10 +266,14 @@ def tensor_cycles(instruction, target, tile_cycles=None):
     """
     k, m, n = _mkn(instruction)
     p = instruction.params
+    if instruction.opcode == "nc_matmul_mx":
+        # Four MX MACs per PE per cycle: K = 4 P streams like a BF16 matmul of K = P
+        # ("Trainium3 Architecture Guide for NKI", "Quad-MXFP8/MXFP4 Matmul Performance").
+        k = instruction.partitions
     if tile_cycles is not None:
         cycles = tile_cycles(instruction)
     else:
-        perf_mode = p.get("perf_mode")
+        perf_mode = p.get("perf_mode") if p.get("perf_mode") == "double_row" else None
         k_max = target.rows * (2 if perf_mode == "double_row" else 1)
         cycles = golden_matmul_interval(target.rows, target.cols, min(max(k, 1), k_max),
                                         max(n, 1), perf_mode) * _fp32_factor(instruction)
@@ -302,6 +314,10 @@ def _vector_cycles(instruction):
         return n / 2 if zero and instruction.out_dtype in _HALF else n
     if op == "reciprocal":
         return 8 * n
+    if op == "quantize_mx":
+        # "four input elements per partition, per cycle" (Trainium3 Architecture Guide for
+        # NKI, "MX data-type Quantization")
+        return n / 4
     if op in ("tensor_tensor_scan",):
         return 2 * n
     if op == "scalar_tensor_tensor":

@@ -7,8 +7,13 @@ by these rules:
   ``gpsimd``) runs its own instructions in program order, one at a time; engines run
   concurrently;
 - a DMA transfer runs on the ``dma_engines`` queues of the core (16), spread over as many as
-  it has descriptors, each queue in order; transfers touching HBM also share the core's HBM
-  bandwidth (a pipe served in program order);
+  it has descriptors; transfers touching HBM also share the core's HBM bandwidth (a pipe).
+  Each queue and the HBM pipe run one transfer at a time. Transfers come from two trigger
+  streams, loads (from HBM) and the others (stores, on-chip copies), each started in program
+  order; a transfer takes the earliest gap long enough from the time its data is ready and
+  the previous transfer of its stream started (earliest fit: DMAs are triggered from several
+  engines' instruction streams, so a store waiting for its data does not hold back later
+  loads that are ready);
 - an instruction starts once the instructions that wrote what it reads are done
   (read-after-write), and once every earlier reader and writer of what it writes is done
   (write-after-read, write-after-write), over byte ranges of SBUF/PSUM/HBM: the same
@@ -30,6 +35,7 @@ Dependencies are found through a per-allocation interval index (spans bucketed, 
 covered by a later write dropped), so scheduling is about linear in the instruction count.
 """
 
+import bisect
 import json
 import operator
 from dataclasses import asdict, dataclass
@@ -218,6 +224,71 @@ def _box(access):
     return p0, max(p1, p0 + 1), s0, max(s1, s0 + 1)
 
 
+class _Timeline:
+    """Busy intervals of one DMA resource (a queue, or the core's HBM pipe), sorted and
+    disjoint, each with the instruction that holds it. A transfer takes the earliest gap
+    long enough from the time it is ready (earliest fit): a transfer whose data is not ready
+    yet does not hold back later transfers that are."""
+
+    __slots__ = ("starts", "ends", "owners")
+
+    def __init__(self):
+        self.starts, self.ends, self.owners = [], [], []
+
+    def fit(self, ready, duration):
+        """``(start, blocker)``: the earliest start >= ``ready`` with ``duration`` free, and
+        the instruction whose interval pushed it past ``ready`` (None if none did)."""
+        at, blocker = ready, None
+        j = bisect.bisect_right(self.ends, at)
+        while j < len(self.starts) and self.starts[j] < at + duration:
+            if self.ends[j] > at:
+                at, blocker = self.ends[j], self.owners[j]
+            j += 1
+        return at, blocker
+
+    def reserve(self, start, end, owner):
+        """Mark ``[start, end)`` busy (the caller found it free with :meth:`fit`); an
+        interval touching its neighbours merges with them (a busy queue stays one interval,
+        so :meth:`fit` scans only the gaps), keeping the owner of its latest end."""
+        if end <= start:
+            return
+        j = bisect.bisect_right(self.starts, start)
+        if j and self.ends[j - 1] >= start:               # touches the one before
+            j -= 1
+            start = self.starts[j]
+            if self.ends[j] > end:
+                end, owner = self.ends[j], self.owners[j]
+            del self.starts[j], self.ends[j], self.owners[j]
+        while j < len(self.starts) and self.starts[j] <= end:     # touches the ones after
+            if self.ends[j] > end:
+                end, owner = self.ends[j], self.owners[j]
+            del self.starts[j], self.ends[j], self.owners[j]
+        self.starts.insert(j, start)
+        self.ends.insert(j, end)
+        self.owners.insert(j, owner)
+
+
+def _dma_source(ins):
+    return ins.reads[0].memory if ins.reads else None
+
+
+def _fit_queues(lines, count, ready, duration):
+    """``(start, queues, blocker)`` for a transfer on ``count`` DMA queues busy
+    ``duration`` each from a common start: the ``count`` queues that can start it earliest,
+    and the earliest start >= ``ready`` that all of them have free."""
+    fits = sorted((line.fit(ready, duration) + (q,) for q, line in enumerate(lines)),
+                  key=lambda f: (f[0], f[2]))[:count]
+    chosen = [f[2] for f in fits]
+    start = max(f[0] for f in fits)
+    blocker = max(fits, key=lambda f: f[0])[1]
+    while True:
+        later = [(lines[q].fit(start, duration), q) for q in chosen]
+        moved = [(at, b) for (at, b), _q in later if at > start]
+        if not moved:
+            return start, chosen, blocker
+        start, blocker = max(moved)
+
+
 #: How ``sequential_range`` iterations are scheduled (see :func:`schedule`).
 SEQUENTIAL_MODES = ("barrier", "dependencies")
 
@@ -263,8 +334,9 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
     placed = []
     why = []
     engine_free = {e: (0.0, None) for e in COMPUTE_ENGINES}
-    queue_free = [(0.0, None)] * t.dma_engines
-    hbm_free = 0.0
+    queue_lines = [_Timeline() for _ in range(t.dma_engines)]
+    stream_start = {"load": (0.0, None), "store": (0.0, None)}
+    hbm_line = _Timeline()
     ports = [(0.0, None)] * len(t.shared_ports)
     index = {}
     loop_state = {}
@@ -307,17 +379,25 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
             states.append(st)
         if ins.engine == "dma":
             plan = dma_plan(ins, t)
-            chosen = sorted(range(len(queue_free)), key=lambda q: queue_free[q][0])[:plan.queues]
-            s = t0 + DMA_START_LATENCY
-            for q in chosen:
-                if queue_free[q][0] > s:
-                    s, who = queue_free[q]
+            ready = t0 + DMA_START_LATENCY
+            stream = "load" if ins.params.get("src", _dma_source(ins)) == "hbm" else "store"
+            floor, floor_who = stream_start[stream]
+            if floor > ready:
+                ready, who = floor, floor_who
+            s, chosen, blocker = _fit_queues(queue_lines, plan.queues, ready, plan.queue_seconds)
+            if blocker is not None and s > ready:
+                who = blocker
+            stream_start[stream] = (s, i)
             e = s + plan.queue_seconds
             if plan.hbm_bytes:
-                hbm_free = max(s, hbm_free) + plan.hbm_bytes / t.hbm_bandwidth
-                e = max(e, hbm_free)
+                h0, blocker = hbm_line.fit(s, plan.hbm_bytes / t.hbm_bandwidth)
+                hbm_line.reserve(h0, h0 + plan.hbm_bytes / t.hbm_bandwidth, i)
+                if h0 + plan.hbm_bytes / t.hbm_bandwidth > e:
+                    e = h0 + plan.hbm_bytes / t.hbm_bandwidth
+                    if blocker is not None:
+                        who = blocker
             for q in chosen:
-                queue_free[q] = (e, i)
+                queue_lines[q].reserve(s, s + plan.queue_seconds, i)
             rdy = e
             queues = tuple(sorted(chosen))
         else:
@@ -374,7 +454,8 @@ class Profile:
     mfu : float
         TensorE MFU: useful matmul MACs (``k * m * n`` of each non-transpose ``nc_matmul``) /
         (peak MACs/s x seconds), the peak at one MAC per PE per cycle (BF16/FP16/TF32/FP8);
-        FP8 double-row matmuls (K up to 256) can take it above 1.
+        FP8 double-row matmuls (K up to 256) can take it above 1, and ``nc_matmul_mx`` (K = 4
+        P, four MACs per PE per cycle) up to 4.
     hbm_bytes : int
         Bytes DMA moved from or to HBM.
     hbm_bandwidth : float
@@ -472,7 +553,7 @@ class Profile:
 
 
 def _macs(ins):
-    if ins.opcode != _MATMUL or ins.params.get("is_transpose"):
+    if ins.opcode not in (_MATMUL, "nc_matmul_mx") or ins.params.get("is_transpose"):
         return 0
     k, m, n = (ins.params.get(x) for x in ("k", "m", "n"))
     return (k or ins.partitions) * (m or ins.partitions) * (n or ins.elements)

@@ -20,9 +20,11 @@ import enum
 import math
 import time
 
+import ml_dtypes
 import numpy as np
 
-from systolica.golden import nc_matmul as golden_nc_matmul
+from systolica import golden
+from systolica.golden import mx as golden_mx
 from systolica.golden import psum_accumulate
 
 from . import _core
@@ -223,61 +225,70 @@ def _dtype(kw, default):
 
 # --------------------------------------------------------------------------- TensorE
 
-def _transpose_bits(values, dtype):
-    """The tensor engine's transpose (``nc_transpose``, ``nc_matmul(is_transpose=True)``):
-    the bits of ``values.T`` moved unchanged into a tile of ``dtype`` (a widening or equal
-    type is exact; a narrower one rounds RNE). Kept as one function so that it can be
-    pointed at the golden model's transpose mode."""
-    return cast(np.ascontiguousarray(np.asarray(values).T), dtype)
+def _golden_operand(values, dtype):
+    """An SBUF tile's values as the golden model's operand array: ``tfloat32`` tiles (stored
+    as float32 words here) are viewed as :data:`systolica.golden.TFLOAT32`."""
+    if dtype is TFLOAT32:
+        return np.ascontiguousarray(values, dtype=np.float32).view(golden.TFLOAT32)
+    return values
+
+
+def _from_transpose(words, dtype):
+    """A golden transpose's PSUM elements back in the tile type ``dtype``: 8-bit types come
+    as uint16 with the upper byte zero (``OperandFormat.transpose_dtype``), ``tfloat32`` as
+    ``golden.TFLOAT32`` words."""
+    if dtype is TFLOAT32:
+        return words.view(np.float32)
+    dt = np_dtype(dtype)
+    if dt.itemsize == 1:
+        return words.astype(np.uint8).view(dt)
+    return words
+
+
+def _golden(opcode, run, call, *args, **kwargs):
+    """Run a golden-model function, timing it; its TypeError/ValueError (a broken operand,
+    tile or mode rule, the golden model's own message) becomes the one-line kernel error."""
+    start, cpu = time.perf_counter(), time.process_time()
+    try:
+        return call(*args, **kwargs)
+    except (TypeError, ValueError) as error:
+        raise fail(opcode, str(error)) from None
+    finally:
+        run.golden_seconds += time.perf_counter() - start
+        run.golden_cpu_seconds += time.process_time() - cpu
 
 
 def _matmul_operand(opcode, t, role, double_row):
     _tile(t, opcode, role, memories=("sbuf",))
     if len(t.shape) == 3 and double_row and t.shape[1] == 2:
         values = t.read(opcode=opcode)
-        return np.concatenate([values[:, 0, :], values[:, 1, :]], axis=0)
-    if len(t.shape) != 2:
+        values = np.concatenate([values[:, 0, :], values[:, 1, :]], axis=0)
+    elif len(t.shape) != 2:
         raise fail(opcode, f"{role} must be a 2-D tile [partitions, free], not "
                            f"{list(t.shape)}")
-    return t.read(opcode=opcode)
+    else:
+        values = t.read(opcode=opcode)
+    return _golden_operand(values, t.dtype)
 
 
-def _check_matmul_types(opcode, s_dtype, m_dtype):
-    names = (dtype_name(s_dtype), dtype_name(m_dtype))
-    wide = {"float32", "tfloat32"}
+def _check_integer_operands(opcode, s_dtype, m_dtype):
+    """NKI's own rule (the golden model, being the tile's, takes int8): no integer matmul."""
     if any(np_dtype(d).kind in "iub" for d in (s_dtype, m_dtype)):
-        raise fail(opcode, f"the tensor engine has no integer matmul (operands {names[0]} "
-                           f"and {names[1]}); AWS's compiler converts integer matmuls to FP32: "
-                           f"cast the operands to a float type")
-    if (names[0] in wide) != (names[1] in wide):
-        raise fail(opcode, f"FP32/TF32 operands pair only with FP32/TF32, not {names[0]} with "
-                           f"{names[1]}")
-    if names[0] in wide:
-        raise fail(opcode, f"{names[0]} x {names[1]} matmuls are not yet modelled by the "
-                           f"golden tensor engine (types modelled: bfloat16, float16, "
-                           f"float8_e4m3, float8_e5m2, float8_e4m3fn)")
+        raise fail(opcode, f"the tensor engine has no integer matmul (operands "
+                           f"{dtype_name(s_dtype)} and {dtype_name(m_dtype)}); AWS's compiler "
+                           f"converts integer matmuls to FP32: cast the operands to a float type")
 
 
-def _check_tiling(opcode, run, k, m, tile_position, tile_size, double_row):
-    if not tile_position and not tile_size:
+def _tiling(opcode, run, tile_position, tile_size):
+    """``(tile_position, tile_size)`` for the golden model (None, None for the whole array),
+    after :func:`systolica.golden.check_tile` for the run's target (halves only on trn1)."""
+    position = tuple(tile_position) if tile_position else None
+    size = tuple(tile_size) if tile_size else None
+    _golden(opcode, run, golden.check_tile, position, size, rows=_core.PMAX, cols=_core.PMAX,
+            target=run.target.name)
+    if position is None:
         return None, None
-    if not tile_position or not tile_size or len(tile_position) != 2 or len(tile_size) != 2:
-        raise fail(opcode, "tile_position and tile_size must be given together, each as "
-                           "(row, column)")
-    sizes = run.target.tile_rows
-    for what, size, pos in (("row", tile_size[0], tile_position[0]),
-                            ("column", tile_size[1], tile_position[1])):
-        if size not in sizes:
-            raise fail(opcode, f"{what} tile size {size} is not available on {run.target.name} "
-                               f"({run.target.core}); allowed: {sizes}")
-        if pos % size or pos + size > _core.PMAX:
-            raise fail(opcode, f"{what} tile position {pos} must be a multiple of the tile "
-                               f"size {size} within the 128 PEs")
-    if k > tile_size[0] or m > tile_size[1]:
-        raise fail(opcode, f"K = {k} and M = {m} must fit the tile size {tuple(tile_size)}")
-    if double_row and tile_size[1] != _core.PMAX:
-        raise fail(opcode, "perf_mode='double_row' cannot be combined with column tiling")
-    return tuple(int(v) for v in tile_position), tuple(int(v) for v in tile_size)
+    return tuple(int(v) for v in position), tuple(int(v) for v in size)
 
 
 def nc_matmul(*args, **kwargs):
@@ -288,20 +299,27 @@ def nc_matmul(*args, **kwargs):
     dst : PSUM tile [M, N], float32
     stationary : SBUF tile [K, M]; K <= 128 partitions, M <= 128
     moving : SBUF tile [K, N]; N <= 512
-        bfloat16, float16, float8_e4m3/e5m2/e4m3fn (float32/tfloat32: not yet modelled; no
-        integer types). ``perf_mode="double_row"`` (trn2) also takes [128, 2, M] / [128, 2,
-        N] tiles: element [p, j] is k = p + 128 j (the golden model's double-row pairing).
+        bfloat16, float16, float8_e4m3/e5m2/e4m3fn, or tfloat32/float32 with each other
+        only (no integer types; the pair rules are the golden model's,
+        :func:`systolica.golden.operand_formats`). ``perf_mode="double_row"`` (trn2) also
+        takes [128, 2, M] / [128, 2, N] tiles: element [p, j] is k = p + 128 j (the golden
+        model's double-row pairing).
     accumulate : bool or None
         True adds into ``dst`` (a warning if no matmul wrote those PSUM words: AWS calls a
         matmul accumulating onto PSUM a non-matmul initialised undefined); False overwrites;
         None (default) accumulates into words an earlier matmul wrote and no other engine
         has read since (an open accumulation group), else overwrites.
     is_transpose : bool
-        ``dst = moving.T`` moved bit for bit (``dst`` of ``moving``'s type, [N, K]).
+        Transpose mode (golden ``nc_matmul(is_transpose=True)``): ``moving`` selects one
+        partition per column (an identity for a full transpose) and ``dst`` [M, N], of the
+        stationary type, receives ``stationary``'s bits unchanged (``stationary.T`` for an
+        identity moving). No ``accumulate`` or ``perf_mode``.
     is_stationary_onezero, is_moving_onezero : bool
-        Performance hints (recorded; numerics unchanged).
+        Performance hints (recorded; numerics unchanged; an FP32 matmul costs 2x instead
+        of 4x with one).
     tile_position, tile_size : (row, column)
-        Row/column tiling of the PE array: sizes 64/128 (trn1), 32/64/128 (trn2).
+        Row/column tiling of the PE array (:func:`systolica.golden.check_tile` for the
+        target: sizes 64/128 on trn1, 32/64/128 from trn2); the stationary tile must fit.
     perf_mode : None, "double_row" or ``matmul_perf_mode``
 
     Raises
@@ -335,18 +353,22 @@ def nc_matmul(*args, **kwargs):
     if mm > _core.STATIONARY_FMAX:
         raise fail(opcode, f"stationary free size {mm} exceeds {_core.STATIONARY_FMAX} (the "
                            f"PE columns)")
-    position, size = _check_tiling(opcode, run, stationary.shape[0], mm,
-                                   kw.get("tile_position"), kw.get("tile_size"), double_row)
-    is_transpose = bool(kw.get("is_transpose", False))
+    position, size = _tiling(opcode, run, kw.get("tile_position"), kw.get("tile_size"))
+    is_transpose = kw.get("is_transpose", False)
+    params = {"k": int(k), "m": int(mm), "n": int(n), "dtype": dtype_name(moving.dtype),
+              "stationary_dtype": dtype_name(stationary.dtype), "perf_mode": perf_mode,
+              "is_transpose": bool(is_transpose), "tile_position": position, "tile_size": size,
+              "is_stationary_onezero": bool(kw.get("is_stationary_onezero", False)),
+              "is_moving_onezero": bool(kw.get("is_moving_onezero", False))}
     if is_transpose:
-        return _transpose_on_pe(opcode, kw["dst"], moving, m, k, n, kw)
-    _check_matmul_types(opcode, stationary.dtype, moving.dtype)
-    start = time.perf_counter()
-    try:
-        sums = golden_nc_matmul(s, m, perf_mode=perf_mode, rows=_core.PMAX)
-    except (TypeError, ValueError) as error:
-        raise fail(opcode, str(error)) from None
-    run.golden_seconds += time.perf_counter() - start
+        return _transpose_on_pe(opcode, run, kw, stationary, moving, s, m, params)
+    _check_integer_operands(opcode, stationary.dtype, moving.dtype)
+    if run.tensor_engine == "none":       # shapes only: the rules still checked, no sums
+        _golden(opcode, run, golden.operand_formats, s.dtype, m.dtype, perf_mode=perf_mode)
+        sums = np.zeros((mm, n), np.float32)
+    else:
+        sums = _golden(opcode, run, golden.nc_matmul, s, m, perf_mode=perf_mode,
+                       rows=_core.PMAX, tile_position=position, tile_size=size)
     dst, fresh = _out(opcode, kw["dst"], (mm, n), np.float32, "psum")
     if dst.memory != "psum":
         raise fail(opcode, f"dst must be in PSUM, not {dst.memory.upper()}")
@@ -357,65 +379,226 @@ def nc_matmul(*args, **kwargs):
     if span[0] // bank != (span[1] - 1) // bank:
         raise fail(opcode, f"the PSUM tile written (bytes {span[0]}..{span[1]} of each "
                            f"partition) crosses a {bank // 1024} KiB bank boundary")
-    accumulate = kw.get("accumulate")
-    return _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, {
-        "k": int(k), "m": int(mm), "n": int(n), "dtype": dtype_name(moving.dtype),
-        "stationary_dtype": dtype_name(stationary.dtype), "perf_mode": perf_mode,
-        "is_transpose": False, "tile_position": position, "tile_size": size,
-        "is_stationary_onezero": bool(kw.get("is_stationary_onezero", False)),
-        "is_moving_onezero": bool(kw.get("is_moving_onezero", False))}, (s, m))
+    return _psum_write(opcode, run, dst, fresh, sums, kw.get("accumulate"), stationary, moving,
+                       params, (s, m))
 
 
-def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, params,
-                operands):
-    """Write a matmul's column sums into PSUM (overwrite or accumulate) and record it."""
+def _accumulate_mask(opcode, dst, accumulate):
+    """Which PSUM words of ``dst`` an accumulating matmul adds into (bool [dst.shape]):
+    ``accumulate=True`` all (a warning where no matmul wrote), False none, None the words of
+    an open accumulation group."""
     opened = np.array(dst.buffer.matmul_open[dst._np_index()]).reshape(dst.shape)
     if accumulate is True and not opened.all():
         _core.warn(opcode, "accumulate=True onto PSUM that no matmul wrote (AWS: the first "
                            "matmul into a PSUM location must overwrite)")
-    prev = dst.read(opcode=opcode).astype(np.float32)
-    if accumulate is None:
-        add = opened
+    return opened if accumulate is None else np.full(dst.shape, bool(accumulate))
+
+
+def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, params,
+                operands, accumulated=None):
+    """Write a matmul's result into PSUM (overwrite or accumulate) and record it.
+    ``accumulated(prev)``: the result added into the stored words (default
+    ``golden.psum_accumulate(prev, sums)``)."""
+    add = _accumulate_mask(opcode, dst, accumulate)
+    if add.any():
+        prev = dst.read(opcode=opcode)
+        summed = accumulated(prev) if accumulated else psum_accumulate(
+            prev.astype(np.float32), sums)
+        values = np.where(add, summed, sums)
     else:
-        add = np.full(dst.shape, bool(accumulate))
-    summed = psum_accumulate(prev, sums) if add.any() else sums
-    values = np.where(add, summed, sums)
+        values = sums
     dst.write(values, opcode=opcode)
     dst.buffer.matmul_open[dst._np_index()] = True
-    reads = [stationary, moving] + ([dst] if add.any() else [])
+    reads = [stationary, moving] + list(operands[2:]) + ([dst] if add.any() else [])
     params = dict(params, accumulate=bool(add.any()))
     index = record("tensor", opcode, reads, [dst], partitions=stationary.shape[0],
                    elements=params["n"], in_dtype=moving.dtype, out_dtype=dst.dtype,
                    params=params)
-    run.matmuls.append({"index": index, "stationary": operands[0], "moving": operands[1],
-                        "perf_mode": params["perf_mode"], "sums": sums,
-                        "region": dst.access()})
+    if opcode == "nc_matmul":
+        run.matmuls.append({"index": index, "stationary": operands[0], "moving": operands[1],
+                            "perf_mode": params["perf_mode"], "sums": sums,
+                            "region": dst.access()})
     return _finish(index, dst, fresh)
 
 
-def _transpose_on_pe(opcode, dst, moving, values, k, n, kw):
-    out_dtype = moving.dtype
-    dst, fresh = _out(opcode, dst, (n, k), out_dtype, "psum")
+def _check_mx_target(opcode, run):
+    if not run.target.mx:
+        raise fail(opcode, f"MX instructions need NeuronCore-v4 (trn3); target "
+                           f"{run.target.name} is {run.target.core}")
+
+
+def _x4_operand(opcode, t, role):
+    """An x4 SBUF tile [P, F] -> the golden model's [P, F, 4] MX elements."""
+    _tile(t, opcode, role, memories=("sbuf",))
+    if not isinstance(t.dtype, _core.X4) or len(t.shape) != 2:
+        raise fail(opcode, f"{role} must be a 2-D tile of an x4 MX type "
+                           f"({', '.join(_core.X4_TYPES)}), not {list(t.shape)} "
+                           f"{dtype_name(t.dtype)}")
+    return golden_mx.unpack_x4(t.read(opcode=opcode), t.dtype.element)
+
+
+def _quadrant_rows(p):
+    """SBUF partitions of the scale groups of a P-partition MX tile: group i (partitions
+    8 i .. 8 i + 7 of the data) at ``32 * (i // 4) + i % 4``, in the 32-partition quadrant
+    its data came from (NKI MX tutorial, "Scale Tensor";
+    :func:`systolica.golden.mx.scales_to_quadrants`)."""
+    return [32 * (i // 4) + i % 4 for i in range(p // golden_mx.GROUP_PARTITIONS)]
+
+
+def _scale_operand(opcode, t, role, p, f):
+    """A scale tile [>= rows, F] in the quadrant layout -> [P // 8, F] E8M0 bits."""
+    _tile(t, opcode, role, memories=("sbuf",))
+    rows = _quadrant_rows(p)
+    if np_dtype(t.dtype) not in (np.dtype(np.uint8), np.dtype(ml_dtypes.float8_e8m0fnu)) \
+            or len(t.shape) != 2 or t.shape[1] != f or t.shape[0] <= rows[-1]:
+        raise fail(opcode, f"{role} must be a uint8/float8_e8m0fnu tile [{rows[-1] + 1}.., {f}] "
+                           f"(one scale per 8 partitions x 4 lanes, group i at partition "
+                           f"32 (i // 4) + i % 4), not {list(t.shape)} {dtype_name(t.dtype)}")
+    return np.ascontiguousarray(t.read(opcode=opcode)[rows]).view(np.uint8)
+
+
+def nc_matmul_mx(*args, **kwargs):
+    """MX matmul on the NeuronCore-v4 TensorE (trn3), through :func:`golden.nc_matmul_mx`:
+    the block scales applied in the instruction, ``dst[M, N] = (stationary * X_s).T @ (moving *
+    X_m)`` over K = 4 P, FP32 accumulation, RNE to a BF16 ``dst``.
+
+    Parameters (NKI 0.6 order: ``dst, stationary, moving, stationary_scale, moving_scale``)
+    ----------
+    dst : PSUM tile [M, N], float32 (N <= 512) or bfloat16 (N <= 1024)
+    stationary : SBUF tile [P, M] of ``float8_e4m3fn_x4``, ``float8_e5m2_x4`` or
+        ``float4_e2m1fn_x4`` (P a multiple of 32 up to 128, M <= 128); lane j of word [p, m]
+        is row ``j * P + p`` of the logical [4 P, M] matrix
+    moving : SBUF tile [P, N] of an x4 MX type
+    stationary_scale, moving_scale : SBUF uint8 / ``float8_e8m0fnu`` tiles [P, M] and [P, N]
+        in the quadrant layout (scale group i, data partitions 8 i .. 8 i + 7, at partition
+        ``32 (i // 4) + i % 4``), as :func:`quantize_mx` writes them
+    accumulate : bool or None
+        As :func:`nc_matmul` (a BF16 PSUM word is upcast, added in FP32 and rounded back).
+
+    Cost: the interval of a BF16 matmul of K = P (four MACs per PE per cycle: "Trainium3
+    Architecture Guide for NKI", "Quad-MXFP8/MXFP4 Matmul Performance").
+    """
+    opcode = "nc_matmul_mx"
+    kw = _bind(opcode, args, kwargs, ["dst", "stationary", "moving", "stationary_scale",
+                                       "moving_scale"], 4)
+    run = _core.current(opcode)
+    _check_mx_target(opcode, run)
+    stationary, moving = kw.get("stationary"), kw.get("moving")
+    s = _x4_operand(opcode, stationary, "stationary")
+    m = _x4_operand(opcode, moving, "moving")
+    p, mm, n = s.shape[0], s.shape[1], m.shape[1]
+    if p % 32 or moving.shape[0] != p:
+        raise fail(opcode, f"stationary and moving need the same partition size, a multiple "
+                           f"of 32 up to 128; got {list(stationary.shape)} and "
+                           f"{list(moving.shape)}")
+    s_scale = _scale_operand(opcode, kw.get("stationary_scale"), "stationary_scale", p, mm)
+    m_scale = _scale_operand(opcode, kw.get("moving_scale"), "moving_scale", p, n)
+    if kw.get("tile_position") or kw.get("tile_size"):
+        raise fail(opcode, "row tiling of nc_matmul_mx is not modelled; leave tile_position "
+                           "and tile_size out")
+    dst, fresh = _out(opcode, kw["dst"], (mm, n), np.float32, "psum")
+    if dst.memory != "psum" or np_dtype(dst.dtype) not in (np.dtype(np.float32),
+                                                          np.dtype(ml_dtypes.bfloat16)):
+        raise fail(opcode, f"dst must be a float32 or bfloat16 PSUM tile, not "
+                           f"{dst.memory.upper()} {dtype_name(dst.dtype)}")
+    dst_dtype = np_dtype(dst.dtype)
+    mx = (s, m, s_scale.view(ml_dtypes.float8_e8m0fnu), m_scale.view(ml_dtypes.float8_e8m0fnu))
+    if run.tensor_engine == "none":
+        sums = np.zeros((mm, n), dst_dtype)
+    else:
+        sums = _golden(opcode, run, golden.nc_matmul_mx, *mx, dst_dtype=dst_dtype,
+                       rows=_core.PMAX)
+
+    def accumulated(prev):
+        if run.tensor_engine == "none":
+            return sums
+        return _golden(opcode, run, golden.nc_matmul_mx, *mx, psum=prev.astype(dst_dtype),
+                       accumulate=True, dst_dtype=dst_dtype, rows=_core.PMAX)
+    params = {"k": 4 * int(p), "m": int(mm), "n": int(n), "dtype": dtype_name(moving.dtype),
+              "stationary_dtype": dtype_name(stationary.dtype), "perf_mode": "mx",
+              "is_transpose": False, "tile_position": None, "tile_size": None}
+    return _psum_write(opcode, run, dst, fresh, sums, kw.get("accumulate"), stationary, moving,
+                       params, (s, m, kw["stationary_scale"], kw["moving_scale"]), accumulated)
+
+
+def quantize_mx(*args, **kwargs):
+    """Quantise BF16/FP16 data to MXFP8 on the NeuronCore-v4 VectorE (trn3), through
+    :func:`golden.quantize_mx` (AWS's scale rule: ``X = 2^(floor(log2 amax) - (Emax - 1))``
+    per group of 8 partitions x 4 elements).
+
+    Parameters (``dst, src, dst_scale``)
+    ----------
+    dst : SBUF tile [P, F] of ``float8_e4m3fn_x4`` or ``float8_e5m2_x4``
+    src : SBUF tile [P, 4 F], bfloat16 or float16 (P a multiple of 32 up to 128): elements
+        ``4 f .. 4 f + 3`` of a partition become the lanes of word [p, f]
+    dst_scale : SBUF uint8 / ``float8_e8m0fnu`` tile [P, F]: the scale of group i is written
+        at partition ``32 (i // 4) + i % 4`` (the quadrant layout :func:`nc_matmul_mx` reads);
+        the other partitions are left as they are
+
+    Cost: ``4 F`` elements at four per partition per cycle ("Trainium3 Architecture Guide
+    for NKI", "MX data-type Quantization"), at least ``MIN_II``.
+    """
+    opcode = "quantize_mx"
+    kw = _bind(opcode, args, kwargs, ["dst", "src", "dst_scale"], 2)
+    run = _core.current(opcode)
+    _check_mx_target(opcode, run)
+    src = _tile(kw.get("src"), opcode, "src", memories=("sbuf",))
+    dst = _tile(kw.get("dst"), opcode, "dst", memories=("sbuf",))
+    if not isinstance(dst.dtype, _core.X4) or dst.dtype.storage.itemsize != 4:
+        raise fail(opcode, f"dst must be float8_e4m3fn_x4 or float8_e5m2_x4, not "
+                           f"{dtype_name(dst.dtype)}")
+    p = src.shape[0]
+    if len(src.shape) != 2 or src.shape[1] % 4 or p % 32 or \
+            list(dst.shape) != [p, src.shape[1] // 4]:
+        raise fail(opcode, f"src must be [P, 4 F] with P a multiple of 32 and dst [P, F]; got "
+                           f"src {list(src.shape)} and dst {list(dst.shape)}")
+    f = dst.shape[1]
+    values = src.read(opcode=opcode).reshape(p, f, 4)
+    data, scale = _golden(opcode, run, golden.quantize_mx, values, dst.dtype.element)
+    scale_tile = kw.get("dst_scale")
+    _scale_operand(opcode, scale_tile, "dst_scale", p, f)
+    dst.write(golden_mx.pack_x4(data), opcode=opcode)
+    rows = _quadrant_rows(p)
+    for g, row in enumerate(rows):
+        scale_tile[row:row + 1, :].write(scale[g:g + 1].view(np.uint8).view(
+            np_dtype(scale_tile.dtype)), opcode=opcode)
+    record("vector", opcode, [src], [dst, scale_tile], partitions=p, elements=4 * f,
+           in_dtype=src.dtype, out_dtype=dst.dtype)
+
+
+def _transpose_on_pe(opcode, run, kw, stationary, moving, s, m, params):
+    """``nc_matmul(is_transpose=True)``: the golden model's transpose mode
+    (:func:`systolica.golden.nc_matmul`, ``is_transpose=True``): ``dst[M, N] =
+    stationary[k_n, M]`` where ``moving[k_n, n] = 1`` (an identity moving gives
+    ``stationary.T``), the bits moved unchanged, ``dst`` of the stationary type."""
+    accumulate = kw.get("accumulate")
+    words = _golden(opcode, run, golden.nc_matmul, s, m, rows=_core.PMAX,
+                    tile_position=params["tile_position"], tile_size=params["tile_size"],
+                    is_transpose=True, accumulate=bool(accumulate),
+                    perf_mode=params["perf_mode"])
+    dst, fresh = _out(opcode, kw["dst"], words.shape, stationary.dtype, "psum")
     if dst.memory != "psum":
         raise fail(opcode, f"dst must be in PSUM, not {dst.memory.upper()}")
-    if dtype_name(dst.dtype) != dtype_name(moving.dtype):
-        raise fail(opcode, f"is_transpose=True needs dst of the moving type "
-                           f"{dtype_name(moving.dtype)}, not {dtype_name(dst.dtype)}")
-    dst.write(_transpose_bits(values, dst.dtype), opcode=opcode)
-    index = record("tensor", opcode, [moving], [dst], partitions=k, elements=n,
-                   in_dtype=moving.dtype, out_dtype=dst.dtype,
-                   params={"k": int(k), "m": int(k), "n": int(n),
-                           "dtype": dtype_name(moving.dtype), "perf_mode": None,
-                           "is_transpose": True, "tile_position": None, "tile_size": None})
+    if dtype_name(dst.dtype) != dtype_name(stationary.dtype):
+        raise fail(opcode, f"is_transpose=True writes the stationary type "
+                           f"{dtype_name(stationary.dtype)}; dst is {dtype_name(dst.dtype)}")
+    dst.write(_from_transpose(words, dst.dtype), opcode=opcode)
+    index = record("tensor", opcode, [stationary, moving], [dst],
+                   partitions=stationary.shape[0], elements=params["n"],
+                   in_dtype=stationary.dtype, out_dtype=dst.dtype,
+                   params=dict(params, dtype=dtype_name(stationary.dtype)))
     return _finish(index, dst, fresh)
 
 
 def nc_transpose(*args, **kwargs):
     """Transpose partition and free axes: ``dst[F, P] = data[P, F]``.
 
-    On TensorE (default): data [P <= 128, F <= 128] in SBUF -> dst in PSUM, the bits moved
-    unchanged (a matmul by the identity; :func:`_transpose_bits`). On VectorE
-    (``engine=nisa.vector_engine``): P, F <= 32, SBUF or PSUM in and out.
+    On TensorE (default): data [P <= 128, F <= 128] in SBUF -> dst in PSUM through the
+    golden model's transpose (:func:`systolica.golden.nc_transpose`: a transpose-mode matmul
+    with an identity moving, the bits moved unchanged; 8-bit types come back from their
+    16-bit PSUM elements to the data type); a dst of another type than the data's is
+    converted RNE. On VectorE (``engine=nisa.vector_engine``): P, F <= 32, SBUF or PSUM in
+    and out, numpy's transpose converted to dst's type (RNE).
     """
     opcode = "nc_transpose"
     kw = _bind(opcode, args, kwargs, ["dst", "data"], 1)
@@ -430,9 +613,19 @@ def nc_transpose(*args, **kwargs):
                            f"[{p}, {f}]")
     memory = "psum" if eng == "tensor" else "sbuf"
     dst, fresh = _out(opcode, kw["dst"], (f, p), _dtype(kw, data.dtype), memory)
-    if eng == "tensor" and dst.memory != "psum":
-        raise fail(opcode, "a TensorE transpose writes PSUM; dst is in SBUF")
-    dst.write(_transpose_bits(data.read(opcode=opcode), dst.dtype), opcode=opcode)
+    values = data.read(opcode=opcode)
+    if eng == "tensor":
+        if dst.memory != "psum":
+            raise fail(opcode, "a TensorE transpose writes PSUM; dst is in SBUF")
+        run = _core.current(opcode)
+        words = _golden(opcode, run, golden.nc_transpose, _golden_operand(values, data.dtype),
+                        rows=_core.PMAX)
+        values = _from_transpose(words, data.dtype)
+    else:
+        values = np.ascontiguousarray(values.T)
+    if dtype_name(dst.dtype) != dtype_name(data.dtype):
+        values = cast(to_f32(values), dst.dtype)
+    dst.write(values, opcode=opcode)
     params = {"k": int(p), "m": int(p), "n": int(f), "dtype": dtype_name(data.dtype),
               "perf_mode": None, "is_transpose": True, "tile_position": None,
               "tile_size": None} if eng == "tensor" else {}
@@ -932,8 +1125,6 @@ def _not_modelled(name):
     return call
 
 
-nc_matmul_mx = _not_modelled("nc_matmul_mx")
-quantize_mx = _not_modelled("quantize_mx")
 dma_transpose = _not_modelled("dma_transpose")
 tensor_partition_reduce = _not_modelled("tensor_partition_reduce")
 local_gather = _not_modelled("local_gather")

@@ -40,6 +40,11 @@ tfloat32 = TFLOAT32
 float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+#: NeuronCore-v4 MX types: x4-packed elements (words of four) and the E8M0 scale type.
+float8_e4m3fn_x4 = _core.X4_TYPES["float8_e4m3fn_x4"]
+float8_e5m2_x4 = _core.X4_TYPES["float8_e5m2_x4"]
+float4_e2m1fn_x4 = _core.X4_TYPES["float4_e2m1fn_x4"]
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 int8, int16, int32 = np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32)
 uint8, uint16, uint32 = np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
@@ -523,7 +528,8 @@ Tensor.__imul__ = _imul
 #: The NKI names this module provides (docs/nki.md lists each with its engine).
 __all__ = sorted(
     ["bfloat16", "float16", "float32", "tfloat32", "float8_e4m3", "float8_e5m2",
-     "float8_e4m3fn", "int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_", "fp32",
+     "float8_e4m3fn", "float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4",
+     "float8_e8m0fnu", "int8", "int16", "int32", "uint8", "uint16", "uint32", "bool_", "fp32",
      "sbuf", "psum", "hbm", "shared_hbm", "private_hbm", "NkiTensor", "tensor", "par_dim",
      "tile_size", "ndarray", "full", "zeros", "ones", "empty_like", "zeros_like",
      "shared_constant", "affine_range", "sequential_range", "static_range", "program_id",

@@ -2,10 +2,19 @@
 
 ``out[Sq, d] = softmax(q.T @ k * scale) @ v`` with q [d, Sq], k [d, Sk] (head dimension on
 the partitions: the contraction of ``q.T @ k``), v [Sk, d]; d <= 128, Sq a multiple of 128, Sk
-a multiple of 512. Per 128-query tile, keys stream in blocks of 512: scores on TensorE into
-PSUM, the running max and sum on VectorE/ScalarE, ``exp`` on ScalarE, the probabilities
-transposed on TensorE (4 x [128, 128]) and multiplied with v into PSUM, the output rescaled
-on VectorE; the row sums divide at the end.
+a multiple of 512.
+
+The 128-query tiles are taken in groups of up to ``GROUP`` (``affine_range`` over groups);
+for each group, keys and values stream in blocks of 512 (``sequential_range``: the running
+max, sum and output carry from block to block) through two SBUF buffers, block kb + 1
+loading while block kb computes, each block's K [d, 512] and V 4 x [128, d] loaded once and
+shared by the group's query tiles. Within a block the work is issued phase
+by phase over the group's tiles, so that the engines overlap: TensorE computes every tile's
+scores (one PSUM bank each) while VectorE and ScalarE run the first tiles' softmax
+statistics and ``exp``; then, tile by tile, TensorE transposes the probabilities (4 x [128,
+128] into one PSUM bank), ScalarE copies them to SBUF, TensorE multiplies them with V and
+VectorE rescales the output, each engine on a different tile at a time. The row sums
+divide at the end.
 """
 
 from systolica.nki import isa as nisa
@@ -13,6 +22,16 @@ from systolica.nki import language as nl
 
 P = 128
 KB = 512         # keys per block: one PSUM bank of scores
+GROUP = 4        # query tiles sharing a K/V block (their scores take 4 of the 8 PSUM banks)
+
+
+def _load_kv(k, v, k_sb, v_sb, kb):
+    """K block ``kb`` [d, 512] and V block [512, d] (as 4 x [128, d]) into buffer kb % 2."""
+    buf = kb % 2
+    nisa.dma_copy(dst=k_sb[:, buf, :], src=k[:, kb * KB:(kb + 1) * KB])
+    for c in nl.affine_range(KB // P):
+        r0 = kb * KB + c * P
+        nisa.dma_copy(dst=v_sb[:, buf, c, :], src=v[r0:r0 + P, :])
 
 
 def attention_fwd(q, k, v, scale=None):
@@ -22,53 +41,79 @@ def attention_fwd(q, k, v, scale=None):
     assert d <= P and sq % P == 0 and sk % KB == 0, \
         f"need d <= {P}, Sq % {P} == 0 and Sk % {KB} == 0; got d={d}, Sq={sq}, Sk={sk}"
     scale = d ** -0.5 if scale is None else scale
+    nq = sq // P
+    g = min(GROUP, nq)
+    assert nq % g == 0, f"Sq / {P} = {nq} query tiles must be a multiple of {g}"
     out = nl.ndarray((sq, d), q.dtype, buffer=nl.shared_hbm)
-    k_sb = nl.ndarray((d, sk), k.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=k_sb, src=k)
-    v_sb = nl.ndarray((P, sk // P, d), v.dtype, buffer=nl.sbuf)
-    for c in nl.affine_range(sk // P):
-        nisa.dma_copy(dst=v_sb[:, c, :], src=v[c * P:(c + 1) * P, :])
-    for qi in nl.affine_range(sq // P):
-        q_sb = nl.ndarray((d, P), q.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=q_sb, src=q[:, qi * P:(qi + 1) * P])
-        run_max = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+    for grp in nl.affine_range(nq // g):
+        q_sb = nl.ndarray((d, g, P), q.dtype, buffer=nl.sbuf)
+        for j in nl.affine_range(g):
+            q0 = (grp * g + j) * P
+            nisa.dma_copy(dst=q_sb[:, j, :], src=q[:, q0:q0 + P])
+        run_max = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=run_max, value=-3.0e38)
-        run_sum = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+        run_sum = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=run_sum, value=0.0)
-        acc = nl.ndarray((P, d), nl.float32, buffer=nl.sbuf)
+        acc = nl.ndarray((P, g, d), nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=acc, value=0.0)
+        # K/V blocks stream through two buffers: block kb + 1 loads while block kb computes
+        k_sb = nl.ndarray((d, 2, KB), k.dtype, buffer=nl.sbuf)
+        v_sb = nl.ndarray((P, 2, KB // P, d), v.dtype, buffer=nl.sbuf)
+        _load_kv(k, v, k_sb, v_sb, 0)
         for kb in nl.sequential_range(sk // KB):
-            s_ps = nl.ndarray((P, KB), nl.float32, buffer=nl.psum)
-            nisa.nc_matmul(dst=s_ps, stationary=q_sb, moving=k_sb[:, kb * KB:(kb + 1) * KB])
-            blk_max = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
-            nisa.tensor_reduce(dst=blk_max, op=nl.maximum, data=s_ps, axis=1)
-            new_max = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=new_max, data=blk_max, op0=nl.multiply, operand0=scale,
-                               op1=nl.maximum, operand1=run_max)
-            neg_max = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
-            nisa.tensor_scalar(dst=neg_max, data=new_max, op0=nl.multiply, operand0=-1.0)
-            # correction = exp(old max - new max)
-            corr = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
-            nisa.activation(dst=corr, op=nl.exp, data=run_max, bias=neg_max)
+            cur = kb % 2
+            if kb + 1 < sk // KB:
+                _load_kv(k, v, k_sb, v_sb, kb + 1)
+            # scores of every tile of the group (TensorE)
+            s_ps = nl.ndarray((P, g, KB), nl.float32, buffer=nl.psum)
+            for j in nl.affine_range(g):
+                nisa.nc_matmul(dst=s_ps[:, j, :], stationary=q_sb[:, j, :],
+                               moving=k_sb[:, cur, :])
+            # softmax statistics (VectorE) and probabilities (ScalarE), tile by tile; the
+            # running max and sum are updated after every tile's exp has been issued, so
+            # that VectorE does not wait for ScalarE in between
+            new_max = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
+            neg_max = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
+            corr = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
+            blk_sum = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
+            p_sb = nl.ndarray((P, g, KB), q.dtype, buffer=nl.sbuf)
+            for j in nl.affine_range(g):
+                blk_max = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+                nisa.tensor_reduce(dst=blk_max, op=nl.maximum, data=s_ps[:, j, :], axis=1)
+                nisa.tensor_scalar(dst=new_max[:, j:j + 1], data=blk_max, op0=nl.multiply,
+                                   operand0=scale, op1=nl.maximum, operand1=run_max[:, j:j + 1])
+                nisa.tensor_scalar(dst=neg_max[:, j:j + 1], data=new_max[:, j:j + 1],
+                                   op0=nl.multiply, operand0=-1.0)
+                # correction = exp(old max - new max)
+                nisa.activation(dst=corr[:, j:j + 1], op=nl.exp, data=run_max[:, j:j + 1],
+                                bias=neg_max[:, j:j + 1])
+                nisa.activation(dst=p_sb[:, j, :], op=nl.exp, data=s_ps[:, j, :],
+                                bias=neg_max[:, j:j + 1], scale=scale, reduce_op=nl.add,
+                                reduce_res=blk_sum[:, j:j + 1])
             nisa.tensor_copy(dst=run_max, src=new_max)
-            p_sb = nl.ndarray((P, KB), q.dtype, buffer=nl.sbuf)
-            blk_sum = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
-            nisa.activation(dst=p_sb, op=nl.exp, data=s_ps, bias=neg_max, scale=scale,
-                            reduce_op=nl.add, reduce_res=blk_sum)
-            nisa.scalar_tensor_tensor(dst=run_sum, data=run_sum, op0=nl.multiply,
-                                      operand0=corr, op1=nl.add, operand1=blk_sum)
-            pv = nl.ndarray((P, d), nl.float32, buffer=nl.psum)
-            for c in nl.affine_range(KB // P):
-                pt_ps = nl.ndarray((P, P), q.dtype, buffer=nl.psum)
-                nisa.nc_transpose(dst=pt_ps, data=p_sb[:, c * P:(c + 1) * P])
-                pt = nl.ndarray((P, P), q.dtype, buffer=nl.sbuf)
-                nisa.tensor_copy(dst=pt, src=pt_ps)
-                nisa.nc_matmul(dst=pv, stationary=pt, moving=v_sb[:, kb * (KB // P) + c, :])
-            nisa.scalar_tensor_tensor(dst=acc, data=acc, op0=nl.multiply, operand0=corr,
-                                      op1=nl.add, operand1=pv)
-        inv = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_tensor(dst=run_sum, data1=run_sum, data2=corr, op=nl.multiply)
+            nisa.tensor_tensor(dst=run_sum, data1=run_sum, data2=blk_sum, op=nl.add)
+            # probabilities transposed (TensorE, 4 x [128, 128] per tile), copied to SBUF
+            # (ScalarE), times V (TensorE); the output rescaled and accumulated (VectorE)
+            pt_ps = nl.ndarray((P, g, KB // P, P), q.dtype, buffer=nl.psum)
+            for j in nl.affine_range(g):
+                for c in nl.affine_range(KB // P):
+                    nisa.nc_transpose(dst=pt_ps[:, j, c, :], data=p_sb[:, j, c * P:(c + 1) * P])
+            pt = nl.ndarray((P, g, KB // P, P), q.dtype, buffer=nl.sbuf)
+            for j in nl.affine_range(g):
+                nisa.tensor_copy(dst=pt[:, j], src=pt_ps[:, j], engine=nisa.scalar_engine)
+            for j in nl.affine_range(g):
+                pv = nl.ndarray((P, d), nl.float32, buffer=nl.psum)
+                for c in nl.affine_range(KB // P):
+                    nisa.nc_matmul(dst=pv, stationary=pt[:, j, c, :], moving=v_sb[:, cur, c, :])
+                nisa.scalar_tensor_tensor(dst=acc[:, j, :], data=acc[:, j, :], op0=nl.multiply,
+                                          operand0=corr[:, j:j + 1], op1=nl.add, operand1=pv)
+        inv = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
         nisa.reciprocal(dst=inv, data=run_sum)
-        o = nl.ndarray((P, d), q.dtype, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=o, data=acc, op0=nl.multiply, operand0=inv)
-        nisa.dma_copy(dst=out[qi * P:(qi + 1) * P, :], src=o)
+        for j in nl.affine_range(g):
+            o = nl.ndarray((P, d), q.dtype, buffer=nl.sbuf)
+            nisa.tensor_scalar(dst=o, data=acc[:, j, :], op0=nl.multiply,
+                               operand0=inv[:, j:j + 1])
+            q0 = (grp * g + j) * P
+            nisa.dma_copy(dst=out[q0:q0 + P, :], src=o)
     return out

@@ -112,40 +112,54 @@ def matmul_free_blocked(lhsT, rhs, block_m=2, block_n=2):
     return out
 
 
-def matmul_blocked(lhsT, rhs, block_m=2, block_n=4, block_k=8):
-    """Step 5: all dimensions blocked. K is streamed in blocks of ``block_k`` tiles (so the
-    SBUF working set stays bounded for any K), each block's loads issued once and shared by
-    the block's ``block_m x block_n`` PSUM tiles, which stay open across the K blocks (up to
-    8 PSUM banks) and accumulate in ascending K."""
+def matmul_blocked(lhsT, rhs, block_m=16, block_n=2, block_k=8):
+    """Step 5, the tutorial's final step: all dimensions blocked (``block_*`` in tiles, the
+    tutorial's defaults; each at most the matrix). For each block of ``block_n`` N tiles, the
+    N block's whole column of results [M, BLOCK_N] stays in SBUF as FP32 while K is walked in
+    blocks of ``block_k`` tiles (``sequential_range``): a K block's rhs tiles [128, BLOCK_N]
+    are loaded once and shared by every M block; each M block's lhsT tiles [128, BLOCK_M]
+    are loaded once per (N block, K block); each output tile's K-block sum is formed in one
+    PSUM bank and copied (first K block) or added (VectorE, FP32) into its SBUF result tile;
+    after the last K block the column is stored, 128 rows per DMA. HBM traffic: rhs once,
+    lhsT once per N block, the result once.
+
+    Numerics: with one K block (K <= 128 * block_k) the result is
+    ``golden_tiled_matmul(lhsT, rhs, 128)`` bit for bit; with several, each K block's PSUM
+    sum is added to the running SBUF sum (:func:`systolica.nki.reference.matmul_blocked`)."""
     k, m, n = _shape(lhsT, rhs)
     kt = k // P
-    bm, bn = min(block_m, m // P), min(block_n, n // FN)
-    bk = min(block_k, kt)
-    assert bm * bn <= 8, "block_m * block_n PSUM tiles must fit the 8 PSUM banks"
-    assert kt % bk == 0, f"K / 128 = {kt} must be a multiple of block_k = {bk}"
+    bm, bn, bk = min(block_m, m // P), min(block_n, n // FN), min(block_k, kt)
+    assert m % (bm * P) == 0 and n % (bn * FN) == 0 and kt % bk == 0, \
+        f"M, N, K must be multiples of the blocks {bm * P}, {bn * FN}, {bk * P}"
+    block_rows, block_cols = bm * P, bn * FN
     out = nl.ndarray((m, n), nl.float32, buffer=nl.shared_hbm)
-    for mb in nl.affine_range(m // (P * bm)):
-        for nb in nl.affine_range(n // (FN * bn)):
-            acc = nl.ndarray((P, bm * bn, FN), nl.float32, buffer=nl.psum)
-            for kb in nl.sequential_range(kt // bk):
-                a = nl.ndarray((P, bk, bm * P), lhsT.dtype, buffer=nl.sbuf)
-                b = nl.ndarray((P, bk, bn * FN), rhs.dtype, buffer=nl.sbuf)
+    for nb in nl.affine_range(n // block_cols):
+        n0 = nb * block_cols
+        res = nl.ndarray((P, m // P, block_cols), nl.float32, buffer=nl.sbuf)
+        for kb in nl.sequential_range(kt // bk):
+            b = nl.ndarray((P, bk, block_cols), rhs.dtype, buffer=nl.sbuf)
+            for kk in nl.affine_range(bk):
+                k0 = (kb * bk + kk) * P
+                nisa.dma_copy(dst=b[:, kk, :], src=rhs[k0:k0 + P, n0:n0 + block_cols])
+            for mb in nl.affine_range(m // block_rows):
+                m0 = mb * block_rows
+                a = nl.ndarray((P, bk, block_rows), lhsT.dtype, buffer=nl.sbuf)
                 for kk in nl.affine_range(bk):
                     k0 = (kb * bk + kk) * P
-                    nisa.dma_copy(dst=a[:, kk, :],
-                                  src=lhsT[k0:k0 + P, mb * bm * P:(mb + 1) * bm * P])
-                    nisa.dma_copy(dst=b[:, kk, :],
-                                  src=rhs[k0:k0 + P, nb * bn * FN:(nb + 1) * bn * FN])
-                for mi in nl.affine_range(bm):
-                    for ni in nl.affine_range(bn):
-                        for kk in nl.affine_range(bk):
-                            nisa.nc_matmul(dst=acc[:, mi * bn + ni, :],
-                                           stationary=a[:, kk, mi * P:(mi + 1) * P],
-                                           moving=b[:, kk, ni * FN:(ni + 1) * FN])
-            for mi in nl.affine_range(bm):
+                    nisa.dma_copy(dst=a[:, kk, :], src=lhsT[k0:k0 + P, m0:m0 + block_rows])
                 for ni in nl.affine_range(bn):
-                    _drain(acc[:, mi * bn + ni, :], out, (mb * bm + mi) * P,
-                           (nb * bn + ni) * FN, P, FN)
+                    for mi in nl.affine_range(bm):
+                        acc = nl.ndarray((P, FN), nl.float32, buffer=nl.psum)
+                        for kk in nl.affine_range(bk):
+                            nisa.nc_matmul(dst=acc, stationary=a[:, kk, mi * P:(mi + 1) * P],
+                                           moving=b[:, kk, ni * FN:(ni + 1) * FN])
+                        tile = res[:, mb * bm + mi, ni * FN:(ni + 1) * FN]
+                        if kb == 0:
+                            nisa.tensor_copy(dst=tile, src=acc)
+                        else:
+                            nisa.tensor_tensor(dst=tile, data1=tile, data2=acc, op=nl.add)
+        for r in nl.affine_range(m // P):
+            nisa.dma_copy(dst=out[r * P:(r + 1) * P, n0:n0 + block_cols], src=res[:, r, :])
     return out
 
 

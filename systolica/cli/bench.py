@@ -165,6 +165,48 @@ def _print_main_job(rows_out):
               f"{r['mismatches']:>4}", flush=True)
 
 
+#: make bench's NKI row: ``systolica nki run`` of the fully blocked matmul, golden TensorE.
+NKI_ROW_ARGS = ("--arg", "lhsT=1024x1024:bfloat16", "--arg", "rhs=1024x2048:bfloat16",
+                "--target", "trn2", "--tensor-engine", "golden", "--json")
+
+
+def nki_row():
+    """Time ``systolica nki run nki/kernels/matmul.py::matmul_blocked`` on lhsT [1024, 1024]
+    x rhs [1024, 2048] BF16 (trn2, golden tensor engine) in its own process (target: at most
+    10 s). Returns a dict: ``wall_s`` (the whole command, start-up included) and, as wall
+    and CPU seconds of the run, ``tracing_s`` (the front end and the other engines' numpy),
+    ``numerics_s`` (the golden tensor engine) and ``scheduling_s`` (the engine model);
+    ``process_cpu_s`` (the command's CPU time); ``tensor_busy``."""
+    from systolica.nki import kernels
+
+    kernel = Path(kernels.__file__).with_name("matmul.py")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "systolica", "nki", "run",
+                           f"{kernel}::matmul_blocked", *NKI_ROW_ARGS],
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystolicaError(f"nki row: {(done.stderr.strip().splitlines() or ['failed'])[-1]}")
+    report = json.loads(done.stdout)
+    w, c = report["wall_seconds"], report["cpu_seconds"]
+    return {"kernel": "matmul_blocked [1024,1024]x[1024,2048] bf16 trn2", "wall_s": round(wall, 2),
+            "process_cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime
+                                   - before.ru_stime, 2),
+            **{f"{name}_s": {"wall": round(w[key], 2), "cpu": round(c[key], 2)} for name, key in
+               (("tracing", "tracing_and_other_engines"), ("numerics", "golden_matmul"),
+                ("scheduling", "schedule"))},
+            "tensor_busy": round(report["profile"]["engine_busy"]["tensor"], 3)}
+
+
+def _print_nki_row(row):
+    print(f"nki: {row['kernel']}: {row['wall_s']:.1f} s wall ({row['process_cpu_s']:.1f} s CPU); "
+          + ", ".join(f"{part} {row[part + '_s']['wall']:.2f} s ({row[part + '_s']['cpu']:.2f} s "
+                      f"CPU)" for part in ("tracing", "numerics", "scheduling"))
+          + f"; TensorE busy {row['tensor_busy']:.1%}", flush=True)
+
+
 #: Moving free sizes of the throughput table, and the matmuls run back to back for each.
 THROUGHPUT_N = {1: 64, 16: 32, 128: 16, 512: 8}
 
@@ -260,6 +302,10 @@ def main(argv=None):
                    help="time make sim's default workload (MiniLM layer 0 on 8x8, BF16 and "
                         "INT8) from a fresh build, split into build, simulator and host "
                         "(default: yes)")
+    p.add_argument("--nki", choices=("yes", "no"), default="yes",
+                   help="time systolica nki run of the fully blocked BF16 matmul [1024, 1024] "
+                        "x [1024, 2048] (golden tensor engine), split into tracing, numerics "
+                        "and scheduling (default: yes)")
     p.add_argument("--sim", "--sims", dest="sims", default=",".join(SIMULATORS),
                    help="simulator, or several comma-separated (default: icarus,verilator; "
                         f"Icarus only up to {ICARUS_MAX_PES} PEs)")
@@ -320,6 +366,11 @@ def _run(p, args):
         job = main_job()
         _print_main_job(job)
         print(flush=True)
+    nki = None
+    if args.nki == "yes" and not args.throughput_only:
+        nki = nki_row()
+        _print_nki_row(nki)
+        print(flush=True)
     header = (f"{'sim':<9} {'tile':>7} {'dtype':>5} {'gen s':>6} {'build s':>8} {'peak MB':>8} "
               f"{'cycles':>7} {'bulk c/s':>9} {'MACs/s':>12} {'cycle c/s':>9} "
               f"{'free c/s':>9} {'bulk/free':>9} {'mism':>4}")
@@ -368,7 +419,7 @@ def _run(p, args):
     out.write_text(json.dumps({
         "date": time.strftime("%Y-%m-%d"), "machine": platform.platform(),
         "processor": platform.processor() or platform.machine(), "results": rows_out,
-        "throughput": table, "main_job": job,
+        "throughput": table, "main_job": job, "nki": nki,
     }, indent=2) + "\n")
     print(f"wrote {out}")
     bad = any(r["mismatches"] or r.get("fp8_double_row", {}).get("mismatches")

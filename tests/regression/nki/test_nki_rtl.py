@@ -41,3 +41,10 @@ def test_a_psum_difference_names_the_instruction_and_its_line(monkeypatch):
                                            r"the RTL tile \(4 x 4\) differs .* 1 PSUM words, "
                                            r"first at \[1, 2\]"):
         nki.run(matmul.matmul_single_tile, a, b, tensor_engine="rtl", rows=4, cols=4)
+
+
+def test_an_fp32_matmul_is_refused_by_the_rtl_check_in_one_line():
+    a = np.ones((128, 8), np.float32)
+    with pytest.raises(nki.NkiError, match=r"^matmul\.py:\d+: nc_matmul \(instruction 2\): the "
+                                           r"RTL tile takes 8/16-bit operands only"):
+        nki.run(matmul.matmul_single_tile, a, a, tensor_engine="rtl", rows=4, cols=4)

@@ -119,11 +119,12 @@ def test_int8_matmuls_are_refused():
                                                               "has no integer matmul")
 
 
-def test_fp32_pairs_only_with_fp32_and_is_not_yet_modelled():
+def test_fp32_pairs_only_with_fp32_in_the_golden_models_words():
     f32 = np.ones((128, 8), np.float32)
-    assert "pair only with FP32/TF32" in _error(_matmul_kernel, f32, _bf16(128, 8))
-    assert "not yet modelled" in _error(_matmul_kernel, f32, f32)
-    nki.run(_matmul_kernel, _bf16(128, 8), _bf16(128, 8))
+    message = _error(_matmul_kernel, f32, _bf16(128, 8))
+    assert message.startswith(_line(_matmul_kernel, "# mm") + ": nc_matmul: tfloat32 and "
+                                                              "float32 pair only with")
+    nki.run(_matmul_kernel, f32, f32)
 
 
 def test_moving_free_size_at_most_512():

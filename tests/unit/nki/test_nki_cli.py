@@ -33,6 +33,8 @@ def test_json_is_one_document_with_the_comparison(capsys):
     row = report["reference"][0]
     assert row["max_abs_error"] < 1e-6 and row["bit_exact"] is False
     assert {"run", "schedule"} <= set(report["wall_seconds"])
+    cpu = report["cpu_seconds"]
+    assert 0 <= cpu["golden_matmul"] <= cpu["run"] and cpu["schedule"] >= 0
     assert report["instructions"] == 7          # load, max, x -1, exp, 1/x, x, store
 
 

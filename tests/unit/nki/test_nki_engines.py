@@ -64,7 +64,7 @@ def test_targets_read_the_published_clocks_from_the_presets(name, clocks):
 
 
 def test_an_unknown_target_is_a_one_line_error():
-    with pytest.raises(ValueError, match=r"^target must be one of trn1, trn2 .*not 'a100'$"):
+    with pytest.raises(ValueError, match=r"^target must be one of trn1, trn2, trn3 .*not 'a100'$"):
         schedule([], "a100")
 
 
@@ -144,6 +144,27 @@ def test_affine_iterations_overlap_and_sequential_ones_do_not(kind):
     else:
         assert load1.start == pytest.approx(vec0.ready + DMA_START)
         assert vec0.ready > load0.ready
+
+
+def test_a_store_waiting_for_its_data_does_not_hold_back_a_later_ready_load():
+    """DMAs are triggered from several engines' instruction streams (nki.isa.dma_copy:
+    hwdge from the Sync or Scalar engine, swdge from GpSimd), so a store whose data is not
+    ready leaves the queues to loads that are (earliest fit); the queues still never run two
+    transfers at once, and loads start in program order."""
+    b = syn.Builder()
+    x, y = b.alloc(), b.alloc()
+    op(b, "vector", "tensor_scalar", reads=[sb(b.alloc())], writes=[sb(x)], n=8192)
+    b.dma(sb(x), syn.hbm(b.alloc(), 0, 1 << 20), 1 << 20, 128)          # store: waits
+    load(b, sb(y))                                                      # independent load
+    vec, store, later = schedule(b.instructions, "trn2").instructions
+    assert store.start == pytest.approx(vec.end + DMA_START)
+    assert later.start == pytest.approx(DMA_START) and later.end < store.start
+    b2 = syn.Builder()
+    z = b2.alloc()
+    load(b2, sb(b2.alloc()))
+    load(b2, sb(z))                                                     # same queues, in turn
+    first, second = schedule(b2.instructions, "trn2").instructions
+    assert second.start == pytest.approx(first.end)
 
 
 def test_a_dependent_vector_instruction_pays_the_static_overhead():
