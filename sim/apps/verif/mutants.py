@@ -1006,10 +1006,14 @@ def _report(args, chosen, folder, started, killed_by):
     report = score_report(chosen, survivors, killed_by, folder, jobs=args.jobs)
     print(report["text"])
     if args.doc:
-        Path(args.doc).write_text(markdown(report, DOC_HEADER.format(
+        header = DOC_HEADER.format(
             seed=args.seed, count=len(chosen), size=f"{rows}x{cols}", programs=args.programs,
-            commands=args.commands, jobs=args.jobs,
-            seconds=time.perf_counter() - started)))
+            commands=args.commands, jobs=args.jobs, seconds=time.perf_counter() - started)
+        if args.reuse_kills:
+            header += ("\n\nThe kill-set's outcomes were taken from killed_by.json "
+                       "(`--reuse-kills`: the last run of this draw); this run redid the "
+                       "proofs only.")
+        Path(args.doc).write_text(markdown(report, header))
     (folder / f"results-{args.programs}x{args.commands}.json").write_text(json.dumps(
         {k: v for k, v in report.items() if k != "text"}, indent=1))
     print(f"time {time.perf_counter() - started:.0f} s")
