@@ -175,11 +175,12 @@ Written by `systolica mutants --doc docs/mutants.md` (seed {seed},
 shared 2-core machine).
 
 A survivor is **equivalent (proof)** only when `sim/apps/verif/equivalence.py` proves it:
-on the mutated module or an enclosing one, either the mutated netlist is identical to the
-one as written once `opt_clean` has removed what nothing reads (outputs that the enclosing
-module reads nowhere left out), or a Yosys SAT miter of the two, compared bit for bit from
-the registers' initial values with every input free, closes its induction. Each proof is
-rerun by the command in its row. Otherwise it is **open**, with the prover's answer (a
+on the mutated module or an enclosing one (outputs that the enclosing module reads nowhere
+left out), the mutated netlist is identical to the one as written once `opt_clean` has
+removed what nothing reads, or (on a module without registers) `equiv_simple` proves every
+named net pair, outputs included, or a Yosys SAT miter of the two, compared bit for bit
+from the registers' initial values with every input free, closes its induction. Each
+proof is rerun by the command in its row. Otherwise it is **open**, with the prover's answer (a
 counterexample on the module: the stimulus a new test needs, if the tile can deliver it).
 Before the survivors, the prover is run on a sample of killed mutants and must reject each.
 The structural check, the hand arguments and the class rules below only name candidates."""
