@@ -261,13 +261,13 @@ def _run_proofs(folder, scripts):
     proof succeeded."""
     import subprocess
 
-    from systolica.verif.mutants import _yosys
+    from systolica.verif.netlist import yosys
 
     running = []
     for n, script in enumerate(scripts):
         (folder / f"prove{n}.ys").write_text(script)
         running.append(subprocess.Popen(
-            [_yosys(), "-q", "-l", f"prove{n}.log", f"prove{n}.ys"], cwd=folder,
+            [yosys(), "-q", "-l", f"prove{n}.log", f"prove{n}.ys"], cwd=folder,
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     out = []
     for n, process in enumerate(running):
@@ -314,9 +314,9 @@ def _netlist(verilog, folder):
     the netlist ties it."""
     import json
 
-    from systolica.verif.mutants import _run_yosys
+    from systolica.verif.netlist import run_yosys
 
-    _run_yosys(_READ.format(verilog.name) + "write_json netlist.json\n", folder)
+    run_yosys(_READ.format(verilog.name) + "write_json netlist.json\n", folder)
     design = json.loads((folder / "netlist.json").read_text())
     nets = {(module.lstrip("\\"), name): net["bits"]
             for module, body in design["modules"].items()

@@ -6,7 +6,7 @@ leading-zero stage). ``make mutants`` runs it on every survivor of the 3 x 3 dra
 
 import pytest
 
-from systolica.verif import equivalence, mutants
+from systolica.verif import equivalence, mutants, netlist
 
 PE = "systolica_tile.array.pe_1_0"
 
@@ -16,7 +16,7 @@ def _driver(modules, module, wire, bit):
     m = modules[module]
     for name, cell in m.cells.items():
         if cell.type.startswith("$") and "Y" in cell.conns:
-            ys = mutants.sig_bits(cell.conns["Y"], m.wires)
+            ys = netlist.sig_bits(cell.conns["Y"], m.wires)
             if ("\\" + wire, bit) in ys:
                 return name, ys.index(("\\" + wire, bit))
     raise LookupError(f"no cell drives {wire}[{bit}] in {module}")
@@ -28,7 +28,7 @@ def folder(tmp_path_factory):
 
 
 def test_prover_rejects_known_non_equivalent_mutants_and_proves_a_known_one(folder):
-    modules = mutants.parse_rtlil((folder / "design.il").read_text())
+    modules = netlist.parse_rtlil((folder / "design.il").read_text())
     adder = f"{PE}.adder"
     wrong = {
         # the adder's result bit 12 forced to 1 (its final mux), on the adder alone

@@ -4,7 +4,7 @@ at least one mutant killed, the equivalence prover rejecting the killed ones on 
 module, and the structural check (outside every output's fan-in cone) against the killed
 mutants and two hand-made cases, and the class rules against the killed mutants."""
 
-from systolica.verif import equivalence, mutants
+from systolica.verif import equivalence, mutant_rules, mutants
 
 COUNT = 8
 
@@ -32,15 +32,15 @@ def test_mutant_sample_and_equivalence_checks_agree(seed):
                             "-port active_out -portbit 0 -wire pe_0_1_active_out -wirebit 0", ())
     live = mutants.Mutation(102, "-mode const1 -module systolica_tile.array -cell pe_0_0 "
                             "-port active_out -portbit 0 -wire pe_0_0_active_out -wirebit 0", ())
-    structural = mutants.outside_output_cone([*mutations, dead, live], folder)
+    structural = mutant_rules.outside_output_cone([*mutations, dead, live], folder)
     assert not killed & set(structural), structural
     assert 101 in structural and 102 not in structural, structural
     # nor may a class rule
-    ruled = mutants.class_rule_matches(mutations, (folder / "design.il").read_text())
+    ruled = mutant_rules.class_rule_matches(mutations, (folder / "design.il").read_text())
     assert not killed & set(ruled), {i: ruled[i][1] for i in killed & set(ruled)}
 
 
 def test_argued_entries_are_keyed_and_reasoned():
     """Each hand-argued survivor is named by a 12-digit fingerprint and carries its reason."""
-    assert all(len(key) == 12 and int(key, 16) >= 0 for key in mutants.ARGUED)
-    assert all(len(reason) > 40 for reason in mutants.ARGUED.values())
+    assert all(len(key) == 12 and int(key, 16) >= 0 for key in mutant_rules.ARGUED)
+    assert all(len(reason) > 40 for reason in mutant_rules.ARGUED.values())

@@ -1,9 +1,9 @@
-"""Unit tier: the mutation run's class rules (``mutants.CLASS_RULES``) call a synthetic
+"""Unit tier: the mutation run's class rules (``mutant_rules.CLASS_RULES``) call a synthetic
 mutation of their class equivalent and leave one just outside it open."""
 
 import pytest
 
-from systolica.verif import mutants
+from systolica.verif import mutant_rules, mutants, netlist
 
 ADDER = "systolica_tile.array.pe_1_0.adder"
 ADDER_HI_ROW0 = "systolica_tile.array.pe_0_1.adder_hi"
@@ -165,7 +165,7 @@ DESIGN = (_adder(ADDER) + _adder(ADDER_HI_ROW0) + _adder(ADDER_HI_ROW1) + MUL_HI
 
 
 def _rule(args):
-    found = mutants.class_rule_matches([mutants.Mutation(1, args, ())], DESIGN)
+    found = mutant_rules.class_rule_matches([mutants.Mutation(1, args, ())], DESIGN)
     return found[1][0].name if 1 in found else None
 
 
@@ -231,5 +231,5 @@ def test_zero_bits_hold_only_in_their_rows():
 
 def test_sigspec_bits_are_least_significant_first():
     widths = {"\\a": 4, "\\b": 2}
-    assert mutants.sig_bits("{ \\a [1:0] 2'10 \\b }", widths) == [
+    assert netlist.sig_bits("{ \\a [1:0] 2'10 \\b }", widths) == [
         ("\\b", 0), ("\\b", 1), "0", "1", ("\\a", 0), ("\\a", 1)]
