@@ -239,7 +239,7 @@ def nc_matmul(stationary, moving, *, psum=None, accumulate=False, ftz=False, per
     check_transpose(is_transpose, perf_mode=perf_mode, accumulate=accumulate, ftz=ftz)
     check_positive("rows", rows)
     tile = check_tile(tile_position, tile_size, rows=rows, cols=rows)
-    if tile_size is not None:
+    if tile_size is not None or is_transpose:   # a transpose's data must fit the array too
         check_tile_operands(tile, stationary.shape[0], stationary.shape[1], cols=rows,
                             perf_mode=perf_mode)
     order = _check_float_options(pair, stationary.shape[0], ftz, perf_mode, tile.rows,

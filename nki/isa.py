@@ -626,7 +626,8 @@ def nc_transpose(*args, **kwargs):
     if dtype_name(dst.dtype) != dtype_name(data.dtype):
         values = cast(to_f32(values), dst.dtype)
     dst.write(values, opcode=opcode)
-    params = {"k": int(p), "m": int(p), "n": int(f), "dtype": dtype_name(data.dtype),
+    # data [P, F] is the stationary operand (K = P, M = F), a [P, P] identity the moving one
+    params = {"k": int(p), "m": int(f), "n": int(p), "dtype": dtype_name(data.dtype),
               "perf_mode": None, "is_transpose": True, "tile_position": None,
               "tile_size": None} if eng == "tensor" else {}
     index = record(eng, opcode, [data], [dst], partitions=p, elements=f,

@@ -140,3 +140,15 @@ def test_bad_nc_transpose_input(data, error, text):
         "M =" in text else {}
     with pytest.raises(error, match=text):
         nc_transpose(data, **kwargs)
+
+
+@pytest.mark.parametrize("shape, rows, text", [
+    ((300, 200), 128, "K = 300 must be between 1 and 128"),
+    ((64, 200), 128, r"M = 200 \(the stationary free size\) must be between 1 and the tile.s 128"),
+    ((8, 4), 4, "K = 8 must be between 1 and 4"),
+])
+def test_a_transpose_larger_than_the_array_is_refused(shape, rows, text):
+    """The data's partitions go down the PE rows and its free elements across the columns:
+    neither may exceed the array (no silent [F, P] result of a [300, 200] input)."""
+    with pytest.raises(ValueError, match=text):
+        nc_transpose(np.zeros(shape, ml_dtypes.bfloat16), rows=rows)

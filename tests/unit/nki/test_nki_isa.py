@@ -125,6 +125,10 @@ def test_transposes_on_tensore_and_vectore_and_matmul_is_transpose():
     engines = [(i.opcode, i.engine) for i in ins if i.opcode in ("nc_transpose", "nc_matmul")]
     assert engines == [("nc_transpose", "tensor"), ("nc_transpose", "vector"),
                        ("nc_matmul", "tensor")]
+    # Costed as the engine runs it: data [32, 16] stationary (K = 32, M = 16) times a
+    # [32, 32] identity moving (N = 32), as golden.nc_transpose computes it.
+    (tensor_transpose,) = [i for i in ins if i.opcode == "nc_transpose" and i.engine == "tensor"]
+    assert [tensor_transpose.params[x] for x in "kmn"] == [32, 16, 32]
 
 
 @pytest.mark.parametrize("position, size, target, rule", [
