@@ -17,6 +17,7 @@ import importlib
 import importlib.util
 import inspect
 import json
+import math
 import os
 import sys
 import time
@@ -92,7 +93,15 @@ def _shape(text):
     return dims
 
 
+#: Elements of one random argument at most (2^28: 512 MiB of float16, a 16k x 16k matrix).
+MAX_ELEMENTS = 1 << 28
+
+
 def _random(shape, dtype, rng):
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise ValueError(f"shape {'x'.join(map(str, shape))} has {math.prod(shape):,} elements; "
+                         f"a random argument may have at most {MAX_ELEMENTS:,} (pass larger "
+                         f"arrays with --inputs FILE.npz)")
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return rng.integers(max(info.min, -8), min(info.max, 8), size=shape, dtype=dtype)

@@ -20,7 +20,7 @@ import pickle
 import sys
 from pathlib import Path
 
-from systolica.sim.builder.errors import USER_FACING, SimulationError, report
+from systolica.sim.builder.errors import USER_FACING, SimulationError, SystolicaError, report
 
 from . import engine
 
@@ -63,9 +63,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         program = load(args.file)
-        outcome = engine.execute(program)
     except USER_FACING as error:
         return report(error)
+    try:
+        outcome = engine.execute(program)
+    except SystolicaError as error:      # the simulator's own failures: one line
+        return report(error)             # anything else: its whole traceback, as promised
     bad = outcome.mismatches + sum(outcome.differing)
     print(f"replay: program {program.key} on a {program.rows} x {program.cols} "
           f"{program.simulator} tile: {outcome.matmuls:,} matmuls, {outcome.words:,} PSUM "

@@ -17,8 +17,10 @@ Determinism: the reference's matmuls do not use BLAS, whose sums are reordered b
 SIMD kernel and thread count (the same slice gave embedding cosines differing in the 11th
 digit with one and two OpenBLAS threads, and in a Dask worker). :func:`ordered_matmul` fixes
 the order of every add, so the reference, and every figure measured against it, has the same
-bits in every process, thread count and machine. The rest is elementwise numpy and numpy's
-own reductions, whose order depends only on the array's shape.
+bits in every process and for every thread count, on one machine and build. The rest is
+elementwise numpy and numpy's own reductions, whose order depends only on the array's
+shape; across machines ``np.exp`` (its SIMD path is chosen by the CPU) and ``math.erf``
+(the C library's) may still differ in the last bit.
 """
 
 import math
@@ -48,8 +50,8 @@ def ordered_matmul(a, b):
     Returns
     -------
     numpy.ndarray, float32, shape [..., M, N]
-        The same bits whatever the BLAS library, its thread count or the machine (unlike
-        ``a @ b``).
+        The same bits whatever the BLAS library or its thread count, on any machine with
+        IEEE float64 (unlike ``a @ b``).
 
     Raises
     ------

@@ -56,6 +56,8 @@ def test_an_older_style_kernel_writing_its_output_argument(capsys):
     (["run", f"{KERNELS}/norms.py::softmax"], "kernel softmax(x): missing --arg x"),
     (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x0:float32"],
      "must be positive sizes"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=100000x100000:float32"],
+     "a random argument may have at most 268,435,456"),
 ])
 def test_bad_arguments_are_one_line_with_status_2(argv, message, capsys):
     with pytest.raises(SystemExit) as info:
