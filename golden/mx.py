@@ -30,17 +30,17 @@ import numpy as np
 
 from .bf16 import CANONICAL_NAN, check_fp_environment
 from .command import check_bool
+from .matmul import ENGINE_ROWS
 
 __all__ = ["E8M0", "ENGINE_ROWS", "GROUP_PARTITIONS", "LANES", "MX_TYPES", "deinterleave",
            "dequantize_mx", "interleave", "mx_error_bound", "nc_matmul_mx", "pack_x4",
-           "quantize_mx", "round_to_bf16", "scales_to_quadrants", "unpack_x4", "xorwow_bits"]
+           "quadrant_rows", "quantize_mx", "round_to_bf16", "scales_to_quadrants", "unpack_x4",
+           "xorwow_bits"]
 
 #: The scale type (OCP E8M0: value 2^(s - 127), 0xFF is NaN, no zero, no sign).
 E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 #: Packed elements per x4 word, and partitions per 32-element scale group.
 LANES, GROUP_PARTITIONS = 4, 8
-#: Partition rows of the NeuronCore-v4 Tensor Engine.
-ENGINE_ROWS = 128
 #: MX element types: dtype -> (short name, Emax: largest unbiased exponent, max finite).
 MX_TYPES = {
     np.dtype(ml_dtypes.float8_e4m3fn): ("e4m3fn", 8, 448.0),
@@ -443,6 +443,13 @@ def unpack_x4(words, dtype):
     return np.stack(lanes, axis=-1).astype(np.uint8).view(out)
 
 
+def quadrant_rows(groups):
+    """SBUF partitions (list of int) of ``groups`` scale groups of an MX tile: group i (data
+    partitions 8 i .. 8 i + 7) sits at ``32 * (i // 4) + i % 4``, in the 32-partition
+    quadrant its data came from (NKI MX tutorial, "Scale Tensor")."""
+    return [32 * (i // 4) + i % 4 for i in range(groups)]
+
+
 def scales_to_quadrants(scale):
     """Contiguous [P // 8, F] scales -> the SBUF layout [P, F] uint8 that ``nc_matmul_mx`` reads
     for P > 32: group i sits at partition ``32 * (i // 4) + i % 4``, in the quadrant its data
@@ -451,6 +458,5 @@ def scales_to_quadrants(scale):
     bits = np.asarray(scale).view(np.uint8)
     groups = bits.shape[0]
     out = np.zeros((groups * GROUP_PARTITIONS, bits.shape[1]), np.uint8)
-    index = [32 * (i // 4) + i % 4 for i in range(groups)]
-    out[index] = bits
+    out[quadrant_rows(groups)] = bits
     return out

@@ -437,18 +437,10 @@ def _x4_operand(opcode, t, role):
     return golden_mx.unpack_x4(t.read(opcode=opcode), t.dtype.element)
 
 
-def _quadrant_rows(p):
-    """SBUF partitions of the scale groups of a P-partition MX tile: group i (partitions
-    8 i .. 8 i + 7 of the data) at ``32 * (i // 4) + i % 4``, in the 32-partition quadrant
-    its data came from (NKI MX tutorial, "Scale Tensor";
-    :func:`systolica.golden.mx.scales_to_quadrants`)."""
-    return [32 * (i // 4) + i % 4 for i in range(p // golden_mx.GROUP_PARTITIONS)]
-
-
 def _scale_operand(opcode, t, role, p, f):
     """A scale tile [>= rows, F] in the quadrant layout -> [P // 8, F] E8M0 bits."""
     _tile(t, opcode, role, memories=("sbuf",))
-    rows = _quadrant_rows(p)
+    rows = golden_mx.quadrant_rows(p // golden_mx.GROUP_PARTITIONS)
     if np_dtype(t.dtype) not in (np.dtype(np.uint8), np.dtype(ml_dtypes.float8_e8m0fnu)) \
             or len(t.shape) != 2 or t.shape[1] != f or t.shape[0] <= rows[-1]:
         raise fail(opcode, f"{role} must be a uint8/float8_e8m0fnu tile [{rows[-1] + 1}.., {f}] "
@@ -558,7 +550,7 @@ def quantize_mx(*args, **kwargs):
     scale_tile = kw.get("dst_scale")
     _scale_operand(opcode, scale_tile, "dst_scale", p, f)
     dst.write(golden_mx.pack_x4(data), opcode=opcode)
-    rows = _quadrant_rows(p)
+    rows = golden_mx.quadrant_rows(p // golden_mx.GROUP_PARTITIONS)
     for g, row in enumerate(rows):
         scale_tile[row:row + 1, :].write(scale[g:g + 1].view(np.uint8).view(
             np_dtype(scale_tile.dtype)), opcode=opcode)
