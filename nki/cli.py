@@ -25,6 +25,8 @@ import time
 import ml_dtypes
 import numpy as np
 
+from systolica.scaling.cli import image_file
+
 from . import NkiError, install, run, schedule
 from ._core import TARGET_NAMES
 
@@ -67,8 +69,10 @@ def parser():
                    help="golden (default); rtl: also run every matmul on the Verilator tile "
                         "and compare each PSUM word; none: shapes only (matmuls write zeros: "
                         "the profile without TensorE numerics)")
-    p.add_argument("--rows", type=int, default=128, help="RTL tile rows (default 128)")
-    p.add_argument("--cols", type=int, default=128, help="RTL tile columns (default 128)")
+    p.add_argument("--rows", type=int, default=None,
+                   help="RTL tile rows (default 128; --tensor-engine rtl only)")
+    p.add_argument("--cols", type=int, default=None,
+                   help="RTL tile columns (default 128; --tensor-engine rtl only)")
     p.add_argument("--workers", type=int, default=1,
                    help="RTL: Dask worker processes for the tile programs (default 1: in this "
                         "process; 0: one per core)")
@@ -78,7 +82,8 @@ def parser():
                    help="a function of the same inputs (by name) returning the expected "
                         "output(s)")
     p.add_argument("--trace", metavar="T.json", help="write the Perfetto / Chrome trace")
-    p.add_argument("--timeline", metavar="T.png", help="write the timeline picture")
+    p.add_argument("--timeline", metavar="T.png", type=image_file,
+                   help="write the timeline picture (an image file: .png, .svg, .pdf, ...)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     return p
 
@@ -112,10 +117,14 @@ def parse_args_specs(specs, inputs, seed):
     """``{name: value}`` from ``--arg`` specs and an ``.npz`` file's arrays."""
     values = dict(inputs)
     rng = np.random.default_rng(seed)
+    given = set()
     for spec in specs:
         name, sep, text = spec.partition("=")
         if not sep or not name.isidentifier():
             raise ValueError(f"--arg {spec!r} must be NAME=SHAPE:DTYPE or NAME=VALUE")
+        if name in given:
+            raise ValueError(f"--arg {name} is given twice; give each argument once")
+        given.add(name)
         if ":" in text:
             shape, dtype = text.rsplit(":", 1)
             if dtype not in DTYPES:
@@ -139,27 +148,63 @@ def load_kernel(spec):
     path, sep, name = spec.partition("::")
     if not sep or not name:
         raise ValueError(f"kernel {spec!r} must be FILE.py::NAME")
+    if os.path.isdir(path):
+        raise ValueError(f"kernel file {path!r} is a folder; give FILE.py::NAME")
     if not os.path.isfile(path):
         raise ValueError(f"kernel file {path!r} does not exist")
     install()
     module_name = "nki_kernel_" + os.path.splitext(os.path.basename(path))[0]
     module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None:
+        raise ValueError(f"kernel file {path!r} is not a Python file (FILE.py)")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_name] = module
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except SyntaxError as error:
+        raise ValueError(f"{path}:{error.lineno}: syntax error: {error.msg}") from None
+    except Exception as error:     # the kernel file's own code, run at import
+        raise ValueError(f"{path}: importing it raised {type(error).__name__}: "
+                         f"{error}") from None
     if not hasattr(module, name):
         raise ValueError(f"{path} has no kernel {name!r}")
     return getattr(module, name)
 
 
-def _reference(spec):
+def _reference(spec, extra_paths=()):
     module, sep, name = spec.partition(":")
     if not sep:
         raise ValueError(f"--reference {spec!r} must be MODULE:FUNCTION")
+    for folder in (os.getcwd(), *extra_paths):    # a reference beside the kernel or here
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     try:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as error:
         raise ValueError(f"--reference {spec!r}: {error}") from None
+
+
+def _call_reference(spec, reference, arguments):
+    """The reference's outputs; a reference that raises is one line (ValueError)."""
+    try:
+        return reference(**arguments)
+    except Exception as error:      # the user's reference function
+        raise ValueError(f"the reference {spec} raised {type(error).__name__}: "
+                         f"{error}") from None
+
+
+def _inputs(path):
+    """{name: array} of an ``.npz`` archive (numpy.savez); ValueError in one line otherwise."""
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            if not isinstance(archive, np.lib.npyio.NpzFile):
+                raise ValueError
+            return dict(archive)
+    except FileNotFoundError:
+        raise ValueError(f"--inputs {path!r} does not exist") from None
+    except (ValueError, OSError, EOFError, TypeError):
+        raise ValueError(f"--inputs {path!r} is not an .npz archive of arrays by argument "
+                         f"name (numpy.savez)") from None
 
 
 def _named_outputs(outputs, written, values):
@@ -194,13 +239,23 @@ def main(argv=None):
     p = parser()
     args = p.parse_args(argv)
     try:
+        if args.tensor_engine != "rtl" and (args.rows is not None or args.cols is not None):
+            raise ValueError("--rows and --cols size the RTL tile: they go with "
+                             "--tensor-engine rtl")
+        args.rows, args.cols = args.rows or 128, args.cols or 128
         if args.rows < 1 or args.cols < 1 or args.workers < 0:
             raise ValueError("--rows and --cols must be positive, --workers at least 0")
-        grid = _shape(args.grid) if args.grid else ()
+        if args.seed < 0:
+            raise ValueError(f"--seed must be a non-negative integer, not {args.seed}")
+        try:
+            grid = _shape(args.grid) if args.grid else ()
+        except ValueError:
+            raise ValueError(f"--grid {args.grid!r} must be positive program counts joined "
+                             f"by 'x', like 2 or 2x2") from None
         for path in (args.trace, args.timeline):
             if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
                 raise ValueError(f"folder of {path!r} does not exist")
-        inputs = dict(np.load(args.inputs)) if args.inputs else {}
+        inputs = _inputs(args.inputs) if args.inputs else {}
         values = parse_args_specs(args.arg, inputs, args.seed)
         kernel = load_kernel(args.kernel)
         func = getattr(kernel, "func", kernel)
@@ -212,7 +267,8 @@ def main(argv=None):
             raise ValueError(f"kernel {func.__name__}({', '.join(q.name for q in params)}): "
                              + (f"missing --arg {', '.join(missing)}" if missing else
                                 f"no parameter {', '.join(unknown)}"))
-        reference = _reference(args.reference) if args.reference else None
+        kernel_folder = os.path.dirname(os.path.abspath(args.kernel.partition("::")[0]))
+        reference = _reference(args.reference, (kernel_folder,)) if args.reference else None
     except (ValueError, OSError) as error:
         p.error(str(error))
     call = {q.name: values[q.name] for q in params if q.name in values}
@@ -226,7 +282,8 @@ def main(argv=None):
         schedule_seconds = time.perf_counter() - start
         schedule_cpu = time.process_time() - cpu
         outputs = _named_outputs(result.outputs, result.written, call)
-        comparison = _compare(outputs, reference(**originals)) if reference else []
+        comparison = _compare(outputs, _call_reference(args.reference, reference, originals)) \
+            if reference else []
     except NkiError as error:
         print(f"systolica nki: error: {error}", file=sys.stderr)
         return 1
@@ -275,4 +332,8 @@ def main(argv=None):
                   f"0 mismatches, {r['seconds']:.1f} s")
         print("wall: " + ", ".join(f"{k} {v:.2f} s" for k, v in wall.items()))
         print("cpu:  " + ", ".join(f"{k} {v:.2f} s" for k, v in cpu_split.items()))
+    if any("error" in row for row in comparison):
+        print("systolica nki: error: an output's shape differs from the reference's",
+              file=sys.stderr)
+        return 1
     return 0

@@ -58,6 +58,17 @@ def test_an_older_style_kernel_writing_its_output_argument(capsys):
      "must be positive sizes"),
     (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=100000x100000:float32"],
      "a random argument may have at most 268,435,456"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--timeline",
+      "t.txt"], "'t.txt' has suffix .txt; allowed: an image file"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--grid", "0"],
+     "--grid '0' must be positive program counts"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--seed", "-1"],
+     "--seed must be a non-negative integer, not -1"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--arg",
+      "x=128x32:float32"], "--arg x is given twice"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--rows", "4"],
+     "--rows and --cols size the RTL tile: they go with --tensor-engine rtl"),
+    (["run", f"{KERNELS}::softmax"], "is a folder; give FILE.py::NAME"),
 ])
 def test_bad_arguments_are_one_line_with_status_2(argv, message, capsys):
     with pytest.raises(SystemExit) as info:
@@ -101,3 +112,33 @@ def test_inputs_from_an_npz_file_and_an_spmd_grid(tmp_path, capsys):
     assert status == 0 and report["outputs"][0]["shape"] == [256, 8]
     assert report["instructions"] == 2 * 5     # per program: 2 loads, multiply, add, store
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"] is not None
+
+
+def test_a_kernel_file_that_does_not_parse_names_its_line(tmp_path, capsys):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import nki\n\ndef k(x)\n    return x\n")
+    with pytest.raises(SystemExit) as info:
+        main(["run", f"{bad}::k", "--arg", "x=4x4:float32"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1
+    assert f"{bad}:3: syntax error" in err
+
+
+def test_a_failing_or_mismatched_reference_is_one_line_with_status_1(tmp_path, monkeypatch,
+                                                                     capsys):
+    """A reference beside the kernel is found without PYTHONPATH; one that raises, or whose
+    output has another shape, fails the run in one line (a shape mismatch was exit 0)."""
+    (tmp_path / "myref.py").write_text(
+        "import numpy as np\n"
+        "def boom(x):\n    raise RuntimeError('ref exploded')\n"
+        "def small(x):\n    return np.zeros((3, 3), np.float32)\n")
+    monkeypatch.chdir(tmp_path)
+    base = ["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32"]
+    assert main([*base, "--reference", "myref:boom"]) == 1
+    err = capsys.readouterr().err
+    assert err == "systolica nki: error: the reference myref:boom raised RuntimeError: " \
+                  "ref exploded\n"
+    assert main([*base, "--reference", "myref:small"]) == 1
+    captured = capsys.readouterr()
+    assert "shape [128, 64] vs reference [3, 3]" in captured.out
+    assert captured.err.count("\n") == 1 and "differs from the reference" in captured.err
