@@ -599,12 +599,15 @@ def _entries(results, unit, space_of, coverage_of):
 
 
 def _commit():
-    """``(short commit, dirty)`` of the checkout, ("0000000", True) outside git."""
+    """``(short commit, dirty)`` of the checkout: ``dirty`` when the files the run depends
+    on (``hdl/``, ``golden/``, this module) differ from the commit; ("0000000", True)
+    outside git."""
     here = Path(__file__).resolve().parent
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, check=True,
                                 capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../hdl", "../golden",
+                                Path(__file__).name],
                                cwd=here, check=True, capture_output=True, text=True).stdout
         return commit, bool(dirty.strip())
     except (OSError, subprocess.CalledProcessError):
