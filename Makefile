@@ -47,7 +47,7 @@ help:
 	@echo "                SIZES=16x16 COMMANDS=10000 for the 16x16 tile)"
 	@echo "make exhaustive both RTL multipliers on every type pairing, all pairs (IEEE and FTZ), and"
 	@echo "                the FP32 adder on 10^9 random pairs + a rounding grid, against the golden"
-	@echo "                model; writes verif/results/exhaustive.json (~1.5 h on 2 cores)"
+	@echo "                model; writes verif/results/exhaustive.json (~1.2 h on 2 cores)"
 	@echo "make mutants    mutation score: 240 Yosys mutants of the tile in one netlist, a fuzzed"
 	@echo "                kill-set per mutant; each survivor equivalent by structure, argued"
 	@echo "                equivalent (a reason per survivor) or open; score both ways (~6 min)"
