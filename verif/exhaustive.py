@@ -623,6 +623,9 @@ def main(argv=None):
     parser.add_argument("--full-limit", type=integer(1), default=1 << 32,
                         help="run a pairing fully when it has at most this many pairs per "
                              "mode, else sample it (default %(default)s: all of them)")
+    parser.add_argument("--full", metavar="A,B", action="append", default=[],
+                        help="also run this float_mul pairing fully whatever its size "
+                             "(a x b by golden names, e.g. bf16,bf16; repeatable)")
     parser.add_argument("--rows", type=integer(1), default=24,
                         help="random outer operand values of a sampled pairing, besides its "
                              "special values, each against every inner one "
@@ -647,6 +650,11 @@ def main(argv=None):
     add_json_argument(parser, "the results file's content")
     args = parser.parse_args(argv)
     args.special_rows = None
+    labels = {p.label for p in pairings()}
+    for item in args.full:
+        if f"float_mul {item.replace(',', ' x ')}" not in labels:
+            parser.error(f"argument --full: no float_mul pairing {item!r}; allowed: two of "
+                         f"bf16, fp16, e4m3, e5m2, e3m4, e4m3fn separated by a comma")
     if args.sample:
         args.full_limit, args.rows, args.special_rows = 1 << 16, 3, 3
         args.adder_pairs = min(args.adder_pairs, 1 << 22)
@@ -666,8 +674,10 @@ def _run(args):
     if args.unit in ("multiplier", "both"):
         exes = {spec.name: build_harness(spec, args.build_dir)
                 for spec in (MULTIPLIER, MULTIPLIER_HI)}
-        plan = [(p, outer_rows(p, full_limit=args.full_limit, sample_rows=args.rows,
-                               seed=args.seed, special_rows=args.special_rows))
+        forced = {f"float_mul {item.replace(',', ' x ')}" for item in args.full}
+        plan = [(p, outer_rows(p, full_limit=p.space if p.label in forced else args.full_limit,
+                               sample_rows=args.rows, seed=args.seed,
+                               special_rows=args.special_rows))
                 for p in pairings()]
         by_label = {p.label: (p, rows) for p, rows in plan}
         t0 = time.perf_counter()
@@ -715,7 +725,7 @@ def _run(args):
     result = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
               "commit": commit, "dirty": dirty, "seconds": seconds, "jobs": args.jobs,
               "seed": args.seed, "options": {k: getattr(args, k) for k in (
-                  "unit", "full_limit", "rows", "adder_pairs", "sample")},
+                  "unit", "full_limit", "full", "rows", "adder_pairs", "sample")},
               "netlists": hashes, "timing": timing, "results": entries,
               "adder_grid": adder,
               "passed": not failed}
