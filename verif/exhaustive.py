@@ -2,27 +2,42 @@
 
 ``systolica exhaustive`` (``make exhaustive``):
 
-- **multiplier**: the RTL float multiplier (:class:`~systolica.hdl.FloatMultiplier`, the
-  one datapath every float type shares) with both operands BF16, on all 2^32 operand pairs,
-  IEEE and FTZ, against :func:`~systolica.golden.bf16.bf16_product`, bit for bit;
+- **multipliers**: the PE's shared float multiplier (:class:`~systolica.hdl.FloatMultiplier`
+  with every float type, unit ``float_mul``) on every operand-type pairing it implements
+  (any two of bf16, fp16, e4m3, e5m2, e3m4, e4m3fn: 36 pairings; the 16 x 16-bit ones have
+  2^32 operand pairs, FP8 x 16-bit 2^24, FP8 x FP8 2^16), and the double-row PE's second,
+  FP8-only multiplier (``float_mul_hi``: e4m3 / e5m2, 4 pairings), IEEE and FTZ, against
+  the golden decode and product (:func:`golden_products`), bit for bit. A pairing with more
+  than ``--full-limit`` pairs per mode is sampled: its special values and ``--rows`` random
+  ``a`` values, each against every ``b``;
 - **adder**: the RTL FP32 adder (:class:`~systolica.hdl.fp32_add.Fp32Adder`) on
-  ``--adder-pairs`` random operand pairs (default 10^9; mixed distributions that make the
-  operands' exponents close, far, subnormal and special) plus a directed grid of every
-  exponent difference x rounding class x effective operation, IEEE and FTZ, against
+  ``--adder-pairs`` random operand pairs per mode (default 10^9; mixed distributions that
+  make the operands' exponents close, far, subnormal and special) plus a directed grid of
+  every exponent difference x rounding class x effective operation, IEEE and FTZ, against
   :func:`~systolica.golden.bf16.fp32_add`.
 
-The unit is verilated alone inside a generated C++ harness (:func:`harness_source`) that
+Each unit is verilated alone inside a generated C++ harness (:func:`harness_source`) that
 never wakes Python per pair: in ``grid`` mode it sweeps one operand port over a range and the
 other over all its values and writes the outputs as a binary stream; in ``list`` mode it
 reads operand pairs from stdin in blocks. Python computes the golden results of the same
 block with numpy and compares whole arrays. The harness is generated from a
-:class:`UnitSpec` (the component, its two operand ports, its mode ports and its output), so
-a generalised multiplier (more operand types) plugs in by a new spec.
+:class:`UnitSpec` (the component, its two operand ports, its mode ports and its output).
 
-``--sample`` runs a seeded sample (a few thousand multiplier operand rows and a few million
-adder pairs) for CI. Work is split over ``--jobs`` processes (default: the cores).
+``--write`` records the run in a results file (``verif/results/exhaustive.json``): the
+SHA-256 of each unit's generated Verilog (:func:`netlist_hash`), per pairing and mode the
+pairs checked, whether all of them or a sample, the mismatches and examples, the date,
+commit and run time. ``systolica docs-table exhaustive`` renders it into
+``docs/verification.md``, and ``tests/unit/verif/test_verif_exhaustive_netlist.py`` fails
+when the hash there is not that of the Verilog ``hdl/`` generates now, unless the block
+says STALE.
+
+``--sample`` runs CI's seeded sample. Work is split over ``--jobs`` processes (default: the
+cores), with a progress line and an ETA every 5 seconds.
 """
 
+import datetime
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -42,49 +57,41 @@ from systolica.sim.options import (
     report_as_json,
 )
 
-#: Outer operand values per multiplier work item (each with all 2^16 inner values).
-MUL_ROWS_PER_ITEM = 512
+#: Operand pairs per multiplier work item (whole outer rows of all inner values).
+MUL_PAIRS_PER_ITEM = 1 << 25
 #: Adder pairs per work item.
 ADD_PAIRS_PER_ITEM = 1 << 22
+#: Where ``--write`` puts the results by default (committed; ``systolica docs-table
+#: exhaustive`` renders it into docs/verification.md).
+RESULTS = Path(__file__).resolve().parent / "results" / "exhaustive.json"
 
 
 @dataclass(frozen=True)
 class UnitSpec:
     """A combinational unit for the harness: ``make()`` builds the Amaranth component;
-    ``operands`` are its two operand ports (name, width), ``modes`` its mode input ports,
-    ``output`` its result port (name, width)."""
+    ``operands`` are its two operand ports (name, width), ``modes`` its mode input ports
+    (the harness sets them from its command line), ``output`` its result port (name,
+    width); ``source`` says which hdl/ object it is (for the results file)."""
 
     name: str
     make: object
     operands: tuple
     modes: tuple
     output: tuple
+    source: str = ""
 
 
 def _multiplier():
-    """The tile's shared float multiplier (every type decoded) with both operand types tied
-    to BF16: ports ``a``, ``b`` (16 bits), ``ftz`` and ``product`` (32 bits)."""
-    from amaranth.hdl import Module
-    from amaranth.lib import wiring
-    from amaranth.lib.wiring import In, Out
+    from systolica.hdl import FloatMultiplier
 
-    from systolica.hdl import DType, FloatMultiplier
+    return FloatMultiplier()
 
-    class Bf16Pair(wiring.Component):
-        a: In(16)
-        b: In(16)
-        ftz: In(1)
-        product: Out(32)
 
-        def elaborate(self, platform):
-            m = Module()
-            m.submodules.multiplier = multiplier = FloatMultiplier()
-            m.d.comb += [multiplier.a.eq(self.a), multiplier.b.eq(self.b),
-                         multiplier.a_type.eq(DType.BF16), multiplier.b_type.eq(DType.BF16),
-                         multiplier.ftz.eq(self.ftz), self.product.eq(multiplier.product)]
-            return m
+def _multiplier_hi():
+    from systolica.hdl import FloatMultiplier
+    from systolica.hdl.float_mul import DOUBLE_ROW_DTYPES
 
-    return Bf16Pair()
+    return FloatMultiplier(DOUBLE_ROW_DTYPES)
 
 
 def _adder():
@@ -93,9 +100,108 @@ def _adder():
     return Fp32Adder()
 
 
-MULTIPLIER = UnitSpec("float_mul", _multiplier, (("a", 16), ("b", 16)), ("ftz",),
-                      ("product", 32))
-ADDER = UnitSpec("fp32_add", _adder, (("a", 32), ("b", 32)), ("ftz",), ("sum", 32))
+_MUL_PORTS = dict(operands=(("a", 16), ("b", 16)), modes=("a_type", "b_type", "ftz"),
+                  output=("product", 32))
+#: The PE's shared float multiplier (every float type; ``a`` is the moving operand in the PE,
+#: ``b`` the stationary one).
+MULTIPLIER = UnitSpec("float_mul", _multiplier, **_MUL_PORTS,
+                      source="hdl/float_mul.py FloatMultiplier() (PE submodule multiplier)")
+#: The double-row PE's second multiplier (FP8 e4m3 / e5m2 only; bits [15:8] of each operand).
+MULTIPLIER_HI = UnitSpec("float_mul_hi", _multiplier_hi, **_MUL_PORTS,
+                         source="hdl/float_mul.py FloatMultiplier(DOUBLE_ROW_DTYPES) "
+                                "(PE submodule multiplier_hi)")
+#: The PE / PSUM FP32 adder.
+ADDER = UnitSpec("fp32_add", _adder, (("a", 32), ("b", 32)), ("ftz",), ("sum", 32),
+                 source="hdl/fp32_add.py Fp32Adder()")
+UNITS = (MULTIPLIER, MULTIPLIER_HI, ADDER)
+
+
+def unit_verilog(spec):
+    """The unit's Verilog (str) as hdl/ generates it now: top module ``dut``, no source
+    locations (so the text depends on the RTL, not on the checkout's path or line numbers)."""
+    from amaranth.back import verilog
+
+    return verilog.convert(spec.make(), name="dut", emit_src=False)
+
+
+def netlist_hash(spec):
+    """SHA-256 (64 hex digits) of :func:`unit_verilog`: the figure a results file is
+    stamped with."""
+    return hashlib.sha256(unit_verilog(spec).encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------------------
+# Multiplier pairings
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """One operand-type pair of a multiplier: ``a`` (outer, moving) x ``b`` (inner,
+    stationary) by their golden names (``"bf16"``, ``"e4m3"``)."""
+
+    unit: UnitSpec
+    a: str
+    b: str
+
+    @property
+    def label(self):
+        return f"{self.unit.name} {self.a} x {self.b}"
+
+    def widths(self):
+        """Bits of the ``a`` and ``b`` operand types (int, int)."""
+        from systolica.golden.formats import FORMATS
+
+        return FORMATS[self.a].width, FORMATS[self.b].width
+
+    @property
+    def space(self):
+        """Operand pairs of one mode (int): every ``a`` pattern x every ``b`` pattern."""
+        wa, wb = self.widths()
+        return 1 << (wa + wb)
+
+
+def pairings():
+    """Every pairing the RTL implements (list of :class:`Pairing`): any two of the float
+    types on the shared multiplier (``golden.formats.operand_formats``: any 8/16-bit float
+    type pairs with any other), and any two of e4m3 / e5m2 on the double-row one."""
+    from systolica.golden.formats import DOUBLE_ROW_TYPES, FORMATS
+
+    floats = [name for name, f in FORMATS.items() if f.is_float]
+    out = [Pairing(MULTIPLIER, a, b) for a in floats for b in floats]
+    out += [Pairing(MULTIPLIER_HI, a, b) for a in DOUBLE_ROW_TYPES for b in DOUBLE_ROW_TYPES]
+    return out
+
+
+def special_values(name):
+    """Bit patterns of type ``name`` at every class boundary (list of int): +-0, the
+    smallest and largest subnormal, the smallest normal, +-1, the largest finite, +-Inf and
+    NaNs (e4m3fn: its one NaN and the all-ones finite values beside it)."""
+    from systolica.golden.formats import FORMATS
+
+    f = FORMATS[name]
+    sign, top = 1 << (f.width - 1), (1 << f.exp_bits) - 1
+    values = [0, 1, (1 << f.man_bits) - 1, 1 << f.man_bits, f.bias << f.man_bits,
+              (top << f.man_bits) - 1, top << f.man_bits, (top << f.man_bits) | 1,
+              (top << f.man_bits) | ((1 << f.man_bits) - 1),
+              (top << f.man_bits) | (1 << (f.man_bits - 1))]
+    return sorted({v | s for v in values for s in (0, sign)})
+
+
+def outer_rows(pairing, *, full_limit, sample_rows, seed, special_rows=None):
+    """``a`` operand values to sweep against every ``b`` (sorted int array): all of them
+    when the pairing has at most ``full_limit`` pairs per mode, else the special values of
+    :func:`special_values` (``special_rows`` of them, seeded, when given) and
+    ``sample_rows`` seeded random ones."""
+    wa, _ = pairing.widths()
+    if pairing.space <= full_limit:
+        return np.arange(1 << wa)
+    rng = np.random.default_rng([seed, 32, *(ord(c) for c in pairing.label)])
+    specials = special_values(pairing.a)
+    if special_rows is not None:
+        specials = rng.choice(specials, min(special_rows, len(specials)), replace=False)
+    rows = {int(v) for v in specials} | {int(v) for v in rng.integers(0, 1 << wa,
+                                                                      sample_rows)}
+    return np.array(sorted(rows))
 
 
 def _ctype(width):
@@ -103,7 +209,11 @@ def _ctype(width):
 
 
 def harness_source(spec):
-    """C++ source of the Verilator harness for ``spec`` (top module ``dut``)."""
+    """C++ source of the Verilator harness for ``spec`` (top module ``dut``).
+
+    ``harness grid START COUNT INNER MODES...`` sweeps the first operand over ``START ..
+    START + COUNT - 1`` and, for each, the second over ``0 .. INNER - 1``; ``harness list
+    MODES...`` reads operand pairs from stdin. Outputs go to stdout as a binary stream."""
     (a, a_width), (b, b_width) = spec.operands
     out, out_width = spec.output
     modes = "".join(f"    top->{name} = strtoul(argv[first + {i}], nullptr, 0);\n"
@@ -120,30 +230,31 @@ def harness_source(spec):
 
 int main(int argc, char** argv) {{
     if (argc < 2) {{
-        fprintf(stderr, "usage: grid START COUNT MODES... | list MODES...\\n");
+        fprintf(stderr, "usage: grid START COUNT INNER MODES... | list MODES...\\n");
         return 2;
     }}
     VerilatedContext* ctx = new VerilatedContext;
     Vdut* top = new Vdut{{ctx}};
     bool grid = strcmp(argv[1], "grid") == 0;
-    int first = grid ? 4 : 2;
+    int first = grid ? 5 : 2;
     if (argc < first + {len(spec.modes)}) {{ fprintf(stderr, "missing mode values\\n"); return 2; }}
 {modes}    const size_t block = 1 << 16;
     std::vector<{t_out}> outs(block);
     if (grid) {{
         uint64_t start = strtoull(argv[2], nullptr, 0), count = strtoull(argv[3], nullptr, 0);
-        const uint64_t inner = 1ull << {b_width};
+        const uint64_t inner = strtoull(argv[4], nullptr, 0);
+        if (inner > (1ull << {b_width})) {{ fprintf(stderr, "INNER too large\\n"); return 2; }}
+        size_t n = 0;
         for (uint64_t x = start; x < start + count; ++x) {{
             top->{a} = x;
-            size_t n = 0;
             for (uint64_t y = 0; y < inner; ++y) {{
                 top->{b} = y;
                 top->eval();
                 outs[n++] = top->{out};
                 if (n == block) {{ fwrite(outs.data(), sizeof({t_out}), n, stdout); n = 0; }}
             }}
-            if (n) fwrite(outs.data(), sizeof({t_out}), n, stdout);
         }}
+        if (n) fwrite(outs.data(), sizeof({t_out}), n, stdout);
     }} else {{
         std::vector<{_ctype(max(a_width, b_width))}> ins(2 * block);
         size_t got;
@@ -181,9 +292,7 @@ def build_harness(spec, build_root=None):
 
 
 def _build_harness(spec, folder):
-    from amaranth.back import verilog
-
-    text = verilog.convert(spec.make(), name="dut")
+    text = unit_verilog(spec)
     source = harness_source(spec)
     exe = folder / "obj" / "harness"
     stamp = folder / "inputs.txt"
@@ -210,12 +319,21 @@ def _build_harness(spec, folder):
 # Golden side
 
 
-def golden_products(a_bits, b_bits, ftz):
-    """Golden FP32 product bits of BF16 operand bit patterns (uint32 array)."""
-    from systolica.golden.bf16 import bf16_product, from_bf16_bits
+def golden_products(a_bits, b_bits, a_type, b_type, ftz):
+    """Golden FP32 product bits (uint32 array) of operand bit patterns ``a_bits``,
+    ``b_bits`` (integer arrays) of the golden types ``a_type``, ``b_type`` (``"bf16"``):
+    each decoded exactly (``golden.formats.decode``, FTZ applied to it), multiplied by the
+    golden chain with K = 1 (one FP32 rounding, FTZ and NaN rules of ``docs/numerics.md``)."""
+    from systolica.golden.bf16 import fp32_chain_batch
+    from systolica.golden.formats import FORMATS, decode
 
-    return bf16_product(from_bf16_bits(a_bits), from_bf16_bits(b_bits),
-                        ftz=bool(ftz)).view(np.uint32)
+    def values(bits, name):
+        f = FORMATS[name]
+        return decode(np.asarray(bits).astype(f"u{f.width // 8}").view(f.dtype),
+                      ftz=bool(ftz)).reshape(-1, 1, 1)
+
+    return fp32_chain_batch(values(a_bits, a_type), values(b_bits, b_type),
+                            bool(ftz)).reshape(-1).view(np.uint32)
 
 
 def golden_sums(a_bits, b_bits, ftz):
@@ -232,24 +350,31 @@ def _mismatch_report(a, b, want, got, limit=5):
                            for i in bad[:limit]]
 
 
-def multiplier_item(exe, ftz, start, count):
-    """Check outer operands ``start .. start + count - 1`` x every inner operand; return
-    ``(pairs, mismatches, examples)``."""
-    done = subprocess.run([str(exe), "grid", str(start), str(count), str(int(ftz))],
+def multiplier_item(exe, a_type, b_type, ftz, start, count, inner):
+    """Check ``a`` operands ``start .. start + count - 1`` x every ``b`` operand ``0 ..
+    inner - 1`` of the pairing ``a_type`` x ``b_type`` (golden names); return ``(pairs,
+    mismatches, examples)``."""
+    from systolica.golden.formats import FORMATS
+
+    done = subprocess.run([str(exe), "grid", str(start), str(count), str(inner),
+                           str(FORMATS[a_type].code), str(FORMATS[b_type].code), str(int(ftz))],
                           capture_output=True, check=True)
     got = np.frombuffer(done.stdout, np.uint32)
-    a = np.repeat(np.arange(start, start + count, dtype=np.uint32), 1 << 16).astype(np.uint16)
-    b = np.tile(np.arange(1 << 16, dtype=np.uint32), count).astype(np.uint16)
+    a = np.repeat(np.arange(start, start + count, dtype=np.uint32), inner)
+    b = np.tile(np.arange(inner, dtype=np.uint32), count)
     if got.size != a.size:
         return a.size, a.size, [("short output", got.size)]
-    want = golden_products(a, b, ftz)
+    want = golden_products(a, b, a_type, b_type, ftz)
     return (a.size, *_mismatch_report(a, b, want, got))
 
 
-def _run_list(exe, ftz, a, b):
+def _run_list(exe, modes, a, b):
+    """Outputs (uint32 array) of the harness ``exe`` on operand arrays ``a``, ``b`` with the
+    mode port values ``modes`` (sequence of int, in the spec's order)."""
     pairs = np.empty(2 * a.size, np.uint32)
     pairs[0::2], pairs[1::2] = a, b
-    done = subprocess.run([str(exe), "list", str(int(ftz))], input=pairs.tobytes(),
+    done = subprocess.run([str(exe), "list", *map(str, map(int, modes))],
+                          input=pairs.tobytes(),
                           capture_output=True, check=True)
     return np.frombuffer(done.stdout, np.uint32)
 
@@ -257,7 +382,7 @@ def _run_list(exe, ftz, a, b):
 def adder_item(exe, ftz, a, b):
     """Check the adder on operand arrays ``a``, ``b`` (uint32); return ``(pairs,
     mismatches, examples)``."""
-    got = _run_list(exe, ftz, a, b)
+    got = _run_list(exe, [ftz], a, b)
     if got.size != a.size:
         return a.size, a.size, [("short output", got.size)]
     return (a.size, *_mismatch_report(a, b, golden_sums(a, b, ftz), got))
@@ -382,48 +507,54 @@ def _eta(done, total, started):
     return f"{elapsed:.0f} s elapsed, about {left:.0f} s left"
 
 
-def check_multiplier(exe, *, rows=None, jobs=1, out=print):
-    """Check the multiplier on ``rows`` outer operands (default all 2^16) x all inner ones,
-    IEEE and FTZ; return ``{mode: (pairs, mismatches, examples)}``."""
-    rows = np.arange(1 << 16) if rows is None else np.asarray(sorted(set(rows)))
+def check_multipliers(exes, plan, *, jobs=1, out=print):
+    """Check multiplier pairings, IEEE and FTZ. ``exes`` maps a unit name to its harness,
+    ``plan`` is a list of ``(Pairing, rows)`` (the ``a`` values to sweep against every
+    ``b``). Returns ``{label: {mode: (pairs, mismatches, examples)}}``."""
     items = []
-    for ftz in (False, True):
-        # Contiguous runs of rows, cut into work items.
+    for pairing, rows in plan:
+        _, wb = pairing.widths()
+        step = max(1, MUL_PAIRS_PER_ITEM >> wb)
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-        for run in np.split(rows, breaks):
-            for i in range(0, len(run), MUL_ROWS_PER_ITEM):
-                part = run[i:i + MUL_ROWS_PER_ITEM]
-                items.append((ftz, int(part[0]), len(part)))
-    total = sum(count for _, _, count in items) * (1 << 16)
+        for ftz in (False, True):
+            for run in np.split(np.asarray(rows), breaks):
+                for i in range(0, len(run), step):
+                    part = run[i:i + step]
+                    items.append((pairing, ftz, int(part[0]), len(part), 1 << wb))
+    total = sum(count * inner for _, _, _, count, inner in items)
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = [(ftz, pool.submit(multiplier_item, exe, ftz, start, count))
-                   for ftz, start, count in items]
-        return _gather("multiplier", futures, total, out)
+        futures = [((p.label, ftz), pool.submit(multiplier_item, exes[p.unit.name], p.a, p.b,
+                                                 ftz, start, count, inner))
+                   for p, ftz, start, count, inner in items]
+        return _gather("multipliers", futures, total, out)
 
 
 def _gather(unit, futures, total, out):
-    """Collect ``(ftz, future)`` work items' ``(pairs, mismatches, examples)`` per mode,
-    with a progress line every 5 seconds; return ``{mode: (pairs, mismatches, examples)}``."""
-    results = {"IEEE": [0, 0, []], "FTZ": [0, 0, []]}
-    done, started, shown = 0, time.perf_counter(), 0.0
-    for ftz, future in futures:
+    """Collect ``((label, ftz), future)`` work items' ``(pairs, mismatches, examples)`` per
+    label and mode, with a progress line and an ETA every 5 seconds; return ``{label:
+    {mode: (pairs, mismatches, examples)}}``."""
+    results = {}
+    done, bad_total, started, shown = 0, 0, time.perf_counter(), 0.0
+    for (label, ftz), future in futures:
         pairs, bad, examples = future.result()
-        entry = results["FTZ" if ftz else "IEEE"]
+        entry = results.setdefault(label, {"IEEE": [0, 0, []], "FTZ": [0, 0, []]})
+        entry = entry["FTZ" if ftz else "IEEE"]
         entry[0] += pairs
         entry[1] += bad
         entry[2] += examples[: max(0, 5 - len(entry[2]))]
         done += pairs
+        bad_total += bad
         if time.perf_counter() - shown > 5 or done == total:
             shown = time.perf_counter()
             out(f"{unit}: {done:,} of {total:,} pairs ({100 * done / total:.1f} %), "
-                f"{results['IEEE'][1] + results['FTZ'][1]} mismatches, "
-                f"{_eta(done, total, started)}")
-    return {mode: tuple(v) for mode, v in results.items()}
+                f"{bad_total} mismatches, {_eta(done, total, started)}")
+    return {label: {mode: tuple(v) for mode, v in modes.items()}
+            for label, modes in results.items()}
 
 
 def check_adder(exe, *, pairs, seed, jobs=1, out=print, grid_difference=29):
     """Check the adder on ``pairs`` random pairs and the rounding grid, IEEE and FTZ;
-    return ``({mode: (pairs, mismatches, examples)}, cells)``."""
+    return ``({"random" | "grid": {mode: (pairs, mismatches, examples)}}, cells)``."""
     rng = np.random.default_rng([seed, 16])
     grid_a, grid_b, cells = rounding_grid(rng, max_difference=grid_difference)
     chunks = max(1, -(-pairs // ADD_PAIRS_PER_ITEM))
@@ -431,11 +562,12 @@ def check_adder(exe, *, pairs, seed, jobs=1, out=print, grid_difference=29):
     with ProcessPoolExecutor(max_workers=jobs) as pool:
         futures = []
         for ftz in (False, True):
-            futures.append((ftz, pool.submit(adder_item, exe, ftz, grid_a, grid_b)))
+            futures.append((("grid", ftz), pool.submit(adder_item, exe, ftz, grid_a,
+                                                         grid_b)))
             for i in range(chunks):
-                futures.append((ftz, pool.submit(_random_adder_item, exe, ftz, seed, i,
-                                                 min(ADD_PAIRS_PER_ITEM,
-                                                     pairs - i * ADD_PAIRS_PER_ITEM))))
+                count = min(ADD_PAIRS_PER_ITEM, pairs - i * ADD_PAIRS_PER_ITEM)
+                futures.append((("random", ftz), pool.submit(_random_adder_item, exe, ftz,
+                                                             seed, i, count)))
         return _gather("adder", futures, total, out), cells
 
 
@@ -444,83 +576,175 @@ def _random_adder_item(exe, ftz, seed, index, count):
     return adder_item(exe, ftz, a, b)
 
 
-def sample_rows(seed, count=24):
-    """Multiplier outer operands of the CI sample: the special classes and ``count``
-    seeded random ones."""
-    specials = [0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x3F80, 0xBF80, 0x7F7F,
-                0xFF7F, 0x7F80, 0xFF80, 0x7FC0, 0x7F81, 0x0100, 0x4000]
-    rng = np.random.default_rng([seed, 32])
-    return specials + [int(v) for v in rng.integers(0, 1 << 16, count)]
 
 
-def _print_results(unit, results):
-    """Print a unit's per-mode counts and first mismatches; return whether any failed."""
-    for mode, (pairs, bad, examples) in results.items():
-        print(f"{unit} {mode}: {pairs:,} pairs, {bad} mismatches"
-              + "".join(f"\n  a={a:#x} b={b:#x} golden={w:#010x} rtl={g:#010x}"
-                        for a, b, w, g in examples if isinstance(a, int)))
-    return any(bad for _, bad, _ in results.values())
+def _print_results(results):
+    """Print per-label, per-mode counts and first mismatches; return whether any failed."""
+    failed = False
+    for label, modes in results.items():
+        for mode, (pairs, bad, examples) in modes.items():
+            failed |= bool(bad)
+            if bad:
+                print(f"{label} {mode}: {pairs:,} pairs, {bad} MISMATCHES"
+                      + "".join(f"\n  a={e[0]:#x} b={e[1]:#x} golden={e[2]:#010x} "
+                                f"rtl={e[3]:#010x}" for e in examples if isinstance(e[0], int)))
+    return failed
+
+
+def _entries(results, unit, space_of, coverage_of):
+    """Results-file entries (list of dict) of one ``_gather`` result."""
+    out = []
+    for label, modes in results.items():
+        for mode, (pairs, bad, examples) in modes.items():
+            out.append({"unit": unit, "pairing": label.removeprefix(f"{unit} "), "mode": mode,
+                        "space": space_of(label), "coverage": coverage_of(label),
+                        "pairs": int(pairs), "mismatches": int(bad),
+                        "examples": [[int(v) for v in e] if isinstance(e[0], int) else
+                                     [str(v) for v in e] for e in examples]})
+    return out
+
+
+def _commit():
+    """``(short commit, dirty)`` of the checkout: ``dirty`` when the files the run depends
+    on (``hdl/``, ``golden/``, this module) differ from the commit; ("0000000", True)
+    outside git."""
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, check=True,
+                                capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "../hdl", "../golden",
+                                Path(__file__).name],
+                               cwd=here, check=True, capture_output=True, text=True).stdout
+        return commit, bool(dirty.strip())
+    except (OSError, subprocess.CalledProcessError):
+        return "0000000", True
 
 
 def main(argv=None):
     parser = OneLineParser(prog="systolica exhaustive",
                            description=__doc__.split("\n\n")[0])
     parser.add_argument("--unit", choices=("multiplier", "adder", "both"), default="both",
-                        help="unit to check (default %(default)s)")
+                        help="units to check (default %(default)s; multiplier: both "
+                             "multipliers of the PE)")
+    parser.add_argument("--full-limit", type=integer(1), default=1 << 32,
+                        help="run a pairing fully when it has at most this many pairs per "
+                             "mode, else sample it (default %(default)s: all of them)")
+    parser.add_argument("--full", metavar="A,B", action="append", default=[],
+                        help="also run this float_mul pairing fully whatever its size "
+                             "(a x b by golden names, e.g. bf16,bf16; repeatable)")
+    parser.add_argument("--rows", type=integer(1), default=24,
+                        help="random outer operand values of a sampled pairing, besides its "
+                             "special values, each against every inner one "
+                             "(default %(default)s)")
     parser.add_argument("--adder-pairs", type=integer(1), default=10**9,
-                        help="random FP32 adder pairs (default %(default)s)")
+                        help="random FP32 adder pairs per mode (default %(default)s)")
     parser.add_argument("--sample", action="store_true",
-                        help="a seeded sample instead of the full sweep (CI)")
+                        help="CI's seeded sample: pairings up to 2^16 pairs fully, the others "
+                             "on 3 random and 3 special outer values, 2^22 adder pairs "
+                             "per mode")
     parser.add_argument("--seed", type=integer(0), default=1,
-                        help="seed of the random adder pairs (default %(default)s)")
+                        help="seed of the sampled rows and random adder pairs "
+                             "(default %(default)s)")
     parser.add_argument("--jobs", type=integer(1), default=os.cpu_count() or 1,
                         help="worker processes (default: the cores, %(default)s)")
     parser.add_argument("--build-dir", type=folder, default=None,
                         help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
-    add_json_argument(parser, "the pairs checked and mismatches per unit and mode")
+    parser.add_argument("--write", metavar="FILE", nargs="?", const=str(RESULTS),
+                        help="write the results file (default FILE: verif/results/"
+                             "exhaustive.json; render it with 'systolica docs-table "
+                             "exhaustive --write docs/verification.md')")
+    add_json_argument(parser, "the results file's content")
     args = parser.parse_args(argv)
+    args.special_rows = None
+    labels = {p.label for p in pairings()}
+    for item in args.full:
+        if f"float_mul {item.replace(',', ' x ')}" not in labels:
+            parser.error(f"argument --full: no float_mul pairing {item!r}; allowed: two of "
+                         f"bf16, fp16, e4m3, e5m2, e3m4, e4m3fn separated by a comma")
+    if args.sample:
+        args.full_limit, args.rows, args.special_rows = 1 << 16, 3, 3
+        args.adder_pairs = min(args.adder_pairs, 1 << 22)
     return report_as_json(args, lambda: _run(args))
 
 
 def _run(args):
-    failed = False
-    result = {}
     started = time.perf_counter()
+    entries, hashes, failed, timing = [], {}, False, {}
+    units = []
     if args.unit in ("multiplier", "both"):
-        exe = build_harness(MULTIPLIER, args.build_dir)
+        units += [MULTIPLIER, MULTIPLIER_HI]
+    if args.unit in ("adder", "both"):
+        units.append(ADDER)
+    for spec in units:
+        hashes[spec.name] = {"sha256": netlist_hash(spec), "source": spec.source}
+    if args.unit in ("multiplier", "both"):
+        exes = {spec.name: build_harness(spec, args.build_dir)
+                for spec in (MULTIPLIER, MULTIPLIER_HI)}
+        forced = {f"float_mul {item.replace(',', ' x ')}" for item in args.full}
+        plan = [(p, outer_rows(p, full_limit=p.space if p.label in forced else args.full_limit,
+                               sample_rows=args.rows, seed=args.seed,
+                               special_rows=args.special_rows))
+                for p in pairings()]
+        by_label = {p.label: (p, rows) for p, rows in plan}
         t0 = time.perf_counter()
-        rows = sample_rows(args.seed) if args.sample else None
-        results = check_multiplier(exe, rows=rows, jobs=args.jobs)
-        failed |= _print_results("multiplier", results)
-        result["multiplier"] = _json_results(results, time.perf_counter() - t0)
-        print(f"multiplier time: {time.perf_counter() - t0:.0f} s")
+        results = check_multipliers(exes, plan, jobs=args.jobs)
+        failed |= _print_results(results)
+        seconds = round(time.perf_counter() - t0, 1)
+        for spec in (MULTIPLIER, MULTIPLIER_HI):
+            part = {k: v for k, v in results.items() if by_label[k][0].unit is spec}
+
+            def coverage(label):
+                p, rows = by_label[label]
+                wa, _ = p.widths()
+                if len(rows) == 1 << wa:
+                    return "all"
+                return f"sample: {len(rows)} of {1 << wa:,} a values x every b"
+
+            entries += _entries(part, spec.name, lambda k: by_label[k][0].space, coverage)
+        timing["multipliers"] = {"pairs": sum(v[0] for m in results.values()
+                                              for v in m.values()), "seconds": seconds}
+        print(f"multipliers: {len(plan)} pairings, {seconds:.0f} s")
+    adder = None
     if args.unit in ("adder", "both"):
         exe = build_harness(ADDER, args.build_dir)
         t0 = time.perf_counter()
-        pairs = min(args.adder_pairs, 1 << 22) if args.sample else args.adder_pairs
-        results, cells = check_adder(exe, pairs=pairs, seed=args.seed, jobs=args.jobs)
-        failed |= _print_results("adder", results)
+        results, cells = check_adder(exe, pairs=args.adder_pairs, seed=args.seed,
+                                     jobs=args.jobs)
+        failed |= _print_results(results)
+        seconds = round(time.perf_counter() - t0, 1)
+        random_coverage = ("10^9 random" if args.adder_pairs >= 10**9 else
+                           f"sample: {args.adder_pairs:,} random (the full run: 10^9)")
+        entries += _entries(results, ADDER.name, lambda k: None,
+                            lambda k: ("rounding grid" if k.endswith("grid")
+                                       else random_coverage))
+        timing["adder"] = {"pairs": sum(v[0] for m in results.values() for v in m.values()),
+                           "seconds": seconds}
         hit = int((cells > 0).sum())
         unreachable = [f"d={d} {'sub' if o else 'add'} {ROUNDING[c]}"
                        for d, o, c in np.argwhere(cells == 0)]
-        print(f"adder rounding grid: {hit} of {cells.size} (exponent difference x add/sub x "
-              f"rounding class) cells hit; unreachable ones: " + (", ".join(unreachable)
-                                                                  or "none"))
-        result["adder"] = {**_json_results(results, time.perf_counter() - t0),
-                           "grid_cells_hit": hit, "grid_cells": int(cells.size),
-                           "grid_unreachable": unreachable}
-        print(f"adder time: {time.perf_counter() - t0:.0f} s")
-    print(f"total time: {time.perf_counter() - started:.0f} s")
-    print("FAIL" if failed else "PASS: 0 mismatches")
-    result.update(passed=not failed, seconds=round(time.perf_counter() - started, 1))
+        adder = {"grid_cells_hit": hit, "grid_cells": int(cells.size),
+                 "grid_unreachable": unreachable, "seconds": seconds}
+        print(f"adder: rounding grid {hit} of {cells.size} (exponent difference x add/sub x "
+              f"rounding class) cells hit, {len(unreachable)} unreachable; {seconds:.0f} s")
+    commit, dirty = _commit()
+    seconds = round(time.perf_counter() - started, 1)
+    result = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+              "commit": commit, "dirty": dirty, "seconds": seconds, "jobs": args.jobs,
+              "seed": args.seed, "options": {k: getattr(args, k) for k in (
+                  "unit", "full_limit", "full", "rows", "adder_pairs", "sample")},
+              "netlists": hashes, "timing": timing, "results": entries,
+              "adder_grid": adder,
+              "passed": not failed}
+    total = sum(e["pairs"] for e in entries)
+    print(f"{total:,} pairs in {seconds:.0f} s ({total / max(seconds, 1e-9):,.0f} pairs/s); "
+          + ("FAIL" if failed else "PASS: 0 mismatches"))
+    if args.write:
+        path = Path(args.write)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {path}", file=sys.stderr)
     return (1 if failed else 0), result
 
-
-def _json_results(results, seconds):
-    """A unit's per-mode counts as a JSON-ready dict."""
-    return {"seconds": round(seconds, 1),
-            "modes": {str(mode): {"pairs": int(pairs), "mismatches": int(bad)}
-                      for mode, (pairs, bad, _) in results.items()}}
 
 if __name__ == "__main__":
     sys.exit(main())

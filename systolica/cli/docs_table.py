@@ -22,6 +22,12 @@ Subcommands:
   (``bench/results.json``: the main job's time split, speed per simulator and tile, the
   throughput table) as markdown tables in one block, dated by the JSON's ``date``; run it
   right after ``make bench`` (the commit stamped is the checkout's).
+* ``systolica docs-table exhaustive [JSON] [--write FILE]``: ``make exhaustive``'s results
+  file (``verif/results/exhaustive.json``) as one block for ``docs/verification.md``: each
+  unit's netlist hash (SHA-256 of its generated Verilog), a ``STALE: ...`` line for every
+  unit whose Verilog ``hdl/`` generates today has another hash, which pairings ran fully and
+  which were sampled, the counts and mismatches, and the expected time of the full run at
+  the measured rate. Dated and stamped with the run's date and commit.
 * ``systolica docs-table wrap FILE --command CMD``: wrap everything below FILE's first line
   (its title) in one block, for a file another command writes whole (``systolica mutants
   --doc docs/mutants.md``); run it right after that command.
@@ -172,6 +178,94 @@ def bench_markdown(results):
     return "\n".join(out).rstrip("\n")
 
 
+EXHAUSTIVE_COMMAND = "systolica docs-table exhaustive"
+
+
+def stale_line(unit, recorded, today):
+    """The line a generated exhaustive block carries for a unit whose netlist changed since
+    the run (str; hashes as 16 hex digits)."""
+    return (f"STALE: `{unit}` made on netlist {recorded}, today's is {today}; rerun "
+            f"`make exhaustive` and this command")
+
+
+def exhaustive_markdown(results, today=None):
+    """``make exhaustive``'s results file (dict) as markdown (str). ``today`` maps a unit
+    name to the SHA-256 of the Verilog ``hdl/`` generates now (default: computed,
+    ``systolica.verif.exhaustive.netlist_hash``); a unit whose hash differs gets a
+    :func:`stale_line`. ValueError naming the field when one is missing."""
+    from systolica.verif import exhaustive as ex
+
+    if today is None:
+        today = {spec.name: ex.netlist_hash(spec) for spec in ex.UNITS
+                 if spec.name in results.get("netlists", {})}
+    try:
+        out = [f"Run of {results['date']} on commit {results['commit']}"
+               + (" (with uncommitted changes)" if results["dirty"] else "")
+               + f", `--jobs {results['jobs']}`, seed {results['seed']}: "
+               f"{results['seconds']:,.0f} s; "
+               + ("**0 mismatches**." if results["passed"] else "**MISMATCHES** (below)."),
+               "", "Netlists checked (first 16 hex digits of the SHA-256 of the unit's Verilog "
+               "as `hdl/` generates it, `systolica.verif.exhaustive.netlist_hash`):", ""]
+        stale = []
+        for unit, info in results["netlists"].items():
+            recorded = info["sha256"][:16]
+            out.append(f"- netlist `{unit}`: `{recorded}` ({info['source']})")
+            now = today.get(unit, "")[:16]
+            if now != recorded:
+                stale.append(stale_line(unit, recorded, now or "not generated"))
+        out += [""] + [f"**{line}**" for line in stale] + ([""] if stale else [])
+        rows, full, sampled = [], [], []
+        by_pairing = {}
+        for e in results["results"]:
+            by_pairing.setdefault((e["unit"], e["pairing"]), {})[e["mode"]] = e
+        for (unit, pairing), modes in by_pairing.items():
+            ieee, ftz = modes["IEEE"], modes["FTZ"]
+            whole = ieee["coverage"] in ("all", "10^9 random", "rounding grid")
+            (full if whole else sampled).append(f"{unit} {pairing}")
+            space = f"{ieee['space']:,}" if ieee["space"] else "-"
+            rows.append([f"`{unit}`", pairing, space, ieee["coverage"],
+                         f"{ieee['pairs']:,}", f"{ftz['pairs']:,}",
+                         str(ieee["mismatches"]), str(ftz["mismatches"])])
+        out += _table(["unit", "pairing (a x b)", "pairs per mode>", "checked",
+                       "IEEE pairs>", "FTZ pairs>", "IEEE mismatches>", "FTZ mismatches>"],
+                      rows)
+        grid = results.get("adder_grid")
+        if grid:
+            out += ["", f"Adder rounding grid: {grid['grid_cells_hit']} of {grid['grid_cells']} "
+                    "cells (exponent difference 0..29 x add/subtract x rounding class) hit; "
+                    f"the {len(grid['grid_unreachable'])} others are unreachable."]
+        out += ["", f"Run fully: {len(full)} pairings; sampled: {len(sampled)}"
+                + (f" ({', '.join(sampled)})" if sampled else "") + "."]
+        out += _full_run_estimate(results, ex)
+    except (KeyError, TypeError) as err:
+        raise ValueError(f"the exhaustive results lack a field ({err}); allowed: the JSON "
+                         f"'systolica exhaustive --write' writes") from None
+    return "\n".join(out).rstrip("\n")
+
+
+def _full_run_estimate(results, ex):
+    """Lines (list of str): the full run's expected time at this run's measured rates."""
+    timing = results.get("timing", {})
+    lines = []
+    mul, add = timing.get("multipliers"), timing.get("adder")
+    seconds = 0.0
+    if mul and mul["seconds"]:
+        full = 2 * sum(p.space for p in ex.pairings())
+        seconds += full / (mul["pairs"] / mul["seconds"])
+        lines.append(f"multipliers {mul['pairs'] / mul['seconds'] / 1e6:.1f} M pairs/s "
+                     f"({full:,} pairs in a full run)")
+    if add and add["seconds"]:
+        per_mode = results["options"]["adder_pairs"]
+        full = add["pairs"] + 2 * (10**9 - per_mode)
+        seconds += full / (add["pairs"] / add["seconds"])
+        lines.append(f"adder {add['pairs'] / add['seconds'] / 1e6:.1f} M pairs/s")
+    if not lines:
+        return []
+    return ["", f"Measured rates (`--jobs {results['jobs']}`): {'; '.join(lines)}. The full "
+            f"`make exhaustive` (every pairing fully, 10^9 adder pairs per mode) should take "
+            f"about {seconds / 3600:.1f} h at these rates."]
+
+
 def replace_block(text, command, new_block):
     """``text`` (str) with the block generated by ``command`` replaced by ``new_block``;
     ValueError when ``text`` has no such block."""
@@ -205,6 +299,13 @@ def _parser():
     bench.add_argument("json_file", metavar="JSON", nargs="?", default="bench/results.json")
     bench.add_argument("--write", metavar="FILE", help="replace the block in FILE "
                                                        "instead of printing it")
+    exh = sub.add_parser("exhaustive", parents=[common],
+                         help="make exhaustive's results file as a block with the netlist "
+                              "hashes (docs/verification.md)")
+    exh.add_argument("json_file", metavar="JSON", nargs="?",
+                     default="verif/results/exhaustive.json")
+    exh.add_argument("--write", metavar="FILE", help="replace the block in FILE "
+                                                     "instead of printing it")
     wrap = sub.add_parser("wrap", parents=[common],
                           help="wrap a file written whole by a command (after its title line) "
                                "in one block")
@@ -218,10 +319,15 @@ def main(argv=None):
     p = _parser()
     args = p.parse_args(argv)
     try:
-        if args.table in ("validation", "bench"):
+        if args.table in ("validation", "bench", "exhaustive"):
             if args.table == "validation":
                 command, new = VALIDATION_COMMAND, block(validation_markdown(),
                                                          VALIDATION_COMMAND)
+            elif args.table == "exhaustive":
+                results = _read_json(Path(args.json_file))
+                command = EXHAUSTIVE_COMMAND
+                new = block(exhaustive_markdown(results), command, date=results.get("date"),
+                            commit=results.get("commit"))
             else:
                 results = _read_json(Path(args.json_file))
                 command = BENCH_COMMAND

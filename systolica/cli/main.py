@@ -47,7 +47,8 @@ COMMANDS = {
              "command-stream fuzzer: seeded random programs, every command accounted for",
              False),
     "exhaustive": ("systolica.verif.exhaustive", "main",
-                   "exhaustive BF16 multiplier and FP32 adder checks on the RTL units", False),
+                   "exhaustive checks of both RTL multipliers (every type pairing) and "
+                   "the FP32 adder", False),
     "mutants": ("systolica.verif.mutants", "main",
                 "mutation score: Yosys mutants of the tile against the kill-set", False),
     "coverage": ("systolica.verif.coverage", "main",
