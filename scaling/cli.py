@@ -52,11 +52,18 @@ def _positive_int(text):
     return value
 
 
+#: Largest GEMM dimension ``--gemm`` takes (2^31 - 1: int32 sizes, as the Neuron compiler's).
+MAX_GEMM_SIZE = (1 << 31) - 1
+
+
 def _gemm_shape(text):
     try:
         m, k, n = (int(x) for x in text.lower().replace("x", ",").split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not M,K,N (three integers)") from None
+    if not all(1 <= x <= MAX_GEMM_SIZE for x in (m, k, n)):
+        raise argparse.ArgumentTypeError(f"{text!r}: M, K and N must be from 1 to "
+                                         f"{MAX_GEMM_SIZE:,}")
     return m, k, n
 
 

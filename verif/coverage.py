@@ -25,6 +25,7 @@ run: ``make test`` writes one), prints the summary table, writes ``merged.xml`` 
 ``merged.yaml`` and exits 1 if a bin is not hit (closure).
 """
 
+import argparse
 import logging
 import os
 import sys
@@ -299,6 +300,14 @@ def default_folder():
     return Path(os.environ.get("SYSTOLICA_BUILD_DIR") or "build") / "coverage"
 
 
+def _existing_folder(text):
+    """argparse type: a folder that exists (str)."""
+    if not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an existing folder (the folder "
+                                         f"of the regression's *.pkl dumps)")
+    return text
+
+
 def main(argv=None):
     parser = OneLineParser(prog="systolica coverage",
                            description=__doc__.split("\n\n")[0])
@@ -306,7 +315,7 @@ def main(argv=None):
                         help="seed of the fuzzed sample (default %(default)s)")
     parser.add_argument("--commands", type=integer(1), default=1600,
                         help="commands of the fuzzed sample (default %(default)s)")
-    parser.add_argument("--dumps", default=None,
+    parser.add_argument("--dumps", default=None, type=_existing_folder,
                         help="sample the regression's dumps in this folder (*.pkl, written "
                              "by the per-cycle TB with $SYSTOLICA_COVERAGE) instead of "
                              "fuzzing, and write the database as <--tag>.xml")

@@ -30,6 +30,7 @@ disposition and the command that reruns its proof (``--doc FILE``: as a markdown
 exit status 0 when the second score reaches ``--target``.
 """
 
+import argparse
 import json
 import os
 import re
@@ -229,6 +230,17 @@ def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS
     return index, None
 
 
+def _percent(text):
+    """argparse type: a percentage from 0 to 100 (float)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
+    return value
+
+
 def main(argv=None):
     parser = OneLineParser(prog="systolica mutants",
                            description=__doc__.split("\n\n")[0])
@@ -246,8 +258,8 @@ def main(argv=None):
                         help="kill-set: commands per program (default %(default)s)")
     parser.add_argument("--jobs", type=integer(1), default=1,
                         help="mutants run side by side (default %(default)s)")
-    parser.add_argument("--target", type=float, default=95.0,
-                        help="score to reach, %% (default %(default)s)")
+    parser.add_argument("--target", type=_percent, default=95.0,
+                        help="score to reach, %% from 0 to 100 (default %(default)s)")
     parser.add_argument("--build-dir", type=folder, default=None,
                         help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
     parser.add_argument("--doc", default=None,

@@ -180,6 +180,9 @@ def test_there_are_no_import_cycles():
     ("workloads.probe", "from systolica.verif import fuzz", "verif.fuzz"),
     ("scaling.probe", "from systolica.sim.api import engine", "sim.api.engine"),
     ("systolica.probe", "from systolica.sim import run_matmul", "sim"),
+    ("nki.probe", "from systolica.cli.main import main", "cli.main"),
+    ("nki.probe", "from systolica.hdl import Tile", "hdl"),
+    ("golden.probe", "from systolica.nki import isa", "nki.isa"),
 ])
 def test_each_layer_rule_refuses_an_import_across_it(tmp_path, module, line, wrong):
     """Error injection, one case per rule of the new layers: the import is seen and refused."""

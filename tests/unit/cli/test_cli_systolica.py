@@ -76,6 +76,17 @@ def test_every_subcommand_has_help_and_json(name, capsys):
                                     "sizes (each at least 1) separated by commas"),
     (["exhaustive", "--adder-pairs", "0"], "systolica exhaustive: error: argument "
                                            "--adder-pairs: must be a positive integer"),
+    # From the new-user trial: a score over 100 %, a missing dumps folder, a GEMM size
+    # past int32 (it hung) or below 1 are refused before anything runs.
+    (["mutants", "--target", "150"], "systolica mutants: error: argument --target: '150' is "
+                                     "not a percentage from 0 to 100"),
+    (["coverage", "--dumps", "/no/such/folder"], "systolica coverage: error: argument "
+                                                 "--dumps: '/no/such/folder' is not an "
+                                                 "existing folder"),
+    (["estimate", "--hw", "trn1", "--gemm", "99999999999,128,128"],
+     "M, K and N must be from 1 to 2,147,483,647"),
+    (["estimate", "--hw", "trn1", "--gemm=-1,128,128"],
+     "M, K and N must be from 1 to 2,147,483,647"),
     # An abbreviation is not an option: the real model has --dtypes, not --dtype.
     (["sim", "--workload", "minilm", "--dtype", "bf16"],
      "error: unrecognized arguments: --dtype bf16"),
