@@ -589,7 +589,13 @@ def run_claims(args):
 
 def main(argv=None):
     """Entry point of the ``systolica`` command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # argparse reads "--gemm -1,128,128" as an option followed by another option and says
+    # only "expected one argument": give the value to --gemm so its own check explains it.
+    for i in range(len(argv) - 1):
+        if argv[i] == "--gemm" and argv[i + 1][:1] == "-" and argv[i + 1][1:2].isdigit():
+            argv[i:i + 2] = [f"--gemm={argv[i + 1]}", ""]
+    args = build_parser().parse_args([a for a in argv if a != ""])
     try:
         if args.command == "estimate":
             status = run_estimate(args)

@@ -87,6 +87,8 @@ def test_every_subcommand_has_help_and_json(name, capsys):
      "M, K and N must be from 1 to 2,147,483,647"),
     (["estimate", "--hw", "trn1", "--gemm=-1,128,128"],
      "M, K and N must be from 1 to 2,147,483,647"),
+    (["estimate", "--hw", "trn1", "--gemm", "-1,128,128"],
+     "M, K and N must be from 1 to 2,147,483,647"),
     # An abbreviation is not an option: the real model has --dtypes, not --dtype.
     (["sim", "--workload", "minilm", "--dtype", "bf16"],
      "error: unrecognized arguments: --dtype bf16"),
