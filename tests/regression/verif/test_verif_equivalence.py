@@ -24,7 +24,7 @@ def _driver(modules, module, wire, bit):
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return equivalence.prepare_design(2, 2, tmp_path_factory.mktemp("equivalence"))
+    return netlist.prepare_design(2, 2, tmp_path_factory.mktemp("equivalence"))
 
 
 def test_prover_rejects_known_non_equivalent_mutants_and_proves_a_known_one(folder):
