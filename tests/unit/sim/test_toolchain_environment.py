@@ -1,0 +1,48 @@
+"""Unit tier: the environment ``sim.builder.toolchain.prepare_environment`` sets up for a
+Verilator build (PATH, VERILATOR_ROOT, the PCH make flag, the compiler cache)."""
+
+import os
+import shutil
+
+import pytest
+
+from systolica.sim.builder import toolchain
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ("OBJCACHE", "MAKEFLAGS"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def _which_without_ccache(real):
+    return lambda tool, *a, **k: None if tool == "ccache" else real(tool, *a, **k)
+
+
+def test_verilator_compiles_go_through_ccache_when_it_is_installed(clean_env):
+    real = shutil.which
+    clean_env.setattr(toolchain.shutil, "which",
+                      lambda tool, *a, **k: "/usr/bin/ccache" if tool == "ccache"
+                      else real(tool, *a, **k))
+    toolchain.prepare_environment("verilator")
+    assert os.environ["OBJCACHE"] == "ccache"
+    assert "CFG_CXXFLAGS_PCH_I=-include" in os.environ["MAKEFLAGS"]
+    assert os.environ["PATH"].split(os.pathsep)[0].endswith("bin")
+
+
+def test_no_ccache_means_no_objcache(clean_env):
+    clean_env.setattr(toolchain.shutil, "which", _which_without_ccache(shutil.which))
+    toolchain.prepare_environment("verilator")
+    assert "OBJCACHE" not in os.environ
+
+
+def test_an_objcache_the_user_set_is_kept_even_empty(clean_env):
+    clean_env.setenv("OBJCACHE", "")
+    toolchain.prepare_environment("verilator")
+    assert os.environ["OBJCACHE"] == ""
+
+
+def test_icarus_leaves_the_compiler_cache_alone(clean_env):
+    toolchain.prepare_environment("icarus")
+    assert "OBJCACHE" not in os.environ
