@@ -7,11 +7,16 @@ The build takes minutes on CI's two cores; this module is collected first (see
 regression instead of finishing it.
 """
 
+import json
+import re
+
 import ml_dtypes
 import numpy as np
 
 from systolica.golden import nc_matmul, program_cycles
+from systolica.hdl.layouts import command_layout
 from systolica.sim import Matmul, run_program
+from systolica.sim.builder.generate import BLOCK_MODULE, PE_MODULE, TOPLEVEL, grid_block
 
 
 def test_full_size_tile_runs_bf16_and_int8_matmuls_bit_exact_and_on_the_model(seed):
@@ -28,3 +33,25 @@ def test_full_size_tile_runs_bf16_and_int8_matmuls_bit_exact_and_on_the_model(se
     assert (result.psums[1] == nc_matmul(*int8)).all()
     assert result.model_agrees()
     assert result.cycles == program_cycles(128, 128, [(128, 512)] * 2)
+    _check_grid_of_blocks(result.build.verilog.read_text(),
+                          json.loads(result.build.ports.read_text()))
+
+
+def _check_grid_of_blocks(text, meta):
+    """The 128 x 128 Verilog the run was built from: a grid of sub-array blocks, 16-bit
+    operand lanes, the PSUM's zero-init loop."""
+    block = grid_block(128, 128)
+    assert block is not None and 128 % block == 0
+    assert meta["rows"] == meta["cols"] == 128 and meta["block"] == block
+    # 16-bit operand lanes only; the command stream carries the rest.
+    assert meta["ports"]["moving__payload"]["width"] == 128 * 16
+    assert meta["ports"]["stationary__payload"]["width"] == 128 * 16
+    assert meta["ports"]["command__payload"]["width"] == command_layout().size
+    assert meta["ports"]["result__payload"]["width"] == 128 * 32 + 1
+    assert text.count(f"module {PE_MODULE}(") == 1
+    assert text.count(f"module {BLOCK_MODULE}(") == 1
+    # block x block PE instances in the block module, (128 / block)^2 blocks in the tile.
+    assert len(re.findall(rf"^\s*{PE_MODULE} ", text, re.M)) == block * block
+    assert len(re.findall(rf"^\s*{BLOCK_MODULE} ", text, re.M)) == (128 // block) ** 2
+    assert f"module {TOPLEVEL}(" in text
+    assert "memory__init_i < 4096" in text      # 8 banks x 512 entries, all zero
