@@ -459,6 +459,10 @@ def elementwise_seconds(engine, elements, target, *, opcode="tensor_scalar", par
     return engine_cycles(ins, t) * ceil(partitions / t.lanes) / t.clocks_hz[engine]
 
 
+#: The terms of :func:`engine_seconds`, in its order.
+ENGINE_TERMS = ("tensor", "vector", "scalar", "gpsimd", "dma", "hbm")
+
+
 def engine_seconds(instructions, target, *, tile_cycles=None):
     """Work per engine of an instruction list, without scheduling it (seconds).
 
@@ -469,7 +473,7 @@ def engine_seconds(instructions, target, *, tile_cycles=None):
     terms can be summed from it.
     """
     t = load_target(target) if isinstance(target, str) else target
-    out = dict.fromkeys(("tensor", "vector", "scalar", "gpsimd", "dma", "hbm"), 0.0)
+    out = dict.fromkeys(ENGINE_TERMS, 0.0)
     for ins in instructions:
         if ins.engine == "dma":
             plan = dma_plan(ins, t)
@@ -482,7 +486,8 @@ def engine_seconds(instructions, target, *, tile_cycles=None):
     return out
 
 
-__all__ = ["ASSUMED", "Assumption", "DmaPlan", "Target", "dma_efficiency", "dma_plan",
+__all__ = ["ASSUMED", "Assumption", "DmaPlan", "ENGINE_TERMS", "Target", "dma_efficiency",
+           "dma_plan",
            "elementwise_seconds", "engine_cycles", "engine_seconds", "golden_matmul_interval",
            "load_target", "matmul_seconds", "published_matmul_cycles", "target_names",
            "tensor_cycles"]

@@ -1,0 +1,207 @@
+"""Per-operation engine costs of one decoder layer on one NeuronCore (issue 28, point 1).
+
+Every cost comes from the engine model's per-instruction table (:mod:`systolica.nki.costs`);
+nothing here restates a constant. Each operation is a dict of seconds per engine,
+``{"tensor", "vector", "scalar", "gpsimd", "dma", "hbm"}`` (what
+:func:`systolica.nki.costs.engine_seconds` returns: work per engine, not scheduled):
+
+- **Attention core** (QK^T, softmax exp/max/sum/reciprocal, probability transposes,
+  PSUM-to-SBUF copies, PV, K/V streaming): the project's flash kernel
+  (:mod:`systolica.nki.kernels.attention`) traced shapes-only (``tensor_engine="none"``) at
+  one and two 512-key blocks for one group of query tiles; the difference is the cost of one
+  block, the rest the group's fixed cost. The kernel's instruction stream is linear in the
+  block count, so ``fixed + blocks x block`` is exact for any length (the unit test checks
+  it against a direct trace). Causal prefill skips the blocks above the diagonal, as the
+  Neuron flash kernels do: query group ``i`` (512 queries) reads ``i + 1`` blocks.
+- **Linear layers** (QKV, output projection, MLP): :func:`~systolica.nki.costs.matmul_seconds`
+  on TensorE; their weights cross HBM once per pass.
+- **Elementwise work** (RMS norms, rotary embedding, activation, gate multiply, residual adds):
+  :func:`~systolica.nki.costs.elementwise_seconds` with the opcode the kernels use
+  (:mod:`systolica.nki.kernels.norms` for the norm).
+- **KV-cache appends**: HBM bytes written.
+
+How the engines overlap (:func:`layer_seconds`): inside the flash loop TensorE, VectorE,
+ScalarE and the DMA queues work on different query tiles at once (issue 24's profile of the
+kernel: 56 % of the time two or more compute engines busy, 84 % of the DMA under compute),
+so the attention core takes its busiest engine's total plus one block's remaining engines
+(the pipeline's fill and drain, which no other tile hides). The other operations depend on
+their predecessor's whole output (a norm needs the full row sum, a projection the norm's
+output), so they run one after another, each at its own busiest engine (HBM weight reads are
+double-buffered under TensorE).
+"""
+
+from functools import lru_cache
+from math import ceil
+
+from .costs import ENGINE_TERMS, elementwise_seconds, engine_seconds, load_target, matmul_seconds
+
+KEY_BLOCK = 512     # keys per block of the flash kernel (its KB)
+QUERY_TILE = 128    # queries per tile (its P)
+
+
+def _zero():
+    return dict.fromkeys(ENGINE_TERMS, 0.0)
+
+
+@lru_cache(maxsize=64)
+def flash_block_costs(target, d_head, group):
+    """(fixed, per_block) engine seconds of the flash kernel for one group of ``group``
+    128-query tiles: ``fixed`` the group's Q loads, memsets, reciprocal and stores,
+    ``per_block`` one 512-key block (dicts as :func:`systolica.nki.costs.engine_seconds`).
+
+    Raises
+    ------
+    ValueError
+        If ``d_head`` is not 1..128 or ``group`` not 1..4.
+    """
+    # traced lazily: only the first call per shape runs the kernel
+    import numpy as np
+    from ml_dtypes import bfloat16
+
+    from . import run
+    from .kernels import attention
+
+    if not 1 <= d_head <= QUERY_TILE:
+        raise ValueError(f"d_head must be 1..{QUERY_TILE}, not {d_head!r}")
+    if not 1 <= group <= attention.GROUP:
+        raise ValueError(f"group must be 1..{attention.GROUP}, not {group!r}")
+    totals = []
+    for blocks in (1, 2):
+        sk = blocks * KEY_BLOCK
+        q = np.zeros((d_head, group * QUERY_TILE), bfloat16)
+        k, v = np.zeros((d_head, sk), bfloat16), np.zeros((sk, d_head), bfloat16)
+        trace = run(attention.attention_fwd, q, k, v, target=target,
+                    tensor_engine="none").instructions
+        totals.append(engine_seconds(trace, target))
+    one, two = totals
+    block = {e: two[e] - one[e] for e in ENGINE_TERMS}
+    fixed = {e: one[e] - block[e] for e in ENGINE_TERMS}
+    return fixed, block
+
+
+def attention_costs(target, *, heads, d_head, queries, keys, causal):
+    """Engine seconds of the attention core of ``heads`` heads on one core, plus the
+    busiest-engine total and one block's fill (see :func:`layer_seconds`).
+
+    ``queries`` query rows per head (prompt tokens, or batch x query heads per KV head in
+    decode), ``keys`` cached keys; ``causal`` skips blocks above the diagonal.
+
+    Returns
+    -------
+    (dict, dict)
+        (totals per engine, one block per engine), seconds.
+    """
+    tiles = ceil(queries / QUERY_TILE)
+    group = min(4, tiles)
+    groups = ceil(tiles / group)
+    nblocks = ceil(keys / KEY_BLOCK)
+    if causal:
+        per_group = [min(nblocks, ceil((i + 1) * group * QUERY_TILE / KEY_BLOCK))
+                     for i in range(groups)]
+        blocks = sum(per_group)
+    else:
+        blocks = groups * nblocks
+    fixed, block = flash_block_costs(target, d_head, group)
+    total = {e: heads * (groups * fixed[e] + blocks * block[e]) for e in ENGINE_TERMS}
+    return total, block
+
+
+@lru_cache(maxsize=4096)
+def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_heads, d_head, ffn,
+                        gated, weight_bytes=2):
+    """Per-operation engine seconds of one decoder layer on one core (see the module
+    docstring): ``batch`` sequences of ``queries`` new tokens each (the prompt in prefill,
+    1 in decode) attending to ``keys`` tokens (prefill: causal over the prompt, ``keys ==
+    queries``; decode: the whole KV cache). ``heads``, ``kv_heads``, ``ffn`` are per core
+    (already divided by the tensor-parallel degree); ``weight_bytes`` per weight.
+
+    Returns
+    -------
+    dict of str -> dict of str -> float
+        Operation name -> engine -> seconds; the ``attention`` entry also carries
+        ``"_block"`` (one block's engine seconds) for :func:`layer_seconds`.
+
+    Raises
+    ------
+    ValueError
+        On a size that is not a positive integer, or ``d_head`` over 128.
+    """
+    for name, value in (("batch", batch), ("queries", queries), ("keys", keys),
+                        ("d_model", d_model), ("heads", heads), ("kv_heads", kv_heads),
+                        ("d_head", d_head), ("ffn", ffn)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    t = load_target(target)
+    tokens = batch * queries
+    ops = {}
+
+    def linear(name, fan_in, fan_out):
+        cost = _zero()
+        cost["tensor"] = matmul_seconds(tokens, fan_in, fan_out, t)
+        cost["hbm"] = (fan_in * fan_out * weight_bytes
+                       + tokens * (fan_in + fan_out) * 2) / t.hbm_bandwidth
+        ops[name] = cost
+
+    def elementwise(name, engine, elements, opcode, passes=1, also=None):
+        cost = _zero()
+        cost[engine] = passes * elementwise_seconds(engine, elements, t, partitions=tokens,
+                                                    opcode=opcode)
+        if also:       # a second engine's instruction on the same rows
+            cost[also[0]] += elementwise_seconds(also[0], elements, t, partitions=tokens,
+                                                 opcode=also[1])
+        ops[name] = cost
+
+    # RMS norm as nki/kernels/norms.py issues it: square-and-sum on ScalarE (activation
+    # with reduce), the scale multiply on VectorE.
+    elementwise("input_norm", "scalar", d_model, "activation", also=("vector", "tensor_scalar"))
+    linear("qkv_proj", d_model, (heads + 2 * kv_heads) * d_head)
+    # rotary: x * cos, rotate_half(x) * sin, their sum, over Q and K
+    elementwise("rope", "vector", (heads + kv_heads) * d_head, "tensor_tensor", passes=3)
+    kv = _zero()
+    kv["hbm"] = tokens * 2 * kv_heads * d_head * 2 / t.hbm_bandwidth
+    ops["kv_append"] = kv
+    if queries == 1:      # decode: a KV head's query heads share its K/V stream
+        total, block = attention_costs(target, heads=batch * kv_heads, d_head=d_head,
+                                       queries=ceil(heads / kv_heads), keys=keys, causal=False)
+    else:
+        total, block = attention_costs(target, heads=batch * heads, d_head=d_head,
+                                       queries=queries, keys=keys, causal=True)
+    ops["attention"] = {**total, "_block": block}
+    linear("o_proj", heads * d_head, d_model)
+    elementwise("attn_residual", "vector", d_model, "tensor_tensor")
+    elementwise("post_norm", "scalar", d_model, "activation", also=("vector", "tensor_scalar"))
+    linear("up_proj", d_model, (2 if gated else 1) * ffn)
+    elementwise("activation", "scalar", ffn, "activation",
+                also=("vector", "tensor_tensor") if gated else None)
+    linear("down_proj", ffn, d_model)
+    elementwise("mlp_residual", "vector", d_model, "tensor_tensor")
+    return ops
+
+
+def layer_seconds(ops):
+    """Time of one layer from :func:`decoder_layer_costs` and its engine terms.
+
+    Returns
+    -------
+    (float, dict)
+        (seconds, engine -> seconds charged to that engine: each operation's time goes to
+        its busiest engine; the attention core's fill goes to the engine of its block's
+        second-largest term).
+    """
+    charged = _zero()
+    seconds = 0.0
+    for name, cost in ops.items():
+        terms = {e: cost[e] for e in ENGINE_TERMS}
+        busiest = max(terms, key=terms.get)
+        charged[busiest] += terms[busiest]
+        seconds += terms[busiest]
+        if name == "attention":
+            block = cost["_block"]
+            fill = sum(block.values()) - max(block.values())
+            second = sorted(block, key=block.get)[-2]
+            charged[second] += fill
+            seconds += fill
+    return seconds, charged
+
+
+__all__ = ["attention_costs", "decoder_layer_costs", "flash_block_costs", "layer_seconds"]
