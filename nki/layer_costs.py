@@ -39,6 +39,11 @@ KEY_BLOCK = 512     # keys per block of the flash kernel (its KB)
 QUERY_TILE = 128    # queries per tile (its P)
 
 
+BF16 = "bfloat16"
+#: The ALU operation of the elementwise instructions a layer issues (adds and multiplies).
+_ALU = {"tensor_tensor": {"op": "add"}, "tensor_scalar": {"op0": "multiply"}}
+
+
 def _zero():
     return dict.fromkeys(ENGINE_TERMS, 0.0)
 
@@ -143,12 +148,17 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
         ops[name] = cost
 
     def elementwise(name, engine, elements, opcode, passes=1, also=None):
+        # BF16 activations; the tokens x elements values spread over all partitions (an
+        # elementwise operation has no row structure, so a single decode token's row is laid
+        # out as [lanes, elements / lanes], not on one partition)
+        per_lane = ceil(tokens * elements / t.lanes)
+        kwargs = {"partitions": t.lanes, "in_dtype": BF16, "out_dtype": BF16}
         cost = _zero()
-        cost[engine] = passes * elementwise_seconds(engine, elements, t, partitions=tokens,
-                                                    opcode=opcode)
-        if also:       # a second engine's instruction on the same rows
-            cost[also[0]] += elementwise_seconds(also[0], elements, t, partitions=tokens,
-                                                 opcode=also[1])
+        cost[engine] = passes * elementwise_seconds(engine, per_lane, t, opcode=opcode,
+                                                    params=_ALU.get(opcode), **kwargs)
+        if also:       # a second engine's instruction on the same values
+            cost[also[0]] += elementwise_seconds(also[0], per_lane, t, opcode=also[1],
+                                                 params=_ALU.get(also[1]), **kwargs)
         ops[name] = cost
 
     # RMS norm as nki/kernels/norms.py issues it: square-and-sum on ScalarE (activation

@@ -192,6 +192,9 @@ def build_parser():
     est.add_argument("--pp", type=_positive_int, default=1,
                      help="pipeline stages (each tp NeuronCores)")
     est.add_argument("--dp", type=_positive_int, default=1, help="data-parallel replicas")
+    est.add_argument("--terms", action="store_true",
+                     help="--model: also print each pass's time by engine (TensorE, ScalarE, "
+                          "VectorE, DMA/HBM, collectives, fixed overhead)")
     est.add_argument("--uncalibrated", action="store_true",
                      help="the lower limit: HBM and tensor engine at 100%%, collectives "
                           "without latency")
@@ -309,6 +312,8 @@ def run_estimate(args):
     if args.dtype not in hw.dtypes():     # the flag, not the preset file, is what is wrong
         raise ValueError(f"--dtype {args.dtype}: hardware {args.hw!r} has no {args.dtype} "
                          f"rate; allowed: {', '.join(hw.dtypes())}")
+    if args.terms:
+        raise ValueError("--terms applies to --model estimates; allowed: --model NAME --terms")
     workload = _load_gemm_workload(args)
     if (args.tp, args.pp, args.dp) != (1, 1, 1):
         raise ValueError("--tp, --pp and --dp apply to --model estimates; allowed: 1 for "
@@ -361,7 +366,8 @@ def run_model(args, hw, start):
                         if args.phase != "prefill" or r.point.metric in ("ttft", "latency_p50")]
     elapsed = time.perf_counter() - start
     return _emit(args, lambda: llm_json(est, measured, elapsed),
-                 lambda: print_llm(est, measured, elapsed), lambda: plot_llm(est, args.plot))
+                 lambda: print_llm(est, measured, elapsed, terms=args.terms),
+                 lambda: plot_llm(est, args.plot))
 
 
 def _emit(args, as_json, as_tables, draw):

@@ -46,6 +46,7 @@ the model's FLOP (``3 x`` forward, no recomputation) against the ranks' BF16 pea
 
 import math
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from systolica.golden import check_positive
 
@@ -152,6 +153,24 @@ class Breakdown:
     flop: float = 0.0
     hbm_bytes: float = 0.0
     gemms: list = field(default_factory=list)   # (Gemm, time, compute, memory, bytes)
+    engine_s: dict = field(default_factory=dict)  # engine -> s of the engine-model operations
+    gemm_tensor_s: float = 0.0                    # GEMM time of the compute-bound GEMMs
+
+    def by_engine(self):
+        """Seconds of the pass by where they go (what ``systolica estimate --terms`` prints):
+        ``tensor`` (compute-bound GEMMs and the attention core's TensorE-bound share),
+        ``scalar``, ``vector`` (the engine model's operations charged to those engines, and
+        sampling), ``dma_hbm`` (HBM-bound GEMMs, DMA/HBM-bound operations),
+        ``collectives`` (tensor- and pipeline-parallel transfers), ``overhead``."""
+        eng = self.engine_s
+        rest = self.nongemm_s - sum(eng.values())        # FLOP-rate work (sampling, training)
+        return {"tensor": self.gemm_tensor_s + eng.get("tensor", 0.0),
+                "scalar": eng.get("scalar", 0.0),
+                "vector": eng.get("vector", 0.0) + eng.get("gpsimd", 0.0) + rest,
+                "dma_hbm": self.gemm_s - self.gemm_tensor_s + eng.get("dma", 0.0)
+                + eng.get("hbm", 0.0),
+                "collectives": self.tp_comm_s + self.pp_comm_s,
+                "overhead": self.overhead_s}
 
     @property
     def total_s(self):
@@ -159,15 +178,18 @@ class Breakdown:
 
     def add(self, other, times=1.0):
         for name in ("gemm_s", "gemm_compute_s", "gemm_memory_s", "nongemm_s", "tp_comm_s",
-                     "pp_comm_s", "overhead_s", "flop", "hbm_bytes"):
+                     "pp_comm_s", "overhead_s", "flop", "hbm_bytes", "gemm_tensor_s"):
             setattr(self, name, getattr(self, name) + times * getattr(other, name))
+        for engine, value in other.engine_s.items():
+            self.engine_s[engine] = self.engine_s.get(engine, 0.0) + times * value
         return self
 
     def as_dict(self):
         return {"gemm_s": self.gemm_s, "gemm_compute_s": self.gemm_compute_s,
                 "gemm_memory_s": self.gemm_memory_s, "nongemm_s": self.nongemm_s,
                 "tp_comm_s": self.tp_comm_s, "pp_comm_s": self.pp_comm_s,
-                "overhead_s": self.overhead_s, "total_s": self.total_s}
+                "overhead_s": self.overhead_s, "total_s": self.total_s,
+                "by_engine": self.by_engine()}
 
 
 @dataclass
@@ -360,6 +382,70 @@ def _nongemm_s(hw, vec, sca, notes):
     return vec / view["vector"] + sca / view["scalar"]
 
 
+#: GEMMs the engine model times as part of the attention core (with its softmax).
+ATTENTION_GEMMS = ("attn.scores", "attn.context")
+#: Operations of :func:`systolica.nki.layer_costs.decoder_layer_costs` timed by
+#: :func:`gemm_s` instead (the calibrated tile model with its HBM roofline).
+LINEAR_OPS = ("qkv_proj", "o_proj", "up_proj", "down_proj")
+#: Smallest bucket of the compiled graphs (NxD Inference feature guide, "Bucketing": powers
+#: of two from 128; docs/scaling.md, "What the Neuron stack does to a request").
+SMALLEST_BUCKET = 128
+
+
+def bucket(length, largest):
+    """The bucket a ``length``-token prompt or KV cache is padded to: the smallest power of
+    two >= ``length`` from :data:`SMALLEST_BUCKET`, capped at ``largest`` (the graph's maximum
+    length) but never below ``length``."""
+    size = SMALLEST_BUCKET
+    while size < length:
+        size *= 2
+    return max(length, min(size, largest))
+
+
+@lru_cache(maxsize=64)
+def _engine_target(name, core):
+    from systolica.nki.costs import load_target, target_names
+
+    for candidate in [name] + target_names():
+        if candidate in target_names() and load_target(candidate).core == core:
+            return candidate
+    return None
+
+
+def engine_target(hw):
+    """The NKI engine-model target for ``hw``: the preset itself when it has ``[core.engines]``,
+    else a preset with the same NeuronCore generation (inf2 and trn1n run trn1's
+    NeuronCore-v2), else None (the FLOP-rate model is used)."""
+    return None if hw.core is None else _engine_target(hw.name, hw.core.name)
+
+
+def engine_layer(hw, model, layout, phase, batch, seq):
+    """(seconds, engine -> seconds) of one decoder layer's non-linear operations on one rank
+    (attention core with its softmax, norms, rotary, activation, residual adds, KV append) from
+    the NKI engine model (:mod:`systolica.nki.layer_costs`), or None when the hardware has no
+    engine model or the model is not a decoder. A logical core of ``lnc`` physical cores
+    splits the work over them (its heads and rows), so the time is divided by ``lnc``.
+    Prefill pays its prompt's context-encoding bucket, decode its KV cache's
+    token-generation bucket (:func:`bucket`)."""
+    from systolica.nki.layer_costs import decoder_layer_costs, layer_seconds
+
+    target = engine_target(hw)
+    if target is None or not model.decoder:
+        return None
+    tp = layout.tp
+    split = max(1, math.ceil(model.d_head / 128))
+    queries = 1 if phase == "decode" else bucket(seq, model.context)
+    keys = bucket(seq, model.context) if phase == "decode" else queries
+    ops = decoder_layer_costs(target, batch=batch, queries=queries, keys=keys,
+                              d_model=model.d_model, heads=math.ceil(model.heads / tp) * split,
+                              kv_heads=math.ceil(model.kv_heads / tp) * split,
+                              d_head=math.ceil(model.d_head / split),
+                              ffn=math.ceil(model.ffn / tp), gated=model.ffn_kind == "gated")
+    seconds, charged = layer_seconds({k: v for k, v in ops.items() if k not in LINEAR_OPS})
+    lnc = hw.chip.lnc
+    return seconds / lnc, {e: v / lnc for e, v in charged.items()}
+
+
 def _stage_model(model, layout, seq):
     """The busiest pipeline stage as a model: ceil(layers / pp) layers, context >= seq."""
     return replace(model, layers=math.ceil(model.layers / layout.pp),
@@ -387,9 +473,15 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=Fa
         again = forward if layout.recompute == "full" else [
             g for g in forward if g.name in ("attn.scores", "attn.context")]
         gemms += [replace(g, name=g.name + ".recompute") for g in again]
+    engine = None if phase == "train" else engine_layer(hw, model, layout, phase, batch, seq)
     for g in gemms:
+        if engine is not None and g.name.startswith(ATTENTION_GEMMS):
+            out.flop += g.flop          # timed with the attention core below
+            continue
         t, c, m, nbytes = gemm_s(hw, g, wbytes if g.weight else ACT_BYTES, cal, mx)
         out.gemms.append((g, t, c, m, nbytes))
+        if c >= m:
+            out.gemm_tensor_s += t
         out.gemm_s += t
         out.gemm_compute_s += c
         out.gemm_memory_s += m
@@ -414,8 +506,13 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=Fa
         hvec, hsca = nongemm_flop(model, tp, 0, 0, sampled, False)
     else:
         hvec = hsca = 0
-    out.nongemm_s = _nongemm_s(hw, L * (passes * vec + passes_attn * svec) + hvec,
-                               L * (passes * sca + passes_attn * ssca) + hsca, notes)
+    if engine is not None:
+        seconds, charged = engine
+        out.engine_s = {e: L * v for e, v in charged.items()}
+        out.nongemm_s = L * seconds + _nongemm_s(hw, hvec, hsca, notes)
+    else:
+        out.nongemm_s = _nongemm_s(hw, L * (passes * vec + passes_attn * svec) + hvec,
+                                   L * (passes * sca + passes_attn * ssca) + hsca, notes)
     # Tensor parallelism: 2 AllReduces per layer forward (4 with backward, 6 with full
     # recomputation), each of the layer's activations; logits gathered for sampling.
     act = tokens * model.d_model * ACT_BYTES

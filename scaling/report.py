@@ -63,7 +63,33 @@ def llm_json(est, measured=(), elapsed=None):
     }
 
 
-def print_llm(est, measured=(), elapsed=None):
+#: (key of Breakdown.by_engine, column) for ``systolica estimate --terms``.
+ENGINE_COLUMNS = (("tensor", "TensorE"), ("scalar", "ScalarE"), ("vector", "VectorE"),
+                  ("dma_hbm", "DMA/HBM"), ("collectives", "collectives"),
+                  ("overhead", "fixed overhead"))
+
+
+def engine_table(est):
+    """Rich table of each pass's seconds by engine (``--terms``)."""
+    from rich.table import Table
+
+    table = Table(title="Where each pass's time goes, on the busiest NeuronCore",
+                  title_justify="left")
+    for col in ("pass", *(label for _, label in ENGINE_COLUMNS), "total", "largest"):
+        table.add_column(col, justify="left" if col in ("pass", "largest") else "right")
+    passes = [("one micro-batch (fwd + bwd)", est.terms["micro_batch"])] \
+        if est.phase == "train" else [("prefill (TTFT)", est.terms["prefill"])]
+    if est.phase == "decode":
+        passes.append(("mean decode step (TPOT)", est.terms["decode_step"]))
+    for name, part in passes:
+        by = part["by_engine"]
+        largest = max(ENGINE_COLUMNS, key=lambda c: by[c[0]])[1]
+        table.add_row(name, *(seconds(by[key]) for key, _ in ENGINE_COLUMNS),
+                      seconds(part["total_s"]), largest)
+    return table
+
+
+def print_llm(est, measured=(), elapsed=None, terms=False):
     from rich.console import Console
     from rich.table import Table
 
@@ -125,6 +151,8 @@ def print_llm(est, measured=(), elapsed=None):
     for r in rows:
         summary.add_row(*r)
     console.print(summary)
+    if terms:
+        console.print(engine_table(est))
     if getattr(est, "scaling", None):
         sc = Table(title="Scaling (global batch fixed)", title_justify="left")
         for col in ("chips", "tp", "pp", "dp", "step time", "seq/s", "efficiency", "MFU"):

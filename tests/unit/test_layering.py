@@ -56,7 +56,10 @@ RULES = {
     "sim.rules": ({"hdl.layouts"}, {"amaranth"}),   # docs/rules.md's tables and references
     "sim": ({"sim"}, set()),                        # sim/__init__.py: re-exports
     "sim.__main__": ({"cli.simulate", "cli.waves"}, set()),   # python -m systolica.sim
-    "scaling": ({"scaling", "golden"}, {"numpy", "rich", "matplotlib"}),
+    # scaling.llm costs a decoder layer's non-GEMM operations with the NKI engine model
+    # (issue 28); it imports nki inside functions, since nki.costs reads scaling's presets.
+    "scaling": ({"scaling", "golden", "nki.costs", "nki.layer_costs"},
+                {"numpy", "rich", "matplotlib"}),
     "verif": ({"verif", "sim", "golden", "hdl", "tb"}, VERIF_THIRD),
     "workloads": ({"workloads", "sim", "golden", "hdl", "tb", "scaling"},
                   {"numpy", "ml_dtypes", "matplotlib", "safetensors", "tokenizers"}),
