@@ -207,6 +207,45 @@ def _print_nki_row(row):
           + f"; TensorE busy {row['tensor_busy']:.1%}", flush=True)
 
 
+#: Estimates timed by :func:`estimate_rows` (issue 28's targets: under 1 s for a
+#: 100,000-chip training configuration, under 5 s for any decode configuration).
+ESTIMATE_ROWS = (
+    ("GPT-3 175B train on 99,968 trn2 chips", 1.0,
+     "--hw trn2 --model gpt3-175b --phase train --tp 32 --pp 8 --dp 1562 --zero1 "
+     "--global-batch 12496 --seq 2048"),
+    ("Llama-2-13B trn1 TP 32, 8192/8192 (TTFT + TPOT)", 5.0,
+     "--hw trn1 --model llama2-13b --tp 32 --input-len 8192 --output-len 8192"),
+    ("Llama-3-70B trn2 TP 16, batch 64, 65536/65536", 5.0,
+     "--hw trn2 --model llama3-70b --tp 16 --batch 64 --input-len 65536 --output-len 65536"),
+)
+
+
+def estimate_rows():
+    """Time ``systolica estimate ... --json`` for each of :data:`ESTIMATE_ROWS` in a fresh
+    process (the engine-model costs cached per shape start empty). Returns a list of dicts:
+    ``estimate``, ``target_s``, ``computed_s`` (the estimate's own ``wall_s``: load to
+    result), ``wall_s`` (the command, Python start-up included)."""
+    rows = []
+    for name, target, args in ESTIMATE_ROWS:
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "systolica", "estimate", *args.split(),
+                               "--json"], capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            raise SystolicaError(f"estimate row {name}: "
+                                 f"{(done.stderr.strip().splitlines() or ['failed'])[-1]}")
+        rows.append({"estimate": name, "target_s": target,
+                     "computed_s": round(json.loads(done.stdout)["wall_s"], 3),
+                     "wall_s": round(wall, 2)})
+    return rows
+
+
+def _print_estimate_rows(rows):
+    for r in rows:
+        print(f"estimate: {r['estimate']}: {r['computed_s']:.3f} s computed (target < "
+              f"{r['target_s']:g} s), {r['wall_s']:.2f} s with start-up", flush=True)
+
+
 #: Moving free sizes of the throughput table, and the matmuls run back to back for each.
 THROUGHPUT_N = {1: 64, 16: 32, 128: 16, 512: 8}
 
@@ -306,6 +345,9 @@ def main(argv=None):
                    help="time systolica nki run of the fully blocked BF16 matmul [1024, 1024] "
                         "x [1024, 2048] (golden tensor engine), split into tracing, numerics "
                         "and scheduling (default: yes)")
+    p.add_argument("--estimates", choices=("yes", "no"), default="yes",
+                   help="time systolica estimate for a 100,000-chip training and two decode "
+                        "configurations, each in a fresh process (default: yes)")
     p.add_argument("--sim", "--sims", dest="sims", default=",".join(SIMULATORS),
                    help="simulator, or several comma-separated (default: icarus,verilator; "
                         f"Icarus only up to {ICARUS_MAX_PES} PEs)")
@@ -371,6 +413,11 @@ def _run(p, args):
         nki = nki_row()
         _print_nki_row(nki)
         print(flush=True)
+    estimates = None
+    if args.estimates == "yes" and not args.throughput_only:
+        estimates = estimate_rows()
+        _print_estimate_rows(estimates)
+        print(flush=True)
     header = (f"{'sim':<9} {'tile':>7} {'dtype':>5} {'gen s':>6} {'build s':>8} {'peak MB':>8} "
               f"{'cycles':>7} {'bulk c/s':>9} {'MACs/s':>12} {'cycle c/s':>9} "
               f"{'free c/s':>9} {'bulk/free':>9} {'mism':>4}")
@@ -419,7 +466,7 @@ def _run(p, args):
     out.write_text(json.dumps({
         "date": time.strftime("%Y-%m-%d"), "machine": platform.platform(),
         "processor": platform.processor() or platform.machine(), "results": rows_out,
-        "throughput": table, "main_job": job, "nki": nki,
+        "throughput": table, "main_job": job, "nki": nki, "estimates": estimates,
     }, indent=2) + "\n")
     print(f"wrote {out}")
     bad = any(r["mismatches"] or r.get("fp8_double_row", {}).get("mismatches")
