@@ -16,7 +16,10 @@ Per rank and per step the time is a sum, with no overlap assumed between its ter
   flash-style: the score matrix stays on chip, only Q, K, V and the output touch HBM.
 - **Non-GEMM work** (norms, rotary embedding, softmax, activation functions, residual adds,
   sampling) in FP32 FLOP on the Vector and Scalar engines at their published rates
-  (:data:`NONGEMM` lists the counts per element).
+  (:data:`NONGEMM` lists the counts per element). Inference on a NeuronCore preset instead
+  costs the attention core (scores, softmax, context: the attention GEMMs included) and the
+  elementwise operations with the NKI engine model (:func:`engine_layer`, issue 28), prompt and
+  KV cache padded to their buckets; sampling stays a FLOP count.
 - **Collectives**: each AllReduce of ``S`` bytes over ``p`` ranks takes the faster of a ring,
   ``2 (p-1) a + 2 (p-1)/p S / B``, and a binary tree, ``2 ceil(log2 p) (a + S / B)``, where
   ``a`` is the calibrated latency of one algorithm step and ``B`` a rank's share of its link:

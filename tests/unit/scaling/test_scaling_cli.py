@@ -193,3 +193,17 @@ def test_validate_json_lists_every_point(capsys, tmp_path):
     code, out, _ = run(capsys, "validate")
     assert code == 0 and "held out" in out and "collective_latency_s" in out
     assert "not predicted: no model preset" in out and f"not predicted: {skipped}" in out
+
+
+def test_estimate_terms_prints_each_pass_by_engine(capsys):
+    code, out, _ = run(capsys, "estimate", "--hw", "trn1", "--model", "llama2-13b", "--tp",
+                       "32", "--input-len", "8192", "--output-len", "16", "--terms")
+    assert code == 0 and "Where each pass's time goes" in out
+    for column in ("TensorE", "ScalarE", "VectorE", "DMA/HBM", "collectives", "fixed overhead"):
+        assert column in out
+    assert "prefill (TTFT)" in out and "mean decode step (TPOT)" in out
+
+
+def test_estimate_terms_needs_a_model(capsys):
+    code, _, err = run(capsys, "estimate", "--hw", "trn1", "--gemm", "128,128,128", "--terms")
+    assert code == 2 and "--terms applies to --model estimates" in err

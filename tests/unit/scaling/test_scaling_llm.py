@@ -185,3 +185,32 @@ def test_calibrated_terms_slow_the_ideal_estimate():
         2 * ideal.terms["decode_step"]["gemm_memory_s"])
     assert math.isclose(slow.terms["decode_step"]["tp_comm_s"],
                         ideal.terms["decode_step"]["tp_comm_s"])
+
+
+def test_prompts_and_kv_caches_are_padded_to_power_of_two_buckets():
+    from systolica.scaling.llm import bucket
+    assert bucket(1000, 4096) == 1024 and bucket(100, 8192) == 128
+    assert bucket(3000, 2048) == 3000          # longer than the largest bucket: as it is
+    assert bucket(5000, 6000) == 6000          # capped at the graph's maximum length
+
+
+def test_engine_model_layer_is_split_over_the_logical_cores_physical_cores():
+    """trn2 runs LNC = 2: one rank's engine-model work is the single-core figure halved."""
+    from systolica.nki.layer_costs import decoder_layer_costs, layer_seconds
+    from systolica.scaling.llm import LINEAR_OPS, engine_layer
+    hw = load_hardware("trn2")
+    model = load_transformer("llama3-8b")
+    seconds, _ = engine_layer(hw, model, Layout(tp=8), "prefill", 1, 2048)
+    ops = decoder_layer_costs("trn2", batch=1, queries=2048, keys=2048, d_model=4096, heads=4,
+                              kv_heads=1, d_head=128, ffn=1792, gated=True)
+    single, _ = layer_seconds({k: v for k, v in ops.items() if k not in LINEAR_OPS})
+    assert hw.chip.lnc == 2 and seconds == pytest.approx(single / 2)
+
+
+def test_terms_by_engine_add_up_to_the_pass():
+    est = inference(load_hardware("trn1"), load_transformer("llama2-13b"), Layout(tp=32), 1,
+                    8192, 64, "bf16")
+    for part in ("prefill", "decode_step"):
+        terms = est.terms[part]
+        assert sum(terms["by_engine"].values()) == pytest.approx(terms["total_s"])
+        assert terms["by_engine"]["vector"] > 0 and terms["by_engine"]["collectives"] > 0
