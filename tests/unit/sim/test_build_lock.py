@@ -2,7 +2,6 @@
 for another's build of the same configuration, which the run reports as build time."""
 
 import threading
-import time
 
 from systolica.sim.builder.runner import locked
 
