@@ -126,8 +126,16 @@ class TimeLeft:
             return ProgramCost(startup_s=self._startup / n,
                                host_s_per_matmul=self._host / max(self._matmuls, 1),
                                cycles_per_s=self._cycles / self._clock_s,
-                               build_s=self.build_s or getattr(self.remembered, "build_s", 0))
+                               build_s=self._build_seconds())
         return self.remembered
+
+    def _build_seconds(self):
+        """The build time to remember (float): this run's when the tile was to be built
+        (or nothing was remembered), else the remembered one (this run reused the build:
+        what it saw were waits on the build lock)."""
+        if self.build_pending or self.remembered is None:
+            return self.build_s
+        return self.remembered.build_s
 
     def seconds_left(self):
         """Estimated seconds until the last program finishes (float), or None."""

@@ -93,3 +93,15 @@ def test_progress_line_shows_the_estimate():
     progress.plan(2, 20, 2000)
     assert progress.status().endswith("s elapsed, ~22 s left")
     progress.stop()
+
+
+def test_a_run_that_reused_the_build_keeps_the_remembered_build_time():
+    cost = ProgramCost(startup_s=1.0, host_s_per_matmul=0.0, cycles_per_s=100.0, build_s=500.0)
+    reused = TimeLeft(1, remembered=cost, build_pending=False, clock=FakeClock())
+    built = TimeLeft(1, remembered=cost, build_pending=True, clock=FakeClock())
+    for left in (reused, built):
+        left.plan(3, 30, 3000)
+        left.finished(10, 1000, outcome(1000, 10.0, 1.0, 0.0, build_s=0.02))   # a lock wait
+        left.finished(10, 1000, outcome(1000, 10.0, 1.0, 0.0, build_s=300.0 * left.build_pending))
+    assert reused.cost().build_s == 500.0
+    assert built.cost().build_s == 300.0
