@@ -98,12 +98,19 @@ def _runner_environment():
 @contextmanager
 def locked(path):
     """Hold an exclusive file lock on ``path`` (created if missing) for the ``with`` block,
-    so that processes sharing a build folder build one thing once."""
+    so that processes sharing a build folder build one thing once. Yields the seconds spent
+    waiting for another holder (float; 0.0 when the lock was free)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        waited = 0.0
         try:
-            yield
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            started = time.perf_counter()
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            waited = time.perf_counter() - started
+        try:
+            yield waited
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -127,7 +134,8 @@ class Build:
     directory : pathlib.Path
         Simulator build folder.
     seconds : float
-        Wall time this call spent generating and building (0 when reused), in seconds.
+        Wall time this call spent generating and building, or waiting while another process
+        did (0 when the build was there), in seconds.
     wave_format : str
         ``"fst"`` or ``"vcd"``: what a waves build writes.
     harness_depth : int or None
@@ -194,7 +202,7 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
     directory = config / (simulator + suffix)
     started = time.perf_counter()
     block = grid_block(rows, cols)
-    with locked(config / ".lock"):
+    with locked(config / ".lock") as waited:
         verilog, ports = write_configuration(rows, cols, config / "verilog", block)
         stamp = directory / "systolica.stamp"
         verilog_hash = hashlib.sha256(verilog.read_bytes()).hexdigest()[:16]
@@ -207,7 +215,8 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
         result = Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0,
                        wave_format, harness_depth)
         if stamp.is_file() and stamp.read_text() == want:
-            return result
+            # Another process's build of it (a worker beside this one) is build time here too.
+            return replace(result, seconds=waited)
         # A build takes seconds at 8 x 8 and minutes at full size: say so instead of a silence.
         print(f"systolica: building the {rows} x {cols} tile for {simulator} in {directory} "
               f"(first use of this configuration; later runs reuse it) ...", file=sys.stderr,

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from systolica.cli.progress import ProgramProgress
+from systolica.cli.progress import CostMemory, ProgramProgress, TimeLeft
 from systolica.scaling.cli import output_file
 from systolica.sim.api.engine import (
     CONNECT_TIMEOUT,
@@ -212,7 +212,10 @@ def main(argv=None):
              "serial, in this process" if workers == 1 else
              f"local Dask cluster of {workers} workers")
           + " (first use of a configuration builds it) ...", file=say, flush=True)
-    progress = ProgramProgress(enabled=True)
+    memory = _cost_memory(args)
+    remembered, build_pending = memory.load() if memory else (None, True)
+    progress = ProgramProgress(enabled=True, time_left=TimeLeft(
+        workers, remembered=remembered, build_pending=build_pending))
     engine = None
     with quiet_interrupt():
         try:
@@ -239,6 +242,9 @@ def main(argv=None):
             progress.stop()
             if engine is not None:
                 engine.close()
+    cost = progress.time_left.cost()
+    if memory and cost is not None and cost is not remembered:
+        memory.save(cost)
     if args.json:
         json.dump(report_json(run), sys.stdout, indent=1)
         print()
@@ -254,6 +260,22 @@ def main(argv=None):
             print(f"error: cannot write {args.plot}: {error.strerror}", file=sys.stderr)
             return 2
     return _verdict(run, say)
+
+
+def _cost_memory(args):
+    """Where this configuration's measured costs are remembered (CostMemory), or None for
+    workers of a --scheduler cluster (they build in their own folders)."""
+    if args.scheduler is not None:
+        return None
+    from systolica.sim.builder.generate import hdl_fingerprint
+    from systolica.sim.builder.runner import VERILATOR_ARGS, build_folder
+
+    try:
+        root = build_folder(args.build_dir)
+    except ValueError:
+        return None       # the run itself reports the unusable folder
+    return CostMemory(root, f"{args.rows}x{args.cols} {args.sim}",
+                      f"{hdl_fingerprint()} {' '.join(VERILATOR_ARGS)}")
 
 
 def _layer_notes(progress, gemms):

@@ -132,8 +132,8 @@ def format_report(run):
                      f"{t['macs']:,} MACs on the RTL)")
         if any(_in_bf16(g, dtype) for g in prec.gemms):
             lines.append("    * ran in BF16 on the tile (attention stays in a float type)")
-        build, sim, clock, host = prec.time_split()
-        workers = len(run.ledger.workers) > 1
+        workers = on_workers(run)
+        build, sim, clock, host = prec.time_split(workers)
         lines.append(f"  time: {prec.seconds:.1f} s wall"
                      + (f" (the {len(run.runs)} precisions ran concurrently on the same "
                         f"workers, so their wall times overlap; the whole run took "
@@ -191,10 +191,16 @@ def _accounting(run):
                else "") + "; " + ("COMPLETE" if led.complete else "INCOMPLETE"))
 
 
+def on_workers(run):
+    """Whether the run's programs ran on more than one worker process (bool): its time split
+    is then their task times added up (:meth:`PrecisionRun.time_split`)."""
+    return len(run.ledger.workers) > 1
+
+
 def concurrent(run):
     """Whether the run's precisions ran at the same time (bool): more than one precision on
     more than one worker process (a Dask engine runs the precision passes side by side)."""
-    return len(run.runs) > 1 and len(run.ledger.workers) > 1
+    return len(run.runs) > 1 and on_workers(run)
 
 
 def busy_fraction(run):
@@ -232,7 +238,7 @@ def report_json(run):
     targets = run.meets_targets()
     precisions = {}
     for dtype, prec in run.runs.items():
-        build, sim, clock, host = prec.time_split()
+        build, sim, clock, host = prec.time_split(on_workers(run))
         layers = sorted({g.layer for g in prec.gemms})
         precisions[dtype] = {
             "gemms": [{"layer": g.layer, "gemm": g.gemm, "tile_dtype": g.tile_dtype,

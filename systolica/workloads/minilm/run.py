@@ -278,17 +278,21 @@ class PrecisionRun:
     gemms: list = field(default_factory=list)
     seconds: float = 0.0
 
-    def time_split(self):
-        """``(build, simulator, clock loop, host)`` seconds: building the tile, the simulator
-        processes (start-up included) and their clock loops alone, summed over the
-        workers, and host-side work (stimulus, golden model, checking on the workers; the
-        FP32 parts of the model on the client): ``wall - build - simulator`` with one
-        worker, the workers' task time less build and simulator otherwise."""
+    def time_split(self, on_workers=False):
+        """``(build, simulator, clock loop, host)`` seconds: building the tile (waiting for
+        another worker's build of it included), the simulator processes (start-up included)
+        and their clock loops alone, summed over the programs, and the host side.
+
+        ``on_workers`` (bool): the programs ran on worker processes; host is then the
+        workers' task time less build and simulator (stimulus, golden model, checking).
+        Otherwise (one process, serial) it is the pass's wall time less build and
+        simulator, the FP32 rest of the model included. (The wall time of a pass that
+        shares the workers with other passes holds their programs too: not host time.)"""
         build = sum(g.build_seconds for g in self.gemms)
         sim = sum(g.sim_seconds for g in self.gemms)
         clock = sum(g.clock_seconds for g in self.gemms)
         tasks = sum(g.seconds for g in self.gemms)
-        host = max(0.0, (self.seconds if tasks <= self.seconds else tasks) - build - sim)
+        host = max(0.0, (tasks if on_workers else max(tasks, self.seconds)) - build - sim)
         return build, sim, clock, host
 
     @property

@@ -146,23 +146,26 @@ def test_tp_that_does_not_divide_the_heads_states_the_split(capsys):
     assert not [n for n in json.loads(out)["notes"] if "does not divide" in n]
 
 
-def test_time_left_comes_from_the_rate_after_the_first_program(monkeypatch):
-    """The first program's time holds the build and the workers' start-up; the estimate is
-    the rate measured from then on (before: elapsed x (1 - done) / done from plan(), which
-    said ~2,900 s when 46 s remained)."""
+def test_time_left_leaves_the_first_programs_build_out(monkeypatch):
+    """The first program's time holds the build; the estimate is what the programs cost
+    without it (before the rate of the cycle model's cycles: elapsed x (1 - done) / done
+    from plan() said ~2,900 s when 46 s remained)."""
     from systolica.cli import progress as module
 
     clock = [0.0]
     monkeypatch.setattr(module.time, "perf_counter", lambda: clock[0])
     progress = module.ProgramProgress(enabled=False)
     progress.plan(5, 50, 500)
-    done = SimpleNamespace(matmuls=10, cycles=100)
+
+    def done(build):
+        return SimpleNamespace(matmuls=10, cycles=100, build_seconds=build,
+                               sim_seconds=10.0, clock_seconds=10.0, seconds=build + 10.0)
     clock[0] = 100.0                              # the first program ends after a 100 s build
-    progress.program_done(SimpleNamespace(key="a", model_cycles=100), done)
+    progress.program_done(SimpleNamespace(key="a", model_cycles=100), done(90.0))
     assert progress.left() == "estimating"
     clock[0] = 110.0
-    progress.program_done(SimpleNamespace(key="b", model_cycles=100), done)
-    # 100 model cycles in 10 s since the first program: 300 to go is 30 s (not 3 x 110 s).
+    progress.program_done(SimpleNamespace(key="b", model_cycles=100), done(0.0))
+    # 100 cycles in 10 s per program, 3 programs to go on one worker: 30 s (not 3 x 110 s).
     assert progress.left() == "~30 s left"
 
 

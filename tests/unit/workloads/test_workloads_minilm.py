@@ -504,13 +504,17 @@ def test_progress_counts_programs_against_the_plan():
     progress = ProgramProgress(stream=stream)
     progress.plan(4, 400, 1000)
     progress.program_done(SimpleNamespace(key="bf16/L0/up/1", model_cycles=250),
-                          SimpleNamespace(matmuls=100, cycles=260))
+                          SimpleNamespace(matmuls=100, cycles=260, seconds=9.0,
+                                          build_seconds=5.0, sim_seconds=3.0,
+                                          clock_seconds=2.6))
     status = progress.status()
     assert status.startswith("programs 1/4, matmuls 100/400, cycles 260, ")
     # One program's time holds the build: no rate yet.
     assert status.endswith("s elapsed, estimating")
     progress.program_done(SimpleNamespace(key="int8/L0/q/0", model_cycles=250),
-                          SimpleNamespace(matmuls=100, cycles=250))
+                          SimpleNamespace(matmuls=100, cycles=250, seconds=4.0,
+                                          build_seconds=0.0, sim_seconds=3.0,
+                                          clock_seconds=2.5))
     assert progress.status().endswith("s left")
     progress.note("bf16 layer 0 done")
     progress.stop()
