@@ -748,7 +748,9 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     _check_accounting(records, errors)
     patterns = HarnessPatterns(sim_seed, idle_level, bp_level)
     predicted = command_schedule(rows, cols, [r.command for r in records],
-                                 result_ready=patterns.ready, offer=patterns.offer)
+                                 result_ready=patterns.ready, offer=patterns.offer,
+                                 banks=config.psum_banks, entries=config.psum_entries,
+                                 dtypes=config.dtypes, double_row=config.double_row)
     report.stamps_checked = _compare_stamps(records, predicted, errors)
     if sample is not None:
         operands = {i: item[:2] for i, item in enumerate(items) if not isinstance(item, Command)}

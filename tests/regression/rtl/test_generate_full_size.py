@@ -2,6 +2,7 @@
 
 import re
 
+from systolica.hdl.config import TileConfig
 from systolica.hdl.layouts import command_layout
 from systolica.sim.builder.generate import (
     BLOCK_MODULE,
@@ -16,7 +17,7 @@ from systolica.sim.builder.generate import (
 def test_full_size_128x128_tile_generates_verilog_as_a_grid_of_blocks():
     block = grid_block(128, 128)
     assert block is not None and 128 % block == 0
-    text, meta = generate_verilog(128, 128, block)
+    text, meta = generate_verilog(TileConfig(128, 128), block)
     assert meta["rows"] == meta["cols"] == 128 and meta["block"] == block
     # 16-bit operand lanes only; the command stream carries the rest.
     assert meta["ports"]["moving__payload"]["width"] == 128 * 16
@@ -38,6 +39,6 @@ def test_every_memory_declaration_gets_a_zero_init_loop():
         "module m;\n  reg [7:0] mem [2:0];\n  integer mem__init_i;\n  initial begin\n"
         "    for (mem__init_i = 0; mem__init_i < 3; mem__init_i = mem__init_i + 1) "
         "mem[mem__init_i] = 0;\n  end\n  reg [3:0] other;\nendmodule\n")
-    text, _ = generate_verilog(2, 2)
+    text, _ = generate_verilog(TileConfig(2, 2, "int8"))
     assert "memory__init_i < 4096" in text and "memory[0] =" not in text
     assert grid_block(2, 2) is None              # small tiles stay flat
