@@ -2,6 +2,7 @@
 #
 # Variables (on the command line or in the environment):
 #   SIM=verilator|icarus  ROWS=8  COLS=8  DTYPE=int8|bf16|fp16|e4m3|e5m2|e3m4|e4m3fn  FTZ=1
+#   TYPES=int8+bf16+fp16+fp8+fp8-double-row|all (the tile's type set; default: the workload's)
 #   SEED=1  WAVES=1
 #   WORKLOAD=minilm|random  LAYERS=0|0,5|all (minilm)  WORKERS=N (minilm)
 #   TIMELINE=run.png TRACE=run.json (random)
@@ -15,7 +16,7 @@ STAMP  := $(VENV)/.installed
 
 # Only what you set is passed on; the defaults live in the command line tools (`--help`), so
 # they can tell a variable you set from one you did not.
-export SIM ROWS COLS SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
+export SIM ROWS COLS TYPES SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
 
 .PHONY: help venv sim waves test test-unit check-types regress-long bench minilm-speedup cells lint \
 	clean distclean fuzz exhaustive mutants coverage
@@ -27,6 +28,7 @@ help:
 	@echo "                 WORKERS=N Dask worker processes, 1 = serial; default one per core;"
 	@echo "                 WORKLOAD=random: random matmuls, DTYPE/FTZ/SEED/WAVES apply)"
 	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16|fp16|e4m3|... FTZ=1,"
+	@echo "                 TYPES=int8+bf16+... the types the tile is generated for,"
 	@echo "                 WAVES=1 for an FST waveform; TIMELINE=run.png, TRACE=run.json:"
 	@echo "                 the random workload's schedule as a picture / a Perfetto trace)"
 	@echo "make waves      the random workload with tracing: FST (FORMAT=vcd for VCD) + GTKWave save"

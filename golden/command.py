@@ -70,7 +70,7 @@ OPS = ("matmul", "read")
 #: Operand data types of a matmul command (short names of :data:`~.formats.FORMATS`).
 DTYPES = tuple(FORMATS)
 #: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
-ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE")
+ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT")
 
 
 @dataclass(frozen=True)
@@ -195,14 +195,19 @@ def check_fits(k, m, n, *, rows, cols, entries=PSUM_ENTRIES, perf_mode=None):
                          f"{entries}, not {n} (split larger N into several matmuls)")
 
 
-def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES):
-    """Why a ``rows x cols`` tile with ``banks x entries`` PSUM rejects ``command``, or None.
+def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
+                  dtypes=DTYPES, double_row=True):
+    """Why a ``rows x cols`` tile with ``banks x entries`` PSUM, generated for the operand
+    types ``dtypes`` (short names; default every one) and with the FP8 double-row datapath
+    or not (``double_row``), rejects ``command``, or None. (The tile's type set is its
+    ``TileConfig``'s ``dtypes`` and ``double_row``; golden takes them as plain values.)
 
     Checked in order: ``"BANK_RANGE"`` (bank >= banks), ``"K_RANGE"`` (matmul with K = 0 or
     K > rows; K > 2 x rows in double-row mode), ``"M_RANGE"`` (matmul with M = 0 or
     M > cols), ``"N_RANGE"`` (N = 0 or offset + N > entries: the region leaves its bank),
     ``"DOUBLE_ROW_TYPE"`` (double-row matmul whose operands are not both
-    :data:`~.formats.DOUBLE_ROW_TYPES`).
+    :data:`~.formats.DOUBLE_ROW_TYPES`), ``"TYPE_NOT_BUILT"`` (matmul with an operand type
+    not in ``dtypes``, or double-row on a tile without ``double_row``).
 
     Returns
     -------
@@ -220,4 +225,7 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     if matmul and command.double_row and not {command.dtype, command.mtype} <= set(
             DOUBLE_ROW_TYPES):
         return "DOUBLE_ROW_TYPE"
+    if matmul and (not {command.dtype, command.mtype} <= set(dtypes) or (
+            command.double_row and not double_row)):
+        return "TYPE_NOT_BUILT"
     return None

@@ -43,6 +43,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .command import (
+    DTYPES,
     PSUM_BANKS,
     PSUM_ENTRIES,
     Command,
@@ -146,13 +147,14 @@ class CommandTiming:
         return self.results[-1] if self.results else None
 
 
-def _checked(commands, rows, cols, banks, entries):
+def _checked(commands, rows, cols, banks, entries, dtypes=DTYPES, double_row=True):
     commands = list(commands)
     for j, command in enumerate(commands):
         if not isinstance(command, Command):
             raise TypeError(f"command {j} must be a systolica.golden.Command, "
                             f"not {type(command).__name__}")
-    return commands, [command_error(c, rows=rows, cols=cols, banks=banks, entries=entries)
+    return commands, [command_error(c, rows=rows, cols=cols, banks=banks, entries=entries,
+                                    dtypes=dtypes, double_row=double_row)
                       for c in commands]
 
 
@@ -300,7 +302,8 @@ class _Driver:
 
 
 def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
-                     result_ready=None, offer=None, max_cycles=10_000_000):
+                     result_ready=None, offer=None, max_cycles=10_000_000, dtypes=DTYPES,
+                     double_row=True):
     """Predict every command's cycle stamps (see the module docstring for the rules).
 
     Parameters
@@ -311,6 +314,9 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
         The program, in order.
     banks, entries : int
         PSUM geometry (decides which commands are rejected).
+    dtypes, double_row
+        The tile's type set, as :func:`~.command.command_error` takes it (default every
+        type and double-row): a command outside it is rejected.
     result_ready : callable or None
         ``result_ready(cycle) -> bool``: whether the result stream's consumer is ready in
         that cycle. ``None`` means always ready (the closed recurrence is used, unless
@@ -338,7 +344,7 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
     latency = tile_latency(rows, cols)
     check_positive("banks", banks)
     check_positive("entries", entries)
-    commands, errors = _checked(commands, rows, cols, banks, entries)
+    commands, errors = _checked(commands, rows, cols, banks, entries, dtypes, double_row)
     if result_ready is None and offer is None:
         return _recurrence(commands, errors, latency, rows)
     return _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer)

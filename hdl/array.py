@@ -7,7 +7,7 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, ResetSignal, Sign
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import OPERAND_WIDTH, PSUM_WIDTH, DType, _check_positive
+from .layouts import OPERAND_WIDTH, PSUM_WIDTH, DType
 from .pe import PE_SIGNATURE, TRAVELLING, ProcessingElement
 
 
@@ -77,6 +77,10 @@ class SystolicArray(wiring.Component):
         With ``block``: ``None`` elaborates the sub-arrays as Amaranth submodules; a Verilog
         module name instantiates each as an ``Instance`` of that module, which must be
         emitted once beside the array (``SystolicArray(B, B, pe_module=...)``).
+    pe : callable
+        Makes one Amaranth PE (default :class:`ProcessingElement`, every type): the tile
+        passes the PE generated for its type set (``tile.pe_for``). Unused with
+        ``pe_module``.
 
     Members
     -------
@@ -100,18 +104,17 @@ class SystolicArray(wiring.Component):
     Raises
     ------
     ValueError
-        If ``rows`` or ``cols`` is not a positive integer, a module name is not a Verilog
-        identifier, or ``block`` is not a power of two dividing ``rows`` and ``cols``.
+        If a module name is not a Verilog identifier, or ``block`` is not a power of two
+        dividing ``rows`` and ``cols``.
     """
 
-    def __init__(self, rows, cols, *, pe_module=None, block=None, block_module=None):
-        _check_positive("rows", rows)
-        _check_positive("cols", cols)
+    def __init__(self, rows, cols, *, pe_module=None, block=None, block_module=None,
+                 pe=ProcessingElement):
         _identifier("pe_module", pe_module)
         _identifier("block_module", block_module)
         if block is not None:
-            _check_positive("block", block)
-            if block & (block - 1) or rows % block or cols % block:
+            if not isinstance(block, int) or block < 1 or block & (block - 1) or (
+                    rows % block or cols % block):
                 raise ValueError(f"block must be a power of two dividing rows = {rows} and "
                                  f"cols = {cols}, not {block}")
         elif block_module is not None:
@@ -119,6 +122,7 @@ class SystolicArray(wiring.Component):
         self._rows = rows
         self._cols = cols
         self._pe_module = pe_module
+        self._pe = pe
         self._block = block
         self._block_module = block_module
         super().__init__(array_signature(rows, cols))
@@ -171,7 +175,7 @@ class SystolicArray(wiring.Component):
                                             else outs[k][c - 1][f"{name}_out"])
                 name = f"pe_{k}_{c}"
                 if self._pe_module is None:
-                    pe = m.submodules[name] = ProcessingElement()
+                    pe = m.submodules[name] = self._pe()
                     m.d.comb += [getattr(pe, port).eq(value) for port, value in inputs.items()]
                     m.d.comb += [sig.eq(getattr(pe, port)) for port, sig in outs[k][c].items()]
                 else:
@@ -193,7 +197,7 @@ class SystolicArray(wiring.Component):
         ``block_module`` behind signals shaped as its ports."""
         b = self._block
         if self._block_module is None:
-            m.submodules[name] = sub = SystolicArray(b, b, pe_module=self._pe_module)
+            m.submodules[name] = sub = SystolicArray(b, b, pe_module=self._pe_module, pe=self._pe)
             return sub
         ports = {}
         kwargs = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}

@@ -5,12 +5,10 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import (
-    BANK_WIDTH,
     SIZE_WIDTH,
     DType,
     ErrorCode,
     Op,
-    _check_positive,
     command_layout,
     status_layout,
 )
@@ -49,7 +47,9 @@ class CommandQueue(wiring.Component):
     ``BANK_RANGE`` (bank >= ``psum_banks``); for a matmul ``K_RANGE`` (K = 0 or K > ``rows``,
     ``2 * rows`` with ``double_row``), ``M_RANGE`` (M = 0 or M > ``cols``); ``N_RANGE``
     (N = 0 or ``offset + N`` > ``psum_entries``); for a matmul ``DOUBLE_ROW_TYPE``
-    (``double_row`` with an operand type other than E4M3 / E5M2). A rejected beat is
+    (``double_row`` with an operand type other than E4M3 / E5M2); for a matmul
+    ``TYPE_NOT_BUILT`` (an operand type not in ``dtypes``, or ``double_row`` on a queue
+    built without it: the tile was not generated for it). A rejected beat is
     taken and dropped: ``status.rejected`` counts up and ``status.error`` takes its
     :class:`~.layouts.ErrorCode` at the clock edge.
 
@@ -69,9 +69,17 @@ class CommandQueue(wiring.Component):
     rows, cols : int
         The tile's partition rows and columns, >= 1 (the K and M limits).
     psum_banks, psum_entries : int
-        The tile's PSUM banks and entries per bank, >= 1 (the bank and region limits).
+        The tile's PSUM banks (1..256) and entries per bank, >= 1 (the bank and region
+        limits).
     depth : int
         Queue entries (default :data:`COMMAND_QUEUE_DEPTH`), >= 1.
+    dtypes : tuple of DType
+        Operand types the tile's datapath has (default: every one).
+    double_row : bool
+        Whether it has the FP8 double-row datapath (default True).
+
+    Sizes come from a validated :class:`~.config.TileConfig` (the tile builds this
+    component); they are not checked again here.
 
     Members
     -------
@@ -88,19 +96,11 @@ class CommandQueue(wiring.Component):
     loaded : Out(depth)
         Bit ``i``: entry ``i``'s stationary is loaded, always set for a READ (registered;
         observation).
-
-    Raises
-    ------
-    ValueError
-        If a size is not a positive integer.
     """
 
-    def __init__(self, rows, cols, *, psum_banks, psum_entries, depth=COMMAND_QUEUE_DEPTH):
-        for name, value in (("rows", rows), ("cols", cols), ("psum_banks", psum_banks),
-                            ("psum_entries", psum_entries), ("depth", depth)):
-            _check_positive(name, value)
-        if psum_banks > 1 << BANK_WIDTH:
-            raise ValueError(f"psum_banks must be at most {1 << BANK_WIDTH}, not {psum_banks}")
+    def __init__(self, rows, cols, *, psum_banks, psum_entries, depth=COMMAND_QUEUE_DEPTH,
+                 dtypes=tuple(DType), double_row=True):
+        self._dtypes, self._double_row = tuple(dtypes), bool(double_row)
         self._rows, self._cols = rows, cols
         self._banks, self._entries = psum_banks, psum_entries
         self._depth = depth
@@ -135,6 +135,15 @@ class CommandQueue(wiring.Component):
             fp8_pair.eq(Cat(command.dtype == t for t in DOUBLE_ROW_DTYPES).any()
                         & Cat(command.moving_dtype == t for t in DOUBLE_ROW_DTYPES).any()),
         ]
+        # The operand types and mode the datapath was generated for (no logic for a tile
+        # generated for all of them).
+        restricted = set(self._dtypes) != set(DType) or not self._double_row
+        if restricted:
+            built = Signal()
+            m.d.comb += built.eq(
+                Cat(command.dtype == t for t in self._dtypes).any()
+                & Cat(command.moving_dtype == t for t in self._dtypes).any()
+                & (1 if self._double_row else ~command.double_row))
         with m.If(command.bank >= banks):
             m.d.comb += error.eq(ErrorCode.BANK_RANGE)
         with m.Elif(~is_read & ((command.k == 0) | (command.k > k_limit))):
@@ -145,6 +154,9 @@ class CommandQueue(wiring.Component):
             m.d.comb += error.eq(ErrorCode.N_RANGE)
         with m.Elif(~is_read & command.double_row & ~fp8_pair):
             m.d.comb += error.eq(ErrorCode.DOUBLE_ROW_TYPE)
+        if restricted:
+            with m.Elif(~is_read & ~built):
+                m.d.comb += error.eq(ErrorCode.TYPE_NOT_BUILT)
 
         # ---- the queue -------------------------------------------------------------------
         queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(depth_q)]

@@ -10,7 +10,6 @@ from .layouts import (
     SIZE_WIDTH,
     DType,
     Op,
-    _check_positive,
     command_layout,
     moving_layout,
     token_layout,
@@ -70,16 +69,11 @@ class IssueLogic(wiring.Component):
         The command issuing is a READ (registered; meaningful while ``running``;
         observation).
 
-    Raises
-    ------
-    ValueError
-        If a size is not a positive integer.
+    Sizes come from a validated :class:`~.config.TileConfig` (the tile builds this
+    component); they are not checked again here.
     """
 
     def __init__(self, rows, *, psum_entries, psum_depth):
-        _check_positive("rows", rows)
-        _check_positive("psum_entries", psum_entries)
-        _check_positive("psum_depth", psum_depth)
         self._rows = rows
         self._entries, self._depth = psum_entries, psum_depth
         super().__init__({

@@ -68,11 +68,7 @@ class ErrorCode(enum.Enum, shape=3):
     M_RANGE = 3
     N_RANGE = 4
     DOUBLE_ROW_TYPE = 5
-
-
-def _check_positive(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    TYPE_NOT_BUILT = 6
 
 
 def stationary_layout(cols):
@@ -83,12 +79,7 @@ def stationary_layout(cols):
     lanes ``>= M`` are ignored (loaded as zeros), and partition rows ``>= K`` are marked
     inactive and pass partial sums through unchanged.
 
-    Raises
-    ------
-    ValueError
-        If ``cols`` is not a positive integer.
     """
-    _check_positive("cols", cols)
     return data.StructLayout({
         "data": data.ArrayLayout(unsigned(OPERAND_WIDTH), cols),
     })
@@ -100,12 +91,7 @@ def moving_layout(rows):
     Beat ``n`` of a matmul carries ``moving[:, n]`` (``rows`` 16-bit operand lanes, lanes
     ``>= K`` padded with zeros). A matmul is ``N`` beats (``N`` from the command).
 
-    Raises
-    ------
-    ValueError
-        If ``rows`` is not a positive integer.
     """
-    _check_positive("rows", rows)
     return data.StructLayout({
         "data": data.ArrayLayout(unsigned(OPERAND_WIDTH), rows),
     })
@@ -119,12 +105,7 @@ def result_layout(cols):
     INT32 or FP32 bit patterns (by the data type of the matmul that wrote them); ``last`` is
     set on the final beat of each command.
 
-    Raises
-    ------
-    ValueError
-        If ``cols`` is not a positive integer.
     """
-    _check_positive("cols", cols)
     return data.StructLayout({
         "data": data.ArrayLayout(unsigned(PSUM_WIDTH), cols),
         "last": 1,

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .array import load_lane_layout
 from .command_queue import load_request_signature
-from .layouts import OPERAND_WIDTH, _check_positive, stationary_layout
+from .layouts import OPERAND_WIDTH, stationary_layout
 from .skew import SkewBuffer
 
 
@@ -77,15 +77,11 @@ class StationaryLoader(wiring.Component):
         Bit ``b``: buffer ``b`` is used by a matmul still sending moving beats (registered;
         observation).
 
-    Raises
-    ------
-    ValueError
-        If ``rows`` or ``cols`` is not a positive integer.
+    Sizes come from a validated :class:`~.config.TileConfig` (the tile builds this
+    component); they are not checked again here.
     """
 
     def __init__(self, rows, cols):
-        _check_positive("rows", rows)
-        _check_positive("cols", cols)
         self._rows, self._cols = rows, cols
         super().__init__({
             "en": In(1),

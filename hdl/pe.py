@@ -76,6 +76,10 @@ class ProcessingElement(wiring.Component):
     double_row : bool
         Build the FP8 double-row datapath (default; needs e4m3 and e5m2 among
         ``float_dtypes``). ``False`` ignores ``hi_in``.
+    int8 : bool
+        Build the INT8 datapath (default). ``False`` leaves a float-only PE (an INT8
+        operand then goes through the float datapath: the tile's command check keeps such
+        matmuls out, :class:`~.command_queue.CommandQueue`).
 
     Members
     -------
@@ -101,13 +105,16 @@ class ProcessingElement(wiring.Component):
     Raises
     ------
     ValueError
-        If ``float_dtypes`` holds a type that is not a float type, or ``double_row`` is
-        asked for without e4m3 and e5m2.
+        If ``float_dtypes`` holds a type that is not a float type, ``double_row`` is
+        asked for without e4m3 and e5m2, or the PE would have no datapath.
     """
 
-    def __init__(self, *, float_dtypes=tuple(FLOAT_FIELDS), double_row=True):
+    def __init__(self, *, float_dtypes=tuple(FLOAT_FIELDS), double_row=True, int8=True):
         self._float_dtypes = tuple(float_dtypes)
         self._double_row = bool(double_row)
+        self._int8 = bool(int8)
+        if not (self._int8 or self._float_dtypes):
+            raise ValueError("a PE needs int8 or at least one float type")
         if any(t not in FLOAT_FIELDS for t in self._float_dtypes):
             raise ValueError(f"float_dtypes must be float DTypes, not {float_dtypes!r}")
         if self._double_row and not set(DOUBLE_ROW_DTYPES) <= set(self._float_dtypes):
@@ -118,6 +125,11 @@ class ProcessingElement(wiring.Component):
     def float_dtypes(self):
         """Float types the PE multiplies (tuple of DType, read-only; empty: INT8 only)."""
         return self._float_dtypes
+
+    @property
+    def has_int8(self):
+        """Whether the INT8 datapath is built (bool, read-only)."""
+        return self._int8
 
     @property
     def has_double_row(self):
@@ -138,17 +150,16 @@ class ProcessingElement(wiring.Component):
         weight = Signal(OPERAND_WIDTH)     # a probe (tile.PE_PROBES): keep its name
         m.d.comb += weight.eq(Mux(self.sel_in, weight_1, weight_0))
 
-        int_product = Signal(signed(PSUM_WIDTH))
-        int_sum = Signal(PSUM_WIDTH)
-        m.d.comb += [
-            int_product.eq(self.moving_in[0:8].as_signed() * weight[0:8].as_signed()),
-            int_sum.eq(self.psum_in + int_product.as_unsigned()),
-        ]
-        product = Signal(PSUM_WIDTH)
-        total = Signal(PSUM_WIDTH)
+        products, totals = {}, {}     # by datapath: "int" and "float"
+        if self._int8:
+            int_product = Signal(signed(PSUM_WIDTH))
+            int_sum = Signal(PSUM_WIDTH)
+            m.d.comb += [
+                int_product.eq(self.moving_in[0:8].as_signed() * weight[0:8].as_signed()),
+                int_sum.eq(self.psum_in + int_product.as_unsigned()),
+            ]
+            products["int"], totals["int"] = int_product.as_unsigned(), int_sum
         if self._float_dtypes:
-            is_float = Signal()
-            m.d.comb += is_float.eq(self.stype_in != DType.INT8)
             m.submodules.multiplier = multiplier = FloatMultiplier(self._float_dtypes)
             m.submodules.adder = adder = Fp32Adder()
             m.d.comb += [
@@ -160,11 +171,20 @@ class ProcessingElement(wiring.Component):
                 adder.a.eq(self.psum_in),
                 adder.b.eq(multiplier.product),
                 adder.ftz.eq(self.ftz_in),
-                product.eq(Mux(is_float, multiplier.product, int_product.as_unsigned())),
-                total.eq(Mux(is_float, adder.sum, int_sum)),
+            ]
+            products["float"], totals["float"] = multiplier.product, adder.sum
+        product = Signal(PSUM_WIDTH)
+        total = Signal(PSUM_WIDTH)
+        if len(products) == 2:
+            is_float = Signal()
+            m.d.comb += [
+                is_float.eq(self.stype_in != DType.INT8),
+                product.eq(Mux(is_float, products["float"], products["int"])),
+                total.eq(Mux(is_float, totals["float"], totals["int"])),
             ]
         else:
-            m.d.comb += [product.eq(int_product.as_unsigned()), total.eq(int_sum)]
+            (only,) = products
+            m.d.comb += [product.eq(products[only]), total.eq(totals[only])]
         first = Signal(PSUM_WIDTH)
         m.d.comb += first.eq(Mux(self.chain_start, product, total))
         result = first

@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fp32_add import Fp32Adder
-from .layouts import PSUM_BANKS, PSUM_ENTRIES, PSUM_WIDTH, _check_positive
+from .layouts import PSUM_BANKS, PSUM_ENTRIES, PSUM_WIDTH
 
 
 class Psum(wiring.Component):
@@ -36,15 +36,11 @@ class Psum(wiring.Component):
     result : Out(ArrayLayout(32, cols))
         The new PSUM entry.
 
-    Raises
-    ------
-    ValueError
-        If ``cols`` or ``depth`` is not a positive integer.
+    Sizes come from a validated :class:`~.config.TileConfig` (the tile builds this
+    component); they are not checked again here.
     """
 
     def __init__(self, cols, depth=PSUM_BANKS * PSUM_ENTRIES):
-        _check_positive("cols", cols)
-        _check_positive("psum_depth", depth)
         self._cols, self._depth = cols, depth
         words = data.ArrayLayout(PSUM_WIDTH, cols)
         super().__init__({

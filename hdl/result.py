@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import PSUM_WIDTH, _check_positive, result_layout, token_layout
+from .layouts import PSUM_WIDTH, result_layout, token_layout
 from .psum import Psum
 from .skew import SkewBuffer
 
@@ -50,16 +50,11 @@ class ResultPath(wiring.Component):
         PSUM write strobe: the offered result transfers and is not a READ's
         (combinational; observation).
 
-    Raises
-    ------
-    ValueError
-        If a size is not a positive integer.
+    Sizes come from a validated :class:`~.config.TileConfig` (the tile builds this
+    component); they are not checked again here.
     """
 
     def __init__(self, cols, latency, *, psum_depth):
-        _check_positive("cols", cols)
-        _check_positive("latency", latency)
-        _check_positive("psum_depth", psum_depth)
         self._cols, self._latency, self._depth = cols, latency, psum_depth
         super().__init__({
             "advance": Out(1),

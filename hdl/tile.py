@@ -9,14 +9,12 @@ from amaranth.lib.wiring import In, Out
 
 from .array import SystolicArray
 from .command_queue import COMMAND_QUEUE_DEPTH, CommandQueue
+from .config import TileConfig
+from .float_mul import FLOAT_FIELDS
 from .issue import IssueLogic
 from .layouts import (
-    BANK_WIDTH,
     OPERAND_WIDTH,
-    PSUM_BANKS,
-    PSUM_ENTRIES,
-    SIZE_WIDTH,
-    _check_positive,
+    DType,
     command_layout,
     moving_layout,
     result_layout,
@@ -25,7 +23,7 @@ from .layouts import (
     token_layout,
 )
 from .loader import StationaryLoader
-from .pe import PE_SIGNATURE
+from .pe import PE_SIGNATURE, ProcessingElement
 from .result import ResultPath
 
 __all__ = ["COMMAND_QUEUE_DEPTH", "PE_PROBES", "PROBES", "Probe", "Tile", "pe_probes",
@@ -119,11 +117,35 @@ def pe_probes(k, c):
             for key, (signal, doc) in PE_PROBES.items()}
 
 
-def _components(rows, cols, banks, entries):
+def _check_config(config):
+    if not isinstance(config, TileConfig):
+        raise TypeError(f"config must be a TileConfig, not {type(config).__name__}")
+    return config
+
+
+def config_dtypes(config):
+    """The operand types of ``config``'s type set as :class:`~.layouts.DType` s (tuple)."""
+    return tuple(DType[name.upper()] for name in config.dtypes)
+
+
+def pe_for(config):
+    """The :class:`~.pe.ProcessingElement` generated for ``config``'s type set: the INT8
+    datapath if ``int8`` is in it, a float multiplier for its float types, and the FP8
+    double-row datapath with ``fp8-double-row``."""
+    dtypes = config_dtypes(_check_config(config))
+    return ProcessingElement(float_dtypes=tuple(t for t in dtypes if t in FLOAT_FIELDS),
+                             double_row=config.double_row, int8=DType.INT8 in dtypes)
+
+
+def _components(config):
     """The tile's control components, by submodule name (dict)."""
-    depth = banks * entries
+    rows, cols = config.rows, config.cols
+    entries = config.psum_entries
+    depth = config.psum_banks * entries
     return {
-        "queue": CommandQueue(rows, cols, psum_banks=banks, psum_entries=entries),
+        "queue": CommandQueue(rows, cols, psum_banks=config.psum_banks, psum_entries=entries,
+                              depth=config.queue_depth, dtypes=config_dtypes(config),
+                              double_row=config.double_row),
         "loader": StationaryLoader(rows, cols),
         "issue": IssueLogic(rows, psum_entries=entries, psum_depth=depth),
         "result": ResultPath(cols, rows + cols, psum_depth=depth),
@@ -140,20 +162,21 @@ def _probes(components):
     return probes
 
 
-def tile_probes(rows, cols, *, psum_banks=PSUM_BANKS, psum_entries=PSUM_ENTRIES):
-    """The :data:`PROBES` of a ``rows x cols`` tile with that PSUM, as :class:`Probe` s.
+def tile_probes(config):
+    """The :data:`PROBES` of the tile of ``config`` (a :class:`~.config.TileConfig`), as
+    :class:`Probe` s.
 
     Returns
     -------
     dict of str to Probe
-        Keyed as :data:`PROBES`, in its order (the same as ``Tile(...).probes``).
+        Keyed as :data:`PROBES`, in its order (the same as ``Tile(config).probes``).
 
     Raises
     ------
-    ValueError
-        If a size is not a positive integer.
+    TypeError
+        If ``config`` is not a TileConfig.
     """
-    components = _components(rows, cols, psum_banks, psum_entries)
+    components = _components(_check_config(config))
     for component in components.values():
         # Built for their signatures only, never elaborated: tell Amaranth's unused-
         # elaboratable check (its MustUse reads this attribute), which otherwise warns
@@ -168,11 +191,13 @@ class Tile(wiring.Component):
 
     Each matmul is INT8 x INT8 -> INT32 or any pair of float types (BF16, FP16, FP8 e4m3 /
     e5m2 / e3m4 / e4m3fn) -> FP32, chosen per command; FP8 double-row matmuls (e4m3 / e5m2)
-    take K up to ``2 * rows``. Four valid/ready streams (command, stationary, moving, result)
-    and a status output: a command is checked when it is accepted (an illegal one is dropped
-    and counted in ``status``), waits in a queue of :data:`COMMAND_QUEUE_DEPTH`, and runs in
-    order; the next stationary loads while the current matmul streams, so back-to-back
-    matmuls take ``max(K, N)`` cycles each. A result is offered :attr:`latency` =
+    take K up to ``2 * rows``. The datapath is generated for the type set of its
+    :class:`~.config.TileConfig` only (:func:`pe_for`); a matmul of another type is
+    rejected like any illegal command (``TYPE_NOT_BUILT``). Four valid/ready streams
+    (command, stationary, moving, result) and a status output: a command is checked when it
+    is accepted (an illegal one is dropped and counted in ``status``), waits in a queue of
+    ``config.queue_depth`` (default :data:`COMMAND_QUEUE_DEPTH`), and runs in order; the
+
     ``rows + cols`` cycles after its moving beat was accepted when nothing stalls; the
     pipeline stalls as a whole while a result is offered and not taken. The tile top
     connects ``queue``, ``loader``, ``issue``, ``array`` and ``result`` (also the Verilog
@@ -184,14 +209,8 @@ class Tile(wiring.Component):
 
     Parameters
     ----------
-    rows : int
-        Partition (contraction, K) dimension, >= 1 (128 on the real engine).
-    cols : int
-        Stationary free size (M), >= 1 (128 on the real engine).
-    psum_banks : int
-        PSUM banks, 1..256 (default 8, as on the real engine).
-    psum_entries : int
-        PSUM entries per bank, the largest N of one matmul, 1..65535 (default 512).
+    config : TileConfig
+        Size, type set, PSUM geometry and queue depth (validated by TileConfig).
     pe_module, block, block_module : optional
         Passed to :class:`SystolicArray`: how the PE grid is built (Amaranth submodules, or
         Verilog ``Instance`` s of a PE module or of ``block x block`` sub-array modules).
@@ -208,29 +227,19 @@ class Tile(wiring.Component):
 
     Raises
     ------
+    TypeError
+        If ``config`` is not a TileConfig.
     ValueError
-        If a size is not a positive integer or is outside the ranges above.
+        If a grid option is bad (:class:`SystolicArray`).
     """
 
-    def __init__(self, rows, cols, *, psum_banks=PSUM_BANKS, psum_entries=PSUM_ENTRIES,
-                 pe_module=None, block=None, block_module=None):
-        _check_positive("rows", rows)
-        _check_positive("cols", cols)
-        _check_positive("psum_banks", psum_banks)
-        _check_positive("psum_entries", psum_entries)
-        if psum_banks > 1 << BANK_WIDTH:
-            raise ValueError(f"psum_banks must be at most {1 << BANK_WIDTH}, not {psum_banks}")
-        if psum_entries >= 1 << SIZE_WIDTH:
-            raise ValueError(f"psum_entries must be less than {1 << SIZE_WIDTH}, "
-                             f"not {psum_entries}")
-        self._rows = rows
-        self._cols = cols
-        self._psum_banks = psum_banks
-        self._psum_entries = psum_entries
+    def __init__(self, config, *, pe_module=None, block=None, block_module=None):
+        self._config = _check_config(config)
+        rows, cols = config.rows, config.cols
         # Built here so that a bad grid option is refused by the constructor.
         self._array = SystolicArray(rows, cols, pe_module=pe_module, block=block,
-                                    block_module=block_module)
-        self._components = _components(rows, cols, psum_banks, psum_entries)
+                                    block_module=block_module, pe=lambda: pe_for(config))
+        self._components = _components(config)
         super().__init__({
             "command": In(stream.Signature(command_layout())),
             "stationary": In(stream.Signature(stationary_layout(cols))),
@@ -240,24 +249,29 @@ class Tile(wiring.Component):
         })
 
     @property
+    def config(self):
+        """The configuration the tile is built from (:class:`~.config.TileConfig`)."""
+        return self._config
+
+    @property
     def rows(self):
         """Partition (K) dimension (int, read-only)."""
-        return self._rows
+        return self._config.rows
 
     @property
     def cols(self):
         """Stationary free size (M) (int, read-only)."""
-        return self._cols
+        return self._config.cols
 
     @property
     def psum_banks(self):
         """PSUM banks (int, read-only)."""
-        return self._psum_banks
+        return self._config.psum_banks
 
     @property
     def psum_entries(self):
         """PSUM entries per bank (int, read-only)."""
-        return self._psum_entries
+        return self._config.psum_entries
 
     @property
     def probes(self):
@@ -268,7 +282,7 @@ class Tile(wiring.Component):
     @property
     def latency(self):
         """Cycles from a moving beat's acceptance to its result being offered (int)."""
-        return self._rows + self._cols
+        return self.rows + self.cols
 
     def elaborate(self, platform):
         m = Module()

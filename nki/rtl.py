@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from systolica.golden import operand_formats
+from systolica.sim.api.runs import tile_config
 from systolica.sim.api.tiling import golden_tiled_matmuls, run_tiled_program
 
 from ._core import NkiError
@@ -38,6 +40,11 @@ def _run_programs(groups, rows, cols, simulator, workers, scheduler):
     from systolica.sim.api.engine import TileProgram, make_engine
     from systolica.sim.api.tiling import matmul_count
 
+    # One tile for every group: generated for the types and modes the kernel's matmuls use.
+    config = tile_config(None, rows, cols, {
+        f.name for perf_mode, matmuls in groups.items() for m in matmuls
+        for f in operand_formats(m["stationary"].dtype, m["moving"].dtype,
+                                 perf_mode=perf_mode)}, any(groups))
     with make_engine(workers, scheduler=scheduler) as engine:
         for perf_mode, matmuls in groups.items():
             parts = max(1, min(len(matmuls), 2 * (workers or 2)))
@@ -46,7 +53,7 @@ def _run_programs(groups, rows, cols, simulator, workers, scheduler):
             for j in range(0, len(matmuls), size):
                 problems = tuple((m["stationary"], m["moving"]) for m in matmuls[j:j + size])
                 programs.append(TileProgram(
-                    key=f"nki/{perf_mode}/{j}", problems=problems, rows=rows, cols=cols,
+                    key=f"nki/{perf_mode}/{j}", problems=problems, config=config,
                     simulator=simulator, build_root=None,
                     matmuls=sum(matmul_count(s.shape[0], s.shape[1], v.shape[1], rows, cols,
                                              perf_mode=perf_mode) for s, v in problems),

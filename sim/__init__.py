@@ -19,6 +19,8 @@ The tools built on this layer live above it: :mod:`systolica.verif` (verificatio
 
 Public API (re-exported here):
 
+- :class:`TileConfig` (from :mod:`systolica.hdl.config`): the one validated description of a
+  tile (size, type set, PSUM, queue) every entry point takes.
 - :func:`run_matmul`: one matmul on the RTL tile, returning PSUM and cycles.
 - :func:`run_program`: a command sequence (:class:`Matmul` into PSUM bank/offset regions,
   :class:`Read` of PSUM regions) back to back, with per-command cycle stamps and the cycle
@@ -27,7 +29,15 @@ Public API (re-exported here):
 - Errors: :class:`SystolicaError` and its subclasses.
 """
 
-from .api.runs import Matmul, MatmulResult, ProgramResult, Read, run_matmul, run_program
+from .api.runs import (
+    Matmul,
+    MatmulResult,
+    ProgramResult,
+    Read,
+    TileConfig,
+    run_matmul,
+    run_program,
+)
 from .builder.errors import BuildError, SimulationError, SimulatorNotFoundError, SystolicaError
 from .builder.runner import build
 from .builder.toolchain import SIMULATORS
@@ -42,6 +52,7 @@ __all__ = [
     "SimulationError",
     "SimulatorNotFoundError",
     "SystolicaError",
+    "TileConfig",
     "build",
     "run_matmul",
     "run_program",

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from systolica.hdl.config import TileConfig
 from systolica.sim.builder.toolchain import SIMULATORS, blocking_file
 
 #: The workloads ``python -m systolica.sim`` runs.
@@ -84,17 +85,25 @@ def folder(text):
     return text
 
 
-def parse_tile_sizes(text):
-    """``"ROWSxCOLS[,ROWSxCOLS...]"`` (``8x8,16x16``) as a tuple of ``(rows, cols)`` int
-    pairs, each at least 1. Raises ValueError with the rule otherwise."""
+def size_value(text):
+    """argparse type of ``--rows``/``--cols``: the text as an int when it is one, else as
+    it is; the value is checked by :class:`~systolica.hdl.config.TileConfig` (the one place
+    sizes are validated), through :func:`resolve_config`."""
     try:
-        sizes = tuple(tuple(int(v) for v in size.lower().split("x"))
-                      for size in text.split(","))
-        if not sizes or any(len(size) != 2 or min(size) < 1 for size in sizes):
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"must be ROWSxCOLS sizes (each at least 1) separated by commas, "
-                         f"like 8x8,16x4, not {text!r}") from None
+        return int(text)
+    except (TypeError, ValueError):
+        return text
+
+
+def parse_tile_sizes(text):
+    """``"ROWSxCOLS[,ROWSxCOLS...]"`` (``8x8,16x16``) as a tuple of ``(rows, cols)`` pairs
+    (ints where the text is one; the values are :class:`~systolica.hdl.config.TileConfig`'s
+    to check). Raises ValueError with the syntax otherwise."""
+    sizes = tuple(tuple(size_value(v) for v in size.lower().split("x"))
+                  for size in text.split(","))
+    if not sizes or any(len(size) != 2 for size in sizes):
+        raise ValueError(f"must be ROWSxCOLS sizes separated by commas, like 8x8,16x4, not "
+                         f"{text!r}")
     return sizes
 
 
@@ -109,15 +118,16 @@ def tile_sizes(count=None):
         except ValueError as error:
             raise argparse.ArgumentTypeError(
                 str(error) if count != 1 else
-                f"must be one ROWSxCOLS size (each at least 1), like 3x3, not {text!r}"
+                f"must be one ROWSxCOLS size, like 3x3, not {text!r}"
             ) from None
         return sizes[0] if count == 1 else sizes
     return parse
 
 
-def add_tile_arguments(p, sizes=None):
-    """Add ``--sim``, ``--rows`` and ``--cols`` to parser ``p``, with defaults from SIM, ROWS
-    and COLS as ``make sim`` passes them (every workload's parser has them).
+def add_tile_arguments(p, sizes=None, types_help="what the workload needs"):
+    """Add ``--sim``, ``--rows``, ``--cols`` and ``--types`` to parser ``p``, with defaults
+    from SIM, ROWS, COLS and TYPES as ``make sim`` passes them (every workload's parser has
+    them). ``types_help`` says what the type set defaults to.
 
     ``sizes`` maps a simulator to its default square tile side (default: 8 for each); when
     it differs between simulators, :func:`resolve_tile` fills ``--rows``/``--cols`` in
@@ -128,10 +138,14 @@ def add_tile_arguments(p, sizes=None):
     p.set_defaults(tile_sizes=sizes)
     p.add_argument("--sim", choices=SIMULATORS, default=env("SIM", "verilator"),
                    help="simulator (default: $SIM or verilator)")
-    p.add_argument("--rows", type=integer(1, "ROWS"), default=env("ROWS", None),
+    p.add_argument("--rows", type=size_value, default=env("ROWS", None),
                    help=f"partition rows K of the tile (default: $ROWS or {text})")
-    p.add_argument("--cols", type=integer(1, "COLS"), default=env("COLS", None),
+    p.add_argument("--cols", type=size_value, default=env("COLS", None),
                    help=f"stationary columns M of the tile (default: $COLS or {text})")
+    p.add_argument("--types", default=env("TYPES", None),
+                   help="the operand types the tile is generated for: int8, bf16, fp16, fp8 "
+                        "(e4m3, e5m2, e3m4, e4m3fn), fp8-double-row or all, joined with + "
+                        f"or , (default: $TYPES or {types_help})")
 
 
 def resolve_tile(args):
@@ -139,8 +153,26 @@ def resolve_tile(args):
     (see :func:`add_tile_arguments`); returns ``args``."""
     # An unknown $SIM is reported by the workload's own checks; any size will do until then.
     size = args.tile_sizes.get(args.sim, min(args.tile_sizes.values()))
-    args.rows = size if args.rows is None else int(args.rows)
-    args.cols = size if args.cols is None else int(args.cols)
+    args.rows = size if args.rows is None else size_value(args.rows)
+    args.cols = size if args.cols is None else size_value(args.cols)
+    return args
+
+
+def resolve_config(p, args, dtypes=(), double_row=False):
+    """Set ``args.config``: the :class:`~systolica.hdl.config.TileConfig` of ``args.rows``,
+    ``args.cols`` and ``args.types`` (TYPES), or, without ``--types``, of the smallest type
+    set holding ``dtypes`` (golden short names; FP8 double-row with ``double_row``): what
+    the workload needs. A bad size or type set is ``p.error`` with TileConfig's one-line
+    message. Returns ``args``."""
+    try:
+        if args.types:
+            args.config = TileConfig(args.rows, args.cols, args.types)
+        else:
+            args.config = TileConfig.for_dtypes(args.rows, args.cols, dtypes,
+                                                double_row=double_row)
+    except ValueError as error:
+        where = " (--types or TYPES)" if "type" in str(error) else ""
+        p.error(f"{error}{where}")
     return args
 
 

@@ -70,8 +70,8 @@ class BulkProgram:
 
     Parameters
     ----------
-    rows, cols : int
-        Tile size in PEs.
+    config : systolica.hdl.config.TileConfig
+        The tile: its size, PSUM and type set (read as attributes; tb imports no config).
     log : logging.Logger, optional
         Where the scoreboard reports mismatches.
     noise : numpy.random.Generator, optional
@@ -81,11 +81,13 @@ class BulkProgram:
         layout asks). The golden model is not affected.
     """
 
-    def __init__(self, rows, cols, log=None, noise=None):
-        self.rows, self.cols = rows, cols
+    def __init__(self, config, log=None, noise=None):
+        self.rows, self.cols = rows, cols = config.rows, config.cols
         self._noise = noise
         self.scoreboard = Scoreboard(log=log)
-        self.model = TileModel(rows, cols, self.scoreboard)
+        self.model = TileModel(rows, cols, self.scoreboard, config.psum_banks,
+                               config.psum_entries, dtypes=config.dtypes,
+                               double_row=config.double_row)
         self._packers = {"commands": LayoutPacker(command_layout()),
                          "stationary": LayoutPacker(stationary_layout(cols)),
                          "moving": LayoutPacker(moving_layout(rows)),

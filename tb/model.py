@@ -21,6 +21,7 @@ from systolica.golden import (
     operand_formats,
     psum_accumulate,
 )
+from systolica.golden.command import DTYPES
 from systolica.hdl.layouts import DType, ErrorCode, Op
 
 
@@ -117,6 +118,11 @@ class TileModel:
         Receives one expectation per result beat.
     banks, entries : int
         PSUM geometry of the tile under test (default 8 x 512).
+    dtypes : tuple of str
+        Operand types the tile was generated for (default every one).
+    double_row : bool
+        Whether it has the FP8 double-row datapath (default True); a matmul outside these
+        is predicted rejected with ``TYPE_NOT_BUILT``.
     psum_zeroed : bool
         PSUM holds zeros at the start (true right after the simulator starts: the memory's
         initial value). False when earlier tests of the same simulation may have written
@@ -125,8 +131,9 @@ class TileModel:
     """
 
     def __init__(self, rows, cols, scoreboard, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
-                 psum_zeroed=True):
+                 psum_zeroed=True, dtypes=DTYPES, double_row=True):
         self.rows, self.cols = rows, cols
+        self.dtypes, self.double_row = tuple(dtypes), bool(double_row)
         self.banks, self.entries = banks, entries
         self.scoreboard = scoreboard
         self.psum = np.zeros((banks, entries, cols), np.uint32)
@@ -155,7 +162,8 @@ class TileModel:
     def error_of(self, command):
         """Why the tile would reject ``command`` (str), or None."""
         return command_error(command, rows=self.rows, cols=self.cols, banks=self.banks,
-                             entries=self.entries)
+                             entries=self.entries, dtypes=self.dtypes,
+                             double_row=self.double_row)
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
                expected=None, perf_mode=None):

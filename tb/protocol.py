@@ -11,6 +11,7 @@ nothing but cocotb and this module).
 Environment variables (all optional unless a module says otherwise):
 
 ========================== ================================================================
+``SYSTOLICA_TILE_CONFIG``   every run: the tile's configuration (:func:`tile_config_env`)
 ``SYSTOLICA_MAX_CYCLES``    bulk harness: clock cycles before the run is declared stuck
 ``SYSTOLICA_BULK_TIMING``   bulk harness: its timing file (:func:`write_timing`)
 ``SYSTOLICA_PROGRESS``      bulk harness: its progress file (:func:`write_progress`)
@@ -27,6 +28,7 @@ Environment variables (all optional unless a module says otherwise):
 """
 
 # ---- environment variables ---------------------------------------------------------------
+TILE_CONFIG = "SYSTOLICA_TILE_CONFIG"
 MAX_CYCLES = "SYSTOLICA_MAX_CYCLES"
 BULK_TIMING = "SYSTOLICA_BULK_TIMING"
 PROGRESS = "SYSTOLICA_PROGRESS"
@@ -38,6 +40,28 @@ STATS = "SYSTOLICA_STATS"
 BULK_MACS = "SYSTOLICA_BULK_MACS"
 COVERAGE = "SYSTOLICA_COVERAGE"
 CORRUPT_GOLDEN = "SYSTOLICA_CORRUPT_GOLDEN"
+
+
+
+def tile_config_env(config):
+    """The value of :data:`TILE_CONFIG` for a ``TileConfig`` (str, JSON): its size, PSUM,
+    operand types (golden short names) and double-row flag, as plain values (the testbench
+    reads them with :func:`read_tile_config` and imports no configuration class)."""
+    import json
+
+    return json.dumps({"rows": config.rows, "cols": config.cols,
+                       "banks": config.psum_banks, "entries": config.psum_entries,
+                       "dtypes": list(config.dtypes), "double_row": config.double_row})
+
+
+def read_tile_config(environ):
+    """The dict :func:`tile_config_env` wrote into ``environ`` (a mapping), or None when
+    the run was started without it."""
+    import json
+
+    text = environ.get(TILE_CONFIG)
+    return json.loads(text) if text else None
+
 
 # ---- cocotb test modules -----------------------------------------------------------------
 #: The regression's cocotb tests on the per-cycle TB.

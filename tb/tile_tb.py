@@ -82,6 +82,9 @@ class TileTB:
                  model_class=TileModel):
         self.dut = dut
         self.rows, self.cols = tile_shape(dut)
+        # The tile's type set and PSUM, as the host's run set them (every type, and the
+        # default PSUM, when it did not).
+        config = protocol.read_tile_config(os.environ) or {}
         self.log = dut._log
         rng = random.Random(seed)
         self.scoreboard = Scoreboard(log=self.log)
@@ -94,7 +97,10 @@ class TileTB:
         self.result = StreamMonitor(dut, "result", result_layout(self.cols),
                                     random.Random(rng.random()), backpressure, self._on_result)
         self.model = model_class(self.rows, self.cols, self.scoreboard,
-                                 psum_zeroed=psum_zeroed)
+                                 psum_zeroed=psum_zeroed,
+                                 **{key: config[key] for key in (
+                                     "banks", "entries", "dtypes", "double_row")
+                                    if key in config})
         self._packers = {name: LayoutPacker(layout) for name, layout in (
             ("stationary", stationary_layout(self.cols)), ("moving", moving_layout(self.rows)),
             ("result", result_layout(self.cols)))}

@@ -33,9 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from systolica.golden import FORMATS, Command, command_schedule
+from systolica.golden import FORMATS, Command, command_schedule, operand_formats
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH
 from systolica.golden.formats import DOUBLE_ROW_TYPES
+from systolica.hdl.config import TileConfig
 from systolica.sim.options import (
     OneLineParser,
     add_json_argument,
@@ -605,15 +606,32 @@ class ProgramReport:
         return not self.errors
 
 
+def _unbuilt(program, item):
+    """The Command of matmul ``item`` if the program's tile was not generated for its
+    operand types or mode (the tile rejects it: ``TYPE_NOT_BUILT``), else None."""
+    s, v, accumulate, ftz, bank, offset = item[:6]
+    perf_mode = item[6] if len(item) > 6 else None
+    stype, mtype = operand_formats(s.dtype, v.dtype, perf_mode=perf_mode)
+    model = program.model
+    if {stype.name, mtype.name} <= set(model.dtypes) and (perf_mode is None
+                                                          or model.double_row):
+        return None
+    return Command("matmul", k=s.shape[0], m=s.shape[1], n=v.shape[1], bank=bank,
+                   offset=offset, dtype=stype.name, moving_dtype=mtype.name, ftz=bool(ftz),
+                   accumulate=bool(accumulate), perf_mode=perf_mode)
+
+
 def _submit(program, items):
-    """Hand ``items`` (see :func:`random_program`) to a BulkProgram in program order."""
+    """Hand ``items`` (see :func:`random_program`) to a BulkProgram in program order; a
+    matmul of a type the tile was not generated for goes as the illegal command it is."""
     batch = []
     for item in items:
-        if isinstance(item, Command):
+        command = item if isinstance(item, Command) else _unbuilt(program, item)
+        if command is not None:
             if batch:
                 program.submit_many(batch)
                 batch = []
-            program.submit_command(item)
+            program.submit_command(command)
         else:
             batch.append(item)
     if batch:
@@ -622,8 +640,12 @@ def _submit(program, items):
 
 def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
                       build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
-                      sample=None, burst=None, floats=0.0, directed=None):
+                      sample=None, burst=None, floats=0.0, directed=None, types="all"):
     """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
+
+    The program's tile is ``TileConfig(rows, cols, types)`` with ``(rows, cols)`` its turn of
+    ``sizes``; the random programs draw every type, and those outside ``types`` are sent as
+    the illegal commands they are on that tile (``TYPE_NOT_BUILT``).
 
     ``tile``: a harness :class:`~systolica.sim.builder.runner.Build` to run on instead of building
     one (its size must be the program's; the mutation runner passes its mutant build), and
@@ -643,7 +665,8 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     # The second generator fills what the tile must ignore (READ fields, stationary lanes
     # >= M, INT8 lanes' high bytes) and adds edge operands and rejection bursts.
     noise = np.random.default_rng([seed, index, 1])
-    rows, cols = sizes[index % len(sizes)]
+    config = TileConfig(*sizes[index % len(sizes)], types)
+    rows, cols = config.rows, config.cols
     # Every level in every four programs, the pairs varying from one four to the next.
     backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
     idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
@@ -654,7 +677,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     else:
         items = directed(rng, rows, cols)
         report.commands = len(items)
-    program = BulkProgram(rows, cols, noise=noise)
+    program = BulkProgram(config, noise=noise)
     _submit(program, items)
     records = program.model.records
     for r in records:
@@ -668,7 +691,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
         depth = program.depth
         if simulator == "verilator":
             depth = max(depth, resident_depth(rows, cols, command_layout().size))
-        tile = build(rows, cols, simulator, build_root=build_root, harness_depth=depth)
+        tile = build(config, simulator, build_root=build_root, harness_depth=depth)
     elif program.depth > tile.harness_depth:
         raise ValueError(f"program {index} needs a harness depth of {program.depth}, more "
                          f"than the build's {tile.harness_depth}")
@@ -725,7 +748,9 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     _check_accounting(records, errors)
     patterns = HarnessPatterns(sim_seed, idle_level, bp_level)
     predicted = command_schedule(rows, cols, [r.command for r in records],
-                                 result_ready=patterns.ready, offer=patterns.offer)
+                                 result_ready=patterns.ready, offer=patterns.offer,
+                                 banks=config.psum_banks, entries=config.psum_entries,
+                                 dtypes=config.dtypes, double_row=config.double_row)
     report.stamps_checked = _compare_stamps(records, predicted, errors)
     if sample is not None:
         operands = {i: item[:2] for i, item in enumerate(items) if not isinstance(item, Command)}
@@ -769,16 +794,26 @@ def _compare_stamps(records, predicted, errors, limit=5):
     return checked
 
 
-def replay_command(seed, index, chunk, sizes=SIZES):
+def replay_command(seed, index, chunk, sizes=SIZES, types="all"):
     """The command line that runs program ``index`` of ``seed`` alone, keeping its files."""
     return (f"{sys.executable} -m systolica fuzz --seed {seed} --program {index} "
-            f"--chunk {chunk} --sizes {','.join(f'{r}x{c}' for r, c in sizes)} --keep")
+            f"--chunk {chunk} --sizes {','.join(f'{r}x{c}' for r, c in sizes)} "
+            f"--types {TileConfig(1, 1, types).types_name} --keep")
 
 
 def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", build_root=None,
-         programs=None, keep=False, out=print, sample=None):
+         programs=None, keep=False, out=print, sample=None, types="all"):
     """Run ``commands`` fuzzed commands (in programs of ``chunk``); return the reports.
-    ``sample``: see :func:`run_program_index`."""
+    ``sample``, ``types``: see :func:`run_program_index`.
+
+    Raises
+    ------
+    ValueError
+        If a size of ``sizes`` or ``types`` is bad (TileConfig's message), before anything
+        runs.
+    """
+    for rows, cols in sizes:
+        TileConfig(rows, cols, types)
     if programs is None:
         programs = range(max(1, -(-commands // chunk)))
     reports = []
@@ -787,7 +822,7 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
         size = min(chunk, commands - index * chunk) if commands else chunk
         report = run_program_index(seed, index, chunk=max(1, size), sizes=sizes,
                                    simulator=simulator, build_root=build_root, keep=keep,
-                                   sample=sample)
+                                   sample=sample, types=types)
         reports.append(report)
         rejected = sum(report.rejected.values())
         out(f"program {index}: {report.rows}x{report.cols} idle {report.idle:.1f} bp "
@@ -800,7 +835,7 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
         for error in report.errors:
             out(f"  {error}")
         if not report.passed:
-            out(f"  replay: {replay_command(seed, index, chunk, sizes)}")
+            out(f"  replay: {replay_command(seed, index, chunk, sizes, types)}")
     return reports
 
 
@@ -856,6 +891,10 @@ def main(argv=None):
     parser.add_argument("--sizes", type=tile_sizes(),
                         default=",".join(f"{r}x{c}" for r, c in SIZES),
                         help="tile sizes, one per program in turn (default %(default)s)")
+    parser.add_argument("--types", default="all",
+                        help="type set the tiles are generated for (int8, bf16, fp16, fp8, "
+                             "fp8-double-row, all; joined with + or ,); matmuls of other "
+                             "types go as the illegal commands they are (default all)")
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"),
                         help="simulator (default %(default)s)")
     parser.add_argument("--build-dir", type=folder, default=None,
@@ -866,6 +905,11 @@ def main(argv=None):
     if args.program and args.commands is not None:
         parser.error("--commands and --program conflict: a replayed program's commands "
                      "follow from its index and --chunk; allowed: one of them")
+    try:        # TileConfig checks every size and the type set before anything runs
+        for rows, cols in args.sizes:
+            TileConfig(rows, cols, args.types)
+    except ValueError as error:
+        parser.error(str(error))
     commands = 100_000 if args.commands is None else args.commands
     if args.program:
         commands = (max(args.program) + 1) * args.chunk
@@ -875,7 +919,8 @@ def main(argv=None):
 def _run(args, commands):
     started = time.perf_counter()
     reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=args.sizes, simulator=args.sim,
-                   build_root=args.build_dir, programs=args.program, keep=args.keep)
+                   build_root=args.build_dir, programs=args.program, keep=args.keep,
+                   types=args.types)
     failed = [r for r in reports if not r.passed]
     print(summarize(reports, time.perf_counter() - started))
     print("FAIL" if failed else "PASS: every command accounted for, every word and stamp "

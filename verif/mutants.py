@@ -40,6 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from systolica.hdl.config import TileConfig
 from systolica.sim.builder.generate import TOPLEVEL
 from systolica.sim.options import (
     OneLineParser,
@@ -157,7 +158,7 @@ def generate(rows, cols, count, seed, folder):
     ties = "".join(f"  assign {name} = mutsel;\n" for name in
                    sorted(set(re.findall(r"^\s*wire \[\d+:0\] (\\\S+\.mutsel) ;$", core, re.M))))
     core = core.replace("\nendmodule", "\n" + ties + "endmodule", 1)
-    ports = generate_verilog(rows, cols)[1]["ports"]
+    ports = generate_verilog(TileConfig(rows, cols))[1]["ports"]
     (folder / "mutants.v").write_text(core + _wrapper(ports, width))
     (folder / "mutations.json").write_text(json.dumps(
         [{"index": m.index, "args": m.args, "sources": m.sources} for m in mutations],
@@ -269,6 +270,10 @@ def main(argv=None):
                              "(killed_by.json) and only redo the proofs")
     add_json_argument(parser, "the score and every survivor with its disposition")
     args = parser.parse_args(argv)
+    try:        # the size is TileConfig's to check (every type: mutants cover the whole PE)
+        TileConfig(*args.size)
+    except ValueError as error:
+        parser.error(str(error))
     return report_as_json(args, lambda: _run(parser, args))
 
 

@@ -148,9 +148,10 @@ def prepare_design(rows, cols, folder, then=""):
     from amaranth.back import rtlil
 
     from systolica.hdl import Tile
+    from systolica.hdl.config import TileConfig
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "tile.il").write_text(rtlil.convert(Tile(rows, cols), name=TOPLEVEL,
+    (folder / "tile.il").write_text(rtlil.convert(Tile(TileConfig(rows, cols)), name=TOPLEVEL,
                                                   emit_src=True))
     # The second hierarchy pass drops the modules opt_clean left without an instance (the
     # adders of row 0's PEs: the tile ties chain_start high, so Amaranth's netlist never

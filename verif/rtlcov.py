@@ -107,14 +107,16 @@ def build(rows, cols, build_root=None):
     """Build the coverage-instrumented bulk harness (cached); return its Build."""
     import hashlib
 
+    from systolica.hdl.config import TileConfig
     from systolica.sim.builder.generate import write_configuration
     from systolica.sim.builder.runner import Build, _run_build
     from systolica.sim.builder.toolchain import prepare_environment
     from systolica.tb.bulk import HARNESS
 
     prepare_environment("verilator")
+    tile = TileConfig(rows, cols)       # every type: the fuzzer draws them all
     config = coverage_folder(rows, cols, build_root)
-    verilog, ports = write_configuration(rows, cols, config / "verilog")
+    verilog, ports = write_configuration(tile, config / "verilog")
     depth = DEPTH
     directory = config / f"verilator-bulk{depth}"
     want = hashlib.sha256(verilog.read_bytes() + HARNESS.read_bytes()).hexdigest()
@@ -123,9 +125,9 @@ def build(rows, cols, build_root=None):
         _progress(f"building the coverage harness in {directory} (Verilator --coverage; "
                   f"minutes)")
         _run_build("verilator", verilog, directory, False, False, depth, None,
-                   extra_args=("--coverage-line", "--coverage-toggle"))
+                   extra_args=("--coverage-line", "--coverage-toggle"), config=tile)
         stamp.write_text(want)
-    return Build(rows, cols, "verilator", False, verilog, ports, directory, 0.0, "fst", depth)
+    return Build(tile, "verilator", False, verilog, ports, directory, 0.0, "fst", depth)
 
 
 def read_points(paths):

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from systolica.hdl.config import TileConfig
 from systolica.sim.builder.errors import (
     BuildError,
     SimulationError,
@@ -92,8 +93,8 @@ class TileProgram:
     problems : tuple of (numpy.ndarray, numpy.ndarray)
         ``(stationary [K, M], moving [K, N])`` pairs, int8 or float operand types
         (:func:`systolica.sim.api.tiling.tiled_jobs`).
-    rows, cols : int
-        Tile size in PEs.
+    config : systolica.hdl.config.TileConfig
+        The tile (size, type set, PSUM, queue).
     simulator : str
         ``"verilator"`` or ``"icarus"``.
     build_root : str or None
@@ -114,14 +115,23 @@ class TileProgram:
 
     key: str
     problems: tuple
-    rows: int
-    cols: int
+    config: TileConfig
     simulator: str
     build_root: str | None
     matmuls: int
     model_cycles: int
     perf_mode: str | None = None
     priority: int = 0
+
+    @property
+    def rows(self):
+        """Partition rows of the tile (int)."""
+        return self.config.rows
+
+    @property
+    def cols(self):
+        """Columns of the tile (int)."""
+        return self.config.cols
 
 
 @dataclass(frozen=True)
@@ -187,7 +197,7 @@ def execute(program):
     from systolica.sim.api.tiling import run_tiled_program
 
     started, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
-    r = run_tiled_program(program.problems, rows=program.rows, cols=program.cols,
+    r = run_tiled_program(program.problems, config=program.config,
                           simulator=program.simulator, build_root=program.build_root,
                           perf_mode=program.perf_mode)
     return ProgramOutcome(

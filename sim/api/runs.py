@@ -22,11 +22,13 @@ from systolica.golden import (
     check_operands,
     check_positive,
     check_region,
+    command_error,
     nc_matmul,
     operand_formats,
     psum_accumulate,
 )
 from systolica.golden.timing import command_schedule
+from systolica.hdl.config import TileConfig
 from systolica.sim.builder.errors import SimulationError
 from systolica.sim.builder.runner import Build, TestRun, build, run_tests
 from systolica.sim.builder.toolchain import check_simulator_name
@@ -178,11 +180,47 @@ class ProgramResult:
             for m, p in zip(self.stamps, self.predicted, strict=True))
 
 
-def _check_operands(stationary, moving, rows, cols, ftz=False, perf_mode=None):
+def tile_config(config, rows, cols, dtypes, double_row):
+    """The :class:`~systolica.hdl.config.TileConfig` a run uses: ``config`` if given (then
+    ``rows`` and ``cols`` must be left out), else the smallest one of ``rows x cols`` whose
+    type set holds ``dtypes`` (the operand types of the call, golden short names) and FP8
+    double-row if ``double_row``.
+
+    Raises
+    ------
+    TypeError
+        If ``config`` is not a TileConfig.
+    ValueError
+        If both ``config`` and a size are given, or (from TileConfig) a size is bad.
+    """
+    if config is None:
+        return TileConfig.for_dtypes(rows, cols, dtypes, double_row=double_row)
+    if not isinstance(config, TileConfig):
+        raise TypeError(f"config must be a TileConfig, not {type(config).__name__}")
+    if rows is not None or cols is not None:
+        raise ValueError("give either config or rows and cols, not both (the config holds "
+                         "the size)")
+    return config
+
+
+def _check_operands(stationary, moving, config, ftz=False, perf_mode=None):
     check_bool("ftz", ftz)
     check_ftz(ftz, check_operands(stationary, moving, perf_mode=perf_mode))
     (k, m), n = stationary.shape, moving.shape[1]
-    check_fits(k, m, n, rows=rows, cols=cols, perf_mode=perf_mode)
+    check_fits(k, m, n, rows=config.rows, cols=config.cols, entries=config.psum_entries,
+               perf_mode=perf_mode)
+
+
+def _check_built(command, config):
+    """ValueError (one line) if the tile of ``config`` was not generated for ``command``'s
+    operand types or mode (the tile would reject it: ``TYPE_NOT_BUILT``)."""
+    if command_error(command, rows=config.rows, cols=config.cols, banks=config.psum_banks,
+                     entries=config.psum_entries, dtypes=config.dtypes,
+                     double_row=config.double_row) == "TYPE_NOT_BUILT":
+        mode = " double-row" if command.double_row else ""
+        raise ValueError(f"the tile was generated for types {config.types_name}, not for a"
+                         f"{mode} {command.dtype} x {command.mtype} matmul; allowed: a "
+                         f"TileConfig whose types include it (types='all' has every one)")
 
 
 def _job_list(jobs):
@@ -207,14 +245,15 @@ def _as_job(job):
                     f"not {type(job).__name__}")
 
 
-def _check_job(job, rows, cols):
+def _check_job(job, config):
+    region = {"banks": config.psum_banks, "entries": config.psum_entries}
     if isinstance(job, Read):
         n = check_positive("Read.n", job.n)
-        check_region("the READ reads", job.bank, job.offset, n)
+        check_region("the READ reads", job.bank, job.offset, n, **region)
         return
     check_bool("Matmul.accumulate", job.accumulate)
-    _check_operands(job.stationary, job.moving, rows, cols, job.ftz, job.perf_mode)
-    check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1])
+    _check_operands(job.stationary, job.moving, config, job.ftz, job.perf_mode)
+    check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1], **region)
 
 
 def _command(job):
@@ -229,9 +268,9 @@ def _command(job):
                    ftz=bool(job.ftz), accumulate=bool(job.accumulate))
 
 
-def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1, idle=0.0,
-                backpressure=0.0, build_root=None, keep=None, wave_format="fst", driver=None,
-                free_run=False, progress=None):
+def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator",
+                waves=False, seed=1, idle=0.0, backpressure=0.0, build_root=None, keep=None,
+                wave_format="fst", driver=None, free_run=False, progress=None):
     """Run a command sequence (matmuls and PSUM reads) back to back on one RTL tile.
 
     Two testbenches give the same results and cycle stamps: ``driver="bulk"`` hands the
@@ -249,8 +288,12 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
         double-row), M <= cols, 1 <= N, and a PSUM region
         (``bank`` < 8, ``offset + N`` <= 512); pairs run as overwriting matmuls into bank 0
         from entry 0. A :class:`Read` streams a PSUM region out.
-    rows, cols : int
-        Tile size in PEs.
+    config : TileConfig, optional
+        The tile (size, type set, PSUM, queue depth).
+    rows, cols : int, optional
+        Without ``config``: the tile size in PEs, for the smallest type set that runs the
+        program's operand types (and FP8 double-row if a matmul asks for it):
+        ``TileConfig.for_dtypes``.
     simulator : {"verilator", "icarus"}
     waves : bool
         Trace the run into a waveform (``ProgramResult.run.waveform``).
@@ -285,15 +328,27 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     SimulatorNotFoundError, BuildError, SimulationError
         When a tool is missing, the build fails, or the simulation fails or gets stuck.
     """
-    rows = check_positive("rows", rows)
-    cols = check_positive("cols", cols)
-    check_simulator_name(simulator)
+    if config is not None:
+        config = tile_config(config, rows, cols, (), False)
     jobs = [_as_job(job) for job in _job_list(jobs)]
+    if config is None:
+        # The default type set: what the program's matmuls use (their types checked first).
+        for job in jobs:
+            if isinstance(job, Matmul):
+                check_operands(job.stationary, job.moving, perf_mode=job.perf_mode)
+        matmuls = [_command(job) for job in jobs if isinstance(job, Matmul)]
+        config = tile_config(None, rows, cols,
+                             {t for c in matmuls for t in (c.dtype, c.mtype)},
+                             any(c.double_row for c in matmuls))
+    rows, cols = config.rows, config.cols
+    check_simulator_name(simulator)
     if not jobs:
         raise ValueError("jobs must hold at least one command")
     for job in jobs:
-        _check_job(job, rows, cols)
+        _check_job(job, config)
     commands = [_command(job) for job in jobs]
+    for command in commands:
+        _check_built(command, config)
 
     def predicted():   # the cycle model's stamps (the bulk path computes them in a thread)
         return command_schedule(rows, cols, commands)
@@ -305,11 +360,11 @@ def run_program(jobs, *, rows, cols, simulator="verilator", waves=False, seed=1,
     if driver not in ("bulk", "cycle"):
         raise ValueError(f"driver must be 'bulk' or 'cycle', not {driver!r}")
     if driver == "bulk":
-        return _run_bulk(jobs, rows, cols, simulator=simulator, waves=waves, seed=seed,
+        return _run_bulk(jobs, config, simulator=simulator, waves=waves, seed=seed,
                          idle=idle, backpressure=backpressure, build_root=build_root,
                          keep=keep, wave_format=wave_format, free_run=free_run,
                          predicted=predicted, progress=progress)
-    tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
+    tile = build(config, simulator, waves=waves, build_root=build_root,
                  wave_format=wave_format)
     runs = tile.directory / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -359,13 +414,14 @@ def _program_result(psums, stamps, predicted, **kwargs):
         **kwargs)
 
 
-def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, build_root,
+def _run_bulk(jobs, config, *, simulator, waves, seed, idle, backpressure, build_root,
               keep, wave_format, free_run, predicted, progress):
     """:func:`run_program` through the bulk-stimulus harness."""
     from systolica.hdl.layouts import command_layout
     from systolica.tb.bulk import BulkProgram, resident_depth
 
-    program = BulkProgram(rows, cols)
+    rows, cols = config.rows, config.cols
+    program = BulkProgram(config)
     records = []
     matmuls_only = not any(isinstance(job, Read) for job in jobs)
     for is_read, run in itertools.groupby(jobs, key=lambda job: isinstance(job, Read)):
@@ -383,7 +439,7 @@ def _run_bulk(jobs, rows, cols, *, simulator, waves, seed, idle, backpressure, b
         # One build per tile size serves every program that fits: a Verilator build costs
         # seconds to minutes, an Icarus one almost nothing (and Icarus memories cost more).
         depth = max(depth, resident_depth(rows, cols, command_layout().size))
-    tile = build(rows, cols, simulator, waves=waves, build_root=build_root,
+    tile = build(config, simulator, waves=waves, build_root=build_root,
                  wave_format=wave_format, harness_depth=depth)
     runs = tile.directory / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -525,8 +581,9 @@ def _polling(path, progress, total):
         thread.join()
 
 
-def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=None,
-               accumulate=False, waves=False, ftz=False, bank=0, offset=0, perf_mode=None):
+def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
+               simulator="verilator", psum=None, accumulate=False, waves=False, ftz=False,
+               bank=0, offset=0, perf_mode=None):
     """Run one ``nc_matmul`` on the RTL tile; return its PSUM and cycle count.
 
     Parameters
@@ -536,8 +593,12 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
         M <= cols.
     moving : numpy.ndarray, shape [K, N]
         int8 with int8, any float type with a float stationary; 1 <= N <= 512.
-    rows, cols : int
-        Tile size in PEs.
+    config : TileConfig, optional
+        The tile (size, type set, PSUM, queue depth).
+    rows, cols : int, optional
+        Without ``config``: the tile size in PEs; the type set is then the smallest that
+        holds the call's operand types (FP8 double-row with ``perf_mode``):
+        ``TileConfig.for_dtypes(rows, cols, (stationary type, moving type))``.
     simulator : {"verilator", "icarus"}
     psum : numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N], optional
         PSUM before the matmul; required with ``accumulate=True``.
@@ -574,12 +635,15 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
     BuildError, SimulationError
         The build or the simulation failed; a wrong RTL result raises SimulationError.
     """
-    rows = check_positive("rows", rows)
-    cols = check_positive("cols", cols)
+    types = () if config is not None else [
+        f.name for f in check_operands(stationary, moving, perf_mode=perf_mode)]
+    config = tile_config(config, rows, cols, types, perf_mode is not None)
+    rows, cols = config.rows, config.cols
     check_simulator_name(simulator)
-    _check_operands(stationary, moving, rows, cols, ftz, perf_mode)
+    _check_operands(stationary, moving, config, ftz, perf_mode)
     n = moving.shape[1]
-    check_region("the matmul writes", bank, offset, n)
+    check_region("the matmul writes", bank, offset, n, banks=config.psum_banks,
+                 entries=config.psum_entries)
     if psum is not None and not accumulate:
         raise ValueError("psum is only used with accumulate=True (an overwriting matmul "
                          "ignores it); pass accumulate=True or leave psum out")
@@ -590,7 +654,7 @@ def run_matmul(stationary, moving, *, rows, cols, simulator="verilator", psum=No
                   rows=rows, **mode)
     result = run_program([Matmul(stationary, moving, ftz=ftz, bank=bank, offset=offset,
                                  perf_mode=perf_mode),
-                          Read(n, bank=bank, offset=offset)], rows=rows, cols=cols,
+                          Read(n, bank=bank, offset=offset)], config=config,
                          simulator=simulator, waves=waves)
     if result.mismatches:
         raise SimulationError(f"the RTL result differs from the golden model in "

@@ -33,9 +33,10 @@ from systolica.golden import (
     gemm_matmul_count,
     max_k,
     nc_matmul_batch,
+    operand_formats,
     wrap_int32,
 )
-from systolica.sim.api.runs import Matmul, run_program
+from systolica.sim.api.runs import Matmul, run_program, tile_config
 
 
 @dataclass(frozen=True)
@@ -342,8 +343,9 @@ class TiledProgramResult:
     cols: int
 
 
-def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
-                      build_root=None, waves=False, progress=None, perf_mode=None):
+def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator="verilator",
+                      ftz=False, build_root=None, waves=False, progress=None,
+                      perf_mode=None):
     """Run several ``stationary.T @ moving`` problems back to back as one tile program.
 
     Each problem is cut as :func:`plan` says; the problems' matmuls follow each other in one
@@ -356,7 +358,7 @@ def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
     problems : sequence of (numpy.ndarray, numpy.ndarray)
         ``(stationary [K, M], moving [K, N])`` pairs, each a type pair as :func:`tiled_jobs`
         takes (the data types may change from problem to problem).
-    rows, cols, simulator, ftz, build_root, waves, progress, perf_mode
+    config, rows, cols, simulator, ftz, build_root, waves, progress, perf_mode
         As :func:`run_tiled`.
 
     Returns
@@ -373,12 +375,20 @@ def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
     problems = list(problems)
     if not problems:
         raise ValueError("problems must hold at least one (stationary, moving) pair")
+    if config is None:
+        for stationary, moving in problems:
+            _check_problem(stationary, moving, perf_mode)
+    config = tile_config(config, rows, cols, {
+        f.name for s, m in problems if config is None
+        for f in operand_formats(s.dtype, m.dtype, perf_mode=perf_mode)},
+        perf_mode is not None)
+    rows, cols = config.rows, config.cols
     jobs, plans = [], []
     for stationary, moving in problems:
         more, blocks = tiled_jobs(stationary, moving, rows, cols, ftz, perf_mode)
         jobs += more
         plans.append(blocks)
-    result = run_program(jobs, rows=rows, cols=cols, simulator=simulator, waves=waves,
+    result = run_program(jobs, config=config, simulator=simulator, waves=waves,
                          build_root=build_root, progress=progress)
     outs, differing, index = [], [], 0
     goldens = golden_tiled_matmuls(problems, rows, ftz, perf_mode)
@@ -402,8 +412,9 @@ def run_tiled_program(problems, *, rows, cols, simulator="verilator", ftz=False,
         rows=int(rows), cols=int(cols))
 
 
-def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=False,
-              build_root=None, waves=False, progress=None, perf_mode=None):
+def run_tiled(stationary, moving, *, config=None, rows=None, cols=None,
+              simulator="verilator", ftz=False, build_root=None, waves=False, progress=None,
+              perf_mode=None):
     """Run ``stationary.T @ moving`` of any size on the RTL tile and reassemble the result.
 
     Parameters
@@ -414,8 +425,11 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
     moving : numpy.ndarray, shape [K, N]
         Any N >= 1 (activations: one column per token); int8 with int8, any float type with
         a float stationary.
-    rows, cols : int
-        Tile size in PEs.
+    config : TileConfig, optional
+        The tile (size, type set, PSUM, queue).
+    rows, cols : int, optional
+        Without ``config``: the tile size in PEs, with the smallest type set holding the
+        operands' types (as :func:`~systolica.sim.run_matmul`).
     simulator : {"verilator", "icarus"}
     ftz : bool
         Flush subnormals to zero (float only).
@@ -443,11 +457,11 @@ def run_tiled(stationary, moving, *, rows, cols, simulator="verilator", ftz=Fals
     SimulatorNotFoundError, BuildError, SimulationError
         As :func:`~systolica.sim.run_program`.
     """
-    result = run_tiled_program([(stationary, moving)], rows=rows, cols=cols,
+    result = run_tiled_program([(stationary, moving)], config=config, rows=rows, cols=cols,
                                simulator=simulator, ftz=ftz, build_root=build_root,
                                waves=waves, progress=progress, perf_mode=perf_mode)
-    return TiledResult(out=result.outs[0], golden=golden_tiled_matmul(stationary, moving,
-                                                                      rows, ftz, perf_mode),
+    return TiledResult(out=result.outs[0], golden=golden_tiled_matmul(
+                           stationary, moving, result.rows, ftz, perf_mode),
                        mismatches=result.mismatches, differing=result.differing[0],
                        matmuls=result.matmuls, macs=result.macs, cycles=result.cycles,
                        seconds=result.seconds, run_seconds=result.run_seconds,

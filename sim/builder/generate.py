@@ -12,8 +12,9 @@ from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
 from systolica import hdl as hdl_package
-from systolica.golden import check_positive
-from systolica.hdl import ProcessingElement, SystolicArray, Tile
+from systolica.hdl import SystolicArray, Tile
+from systolica.hdl.config import TileConfig
+from systolica.hdl.tile import pe_for
 
 #: Name of the tile's top-level Verilog module.
 TOPLEVEL = "systolica_tile"
@@ -140,29 +141,36 @@ def _to_verilog(elaboratable, name, passes=DFF_PASSES):
     return yosys.run(["-q", "-"], "\n".join(script), ignore_warnings=True)
 
 
-def generate_verilog(rows, cols, block=None):
-    """Return ``(verilog_text, metadata)`` of a ``rows x cols`` tile.
+def _check_config(config):
+    if not isinstance(config, TileConfig):
+        raise TypeError(f"config must be a TileConfig, not {type(config).__name__}")
+    return config
 
-    The Verilog holds the PE module once and the top that instances it; with ``block``, also
-    the ``block x block`` sub-array module (:data:`BLOCK_MODULE`, built of PE instances),
-    which the top instances ``(rows / block) x (cols / block)`` times. ``metadata`` is a
-    JSON-ready dict: ``toplevel``, ``rows``, ``cols``, ``block``, ``latency`` (cycles),
-    ``hdl`` (source hash) and ``ports`` (direction and width in bits of each top-level
-    port).
+
+def generate_verilog(config, block=None):
+    """Return ``(verilog_text, metadata)`` of the tile of ``config`` (a
+    :class:`~systolica.hdl.config.TileConfig`).
+
+    The Verilog holds the PE module generated for the config's type set once and the top
+    that instances it; with ``block``, also the ``block x block`` sub-array module
+    (:data:`BLOCK_MODULE`, built of PE instances), which the top instances
+    ``(rows / block) x (cols / block)`` times. ``metadata`` is a JSON-ready dict:
+    ``toplevel``, ``rows``, ``cols``, ``types``, ``block``, ``latency`` (cycles), ``hdl``
+    (source hash) and ``ports`` (direction and width in bits of each top-level port).
 
     Raises
     ------
+    TypeError
+        If ``config`` is not a TileConfig.
     ValueError
-        If ``rows`` or ``cols`` is not a positive integer, or ``block`` is not a power of
-        two dividing both.
+        If ``block`` is not a power of two dividing both sizes.
     """
-    check_positive("rows", rows)
-    check_positive("cols", cols)
-    parts = [_to_verilog(ProcessingElement(), PE_MODULE, AMARANTH_PASSES)]
+    rows, cols = _check_config(config).rows, config.cols
+    parts = [_to_verilog(pe_for(config), PE_MODULE, AMARANTH_PASSES)]
     if block is not None:
         parts.append(_to_verilog(SystolicArray(block, block, pe_module=PE_MODULE),
                                  BLOCK_MODULE))
-    tile = Tile(rows, cols, pe_module=PE_MODULE, block=block,
+    tile = Tile(config, pe_module=PE_MODULE, block=block,
                 block_module=None if block is None else BLOCK_MODULE)
     ports = {"clk": {"direction": "in", "width": 1}, "rst": {"direction": "in", "width": 1}}
     for path, member, _ in tile.signature.flatten(tile):
@@ -170,18 +178,22 @@ def generate_verilog(rows, cols, block=None):
             "direction": "in" if member.flow == wiring.In else "out",
             "width": Shape.cast(member.shape).width,
         }
-    meta = {"toplevel": TOPLEVEL, "rows": rows, "cols": cols, "block": block,
+    meta = {"toplevel": TOPLEVEL, "rows": rows, "cols": cols, "types": config.types_name,
+            "psum_banks": config.psum_banks, "psum_entries": config.psum_entries,
+            "queue_depth": config.queue_depth, "block": block,
             "latency": tile.latency, "hdl": hdl_fingerprint(), "ports": ports}
     with _zero_init_as_loop():
         parts.append(_add_zero_init(_to_verilog(tile, TOPLEVEL)))
     return "\n".join(parts), meta
 
 
-def write_configuration(rows, cols, directory, block=None):
-    """Write ``tile.v`` and ``ports.json`` for one configuration into ``directory``.
+def write_configuration(config, directory, block=None):
+    """Write ``tile.v`` and ``ports.json`` for one configuration (a
+    :class:`~systolica.hdl.config.TileConfig`) into ``directory``.
 
-    Files are rewritten only when the HDL sources (or ``block``) changed since they were
-    made; ``tile.v`` keeps its modification time when the new text is the same.
+    Files are rewritten only when the HDL sources, the configuration or ``block`` changed
+    since they were made; ``tile.v`` keeps its modification time when the new text is the
+    same.
 
     Returns
     -------
@@ -194,15 +206,16 @@ def write_configuration(rows, cols, directory, block=None):
     if ports_path.is_file() and verilog_path.is_file():
         try:
             meta = json.loads(ports_path.read_text())
-            if (meta.get("rows"), meta.get("cols"), meta.get("block"), meta.get("hdl")) == (
-                    rows, cols, block, hdl_fingerprint()):
+            if (meta.get("config"), meta.get("block"), meta.get("hdl")) == (
+                    repr(config), block, hdl_fingerprint()):
                 return verilog_path, ports_path
         except json.JSONDecodeError:
             pass
     # Seconds at 8 x 8, about a minute at 128 x 128: say so instead of a silence.
-    print(f"systolica: generating the Verilog of the {rows} x {cols} tile in {directory} "
+    print(f"systolica: generating the Verilog of the {config.describe()} in {directory} "
           f"(first use, or hdl/ changed) ...", file=sys.stderr, flush=True)
-    text, meta = generate_verilog(rows, cols, block)
+    text, meta = generate_verilog(config, block)
+    meta["config"] = repr(config)
     if not verilog_path.is_file() or verilog_path.read_text() != text:
         verilog_path.write_text(text)
     ports_path.write_text(json.dumps(meta, indent=2) + "\n")

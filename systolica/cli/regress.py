@@ -14,10 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from systolica.hdl.config import TileConfig
 from systolica.sim.builder.errors import SystolicaError
 from systolica.sim.builder.runner import build, run_tests
 from systolica.sim.builder.toolchain import SIMULATORS
-from systolica.sim.options import OneLineParser, integer
+from systolica.sim.options import OneLineParser, integer, size_value
 from systolica.sim.options import folder as folder_path
 from systolica.tb import protocol
 
@@ -26,10 +27,14 @@ def main(argv=None):
     p = OneLineParser(prog="systolica regress", description=__doc__,
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sim", choices=SIMULATORS, default="verilator", help="default: verilator")
-    p.add_argument("--rows", type=integer(1), default=16,
+    p.add_argument("--rows", type=size_value, default=16,
                    help="partition rows K of the tile (default: 16)")
-    p.add_argument("--cols", type=integer(1), default=16,
+    p.add_argument("--cols", type=size_value, default=16,
                    help="stationary columns M of the tile (default: 16)")
+    p.add_argument("--types", default="all",
+                   help="type set the tile is generated for (default: all, which the "
+                        "regression's tests of every type need; a smaller set makes its "
+                        "other types' tests fail as rejected commands)")
     p.add_argument("--macs", type=integer(1), default=10_000_000,
                    help="BF16 MACs the bulk test checks at least (default: 10,000,000)")
     p.add_argument("--seed", type=integer(0), default=1,
@@ -41,12 +46,16 @@ def main(argv=None):
                    help="print the figures as one JSON document on stdout (progress goes to "
                         "stderr)")
     args = p.parse_args(argv)
+    try:
+        config = TileConfig(args.rows, args.cols, args.types)
+    except ValueError as error:
+        p.error(str(error))
     say = sys.stderr if args.json else sys.stdout
     started = time.perf_counter()
-    print(f"regress-long: {args.rows} x {args.cols} tile on {args.sim}, seed {args.seed}, "
+    print(f"regress-long: {config.describe()} on {args.sim}, seed {args.seed}, "
           f">= {args.macs:,} BF16 MACs ...", file=say, flush=True)
     try:
-        tile = build(args.rows, args.cols, args.sim, build_root=args.build_dir)
+        tile = build(config, args.sim, build_root=args.build_dir)
         with tempfile.TemporaryDirectory(prefix="systolica-regress-") as folder:
             stats = Path(folder) / "stats.jsonl"
             run = run_tests(tile, protocol.TILE_TESTS, Path(folder) / "run", seed=args.seed,
@@ -63,7 +72,8 @@ def main(argv=None):
     wall = time.perf_counter() - started
     passed = not run.failed and bf16 >= args.macs
     if args.json:
-        print(json.dumps({"simulator": args.sim, "rows": args.rows, "cols": args.cols,
+        print(json.dumps({"simulator": args.sim, "rows": config.rows, "cols": config.cols,
+                          "types": config.types_name,
                           "seed": args.seed, "tests": run.tests, "failed": run.failed,
                           "bf16_macs": bf16, "int8_macs": int8, "macs_wanted": args.macs,
                           "wall_s": wall, "build_s": tile.seconds,

@@ -27,6 +27,7 @@ from systolica.sim.options import (
     add_tile_arguments,
     env_flag,
     folder,
+    resolve_config,
     resolve_tile,
 )
 from systolica.sim.options import env as _env
@@ -48,7 +49,8 @@ def parser():
     p.add_argument("--workload", choices=WORKLOADS, default="random",
                    help="random (this) or minilm, a real transformer's GEMMs "
                         "(default: $WORKLOAD or minilm; --workload minilm --help)")
-    add_tile_arguments(p)
+    add_tile_arguments(p, types_help="the --dtype's set, with fp8-double-row for "
+                                     "--double-row")
     p.add_argument("--dtype", choices=DTYPES, default=_env("DTYPE", "int8"),
                    help="data type of both operands: int8 (INT32 PSUM), or bf16, fp16, "
                         "e4m3, e5m2, e3m4, e4m3fn (FP32 PSUM) (default: $DTYPE or int8)")
@@ -103,6 +105,8 @@ def check_args(p, args):
         p.error(f"--n must be at most the PSUM bank size {PSUM_ENTRIES}, not {args.n}")
     if args.ftz and args.dtype == "int8":
         p.error("--ftz (FTZ=1) applies to float types only")
+    resolve_config(p, args, (args.dtype,), args.double_row)
+    args.rows, args.cols = args.config.rows, args.config.cols
 
 
 def _workload(argv):
@@ -173,11 +177,11 @@ def main(argv=None):
     jobs = workload(args)
     say = sys.stderr if args.json else sys.stdout
     plural = "s" if args.matmuls != 1 else ""
-    print(f"systolica: {args.matmuls} {args.dtype} matmul{plural} on a {args.rows} x "
-          f"{args.cols} tile, {args.sim} ...", file=say, flush=True)
+    print(f"systolica: {args.matmuls} {args.dtype} matmul{plural} on a "
+          f"{args.config.describe()}, {args.sim} ...", file=say, flush=True)
     started = time.perf_counter()
     try:
-        result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim,
+        result = run_program(jobs, config=args.config, simulator=args.sim,
                              waves=args.waves, seed=args.seed, idle=args.idle,
                              backpressure=args.backpressure, build_root=args.build_dir)
     except USER_FACING as error:
@@ -245,7 +249,8 @@ def _facts(args, result, jobs, wall, pictures):
                                perf_mode=jobs[0].perf_mode)
     stalls = bool(args.idle or args.backpressure)
     return {
-        "workload": "random", "rows": args.rows, "cols": args.cols, "dtype": args.dtype,
+        "workload": "random", "rows": args.rows, "cols": args.cols,
+        "types": args.config.types_name, "dtype": args.dtype,
         "double_row": args.double_row, "ftz": args.ftz, "simulator": args.sim,
         "seed": args.seed, "matmuls": args.matmuls,
         "n": args.n, "idle": args.idle, "backpressure": args.backpressure, "macs": macs,
@@ -267,7 +272,7 @@ def _lines(args, f):
     """The report's (key, text) lines, from :func:`_facts`'s dict ``f``."""
     agrees = {True: " (equal, every stamp)", False: " (DIFFERS)", None: " without stalls"}
     lines = [
-        ("configuration", f"{args.rows} x {args.cols} PEs, " + (
+        ("configuration", f"{args.rows} x {args.cols} PEs, types {f['types']}, " + (
             "INT8 x INT8 -> INT32" if args.dtype == "int8" else
             f"{args.dtype.upper()} x {args.dtype.upper()} -> FP32"
             + (", double-row" if args.double_row else "")

@@ -13,7 +13,7 @@ import sys
 
 from systolica.sim.builder.errors import USER_FACING, SimulationError, report
 from systolica.sim.builder.runner import WAVE_FORMATS, build, run_tests
-from systolica.sim.options import resolve_tile
+from systolica.sim.options import resolve_config, resolve_tile
 from systolica.sim.waves.gtkwave import (
     TEST_MODULE,
     ViewerNotFoundError,
@@ -62,6 +62,9 @@ def parser():
 
 def _check_args(p, args):
     simulate.check_args(p, args)
+    if args.test is not None and not args.types:
+        args.types = "all"      # the regression's tests use every type
+        resolve_config(p, args)
     if args.format not in WAVE_FORMATS:
         p.error(f"FORMAT must be one of {', '.join(WAVE_FORMATS)}, not {args.format!r}")
     if args.test is not None and args.test not in tile_test_names():
@@ -77,7 +80,7 @@ def _run_workload(args):
     from systolica.sim.api.runs import run_program
 
     jobs = simulate.workload(args)
-    result = run_program(jobs, rows=args.rows, cols=args.cols, simulator=args.sim, waves=True,
+    result = run_program(jobs, config=args.config, simulator=args.sim, waves=True,
                          seed=args.seed, idle=args.idle, backpressure=args.backpressure,
                          build_root=args.build_dir, wave_format=args.format)
     summary = (f"{args.matmuls} {args.dtype} matmuls, {result.cycles:,} cycles, "
@@ -92,10 +95,10 @@ def _run_workload(args):
 
 
 def _run_test(args):
-    directory = reproduce_dir(args.rows, args.cols, args.sim, args.test, args.seed,
+    directory = reproduce_dir(args.config, args.sim, args.test, args.seed,
                               wave_format=args.format, build_root=args.build_dir)
     shutil.rmtree(directory, ignore_errors=True)
-    tile = build(args.rows, args.cols, args.sim, waves=True, build_root=args.build_dir,
+    tile = build(args.config, args.sim, waves=True, build_root=args.build_dir,
                  wave_format=args.format)
     run = run_tests(tile, TEST_MODULE, directory, seed=args.seed, testcase=args.test)
     if run.tests != 1:
@@ -124,7 +127,7 @@ def main(argv=None):
                 "--test")
     say = sys.stderr if args.json else sys.stdout
     what = f"test {args.test}" if args.test else "the random workload"
-    print(f"systolica waves: {what} on a {args.rows} x {args.cols} tile, {args.sim}, "
+    print(f"systolica waves: {what} on a {args.config.describe()}, {args.sim}, "
           f"{args.format.upper()} ...", file=say, flush=True)
     try:
         waveform, mode, summary, status = (_run_test if args.test else _run_workload)(args)
@@ -133,8 +136,8 @@ def main(argv=None):
     if waveform is None:
         print("error: the simulator wrote no waveform", file=sys.stderr)
         return 1
-    save = write_save_file(waveform.with_suffix(".gtkw"), waveform, rows=args.rows,
-                           cols=args.cols, simulator=args.sim, mode=mode)
+    save = write_save_file(waveform.with_suffix(".gtkw"), waveform, config=args.config,
+                           simulator=args.sim, mode=mode)
     print(f"  run             {summary}", file=say)
     print(f"  waveform        {waveform}", file=say)
     print(f"  save file       {save}", file=say)

@@ -3,7 +3,7 @@ other (hdl imports only amaranth, golden only numpy): they must be equal."""
 
 from systolica import golden, hdl
 from systolica.golden import command, formats, timing
-from systolica.hdl import command_queue, fp32_add, layouts, tile
+from systolica.hdl import command_queue, config, fp32_add, layouts, tile
 
 
 def test_command_queue_depth():
@@ -16,7 +16,22 @@ def test_psum_geometry_and_latency():
                                                           command.PSUM_ENTRIES) == (
         golden.PSUM_BANKS, golden.PSUM_ENTRIES)
     for rows, cols in ((1, 1), (3, 5), (16, 16)):
-        assert tile.Tile(rows, cols).latency == timing.tile_latency(rows, cols)
+        assert tile.Tile(config.TileConfig(rows, cols)).latency == timing.tile_latency(rows,
+                                                                                     cols)
+
+
+def test_tile_config_knows_the_command_word_and_its_defaults():
+    """hdl.config is standard library only: its copies of the types, PSUM geometry, field
+    widths and queue depth are the golden model's and the RTL's."""
+    assert config.ALL_DTYPES == command.DTYPES == tuple(t.name.lower() for t in layouts.DType)
+    assert config.DOUBLE_ROW_DTYPES == formats.DOUBLE_ROW_TYPES
+    assert (config._PSUM_BANKS, config._PSUM_ENTRIES) == (layouts.PSUM_BANKS,
+                                                          layouts.PSUM_ENTRIES)
+    assert (config._BANK_WIDTH, config._SIZE_WIDTH) == (layouts.BANK_WIDTH,
+                                                        layouts.SIZE_WIDTH)
+    assert config._QUEUE_DEPTH == command_queue.COMMAND_QUEUE_DEPTH
+    assert {t for members in config.TYPE_SETS.values() for t in members} == set(
+        command.DTYPES)
 
 
 def test_canonical_nan():

@@ -9,7 +9,8 @@ The rules, bottom up (docs: docs/layout.md):
   types), cocotb, numpy and ml_dtypes;
 - ``sim.builder``: ``golden``, ``hdl`` and ``tb`` (it generates and builds the tile);
 - ``sim.api``: that and ``sim.builder``; ``sim.waves``: that and ``sim.api``;
-  ``sim.options``: the command-line option rules shared by every tool, on ``sim.builder``;
+  ``sim.options``: the command-line option rules shared by every tool, on ``sim.builder``
+  and ``hdl.config`` (the tile configuration the options build, standard library only);
   ``sim.rules``: the rule index's generated tables, on ``hdl.layouts`` only;
 - ``scaling``: ``golden``, numpy, rich, matplotlib;
 - ``verif``: the verification tools, on ``sim`` and below;
@@ -52,7 +53,7 @@ RULES = {
                 SIM_THIRD | {"dask", "distributed"}),
     "sim.waves": ({"sim.waves", "sim.api", "sim.builder", "golden", "hdl", "tb"},
                   SIM_THIRD | {"matplotlib", "vcd"}),
-    "sim.options": ({"sim.builder"}, set()),
+    "sim.options": ({"sim.builder", "hdl.config"}, set()),
     "sim.rules": ({"hdl.layouts"}, {"amaranth"}),   # docs/rules.md's tables and references
     "sim": ({"sim"}, set()),                        # sim/__init__.py: re-exports
     "sim.__main__": ({"cli.simulate", "cli.waves"}, set()),   # python -m systolica.sim

@@ -43,6 +43,7 @@ import numpy as np
 from systolica.golden import max_k, program_cycles
 from systolica.golden.formats import format_of
 from systolica.sim.api.engine import SerialEngine, TileProgram, add_outcome
+from systolica.sim.api.runs import tile_config
 from systolica.sim.api.tiling import golden_tiled_matmul, plan
 from systolica.workloads.minilm.encoder import Matmuls, encode
 from systolica.workloads.minilm.quantize import (
@@ -85,6 +86,28 @@ def check_precision(dtype):
     """Raise ``ValueError`` unless ``dtype`` names a precision run (:data:`TARGETS`)."""
     if dtype not in TARGETS:
         raise ValueError(f"precision must be one of {', '.join(TARGETS)}, not {dtype!r}")
+
+
+#: The operand types each precision run issues on the tile (golden short names): the INT8 and
+#: FP8 runs keep attention in BF16; the FP8 run's linear GEMMs are e4m3 in double-row mode.
+PRECISION_TYPES = {"bf16": ("bf16",), "int8": ("int8", "bf16"), "fp8": ("e4m3", "bf16")}
+
+
+def model_config(precisions, rows=None, cols=None, config=None):
+    """The :class:`~systolica.hdl.config.TileConfig` a run of the ``precisions`` uses:
+    ``config`` if given, else the ``rows x cols`` tile generated for what they issue
+    (:data:`PRECISION_TYPES`, FP8 double-row with ``"fp8"``): all three precisions need
+    ``int8+bf16+fp8-double-row``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown precision or a bad size (from TileConfig), or ``config`` with a size.
+    """
+    for precision in precisions:
+        check_precision(precision)
+    dtypes = {t for precision in precisions for t in PRECISION_TYPES[precision]}
+    return tile_config(config, rows, cols, dtypes, "fp8" in precisions)
 
 
 def tile_perf_mode(dtype, gemm):
@@ -348,7 +371,7 @@ class TileMatmuls(Matmuls):
         measured against it).
     selected : set of (int, str)
         ``(layer, gemm)`` pairs that run on the tile; the others run in FP32.
-    rows, cols : int
+    config : systolica.hdl.config.TileConfig
     simulator : str
     build_root : str or None
     rtl_folds : int or None
@@ -359,10 +382,11 @@ class TileMatmuls(Matmuls):
         Called with each finished :class:`GemmReport`.
     """
 
-    def __init__(self, dtype, *, engine, reference_trace, selected, rows, cols, simulator,
+    def __init__(self, dtype, *, engine, reference_trace, selected, config, simulator,
                  build_root, rtl_folds, int8_activations, on_gemm=None):
         self.dtype, self.engine, self.trace = dtype, engine, reference_trace
-        self.selected, self.rows, self.cols = set(selected), rows, cols
+        self.selected, self.config = set(selected), config
+        self.rows, self.cols = config.rows, config.cols
         self.simulator, self.build_root, self.rtl_folds = simulator, build_root, rtl_folds
         self.int8_activations = int8_activations
         self.on_gemm = on_gemm
@@ -443,8 +467,8 @@ class TileMatmuls(Matmuls):
                           for i, m0, m1 in units)
             matmul_shapes = program_matmul_shapes(parts, self.rows, self.cols, perf_mode)
             out.append(TileProgram(
-                key=f"{self.dtype}/L{layer}/{gemm}/{j}", problems=parts, rows=self.rows,
-                cols=self.cols, simulator=self.simulator, build_root=self.build_root,
+                key=f"{self.dtype}/L{layer}/{gemm}/{j}", problems=parts,
+                config=self.config, simulator=self.simulator, build_root=self.build_root,
                 matmuls=len(matmul_shapes),
                 model_cycles=_model_cycles(self.rows, self.cols, matmul_shapes, perf_mode),
                 perf_mode=perf_mode, priority=step_priority(layer, gemm)))
@@ -634,8 +658,8 @@ def parse_layers(text):
 
 
 def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace, selected,
-                  rows, cols, simulator="verilator", rtl_folds=None, int8_activations="token",
-                  build_root=None, engine=None, on_gemm=None):
+                  rows=None, cols=None, config=None, simulator="verilator", rtl_folds=None,
+                  int8_activations="token", build_root=None, engine=None, on_gemm=None):
     """One pass of the model with the ``selected`` GEMMs on the RTL tile in ``dtype``.
 
     Parameters
@@ -650,8 +674,9 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
         The FP32 run's trace from :func:`~systolica.workloads.minilm.encoder.encode`.
     selected : collection of (int, str)
         ``(layer, gemm)`` pairs to run on the tile; the others run in FP32.
-    rows, cols : int
-        Tile size in PEs.
+    rows, cols, config
+        The tile: a TileConfig, or its size with the type set ``dtype`` needs
+        (:func:`model_config`).
     simulator : {"verilator", "icarus"}
     rtl_folds : int or None
         See :class:`TileMatmuls`.
@@ -676,13 +701,13 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
     SimulatorNotFoundError, BuildError, SimulationError
         From the simulator runs.
     """
-    check_precision(dtype)
+    config = model_config([dtype], rows, cols, config)
     if int8_activations not in ("tensor", "token"):
         raise ValueError(f"int8_activations must be 'tensor' or 'token', not "
                          f"{int8_activations!r}")
     started = time.perf_counter()
     matmuls = TileMatmuls(dtype, engine=engine or SerialEngine(), reference_trace=reference_trace,
-                          selected=selected, rows=rows, cols=cols, simulator=simulator,
+                          selected=selected, config=config, simulator=simulator,
                           build_root=None if build_root is None else str(build_root),
                           rtl_folds=rtl_folds, int8_activations=int8_activations,
                           on_gemm=on_gemm)
@@ -700,9 +725,9 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
 
 
 def run_model(sentences=DEFAULT_SENTENCES, *, dtypes=("bf16", "int8"), layers=(0,),
-              gemms=GEMMS, rows=8, cols=8, simulator="verilator", rtl_folds=None,
-              int8_activations="token", build_root=None, engine=None, on_plan=None,
-              on_gemm=None):
+              gemms=GEMMS, rows=None, cols=None, config=None, simulator="verilator",
+              rtl_folds=None, int8_activations="token", build_root=None, engine=None,
+              on_plan=None, on_gemm=None):
     """Encode ``sentences`` in FP32, then once per data type with chosen GEMMs on the tile.
 
     With a parallel engine the precision passes run at the same time (one client thread
@@ -717,8 +742,12 @@ def run_model(sentences=DEFAULT_SENTENCES, *, dtypes=("bf16", "int8"), layers=(0
     gemms : sequence of str
         Which of each layer's GEMMs (:data:`~systolica.workloads.minilm.weights.GEMMS`) run on
         the tile.
-    rows, cols : int
-        Tile size in PEs.
+    config : TileConfig, optional
+        The tile all precision runs share (one build). Default: the tile of ``rows x cols``
+        (8 x 8 when both are left out) generated for what the ``dtypes`` issue
+        (:func:`model_config`).
+    rows, cols : int, optional
+        Tile size in PEs without ``config``.
     simulator : {"verilator", "icarus"}
     rtl_folds, int8_activations, build_root
         As :func:`run_precision`.
@@ -746,8 +775,10 @@ def run_model(sentences=DEFAULT_SENTENCES, *, dtypes=("bf16", "int8"), layers=(0
     for gemm in gemms:
         if gemm not in GEMMS:
             raise ValueError(f"unknown GEMM {gemm!r}; choose from {', '.join(GEMMS)}")
-    for dtype in dtypes:
-        check_precision(dtype)
+    if config is None and rows is None and cols is None:
+        rows = cols = 8
+    config = model_config(dtypes, rows, cols, config)
+    rows, cols = config.rows, config.cols
     engine = engine or SerialEngine()
     weights = load_weights()
     ids = tokenize(sentences, load_tokenizer())
@@ -762,7 +793,7 @@ def run_model(sentences=DEFAULT_SENTENCES, *, dtypes=("bf16", "int8"), layers=(0
 
     def one(dtype):
         return run_precision(weights, ids, dtype, reference_embeddings=reference,
-                             reference_trace=trace, selected=selected, rows=rows, cols=cols,
+                             reference_trace=trace, selected=selected, config=config,
                              simulator=simulator, rtl_folds=rtl_folds,
                              int8_activations=int8_activations, build_root=build_root,
                              engine=engine, on_gemm=on_gemm)

@@ -44,8 +44,9 @@ def test_cli_fp8_double_row_run():
     (["--ftz"], "--ftz (FTZ=1) applies to float types only"),
     (["--dtype", "fp16", "--double-row"], "--double-row needs DTYPE e4m3 or e5m2, not fp16"),
     (["--n", "600"], "--n must be at most the PSUM bank size 512, not 600"),
-    (["--rows", "0"], "argument --rows: must be a positive integer (ROWS=... or the option), "
-                      "not '0'"),
+    (["--rows", "0"], "systolica sim: error: rows must be a positive integer, not 0"),
+    (["--types", "int8+e4m3"], "unknown type set 'e4m3'; allowed: int8, bf16, fp16, fp8, "
+                               "fp8-double-row, all (joined with '+' or ',') (--types or TYPES)"),
     (["--seed", "-1"], "argument --seed: must be an integer >= 0"),
     (["--sim", "xsim"], "invalid choice: 'xsim'"),
     (["--idle", "1.5"], "--idle must be a probability in [0, 1), not 1.5"),
@@ -62,7 +63,7 @@ def test_cli_bad_environment_value():
                           text=True, timeout=60,
                           env={**os.environ, "ROWS": "abc", "WORKLOAD": "random"})
     assert done.returncode == 2
-    assert "must be a positive integer (ROWS=... or the option), not 'abc'" in done.stderr
+    assert "rows must be a positive integer, not 'abc'" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -80,13 +80,15 @@ def test_waiting_programs_run_by_priority_on_the_cluster():
     highest priority must run first (in submission order it would run last)."""
     import numpy as np
 
+    from systolica.hdl.config import TileConfig
     from systolica.sim.api.engine import TileProgram
 
     rng = np.random.default_rng(7)
     programs = [TileProgram(
         key=f"p{i}", problems=((rng.integers(-8, 8, (4, 4), dtype=np.int8),
                                 rng.integers(-8, 8, (4, 6), dtype=np.int8)),),
-        rows=4, cols=4, simulator="verilator", build_root=None, matmuls=1, model_cycles=0,
+        config=TileConfig(4, 4, "int8"), simulator="verilator", build_root=None, matmuls=1,
+        model_cycles=0,
         priority=i) for i in range(8)]
     order = []
     with DaskEngine(1, on_done=lambda program, outcome: order.append(program.key)) as engine:

@@ -116,7 +116,9 @@ def test_missing_simulator_binary_is_named(simulator, tool, monkeypatch, tmp_pat
 
 
 def test_operand_check_accepts_tile_sized_input():
-    _check_operands(np.zeros((4, 5), np.int8), np.zeros((4, 1), np.int8), 4, 5)
+    from systolica.hdl.config import TileConfig
+
+    _check_operands(np.zeros((4, 5), np.int8), np.zeros((4, 1), np.int8), TileConfig(4, 5))
 
 
 def exact_bf16_reference(stationary, moving):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from systolica.golden import program_schedule
+from systolica.hdl.config import TileConfig
 from systolica.sim import Matmul, SimulationError, build, run_matmul, run_program
 from systolica.sim.builder.runner import run_tests
 from systolica.tb import bulk, protocol
@@ -62,11 +63,12 @@ def test_bulk_catches_a_corrupted_golden_word(monkeypatch):
 
 
 def test_bulk_stuck_tile_times_out_with_message(tmp_path):
-    program = BulkProgram(2, 2)
+    config = TileConfig(2, 2, "int8")
+    program = BulkProgram(config)
     ones = np.ones((2, 2), np.int8)
     program.submit(ones, ones)
     program.drop_stationary()              # the matmul's stationary never comes
-    tile = build(2, 2, "icarus", harness_depth=program.depth)
+    tile = build(config, "icarus", harness_depth=program.depth)
     run = run_tests(tile, protocol.BULK_RUNNER, tmp_path, testcase="run_bulk",
                     plusargs=program.write(tmp_path),
                     extra_env={protocol.MAX_CYCLES: "100",

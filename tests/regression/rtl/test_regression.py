@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from systolica.hdl.config import TileConfig
 from systolica.sim import SIMULATORS, build
 from systolica.sim.builder.runner import run_tests
 from systolica.sim.waves.gtkwave import reproduce_report, tile_test_names
@@ -34,7 +35,8 @@ cocotb_test_names = tile_test_names
 @pytest.mark.parametrize("simulator,rows,cols", CONFIGS,
                          ids=[f"{s}-{r}x{c}" for s, r, c in CONFIGS])
 def test_tile_regression(simulator, rows, cols, seed, tmp_path):
-    tile = build(rows, cols, simulator)
+    config = TileConfig(rows, cols)      # every type: the cocotb tests use them all
+    tile = build(config, simulator)
     stats = tmp_path / "stats.jsonl"
     dumps = tmp_path / "coverage"
     largest = (rows, cols) == LARGEST[simulator]
@@ -45,7 +47,7 @@ def test_tile_regression(simulator, rows, cols, seed, tmp_path):
     assert len(names) >= 8
     log_tail = "\n".join(run.log.read_text().splitlines()[-40:])
     assert run.failed == 0, (f"{run.failed} of {run.tests} cocotb tests failed:\n{log_tail}\n"
-                             + reproduce_report(rows, cols, simulator, seed, run.results_xml,
+                             + reproduce_report(config, simulator, seed, run.results_xml,
                                                 env=bulk))
     assert run.tests == len(names), f"ran {run.tests} cocotb tests, expected {len(names)}"
     checked = [json.loads(line) for line in stats.read_text().splitlines()]

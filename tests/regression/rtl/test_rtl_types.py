@@ -109,3 +109,18 @@ def test_double_row_reaches_twice_the_macs_per_cycle():
     assert rate["steady_macs_per_cycle"] == 512.0, rate
     print(f"16 x 16 FP8 double-row: {rate['macs_per_cycle']} MACs/cycle "
           f"({rate['fraction']:.1%} of 512), {rate['cycles']} cycles")
+
+
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_a_type_the_tile_was_not_generated_for_is_rejected(simulator):
+    """On a tile generated for INT8 only, a fuzzed program's BF16, FP16, FP8 and double-row
+    matmuls go to the RTL as they are: the tile must reject each with ``TYPE_NOT_BUILT``
+    (the harness's final rejected count and error code are checked against the model's),
+    send none of their results, and run the INT8 matmuls around them, every word and every
+    cycle stamp checked."""
+    from systolica.verif import fuzz
+
+    report = fuzz.run_program_index(1, 0, chunk=40, sizes=((ROWS, COLS),), simulator=simulator,
+                                    floats=0.3, types="int8")
+    assert report.passed, report.errors
+    assert report.rejected.get("TYPE_NOT_BUILT", 0) >= 5 and report.matmuls >= 5

@@ -1,22 +1,28 @@
-"""The PE cell-count report: Yosys synthesises every PE variant; each datapath costs more."""
+"""The PE cell-count report: Yosys synthesises the PE of every type set; each datapath costs
+more."""
 
 from systolica.cli.cells import VARIANTS, cell_stats, main
 
 
 def test_each_datapath_costs_more_cells():
-    stats = [cell_stats(**options) for _, options in VARIANTS]
-    int8_total, int8_kinds = stats[0]
+    assert VARIANTS == ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8",
+                        "int8+bf16+fp8-double-row", "all")
+    stats = dict(zip(VARIANTS, (cell_stats(types) for types in VARIANTS), strict=True))
+    int8_total, int8_kinds = stats["int8"]
     assert int8_total == sum(int8_kinds.values())
     # Flip-flops: 2 x 8-bit weights + 16-bit moving + its mode (select, active, hi, two
     # 3-bit types, FTZ) + 32-bit PSUM (INT8 only), and 16-bit weights with a float type.
-    flops = [sum(v for k, v in kinds.items() if "DFF" in k) for _, kinds in stats]
-    assert flops[0] == 2 * 8 + 16 + 10 + 32
-    assert flops[1:] == [2 * 16 + 16 + 10 + 32] * 3
-    totals = [total for total, _ in stats]
-    assert totals[1] > 2 * totals[0] and totals[0] < totals[1] < totals[2] < totals[3]
+    flops = {types: sum(v for k, v in kinds.items() if "DFF" in k)
+             for types, (_, kinds) in stats.items()}
+    assert flops["int8"] == 2 * 8 + 16 + 10 + 32
+    assert set(list(flops.values())[1:]) == {2 * 16 + 16 + 10 + 32}
+    total = {types: count for types, (count, _) in stats.items()}
+    assert total["bf16"] > 2 * total["int8"]
+    assert total["bf16"] < total["int8+bf16"] < total["int8+bf16+fp16+fp8"] < total["all"]
+    assert total["int8+bf16"] < total["int8+bf16+fp8-double-row"] < total["all"]
 
 
 def test_cells_report_prints_every_variant(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
-    assert all(title in out for title, _ in VARIANTS) and "total" in out
+    assert all(types in out for types in VARIANTS) and "total" in out

@@ -113,11 +113,12 @@ def test_pattern_sweep_puts_every_fp8_pattern_in_every_pe():
     stationary position (both bytes in double-row mode), at most one all-ones exponent per
     column of a stationary-sweep matmul, and every item a legal command for the model."""
     from systolica.golden.formats import FORMATS
+    from systolica.hdl.config import TileConfig
     from systolica.tb.bulk import BulkProgram
 
     rows, cols = 3, 3
     items = fuzz.pattern_sweep(np.random.default_rng(1), rows, cols)
-    BulkProgram(rows, cols).submit_many(items)          # raises on an illegal matmul
+    BulkProgram(TileConfig(rows, cols)).submit_many(items)          # raises on an illegal matmul
     for name in fuzz.SWEPT:
         fmt = FORMATS[name]
         top = ((1 << fmt.exp_bits) - 1) << fmt.man_bits

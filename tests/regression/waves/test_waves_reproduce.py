@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pywellen
 
+from systolica.hdl.config import TileConfig
 from systolica.sim import build
 from systolica.sim.builder.runner import run_tests
 from systolica.sim.waves.gtkwave import reproduce_report, save_file_signals
@@ -21,10 +22,11 @@ CORRUPT = {protocol.CORRUPT_GOLDEN: "1"}
 
 def test_a_failing_test_prints_a_command_that_writes_its_waveform(tmp_path):
     seed = 314159
-    run = run_tests(build(2, 2, "icarus"), protocol.TILE_TESTS, tmp_path, seed=seed,
+    config = TileConfig(2, 2)
+    run = run_tests(build(config, "icarus"), protocol.TILE_TESTS, tmp_path, seed=seed,
                     testcase="test_identity", extra_env=CORRUPT)
     assert (run.tests, run.failed) == (1, 1), run.log.read_text()[-2000:]
-    report = reproduce_report(2, 2, "icarus", seed, run.results_xml, env=CORRUPT)
+    report = reproduce_report(config, "icarus", seed, run.results_xml, env=CORRUPT)
     print(report)
     first, second = report.splitlines()
     prefix = "re-run test_identity with waves: "

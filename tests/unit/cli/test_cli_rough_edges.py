@@ -238,7 +238,9 @@ def test_waves_probe_components_do_not_warn_unused(monkeypatch):
     original = tile._components
     monkeypatch.setattr(tile, "_components",
                         lambda *args: made.append(original(*args)) or made[-1])
-    probes = tile.tile_probes(2, 2)
+    from systolica.hdl.config import TileConfig
+
+    probes = tile.tile_probes(TileConfig(2, 2))
     assert "queue" in made[0] and probes
     assert all(component._MustUse__silence for component in made[0].values())
 

@@ -48,8 +48,12 @@ def test_every_subcommand_has_help_and_json(name, capsys):
     ([], "systolica: error: a command is needed, one of: sim, waves,"),
     (["simulate"], "systolica: error: argument COMMAND: invalid choice: 'simulate'"),
     (["sim", "--workload", "random", "--rows", "0"],
-     "systolica sim: error: argument --rows: must be a positive integer"),
-    (["regress", "--rows", "x"], "systolica regress: error: argument --rows: must be a positive"),
+     "systolica sim: error: rows must be a positive integer, not 0"),
+    (["regress", "--rows", "x"], "systolica regress: error: rows must be a positive integer, "
+                                 "not 'x'"),
+    (["sim", "--workload", "random", "--types", "fp32"],
+     "systolica sim: error: unknown type set 'fp32'; allowed: int8, bf16, fp16, fp8, "
+     "fp8-double-row, all (joined with '+' or ',') (--types or TYPES)"),
     (["bench", "--n", "0"], "systolica bench: error: argument --n: must be a positive integer"),
     (["bench", "--sim", "questa", "--main-job", "no", "--throughput-tile", "none"],
      "systolica bench: error: unknown simulator 'questa' in --sims; choose from icarus, "
@@ -70,10 +74,14 @@ def test_every_subcommand_has_help_and_json(name, capsys):
                                   "integer >= 0, not 'x'"),
     (["rtl-coverage", "--programs", "-1"], "systolica rtl-coverage: error: argument "
                                            "--programs: must be an integer >= 0"),
-    (["mutants", "--size", "0x3"], "systolica mutants: error: argument --size: must be one "
-                                   "ROWSxCOLS size (each at least 1), like 3x3, not '0x3'"),
-    (["fuzz", "--sizes", "4x4,4x"], "systolica fuzz: error: argument --sizes: must be ROWSxCOLS "
-                                    "sizes (each at least 1) separated by commas"),
+    (["mutants", "--size", "3x3x3"], "systolica mutants: error: argument --size: must be one "
+                                     "ROWSxCOLS size, like 3x3, not '3x3x3'"),
+    (["mutants", "--size", "0x3"], "systolica mutants: error: rows must be a positive integer, "
+                                   "not 0"),
+    (["fuzz", "--sizes", "4x4,4"], "systolica fuzz: error: argument --sizes: must be ROWSxCOLS "
+                                   "sizes separated by commas"),
+    (["fuzz", "--sizes", "4x4,4x"], "systolica fuzz: error: cols must be a positive integer, "
+                                    "not ''"),
     (["exhaustive", "--adder-pairs", "0"], "systolica exhaustive: error: argument "
                                            "--adder-pairs: must be a positive integer"),
     # From the new-user trial: a score over 100 %, a missing dumps folder, a GEMM size
@@ -279,7 +287,7 @@ def test_random_workload_draws_its_program(tmp_path):
     assert sum(e["dur"] for e in measured if e["cat"] == "issue") == 3 * 5
     assert sum(e["dur"] for e in measured if e["cat"] == "result") == 3 * 5
     assert max(e["ts"] + e["dur"] for e in measured) == report["cycles"]
-    assert "systolica: building the 2 x 2 tile for icarus" in done.stderr
+    assert "systolica: building the 2 x 2 tile, types int8 for icarus" in done.stderr
     again = _run("sim", "--workload", "random", "--sim", "icarus", "--rows", "2", "--cols", "2",
                  "--matmuls", "1", "--n", "5", "--build-dir", str(tmp_path / "build"),
                  env=_clean_env())
@@ -307,7 +315,9 @@ def test_waves_runs_replace_one_folder(tmp_path):
                     "--build-dir", str(tmp_path), env=_clean_env())
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
-    folder = tmp_path / "2x2" / "icarus-waves"
+    folders = [f for f in tmp_path.iterdir() if f.name.startswith("2x2-int8-icarus-waves-")]
+    assert len(folders) == 1
+    folder = folders[0]
     assert report["waveform"] == str(folder / "latest-run" / "waves.fst")
     assert report["save_file"] == str(folder / "latest-run" / "waves.gtkw")
     assert (folder / "latest-run" / "sim.log").is_file()
@@ -318,7 +328,8 @@ def _clean_env():
     import os
 
     return {k: v for k, v in os.environ.items()
-            if k not in ("SIM", "ROWS", "COLS", "DTYPE", "FTZ", "SEED", "WAVES", "WORKLOAD")}
+            if k not in ("SIM", "ROWS", "COLS", "TYPES", "DTYPE", "FTZ", "SEED", "WAVES",
+                         "WORKLOAD")}
 
 
 def test_minilm_utilisation_plot(tmp_path):
@@ -352,18 +363,18 @@ def test_cells_json(monkeypatch, capsys):
     tests/regression/tools/test_sim_cells.py runs the real one)."""
     from systolica.cli import cells
 
-    def fake(float_dtypes, double_row):
-        total = 10 + 20 * len(float_dtypes) + 100 * double_row
+    def fake(types):
+        total = 10 + 20 * len(types)
         return total, {"$_AND_": total}
 
     monkeypatch.setattr(cells, "cell_stats", fake)
     assert systolica.main(["cells", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    totals = {title: fake(**options)[0] for title, options in cells.VARIANTS}
+    totals = {types: fake(types)[0] for types in cells.VARIANTS}
     assert data == {"pes": {title: {"total": total, "cells": {"$_AND_": total},
-                                    "over_int8": total / totals["INT8 only"]}
+                                    "over_int8": total / totals["int8"]}
                             for title, total in totals.items()}}
-    assert data["pes"]["INT8 only"]["over_int8"] == 1
+    assert data["pes"]["int8"]["over_int8"] == 1
 
 
 def test_regress_json_keeps_stdout_for_the_document(monkeypatch, capsys, tmp_path):
@@ -381,6 +392,7 @@ def test_regress_json_keeps_stdout_for_the_document(monkeypatch, capsys, tmp_pat
         return SimpleNamespace(tests=5, failed=failed, seconds=1.5, log=log)
 
     monkeypatch.setattr(regress, "build", lambda *a, **k: SimpleNamespace(seconds=2.0))
+    monkeypatch.delenv("TYPES", raising=False)
     monkeypatch.setattr(regress, "run_tests", run_tests)
     for failed, status in ((0, 0), (1, 1)):
         assert systolica.main(["regress", "--macs", "1000", "--json"]) == status
@@ -389,4 +401,4 @@ def test_regress_json_keeps_stdout_for_the_document(monkeypatch, capsys, tmp_pat
         assert (data["tests"], data["failed"], data["bf16_macs"], data["int8_macs"]) == \
             (5, failed, 1100, 40)
         assert data["passed"] is (status == 0)
-        assert err.startswith("regress-long: 16 x 16 tile on verilator, seed 1")
+        assert err.startswith("regress-long: 16 x 16 tile, types all on verilator, seed 1")

@@ -100,9 +100,9 @@ def test_command_error_rules_in_order():
     ("int8", None, "DOUBLE_ROW_TYPE"), ("e4m3fn", "e4m3", "DOUBLE_ROW_TYPE"),
     ("bf16", "e3m4", "DOUBLE_ROW_TYPE")])
 def test_double_row_needs_an_fp8_pair(dtype, moving_dtype, error):
-    """A double-row matmul of another pair is a command the tile rejects (checked last), not
-    one that cannot be written: the run API refuses it (operand_formats), the RTL does not
-    see the API."""
+    """A double-row matmul of another pair is a command the tile rejects (checked after the
+    ranges), not one that cannot be written: the run API refuses it (operand_formats), the
+    RTL does not see the API."""
     check = {"rows": 4, "cols": 3, "banks": 2, "entries": 16}
     command = Command("matmul", k=8, m=3, n=4, dtype=dtype, moving_dtype=moving_dtype,
                       perf_mode="double_row")
@@ -112,7 +112,27 @@ def test_double_row_needs_an_fp8_pair(dtype, moving_dtype, error):
                                  perf_mode="double_row"), **check) == "K_RANGE"
     assert command_error(Command("read", n=4, dtype="bf16", perf_mode="double_row"),
                          **check) is None
-    assert ERRORS[-1] == "DOUBLE_ROW_TYPE"
+    assert ERRORS[-2:] == ("DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT")
+
+
+@pytest.mark.parametrize("command,dtypes,double_row,error", [
+    (Command("matmul", k=4, m=3, dtype="bf16"), ("int8",), False, "TYPE_NOT_BUILT"),
+    (Command("matmul", k=4, m=3, dtype="bf16", moving_dtype="fp16"), ("int8", "bf16"), True,
+     "TYPE_NOT_BUILT"),
+    (Command("matmul", k=4, m=3, dtype="bf16"), ("int8", "bf16"), False, None),
+    (Command("matmul", k=8, m=3, dtype="e4m3", perf_mode="double_row"),
+     ("e4m3", "e5m2", "e3m4", "e4m3fn"), False, "TYPE_NOT_BUILT"),
+    (Command("matmul", k=8, m=3, dtype="e4m3", perf_mode="double_row"),
+     ("e4m3", "e5m2", "e3m4", "e4m3fn"), True, None),
+    # The earlier rules come first, and a READ has no operand type.
+    (Command("matmul", k=5, m=3, dtype="bf16"), ("int8",), False, "K_RANGE"),
+    (Command("matmul", k=8, m=3, dtype="bf16", perf_mode="double_row"), ("int8",), False,
+     "DOUBLE_ROW_TYPE"),
+    (Command("read", n=4, dtype="bf16"), ("int8",), False, None)])
+def test_a_type_the_tile_was_not_generated_for_is_rejected(command, dtypes, double_row,
+                                                           error):
+    check = {"rows": 4, "cols": 3, "banks": 2, "entries": 16}
+    assert command_error(command, **check, dtypes=dtypes, double_row=double_row) == error
 
 
 @pytest.mark.parametrize("kwargs,match", [

@@ -22,14 +22,12 @@ def test_init():
 
 
 @pytest.mark.parametrize("args,kwargs,message", [
-    ((0, 2), {}, "rows must be a positive integer, not 0"),
-    ((2, 0), {}, "cols must be a positive integer, not 0"),
     ((2, 2), {"pe_module": "1pe"}, "pe_module must be None or a Verilog identifier, not '1pe'"),
     ((2, 2), {"block": 2, "block_module": "a-b"},
      "block_module must be None or a Verilog identifier, not 'a-b'"),
     ((4, 6), {"block": 4}, "block must be a power of two dividing rows = 4 and cols = 6, not 4"),
     ((6, 6), {"block": 3}, "block must be a power of two dividing rows = 6 and cols = 6, not 3"),
-    ((2, 2), {"block": 0}, "block must be a positive integer, not 0"),
+    ((2, 2), {"block": 0}, "block must be a power of two dividing rows = 2 and cols = 2, not 0"),
     ((2, 2), {"block_module": "blk"}, "block_module needs block (the side of the sub-arrays)"),
 ])
 def test_init_wrong_parameters(args, kwargs, message):

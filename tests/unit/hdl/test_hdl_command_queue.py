@@ -2,14 +2,13 @@
 amaranth.sim the command check (every error code, in the golden ``command_error``'s order)
 and the queue (order, the load request, the head held until loaded, full means not ready)."""
 
-import re
 
 import numpy as np
 import pytest
 from amaranth.hdl import Shape
 
 from systolica.golden import Command, command_error
-from systolica.hdl import COMMAND_QUEUE_DEPTH, CommandQueue, ErrorCode, command_layout
+from systolica.hdl import COMMAND_QUEUE_DEPTH, CommandQueue, DType, ErrorCode, command_layout
 from systolica.hdl.streams import simulate, stream_get, stream_put
 from systolica.tb.model import command_beat
 
@@ -35,21 +34,6 @@ def test_init():
     assert queue(depth=5).depth == 5
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"rows": 0}, "rows must be a positive integer, not 0"),
-    ({"cols": -2}, "cols must be a positive integer, not -2"),
-    ({"psum_banks": 0}, "psum_banks must be a positive integer, not 0"),
-    ({"psum_entries": 1.5}, "psum_entries must be a positive integer, not 1.5"),
-    ({"depth": 0}, "depth must be a positive integer, not 0"),
-    ({"psum_banks": 257}, "psum_banks must be at most 256, not 257"),
-])
-def test_init_wrong_size(kwargs, message):
-    args = {"rows": ROWS, "cols": COLS, "psum_banks": BANKS, "psum_entries": ENTRIES, **kwargs}
-    rows, cols = args.pop("rows"), args.pop("cols")
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        CommandQueue(rows, cols, **args)
-
-
 def random_command(rng):
     """A command with each field drawn around its limits, so about half are illegal."""
     if rng.random() < 0.2:
@@ -65,17 +49,23 @@ def random_command(rng):
                    perf_mode="double_row" if double else None)
 
 
-@pytest.mark.parametrize("seed", [1])
-def test_sim_check_and_queue_follow_the_golden_rules(seed):
+@pytest.mark.parametrize("seed,dtypes,double_row", [
+    (1, tuple(DType), True),
+    # A queue of a tile generated for INT8 and two FP8 types only, without double-row.
+    (3, (DType.INT8, DType.E4M3, DType.E5M2), False)])
+def test_sim_check_and_queue_follow_the_golden_rules(seed, dtypes, double_row):
     """Random commands one at a time: a rejected one counts in ``status`` with the golden
     error; a legal one asks for its stationary load (``K`` beats, ``min(K, rows)`` in
     double-row), and only once ``load.done`` is given is it offered at the head, unchanged."""
     rng = np.random.default_rng(seed)
     commands = [random_command(rng) for _ in range(60)]
-    errors = [command_error(c, rows=ROWS, cols=COLS, banks=BANKS, entries=ENTRIES)
-              for c in commands]
-    assert {e for e in errors} == {None, *[e.name for e in ErrorCode if e.name != "NONE"]}
-    dut = queue()
+    names = tuple(t.name.lower() for t in dtypes)
+    errors = [command_error(c, rows=ROWS, cols=COLS, banks=BANKS, entries=ENTRIES,
+                            dtypes=names, double_row=double_row) for c in commands]
+    every = {None, *[e.name for e in ErrorCode if e.name != "NONE"]}
+    assert {e for e in errors} == (every if len(dtypes) < len(DType) else
+                                   every - {"TYPE_NOT_BUILT"})
+    dut = queue(dtypes=dtypes, double_row=double_row)
     seen = []
 
     async def bench(ctx):

@@ -6,24 +6,22 @@ import pytest
 from amaranth.back import verilog
 
 from systolica.hdl import SkewBuffer, SystolicArray, Tile
+from systolica.hdl.config import TileConfig
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 1), (2, 3), (3, 2), (5, 7)])
 def test_native_tile_elaborates(rows, cols):
-    text = verilog.convert(Tile(rows, cols), name="top", emit_src=False)
+    text = verilog.convert(Tile(TileConfig(rows, cols)), name="top", emit_src=False)
     assert "module top(" in text
     # Every PE is a named submodule, visible in waveforms.
     assert f"pe_{rows - 1}_{cols - 1}" in text
 
 
 @pytest.mark.parametrize("factory,text", [
-    (lambda: Tile(0, 4), "rows must be a positive integer, not 0"),
-    (lambda: Tile(4, -1), "cols must be a positive integer, not -1"),
-    (lambda: Tile(2.5, 4), "rows must be a positive integer, not 2.5"),
     (lambda: SystolicArray(2, 2, pe_module="1bad name"), "pe_module must be None or a Verilog"),
     (lambda: SystolicArray(4, 4, block=3), "block must be a power of two dividing rows = 4"),
     (lambda: SystolicArray(4, 6, block=4), "block must be a power of two dividing rows = 4"),
-    (lambda: Tile(4, 4, block=0), "block must be a positive integer, not 0"),
+    (lambda: Tile(TileConfig(4, 4), block=0), "block must be a power of two dividing"),
     (lambda: SystolicArray(4, 4, block_module="blk"), "block_module needs block"),
     (lambda: SkewBuffer(8, []), "delays must name at least one lane"),
     (lambda: SkewBuffer(8, [0, -1]), "every delay must be a non-negative integer"),

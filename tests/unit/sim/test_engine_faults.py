@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from systolica.hdl.config import TileConfig
 from systolica.sim.api import replay
 from systolica.sim.api.engine import DaskEngine, Ledger, TileProgram
 from systolica.sim.builder.errors import SimulationError
@@ -17,7 +18,8 @@ def _program(key, build_root):
     rng = np.random.default_rng(3)
     return TileProgram(key=key, problems=((rng.integers(-8, 8, (4, 4), dtype=np.int8),
                                            rng.integers(-8, 8, (4, 5), dtype=np.int8)),),
-                       rows=4, cols=4, simulator="verilator", build_root=str(build_root),
+                       config=TileConfig(4, 4, "int8"), simulator="verilator",
+                       build_root=str(build_root),
                        matmuls=1, model_cycles=0)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from systolica.cli import waves as waves_cli
+from systolica.hdl.config import TileConfig
 from systolica.sim.waves import gtkwave as waves
 from systolica.sim.waves.gtkwave_filter import decode
 from systolica.sim.waves.gtkwave_filter import main as filter_main
@@ -78,7 +79,7 @@ def test_narrow_float_filters_read_back_every_pattern():
 def _generated(tmp_path, rows=2, cols=3, simulator="icarus", mode="bf16"):
     dump = tmp_path / "dump.fst"
     dump.write_bytes(b"")
-    return waves.write_save_file(tmp_path / "tile.gtkw", dump, rows=rows, cols=cols,
+    return waves.write_save_file(tmp_path / "tile.gtkw", dump, config=TileConfig(rows, cols),
                                  simulator=simulator, mode=mode)
 
 
@@ -229,7 +230,8 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
     _, refs, filter_file = traces["error"]
     assert _picked_bits(refs) == [18, 17, 16]
     assert _table(filter_file) == {"0": "NONE", "1": "BANK_RANGE", "2": "K_RANGE",
-                                   "3": "M_RANGE", "4": "N_RANGE", "5": "DOUBLE_ROW_TYPE"}
+                                   "3": "M_RANGE", "4": "N_RANGE", "5": "DOUBLE_ROW_TYPE",
+                                   "6": "TYPE_NOT_BUILT"}
 
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
@@ -255,8 +257,10 @@ def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
 ])
 def test_psum_address_is_split_when_entries_is_a_power_of_two(tmp_path, banks, entries,
                                                                 shown):
-    save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=1, cols=1,
-                                 simulator="icarus", psum_banks=banks, psum_entries=entries)
+    save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst",
+                                 config=TileConfig(1, 1, psum_banks=banks,
+                                                   psum_entries=entries),
+                                 simulator="icarus")
     psum = _traces(save.read_text(), "PSUM")
     addressing = {alias: len(refs) for alias, (_, refs, _) in psum.items()
                   if alias not in ("write", "op", "mode", "dtype", "ftz")}
@@ -272,13 +276,13 @@ def test_partition_row_shows_as_a_number(tmp_path):
 
     for rows, refs in ((2, ["systolica_tile.loader.load_row"]),
                        (5, ["systolica_tile.loader.load_row[2:0]"])):
-        save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=rows,
-                                     cols=1, simulator="icarus")
+        save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst",
+                                     config=TileConfig(rows, 1), simulator="icarus")
         flags, shown, _ = _traces(save.read_text(), "LoadStationary stream")["partition row k"]
         # A one-bit row counter goes in as a one-bit vector, so GTKWave prints 0/1.
         assert shown == refs and flags & GTKWFlag.dec.value
-    save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=1, cols=1,
-                                 simulator="icarus")
+    save = waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst",
+                                 config=TileConfig(1, 1), simulator="icarus")
     assert "load_row" not in save.read_text()   # a 1-row tile has no row counter
 
 
@@ -323,7 +327,8 @@ def test_internal_signals_come_from_the_published_probes(tmp_path):
         scope = "systolica_tile."
         internal = {(name[len(scope):], width) for name, width, _ in
                     waves.save_file_signals(save) if "." in name[len(scope):]}
-        probes = {(p.name, p.width) for p in tile_probes(rows, cols).values() if p.width}
+        probes = {(p.name, p.width) for p in tile_probes(TileConfig(rows, cols)).values()
+                  if p.width}
         pes = {(p.name, p.width) for k in range(rows) for c in range(cols)
                for p in pe_probes(k, c).values()}
         assert internal == probes | pes
@@ -353,7 +358,7 @@ def _verilog_top(rows, cols, instance=None):
 
     from systolica.sim.builder.generate import TOPLEVEL, generate_verilog
 
-    text, _ = generate_verilog(rows, cols)
+    text, _ = generate_verilog(TileConfig(rows, cols))
     # An escaped identifier ends with a space.
     module = TOPLEVEL if instance is None else f"\\{TOPLEVEL}.{instance} "
     top = text[text.index(f"module {module}("):]
@@ -386,7 +391,7 @@ def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols):
 def test_token_layout_mirrors_the_tile():
     from systolica.hdl.tile import tile_probes
 
-    probe = tile_probes(2, 2)["psum_token"]
+    probe = tile_probes(TileConfig(2, 2))["psum_token"]
     instance, port = probe.name.split(".")
     _, fields = _verilog_top(2, 2, instance)
     assert fields[port] == waves._fields(probe.shape)
@@ -397,11 +402,9 @@ def test_save_file_errors(tmp_path):
         _generated(tmp_path, mode="fp8")
     with pytest.raises(ValueError, match="unknown simulator 'questa'"):
         _generated(tmp_path, simulator="questa")
-    with pytest.raises(ValueError, match="rows must be a positive integer, not 0"):
-        _generated(tmp_path, rows=0)
-    with pytest.raises(ValueError, match="psum_entries must be a positive integer, not 0"):
-        waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", rows=1, cols=1,
-                              simulator="icarus", psum_entries=0)
+    with pytest.raises(TypeError, match="^config must be a TileConfig, not tuple$"):
+        waves.write_save_file(tmp_path / "t.gtkw", tmp_path / "d.fst", config=(1, 1),
+                              simulator="icarus")
 
 
 # ---- viewer --------------------------------------------------------------------------------
@@ -448,7 +451,10 @@ def test_open_without_gtkwave_is_a_one_line_error(tmp_path, monkeypatch):
     (["--sim", "questa"], {}, "argument --sim: invalid choice: 'questa'"),
     (["--test", "test_nope"], {}, "--test: no cocotb test 'test_nope' in systolica.tb"),
     (["--open"], {"DISPLAY": ""}, "--open: no display ($DISPLAY is unset)"),
-    (["--rows", "0"], {}, "must be a positive integer (ROWS=... or the option), not '0'"),
+    (["--rows", "0"], {}, "rows must be a positive integer, not 0"),
+    ([], {"COLS": "x"}, "cols must be a positive integer, not 'x'"),
+    (["--types", "int4"], {}, "unknown type set 'int4'; allowed: int8, bf16, fp16, fp8, "
+                              "fp8-double-row, all (joined with '+' or ',') (--types or TYPES)"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, env, message, monkeypatch, capsys):
     for key, value in env.items():
@@ -497,24 +503,25 @@ def test_failed_tests_are_read_from_results_xml(tmp_path):
       <testcase name="test_c" classname="m"><error message="crash"/></testcase>
     </testsuite></testsuites>""")
     assert waves.failed_tests(xml) == ["test_b", "test_c"]
-    report = waves.reproduce_report(4, 4, "verilator", 7, xml, build_root=tmp_path)
+    report = waves.reproduce_report(TileConfig(4, 4), "verilator", 7, xml, build_root=tmp_path)
     lines = report.splitlines()
     assert len(lines) == 4 and lines[0].startswith("re-run test_b with waves: ")
     assert lines[1] == "  waveform will be at: " + str(
-        tmp_path / "4x4" / "verilator-waves" / "repro" / "test_b-seed7" / "waves.fst")
+        tmp_path / "repro" / "4x4-all-verilator" / "test_b-seed7" / "waves.fst")
 
 
 def test_reproduce_command_names_seed_configuration_and_env(tmp_path):
-    command, wave = waves.reproduce_command(2, 3, "icarus", "test_identity", 42,
+    config = TileConfig(2, 3, "int8+bf16")
+    command, wave = waves.reproduce_command(config, "icarus", "test_identity", 42,
                                             env={"SYSTOLICA_BULK_MACS": "100"},
                                             build_root=tmp_path)
     words = shlex.split(command)
     assert words[0] == "SYSTOLICA_BULK_MACS=100" and words[1] == sys.executable
     assert words[2:5] == ["-m", "systolica", "waves"]
     options = dict(zip(words[5::2], words[6::2], strict=True))
-    assert options == {"--sim": "icarus", "--rows": "2", "--cols": "3",
+    assert options == {"--sim": "icarus", "--rows": "2", "--cols": "3", "--types": "int8+bf16",
                        "--test": "test_identity", "--seed": "42", "--build-dir": str(tmp_path)}
-    assert wave == waves.waveform_path(2, 3, "icarus", "test_identity", 42,
+    assert wave == waves.waveform_path(config, "icarus", "test_identity", 42,
                                        build_root=tmp_path)
     assert wave.name == "waves.fst"
 

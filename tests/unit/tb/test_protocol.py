@@ -66,7 +66,7 @@ def test_results_file_round_trips(tmp_path):
 def test_every_environment_variable_is_read_by_name_from_the_protocol():
     names = {value for key, value in vars(protocol).items()
              if key.isupper() and isinstance(value, str) and value.startswith("SYSTOLICA_")}
-    assert len(names) == 11
+    assert len(names) == 12
     sources = "\n".join(p.read_text() for p in TB.rglob("*.py") if p.name != "protocol.py")
     for name in names:
         assert f'"{name}"' not in sources, f"{name} spelled out instead of taken from protocol"
@@ -127,3 +127,14 @@ def test_harness_files_are_written_and_read_only_through_the_protocol():
         assert any(f"protocol.{verb}_{what}(" in source for verb in ("read", "write")
                    for what in ("timing", "progress")), path
         assert "read_text().split()" not in source, f"{path} reads a file by position"
+
+
+def test_tile_config_travels_as_plain_values():
+    from systolica.hdl.config import TileConfig
+
+    config = TileConfig(3, 5, "int8+fp8-double-row", psum_banks=2, psum_entries=64)
+    env = {protocol.TILE_CONFIG: protocol.tile_config_env(config)}
+    assert protocol.read_tile_config(env) == {
+        "rows": 3, "cols": 5, "banks": 2, "entries": 64,
+        "dtypes": ["int8", "e4m3", "e5m2", "e3m4", "e4m3fn"], "double_row": True}
+    assert protocol.read_tile_config({}) is None
