@@ -242,9 +242,13 @@ def main(argv=None):
         if args.tensor_engine != "rtl" and (args.rows is not None or args.cols is not None):
             raise ValueError("--rows and --cols size the RTL tile: they go with "
                              "--tensor-engine rtl")
-        args.rows, args.cols = args.rows or 128, args.cols or 128
-        if args.rows < 1 or args.cols < 1 or args.workers < 0:
-            raise ValueError("--rows and --cols must be positive, --workers at least 0")
+        args.rows = 128 if args.rows is None else args.rows     # --rows 0 is refused, not 128
+        args.cols = 128 if args.cols is None else args.cols
+        for name, value in (("--rows", args.rows), ("--cols", args.cols)):
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, not {value}")
+        if args.workers < 0:
+            raise ValueError(f"--workers must be at least 0, not {args.workers}")
         if args.seed < 0:
             raise ValueError(f"--seed must be a non-negative integer, not {args.seed}")
         try:

@@ -69,6 +69,13 @@ def test_an_older_style_kernel_writing_its_output_argument(capsys):
     (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--rows", "4"],
      "--rows and --cols size the RTL tile: they go with --tensor-engine rtl"),
     (["run", f"{KERNELS}::softmax"], "is a folder; give FILE.py::NAME"),
+    # 0 once fell back to the 128 x 128 default and started its build
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--tensor-engine",
+      "rtl", "--rows", "0"], "--rows must be a positive integer, not 0"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--tensor-engine",
+      "rtl", "--rows", "8", "--cols", "0"], "--cols must be a positive integer, not 0"),
+    (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--workers", "-1"],
+     "--workers must be at least 0, not -1"),
 ])
 def test_bad_arguments_are_one_line_with_status_2(argv, message, capsys):
     with pytest.raises(SystemExit) as info:
