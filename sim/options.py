@@ -162,11 +162,19 @@ def resolve_config(p, args, dtypes=(), double_row=False):
     """Set ``args.config``: the :class:`~systolica.hdl.config.TileConfig` of ``args.rows``,
     ``args.cols`` and ``args.types`` (TYPES), or, without ``--types``, of the smallest type
     set holding ``dtypes`` (golden short names; FP8 double-row with ``double_row``): what
-    the workload needs. A bad size or type set is ``p.error`` with TileConfig's one-line
-    message. Returns ``args``."""
+    the workload needs. A bad size or type set, or a ``--types`` lacking what the run issues,
+    is ``p.error`` with a one-line message. Returns ``args``."""
     try:
         if args.types:
             args.config = TileConfig(args.rows, args.cols, args.types)
+            lacking = [d for d in dtypes if d not in args.config.dtypes]
+            if double_row and not args.config.double_row:
+                lacking.append("fp8-double-row")
+            if lacking:
+                p.error(f"--types {args.types} (TYPES) lacks {', '.join(sorted(lacking))}, "
+                        f"which this run issues; allowed: a type set holding "
+                        f"{TileConfig.for_dtypes(1, 1, dtypes, double_row=double_row).types_name}"
+                        f", or no --types (the run's own set)")
         else:
             args.config = TileConfig.for_dtypes(args.rows, args.cols, dtypes,
                                                 double_row=double_row)

@@ -267,3 +267,17 @@ def test_report_says_when_precisions_ran_concurrently():
     assert not concurrent(SimpleNamespace(runs=precisions, ledger=one_worker))
     assert not concurrent(SimpleNamespace(runs={"bf16": None}, ledger=two_workers))
 
+
+
+@pytest.mark.parametrize("argv, lacking", [
+    # Before: the MiniLM run started a Dask cluster and failed on a worker, 3 attempts.
+    (["sim", "--rows", "8", "--cols", "8", "--types", "int8", "--dtypes", "bf16"], "lacks bf16"),
+    (["sim", "--workload", "random", "--types", "int8", "--dtype", "bf16"], "lacks bf16"),
+    (["sim", "--workload", "random", "--types", "bf16", "--dtype", "e4m3", "--double-row"],
+     "lacks e4m3, fp8-double-row"),
+])
+def test_a_type_set_lacking_what_the_run_issues_is_refused_before_it(argv, lacking, capsys,
+                                                                       monkeypatch):
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit(argv, capsys)
+    _one_line_error(status, err, "--types", lacking, "which this run issues")
