@@ -198,11 +198,12 @@ def build_mutants(rows, cols, count, seed, build_root=None):
     directory = folder / f"verilator-bulk{DEPTH}"
     stamp = directory / "systolica.stamp"
     want = verilog.read_text()
+    config = TileConfig(rows, cols)     # every type: the mutants cover the whole PE
     if not (stamp.is_file() and stamp.read_text() == want):
-        _run_build("verilator", verilog, directory, False, False, DEPTH, None)
+        _run_build("verilator", verilog, directory, False, False, DEPTH, None, config=config)
         stamp.write_text(want)
-    return (Build(rows, cols, "verilator", False, verilog, None, directory, 0.0, "fst",
-                  DEPTH), mutations)
+    return (Build(config, "verilator", False, verilog, None, directory, 0.0, "fst", DEPTH),
+            mutations)
 
 
 def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS, sweep=True):

@@ -22,8 +22,13 @@ def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
     lines = []
     reports = fuzz.fuzz(seed, 1200, chunk=300, sizes=SAMPLE_SIZES, out=lines.append,
                         sample=coverage.sample_program)
-    assert [r.passed for r in reports] == [True] * 4, "\n".join(lines)
-    assert sum(r.commands for r in reports) == 1200
+    # A tile generated for MiniLM's type set (the 4 x 4 build the MiniLM tests use): its
+    # FP16 and mixed matmuls are the illegal commands TYPE_NOT_BUILT rejects.
+    reports += fuzz.fuzz(seed + 1, 300, chunk=300, sizes=((4, 4),), out=lines.append,
+                         sample=coverage.sample_program, types="int8+bf16+fp8-double-row")
+    assert [r.passed for r in reports] == [True] * 5, "\n".join(lines)
+    assert sum(r.commands for r in reports) == 1500
+    assert reports[-1].rejected.get("TYPE_NOT_BUILT"), reports[-1].rejected
     coverage.export(coverage.default_folder(), f"make-test-seed{seed}")
     hit, total, missing = coverage.bins_report()
     assert not missing, f"{hit} of {total} bins hit; missing: {missing}"
