@@ -72,8 +72,9 @@ def _jobs(rows, cols, dtype, matmuls, n, seed=1):
                    perf_mode="double_row" if double else None) for _ in range(matmuls)]
 
 
-def double_row_rate(rows, cols, n, matmuls, simulator="verilator", seed=1):
-    """Back-to-back FP8 double-row matmuls (K = 2 x rows, M = cols, N = ``n``) on the RTL.
+def double_row_rate(rows, cols, n, matmuls, simulator="verilator", seed=1, types=None):
+    """Back-to-back FP8 double-row matmuls (K = 2 x rows, M = cols, N = ``n``) on the RTL,
+    on a tile generated for ``types`` (a type-set name; default: the FP8 double-row set).
 
     Returns a dict: ``cycles`` (RTL, cycle 0 to the last result inclusive),
     ``model_cycles`` (the cycle model's), ``model_exact`` (every stamp equal),
@@ -81,8 +82,11 @@ def double_row_rate(rows, cols, n, matmuls, simulator="verilator", seed=1):
     ``steady_macs_per_cycle`` (between the first moving beats of the second and the last
     matmul; needs ``matmuls >= 3``), ``mismatches``.
     """
-    result = run_program(_jobs(rows, cols, "fp8_double_row", matmuls, n, seed), rows=rows,
-                         cols=cols, simulator=simulator)
+    jobs = _jobs(rows, cols, "fp8_double_row", matmuls, n, seed)
+    if types is None:
+        result = run_program(jobs, rows=rows, cols=cols, simulator=simulator)
+    else:
+        result = run_program(jobs, config=TileConfig(rows, cols, types), simulator=simulator)
     macs = 2 * rows * cols * n
     firsts = [t.first_issue for t in result.stamps]
     return {

@@ -102,7 +102,7 @@ def test_double_row_reaches_twice_the_macs_per_cycle():
     model stamp for stamp."""
     from systolica.cli.bench import double_row_rate
 
-    rate = double_row_rate(16, 16, 512, 8)
+    rate = double_row_rate(16, 16, 512, 8, types="all")   # the 16 x 16 build CI shares
     assert rate["mismatches"] == 0 and rate["model_exact"]
     assert rate["cycles"] == rate["model_cycles"]
     assert rate["macs_per_cycle"] >= 0.97 * 512, rate
