@@ -157,6 +157,8 @@ class BulkProgram:
     def commit_staged(self):
         """Model the staged matmuls (golden sums, shadow PSUM, expectations); returns their
         records (list). Until it returns, :attr:`result_count` is not to be read."""
+        if not self._staged:
+            return []
         records = self.model.commit_many(self._staged)
         self._staged = []
         return records

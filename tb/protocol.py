@@ -63,6 +63,11 @@ def read_tile_config(environ):
     return json.loads(text) if text else None
 
 
+#: How the bulk harness's message for a run past its cycle budget begins (the cocotb side
+#: raises it, the runner finds it in the log).
+STUCK = "tile stuck:"
+
+
 # ---- cocotb test modules -----------------------------------------------------------------
 #: The regression's cocotb tests on the per-cycle TB.
 TILE_TESTS = "systolica.tb.cases.tile"

@@ -45,7 +45,8 @@ from systolica.sim.options import (
     report_as_json,
     tile_sizes,
 )
-from systolica.tb import protocol, stimulus
+from systolica.tb import stimulus
+from systolica.tb.harness import HarnessRun, level
 
 #: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
 #: more columns than rows, more rows than columns.
@@ -580,8 +581,28 @@ def _float_bits_exp(rng, fmt, shape, exponent):
 
 
 @dataclass
-class ProgramReport:
-    """What one fuzzed program did and whether it passed."""
+class ProgramReport(HarnessRun):
+    """What one fuzzed program did and whether it passed: the harness run's record
+    (:class:`~systolica.tb.harness.HarnessRun`: cycles, times, beats, words, errors) with
+    the program's draw and counts.
+
+    Attributes
+    ----------
+    index : int
+        The program's index under its seed.
+    rows, cols : int
+        Its tile.
+    commands, burst : int
+        Commands drawn, and illegal commands of a rejection burst besides them.
+    idle, backpressure : float
+        The harness's probabilities for the program.
+    matmuls, reads : int
+        Legal matmuls and READs.
+    rejected : dict of str to int
+        Illegal commands by error code (``ERRORS`` names).
+    stamps_checked : int
+        Cycle stamps compared with the stepped cycle model.
+    """
 
     index: int
     rows: int
@@ -589,21 +610,11 @@ class ProgramReport:
     commands: int
     idle: float
     backpressure: float
+    burst: int = 0
     matmuls: int = 0
     reads: int = 0
     rejected: dict = field(default_factory=dict)
-    words: int = 0
-    result_beats: int = 0
-    cycles: int = 0
     stamps_checked: int = 0
-    burst: int = 0          # illegal commands of a rejection burst, besides ``commands``
-    missing_beats: int = 0      # result beats the scoreboard expected and never saw
-    unexpected_beats: int = 0   # result beats it did not expect
-    errors: list = field(default_factory=list)
-
-    @property
-    def passed(self):
-        return not self.errors
 
 
 def _unbuilt(program, item):
@@ -657,9 +668,9 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     (the functional coverage's :func:`systolica.verif.coverage.sample_program`
     samples the program into its database). ``burst``: see :func:`random_program`.
     """
-    from systolica.hdl.layouts import command_layout
-    from systolica.sim.builder.runner import build, run_tests
-    from systolica.tb.bulk import BulkProgram, resident_depth
+    from systolica.sim.builder.runner import build
+    from systolica.tb.bulk import BulkProgram
+    from systolica.tb.harness import harness_depth_for, run_harness
 
     rng = np.random.default_rng([seed, index])
     # The second generator fills what the tile must ignore (READ fields, stationary lanes
@@ -670,16 +681,27 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     # Every level in every four programs, the pairs varying from one four to the next.
     backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
     idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
-    report = ProgramReport(index, rows, cols, chunk, idle, backpressure)
     if directed is None:
         items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats)
-        report.burst = len(items) - chunk
+        counts = {"commands": chunk, "burst": len(items) - chunk}
     else:
         items = directed(rng, rows, cols)
-        report.commands = len(items)
+        counts = {"commands": len(items), "burst": 0}
     program = BulkProgram(config, noise=noise)
     _submit(program, items)
     records = program.model.records
+    if tile is None:
+        tile = build(config, simulator, build_root=build_root,
+                     harness_depth=harness_depth_for(program, simulator))
+    runs = tile.directory / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix=f"fuzz{os.getpid()}_{index}_", dir=runs))
+    sim_seed = int(rng.integers(1, 1 << 31))
+    run = run_harness(program, tile, run_dir, seed=sim_seed, idle=idle,
+                      backpressure=backpressure, plusargs=plusargs)
+    report = ProgramReport(index, rows, cols, idle=idle, backpressure=backpressure, **counts,
+                           **{f.name: getattr(run, f.name)
+                              for f in dataclasses.fields(HarnessRun)})
     for r in records:
         if r.error is not None:
             report.rejected[r.error] = report.rejected.get(r.error, 0) + 1
@@ -687,66 +709,16 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
             report.matmuls += 1
         else:
             report.reads += 1
-    if tile is None:
-        depth = program.depth
-        if simulator == "verilator":
-            depth = max(depth, resident_depth(rows, cols, command_layout().size))
-        tile = build(config, simulator, build_root=build_root, harness_depth=depth)
-    elif program.depth > tile.harness_depth:
-        raise ValueError(f"program {index} needs a harness depth of {program.depth}, more "
-                         f"than the build's {tile.harness_depth}")
-    runs = tile.directory / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
-    run_dir = Path(tempfile.mkdtemp(prefix=f"fuzz{os.getpid()}_{index}_", dir=runs))
-    sim_seed = int(rng.integers(1, 1 << 31))
-    bp_level, idle_level = int(round(backpressure * 256)), int(round(idle * 256))
-    plusargs = program.write(run_dir) + [f"+seed={sim_seed}", f"+idle={idle_level}",
-                                         f"+bp={bp_level}", *plusargs]
-    slow = (1.0 - idle) * (1.0 - backpressure)
-    budget = int(1000 + 8 * (program.command_count + program.stationary_count
-                             + program.result_count) / slow)
-    timing = run_dir / "timing.txt"
-    run = run_tests(tile, protocol.BULK_RUNNER, run_dir, seed=sim_seed, plusargs=plusargs,
-                    testcase="run_bulk",
-                    extra_env={protocol.MAX_CYCLES: str(budget),
-                               protocol.BULK_TIMING: str(timing),
-                               "COCOTB_REWRITE_ASSERTION_FILES": ""})
     errors = report.errors
-    if run.failed or not timing.is_file():
-        errors.append(f"the harness run failed; see {run.log}")
-        report.missing_beats = program.result_count     # none of them was checked
-        return report
-    try:
-        measured = protocol.read_timing(timing)
-    except ValueError as error:
-        errors.append(str(error))
-        report.missing_beats = program.result_count
-        return report
-    report.cycles = measured["cycles"]
-    try:
-        received = program.check(run_dir, status=[measured["rejected"], measured["error"]])
-    except AssertionError as error:
-        errors.append(str(error))
-        received = None
-    except (FileNotFoundError, ValueError) as error:
-        errors.append(f"captured results unreadable: {error}")
-        report.missing_beats = program.result_count
-        return report
+    if not report.checked:
+        return report       # the run failed or its results are unreadable: nothing checked
     board = program.scoreboard
-    report.result_beats = board.observed_count
-    report.words = sum(int(np.size(r.expected)) for r in records if r.expected is not None)
-    if received is not None and received != program.result_count:
-        errors.append(f"{received} of {program.result_count} result beats arrived")
-    report.missing_beats, report.unexpected_beats = board.outstanding, board.unexpected
-    if board.outstanding or board.unexpected:
-        errors.append(f"scoreboard: {board.outstanding} beats missing, {board.unexpected} "
-                      f"unexpected")
     for mismatch in board.mismatches[:5]:
         errors.append(f"wrong word: {mismatch}")
     if len(board.mismatches) > 5:
         errors.append(f"... {len(board.mismatches)} wrong words in all")
     _check_accounting(records, errors)
-    patterns = HarnessPatterns(sim_seed, idle_level, bp_level)
+    patterns = HarnessPatterns(sim_seed, level(idle), level(backpressure))
     predicted = command_schedule(rows, cols, [r.command for r in records],
                                  result_ready=patterns.ready, offer=patterns.offer,
                                  banks=config.psum_banks, entries=config.psum_entries,

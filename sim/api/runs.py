@@ -4,7 +4,6 @@ import itertools
 import os
 import shutil
 import tempfile
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -416,102 +415,46 @@ def _program_result(psums, stamps, predicted, **kwargs):
 
 def _run_bulk(jobs, config, *, simulator, waves, seed, idle, backpressure, build_root,
               keep, wave_format, free_run, predicted, progress):
-    """:func:`run_program` through the bulk-stimulus harness."""
-    from systolica.hdl.layouts import command_layout
-    from systolica.tb.bulk import BulkProgram, resident_depth
+    """:func:`run_program` through the bulk-stimulus harness (its one runner,
+    :func:`systolica.tb.harness.run_harness`)."""
+    from systolica.tb.bulk import BulkProgram
+    from systolica.tb.harness import harness_depth_for, run_harness
 
-    rows, cols = config.rows, config.cols
     program = BulkProgram(config)
-    records = []
     matmuls_only = not any(isinstance(job, Read) for job in jobs)
     for is_read, run in itertools.groupby(jobs, key=lambda job: isinstance(job, Read)):
         if is_read:
-            records += [program.submit_command(_command(job)) for job in run]
+            for job in run:
+                program.submit_command(_command(job))
         else:   # a run of matmuls: one batched golden computation per shape
             run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset,
                     j.perf_mode) for j in run]
-            if matmuls_only:   # the golden model runs beside the simulator (below)
+            if matmuls_only:   # the golden model runs beside the simulator (the runner)
                 program.stage_many(run)
             else:
-                records += program.submit_many(run)
-    depth = program.depth
-    if simulator == "verilator":
-        # One build per tile size serves every program that fits: a Verilator build costs
-        # seconds to minutes, an Icarus one almost nothing (and Icarus memories cost more).
-        depth = max(depth, resident_depth(rows, cols, command_layout().size))
+                program.submit_many(run)
     tile = build(config, simulator, waves=waves, build_root=build_root,
-                 wave_format=wave_format, harness_depth=depth)
+                 wave_format=wave_format, harness_depth=harness_depth_for(program, simulator))
     runs = tile.directory / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     run_dir = _new_run_dir(runs)
-    plusargs = program.write(run_dir) + [
-        f"+seed={seed}", f"+idle={int(round(idle * 256))}",
-        f"+bp={int(round(backpressure * 256))}"]
-    slow = (1.0 - idle) * (1.0 - backpressure)
-    budget = int(200 + 8 * (program.command_count + program.stationary_count
-                            + program.result_count + (rows + cols) * (len(jobs) + 1)) / slow)
-    timing = run_dir / "timing.txt"
-    # The harness's cocotb side has no assertions for pytest to rewrite (that hook costs the
-    # simulator process a good part of its start-up).
-    env = {protocol.MAX_CYCLES: str(budget), protocol.BULK_TIMING: str(timing),
-           "COCOTB_REWRITE_ASSERTION_FILES": ""}
-    if progress is not None:
-        # Wake Python about every millisecond of simulation: Icarus runs ~100x slower.
-        pe_cycles = 65536 if simulator == "verilator" else 655
-        env.update({protocol.PROGRESS: str(run_dir / "progress.txt"),
-                    protocol.PROGRESS_CYCLES: str(max(16, pe_cycles // (rows * cols)))})
-    # Simulating needs nothing of the golden models: the cycle model's stamps and, for a
-    # program of matmuls only, the expected PSUM words are computed in a thread while the
-    # simulator process runs (on another core where there is one), before anything is checked.
-    total = program.result_count
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        expected = pool.submit(program.commit_staged) if matmuls_only else None
+    # The cycle model's stamps are computed in a thread while the simulator runs.
+    with ThreadPoolExecutor(max_workers=1) as pool, removed_if_interrupted(run_dir):
         schedule = pool.submit(predicted)
-        with removed_if_interrupted(run_dir), _polling(run_dir / "progress.txt", progress,
-                                                      total):
-            run = run_tests(tile, protocol.BULK_RUNNER, run_dir, seed=seed,
-                            plusargs=plusargs, testcase="run_bulk", extra_env=env)
-        if expected is not None:
-            records = expected.result()
+        harness = run_harness(program, tile, run_dir, seed=seed, idle=idle,
+                              backpressure=backpressure, progress=progress, free_run=free_run)
         predicted = schedule.result()
-    if run.failed or not (run_dir / "results.hex").is_file():
-        tail = run.log.read_text(errors="replace").splitlines()[-5:]
-        stuck = [line.strip() for line in tail if "tile stuck" in line]
-        raise SimulationError((stuck[0] if stuck else "the harness run failed")
-                              + f"; see {run.log}")
-    try:
-        measured = protocol.read_timing(timing) if timing.is_file() else None
-    except ValueError as error:
-        raise SimulationError(f"{error}; see {run.log}") from None
-    status = [measured["rejected"], measured["error"]] if measured else None
-    try:
-        received = program.check(run_dir, status=status)
-    except ValueError as error:   # x/z bits or a malformed line in the captured results
-        raise SimulationError(f"the harness's captured results are unreadable ({error}); "
-                              f"see {run_dir}") from None
-    scoreboard = program.scoreboard
-    if received != program.result_count or scoreboard.outstanding:
-        raise SimulationError(f"{received} of {program.result_count} result beats "
-                              f"arrived; see {run.log}")
-    seconds = measured["seconds"] if measured else run.seconds
-    cpu_seconds = measured["cpu_seconds"] if measured else None
-    free_seconds = free_cpu_seconds = None
-    if free_run:
-        cycles = max(r.last_result for r in records) + 1
-        with removed_if_interrupted(run_dir):
-            run_tests(tile, protocol.BULK_RUNNER, run_dir / "free", seed=seed,
-                      plusargs=plusargs, testcase="free_run",
-                      extra_env={protocol.FREE_RUN_CYCLES: str(cycles),
-                                 protocol.BULK_TIMING: str(run_dir / "free.txt")})
-        free = protocol.read_timing(run_dir / "free.txt")
-        free_seconds, free_cpu_seconds = free["seconds"], free["cpu_seconds"]
+    if harness.errors:
+        raise SimulationError(harness.errors[0])
+    records = program.model.records
     stamps = [CommandTiming(r.accept, issues=tuple(r.issues), results=tuple(r.result_cycles))
               for r in records]
     result = _program_result(
         [program.model.results(r) for r in records], stamps, predicted,
-        cycles=max(r.last_result for r in records) + 1, seconds=seconds,
-        mismatches=len(scoreboard.mismatches) + scoreboard.unexpected, build=tile, run=run,
-        free_seconds=free_seconds, cpu_seconds=cpu_seconds, free_cpu_seconds=free_cpu_seconds)
+        cycles=max(r.last_result for r in records) + 1, seconds=harness.seconds,
+        mismatches=harness.mismatches, build=tile, run=harness.run,
+        free_seconds=harness.free_seconds, cpu_seconds=harness.cpu_seconds,
+        free_cpu_seconds=harness.free_cpu_seconds)
     if not (waves if keep is None else keep):
         shutil.rmtree(run_dir, ignore_errors=True)
     return result
@@ -550,35 +493,6 @@ def remove_live_runs():
     to end on Ctrl-C whose simulations run in other threads, such as a Dask worker)."""
     for run_dir in list(_LIVE_RUNS):
         shutil.rmtree(run_dir, ignore_errors=True)
-
-
-@contextmanager
-def _polling(path, progress, total):
-    """While the block runs, hand ``progress`` the harness's reports from ``path`` (a
-    thread polls the file four times a second)."""
-    if progress is None:
-        yield
-        return
-    stop = threading.Event()
-
-    def poll():
-        seen = None
-        while not stop.wait(0.25):
-            try:
-                fields = protocol.read_progress(path)
-            except (OSError, ValueError):    # not written yet
-                continue
-            if fields != seen:
-                seen = fields
-                progress(fields["results"], total, fields["cycle"])
-
-    thread = threading.Thread(target=poll, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,

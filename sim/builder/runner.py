@@ -173,6 +173,12 @@ class Build:
         """Top module of this build (str)."""
         return TOPLEVEL if self.harness_depth is None else HARNESS_TOPLEVEL
 
+    def run_tests(self, test_module, test_dir, **options):
+        """Start the simulator on this build: :func:`run_tests` (how the bulk harness's
+        runner, :func:`systolica.tb.harness.run_harness`, starts it without importing this
+        layer)."""
+        return run_tests(self, test_module, test_dir, **options)
+
 
 def verilog_folder(config, root, block):
     """Where the Verilog of ``config`` (with grid ``block``) is generated (pathlib.Path):

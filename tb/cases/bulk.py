@@ -53,7 +53,7 @@ async def run_harness(dut, *, max_cycles, clock_period_ns=10, reset_cycles=3,
             reported = time.monotonic()
     if not dut.dumped.value:
         raise AssertionError(
-            f"tile stuck: harness not done after {max_cycles} cycles; commands sent "
+            f"{protocol.STUCK} harness not done after {max_cycles} cycles; commands sent "
             f"{int(dut.c_sent.value)}, stationary beats sent {int(dut.s_sent.value)}, "
             f"moving beats sent {int(dut.m_sent.value)}, results "
             f"received {int(dut.r_received.value)}")

@@ -8,10 +8,10 @@ import pytest
 from systolica.golden import program_schedule
 from systolica.hdl.config import TileConfig
 from systolica.sim import Matmul, SimulationError, build, run_matmul, run_program
-from systolica.sim.builder.runner import run_tests
-from systolica.tb import bulk, protocol
+from systolica.tb import bulk
 from systolica.tb.bulk import BulkProgram
 from systolica.tb.fault_injection import CorruptFirstMatmul
+from systolica.tb.harness import run_harness
 
 
 def mixed_program(rng, rows, cols):
@@ -69,14 +69,12 @@ def test_bulk_stuck_tile_times_out_with_message(tmp_path):
     program.submit(ones, ones)
     program.drop_stationary()              # the matmul's stationary never comes
     tile = build(config, "icarus", harness_depth=program.depth)
-    run = run_tests(tile, protocol.BULK_RUNNER, tmp_path, testcase="run_bulk",
-                    plusargs=program.write(tmp_path),
-                    extra_env={protocol.MAX_CYCLES: "100",
-                               protocol.BULK_TIMING: str(tmp_path / "t.txt")})
-    assert run.failed == 1
-    log = run.log.read_text()
-    assert "tile stuck: harness not done after 100 cycles" in log
-    assert "moving beats sent 0" in log
+    run = run_harness(program, tile, tmp_path, max_cycles=100)
+    assert run.run.failed == 1 and not run.checked
+    assert run.missing_beats == run.expected_beats == 2      # nothing counts as checked
+    assert run.errors[0].startswith("tile stuck: harness not done after 100 cycles")
+    assert "moving beats sent 0" in run.errors[0]
+    assert run.errors[0].endswith(f"; see {run.run.log}")
 
 
 def test_blocked_hierarchical_verilator_build_gives_the_same_results(monkeypatch, tmp_path):
