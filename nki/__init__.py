@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from systolica.hdl.config import TileConfig
+
 from . import _core
 from . import isa as isa
 from . import language as language
@@ -114,6 +116,8 @@ def _to_numpy(value):
 
 def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golden",
              rows=128, cols=128, workers=1, scheduler=None):
+    if tensor_engine == "rtl":
+        TileConfig(rows, cols)      # the RTL tile's size: refused before the kernel runs
     start, cpu = time.perf_counter(), time.process_time()
     run_ = _core.Run(target, tensor_engine)
     previous = _core.set_run(run_)

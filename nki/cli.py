@@ -25,7 +25,9 @@ import time
 import ml_dtypes
 import numpy as np
 
+from systolica.hdl.config import TileConfig
 from systolica.scaling.cli import image_file
+from systolica.sim.options import size_value
 
 from . import NkiError, install, run, schedule
 from ._core import TARGET_NAMES
@@ -69,9 +71,9 @@ def parser():
                    help="golden (default); rtl: also run every matmul on the Verilator tile "
                         "and compare each PSUM word; none: shapes only (matmuls write zeros: "
                         "the profile without TensorE numerics)")
-    p.add_argument("--rows", type=int, default=None,
+    p.add_argument("--rows", type=size_value, default=None,
                    help="RTL tile rows (default 128; --tensor-engine rtl only)")
-    p.add_argument("--cols", type=int, default=None,
+    p.add_argument("--cols", type=size_value, default=None,
                    help="RTL tile columns (default 128; --tensor-engine rtl only)")
     p.add_argument("--workers", type=int, default=1,
                    help="RTL: Dask worker processes for the tile programs (default 1: in this "
@@ -244,9 +246,8 @@ def main(argv=None):
                              "--tensor-engine rtl")
         args.rows = 128 if args.rows is None else args.rows     # --rows 0 is refused, not 128
         args.cols = 128 if args.cols is None else args.cols
-        for name, value in (("--rows", args.rows), ("--cols", args.cols)):
-            if value < 1:
-                raise ValueError(f"{name} must be a positive integer, not {value}")
+        if args.tensor_engine == "rtl":
+            TileConfig(args.rows, args.cols)    # the tile's size, checked in its one place
         if args.workers < 0:
             raise ValueError(f"--workers must be at least 0, not {args.workers}")
         if args.seed < 0:

@@ -19,8 +19,10 @@ The rules, bottom up (docs: docs/layout.md):
   the entry points;
 - the ``systolica`` top level and ``python -m systolica.sim`` (an alias): only the
   command's entry points.
-- ``nki``: the NKI front end and engine model, on ``golden``, ``sim.api`` (the run API)
-  and ``scaling`` (hardware presets); only ``cli`` imports it;
+- ``nki``: the NKI front end and engine model, on ``golden``, ``sim.api`` (the run API),
+  ``scaling`` (hardware presets), ``hdl.config`` and ``sim.options`` (the tile
+  configuration that checks the RTL tile's size, and the size option's type); only ``cli``
+  imports it;
 
 Every import counts, also those inside functions (a lazy import still ties the layers), and
 every layer names the third-party packages it may import.
@@ -66,7 +68,9 @@ RULES = {
                   {"numpy", "ml_dtypes", "matplotlib", "safetensors", "tokenizers"}),
     "cli": ({"cli", "workloads", "verif", "nki", "sim", "golden", "hdl", "tb", "scaling"},
             VERIF_THIRD | {"rich", "matplotlib"}),
-    "nki": ({"nki", "golden", "sim.api", "scaling"},
+    # hdl.config (standard library only) and sim.options' size_value: the RTL tile's size
+    # is refused in TileConfig, its one check, before a kernel runs (issue 27).
+    "nki": ({"nki", "golden", "sim.api", "scaling", "hdl.config", "sim.options"},
             {"numpy", "ml_dtypes", "matplotlib", "rich"}),
     "systolica": ({"cli.main"}, set()),
 }

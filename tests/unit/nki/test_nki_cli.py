@@ -71,9 +71,9 @@ def test_an_older_style_kernel_writing_its_output_argument(capsys):
     (["run", f"{KERNELS}::softmax"], "is a folder; give FILE.py::NAME"),
     # 0 once fell back to the 128 x 128 default and started its build
     (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--tensor-engine",
-      "rtl", "--rows", "0"], "--rows must be a positive integer, not 0"),
+      "rtl", "--rows", "0"], "rows must be a positive integer, not 0"),
     (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--tensor-engine",
-      "rtl", "--rows", "8", "--cols", "0"], "--cols must be a positive integer, not 0"),
+      "rtl", "--rows", "8", "--cols", "0"], "cols must be a positive integer, not 0"),
     (["run", f"{KERNELS}/norms.py::softmax", "--arg", "x=128x64:float32", "--workers", "-1"],
      "--workers must be at least 0, not -1"),
 ])

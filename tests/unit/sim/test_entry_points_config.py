@@ -2,18 +2,28 @@
 :class:`~systolica.hdl.config.TileConfig`, and a bad tile size fails in TileConfig, with its
 one-line message, before anything is built: the size is validated in exactly one place."""
 
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
 
+from systolica import nki
 from systolica.cli import main as systolica
 from systolica.hdl.config import TileConfig
+from systolica.nki.kernels import matmul
 from systolica.sim import run_matmul, run_program
 from systolica.sim.api.tiling import run_tiled, run_tiled_program
+from systolica.verif import fuzz
 from systolica.workloads.minilm.run import run_model
+
+#: The NKI kernels shipped with the package (``systolica nki run`` loads them by path).
+KERNELS = Path(matmul.__file__).parent
 
 S = np.ones((2, 2), np.int8)
 B = np.ones((2, 2), ml_dtypes.bfloat16)
+#: A kernel operand (128 partitions).
+A = np.ones((128, 2), ml_dtypes.bfloat16)
 
 #: Each API entry point called with ``rows`` (and the size's other parameters fine).
 API = {
@@ -23,6 +33,9 @@ API = {
     "run_tiled": lambda rows: run_tiled(S, S, rows=rows, cols=2),
     "run_tiled_program": lambda rows: run_tiled_program([(S, S)], rows=rows, cols=2),
     "run_model": lambda rows: run_model(rows=rows, cols=8, rtl_folds=0),
+    "nki.run rtl": lambda rows: nki.run(matmul.matmul_single_tile, A, A,
+                                        tensor_engine="rtl", rows=rows, cols=2),
+    "fuzz": lambda rows: fuzz.fuzz(1, 1, sizes=((rows, 4),)),
 }
 
 #: Each CLI command (``systolica ...``) given a bad size.
@@ -35,6 +48,9 @@ CLI = {
     "bench": lambda size: ["bench", f"--sizes={size}x8", "--main-job", "no", "--nki", "no"],
     "fuzz": lambda size: ["fuzz", f"--sizes={size}x4", "--commands", "1"],
     "regress": lambda size: ["regress", "--rows", size],
+    "nki run": lambda size: ["nki", "run", f"{KERNELS}/matmul.py::matmul_single_tile",
+                             "--arg", "lhsT=128x2:bfloat16", "--arg", "rhs=128x2:bfloat16",
+                             "--tensor-engine", "rtl", "--rows", size],
 }
 
 
