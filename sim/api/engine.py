@@ -25,13 +25,10 @@ rescheduled because a worker was lost.
 import os
 import pickle
 import re
-import resource
-import socket
 import sys
 import threading
-import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -134,60 +131,9 @@ class TileProgram:
         return self.config.cols
 
 
-@dataclass(frozen=True)
-class ProgramOutcome:
-    """What a worker sends back for a :class:`TileProgram`.
-
-    Attributes
-    ----------
-    key : str
-    outs : list of numpy.ndarray
-        Per problem, the RTL's [M, N] result (int32 or float32).
-    differing : list of int
-        Per problem, words that differ from the golden model on the host's second check.
-    mismatches : int
-        Scoreboard mismatches over the whole program.
-    matmuls, words : int
-        Matmuls and PSUM words the scoreboard checked.
-    macs, cycles : int
-        Multiply-accumulates and clock cycles of the program.
-    build_seconds, sim_seconds, clock_seconds, seconds : float
-        On the worker: building the tile (0 when reused), the simulator run with its
-        start-up, its clock loop alone, and the whole task (host side included), in seconds.
-    worker : str
-        ``host:pid`` of the process that ran it.
-    host_cpu_seconds, sim_cpu_seconds : float
-        CPU time of the task: in the process that ran it (all its threads: stimulus, the
-        golden model beside the simulator, checking) and in the simulator process it
-        started, in seconds.
-    """
-
-    key: str
-    outs: list
-    differing: list
-    mismatches: int
-    matmuls: int
-    words: int
-    macs: int
-    cycles: int
-    build_seconds: float
-    sim_seconds: float
-    clock_seconds: float
-    seconds: float
-    worker: str
-    host_cpu_seconds: float = 0.0
-    sim_cpu_seconds: float = 0.0
-
-
-def _children_cpu():
-    """CPU seconds of this process's finished child processes (float)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def execute(program):
-    """Run one :class:`TileProgram` (in whichever process calls it); return a
-    :class:`ProgramOutcome`.
+    """Run one :class:`TileProgram` (in whichever process calls it); return its
+    :class:`~systolica.sim.api.tiling.ProgramOutcome`.
 
     Raises
     ------
@@ -196,16 +142,10 @@ def execute(program):
     """
     from systolica.sim.api.tiling import run_tiled_program
 
-    started, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
-    r = run_tiled_program(program.problems, config=program.config,
-                          simulator=program.simulator, build_root=program.build_root,
-                          perf_mode=program.perf_mode)
-    return ProgramOutcome(
-        key=program.key, outs=r.outs, differing=r.differing, mismatches=r.mismatches,
-        matmuls=r.matmuls, words=r.words, macs=r.macs, cycles=r.cycles,
-        build_seconds=r.build_seconds, sim_seconds=r.run_seconds, clock_seconds=r.seconds,
-        seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}",
-        host_cpu_seconds=time.process_time() - cpu, sim_cpu_seconds=_children_cpu() - children)
+    outcome = run_tiled_program(program.problems, config=program.config,
+                                simulator=program.simulator, build_root=program.build_root,
+                                perf_mode=program.perf_mode)
+    return replace(outcome, key=program.key)
 
 
 #: Marks a file as a saved tile program (and its layout's version).
@@ -231,9 +171,9 @@ def replay_command(path):
 
 
 def add_outcome(totals, outcome):
-    """Add a :class:`ProgramOutcome`'s counters (matmuls, cycles, mismatches, differing
-    words, build / simulator / clock-loop / task seconds) to the same-named attributes of
-    ``totals`` (a :class:`Ledger`, a per-GEMM report)."""
+    """Add a :class:`~systolica.sim.api.tiling.ProgramOutcome`'s counters (matmuls,
+    cycles, mismatches, differing words, build / simulator / clock-loop / task seconds) to
+    the same-named attributes of ``totals`` (a :class:`Ledger`, a per-GEMM report)."""
     totals.matmuls += outcome.matmuls
     totals.cycles += outcome.cycles
     totals.mismatches += outcome.mismatches
@@ -305,9 +245,9 @@ class Ledger:
                 self.planned_matmuls += p.matmuls
 
     def accept(self, outcome):
-        """Count ``outcome`` (a :class:`ProgramOutcome`) once; return False (and count it as
-        a duplicate or unknown) when its program was accepted before or never planned, or
-        its matmul count is not the planned one."""
+        """Count ``outcome`` (a :class:`~systolica.sim.api.tiling.ProgramOutcome`) once;
+        return False (and count it as a duplicate or unknown) when its program was accepted
+        before or never planned, or its matmul count is not the planned one."""
         with self._lock:
             if outcome.key not in self._expected:
                 self.unknown += 1
@@ -391,7 +331,7 @@ class Engine:
 
     def run(self, programs):
         """Run ``programs`` (list of :class:`TileProgram`); return their outcomes in the same
-        order (list of :class:`ProgramOutcome`)."""
+        order (list of :class:`~systolica.sim.api.tiling.ProgramOutcome`)."""
         raise NotImplementedError
 
     def close(self):

@@ -20,6 +20,10 @@ The golden counterpart, :func:`golden_tiled_matmul`, is the same slab-by-slab ac
 bit for bit. :func:`golden_tiled_matmuls` computes many problems' at once.
 """
 
+import os
+import resource
+import socket
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -301,34 +305,47 @@ def _float_slabs(stationary, moving, rows, ftz, perf_mode):
 
 
 @dataclass(frozen=True)
-class TiledProgramResult:
-    """Result of :func:`run_tiled_program`: several problems run as one tile program.
+class ProgramOutcome:
+    """Result of :func:`run_tiled_program`: several GEMM problems run as one tile program.
+    The engine's workers send it back for each :class:`~systolica.sim.api.engine.TileProgram`
+    (with its ``key``), and its ledger adds them up.
 
     Attributes
     ----------
-    outs : list of numpy.ndarray, int32 (INT8) or float32 (BF16), shape [M, N] each
+    key : str
+        The program's key in a run (``"bf16/L0/up/1"``; ``""`` from
+        :func:`run_tiled_program` called directly).
+    outs : list of numpy.ndarray, int32 (INT8) or float32 (float types), shape [M, N] each
         The RTL's result per problem, reassembled from the last slab's PSUM of every block.
     differing : list of int
         Per problem, words of ``outs[i]`` whose bit pattern differs from
-        :func:`golden_tiled_matmul` of the same operands (checked on the host).
+        :func:`golden_tiled_matmul` of the same operands (the host's second check).
     mismatches : int
         PSUM words the testbench's scoreboard found different from the golden model, over
         every matmul of the program (each slab's partial sums included).
     matmuls : int
         Matmuls the program ran; every one's PSUM was checked by the scoreboard.
     words : int
-        PSUM words the scoreboard checked (``sum(M * N)`` over the matmuls).
+        PSUM words the scoreboard checked (``sum(M * N)`` over the results read).
     macs : int
         ``K * M * N`` multiply-accumulates summed over the problems.
     cycles : int
         Clock cycles of the program, end of reset to the last result taken.
-    seconds, run_seconds, build_seconds : float
-        Wall time of the clock loop, of the simulator run with its start-up, and of
-        generating and building the tile for this call (0 when reused), in seconds.
+    build_seconds, sim_seconds, clock_seconds, seconds : float
+        Wall time of generating and building the tile for this call (0 when reused), of
+        the simulator run with its start-up, of its clock loop alone, and of the whole call
+        (host side included), in seconds.
+    worker : str
+        ``host:pid`` of the process that ran it.
+    host_cpu_seconds, sim_cpu_seconds : float
+        CPU time of the call in the process that ran it (all its threads: stimulus, the
+        golden model beside the simulator, checking) and in the simulator process it
+        started, in seconds.
     rows, cols : int
-        The tile the program ran on.
+        The tile the program ran on (0 where not recorded).
     """
 
+    key: str
     outs: list
     differing: list
     mismatches: int
@@ -336,11 +353,21 @@ class TiledProgramResult:
     words: int
     macs: int
     cycles: int
-    seconds: float
-    run_seconds: float
     build_seconds: float
-    rows: int
-    cols: int
+    sim_seconds: float
+    clock_seconds: float
+    seconds: float
+    worker: str
+    host_cpu_seconds: float = 0.0
+    sim_cpu_seconds: float = 0.0
+    rows: int = 0
+    cols: int = 0
+
+
+def _children_cpu():
+    """CPU seconds of this process's finished child processes (float)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator="verilator",
@@ -363,7 +390,7 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
 
     Returns
     -------
-    TiledProgramResult
+    ProgramOutcome
 
     Raises
     ------
@@ -372,6 +399,7 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
     SimulatorNotFoundError, BuildError, SimulationError
         As :func:`~systolica.sim.run_program`.
     """
+    started, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
     problems = list(problems)
     if not problems:
         raise ValueError("problems must hold at least one (stationary, moving) pair")
@@ -403,12 +431,14 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
             out[b.m0:b.m1, b.n0:b.n1] = psum
         outs.append(out)
         differing.append(int(np.count_nonzero(out.view(np.uint32) != golden.view(np.uint32))))
-    return TiledProgramResult(
-        outs=outs, differing=differing, mismatches=int(result.mismatches), matmuls=len(jobs),
-        words=int(sum(p.size for p in result.psums)),
+    return ProgramOutcome(
+        key="", outs=outs, differing=differing, mismatches=int(result.mismatches),
+        matmuls=len(jobs), words=int(sum(p.size for p in result.psums)),
         macs=sum(s.shape[0] * s.shape[1] * m.shape[1] for s, m in problems),
-        cycles=int(result.cycles), seconds=float(result.seconds),
-        run_seconds=float(result.run.seconds), build_seconds=float(result.build.seconds),
+        cycles=int(result.cycles), build_seconds=float(result.build.seconds),
+        sim_seconds=float(result.run.seconds), clock_seconds=float(result.seconds),
+        seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}",
+        host_cpu_seconds=time.process_time() - cpu, sim_cpu_seconds=_children_cpu() - children,
         rows=int(rows), cols=int(cols))
 
 
@@ -464,7 +494,7 @@ def run_tiled(stationary, moving, *, config=None, rows=None, cols=None,
                            stationary, moving, result.rows, ftz, perf_mode),
                        mismatches=result.mismatches, differing=result.differing[0],
                        matmuls=result.matmuls, macs=result.macs, cycles=result.cycles,
-                       seconds=result.seconds, run_seconds=result.run_seconds,
+                       seconds=result.clock_seconds, run_seconds=result.sim_seconds,
                        build_seconds=result.build_seconds, rows=result.rows, cols=result.cols)
 
 

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from systolica.cli import minilm as minilm_cli
-from systolica.sim.api.engine import Ledger, ProgramOutcome, SerialEngine
+from systolica.sim.api.engine import Ledger, SerialEngine
+from systolica.sim.api.tiling import ProgramOutcome
 from systolica.workloads import minilm
 from systolica.workloads.minilm import (
     ModelFileError,
