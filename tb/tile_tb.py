@@ -10,7 +10,6 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
 from systolica.hdl.layouts import (
-    OPERAND_WIDTH,
     ErrorCode,
     command_layout,
     moving_layout,
@@ -41,13 +40,6 @@ def status_fields(raw):
 
 class SimulationStuck(AssertionError):
     """The tile stopped making progress before every expected result arrived."""
-
-
-def tile_shape(dut):
-    """Return ``(rows, cols)`` of the DUT, read from its stream payload widths."""
-    rows = len(dut.moving__payload) // OPERAND_WIDTH
-    cols = len(dut.stationary__payload) // OPERAND_WIDTH
-    return rows, cols
 
 
 class TileTB:
@@ -81,10 +73,13 @@ class TileTB:
     def __init__(self, dut, seed, idle=0.0, backpressure=0.0, psum_zeroed=False,
                  model_class=TileModel):
         self.dut = dut
-        self.rows, self.cols = tile_shape(dut)
-        # The tile's type set and PSUM, as the host's run set them (every type, and the
-        # default PSUM, when it did not).
-        config = protocol.read_tile_config(os.environ) or {}
+        # The tile's size, type set and PSUM, as the host's run set them from its
+        # TileConfig (every run starts through the builder's run_tests, which sets them).
+        config = protocol.read_tile_config(os.environ)
+        if config is None:
+            raise RuntimeError(f"{protocol.TILE_CONFIG} is not set: start the simulation "
+                               f"with systolica.sim.builder.runner.run_tests")
+        self.rows, self.cols = config["rows"], config["cols"]
         self.log = dut._log
         rng = random.Random(seed)
         self.scoreboard = Scoreboard(log=self.log)
@@ -99,8 +94,7 @@ class TileTB:
         self.model = model_class(self.rows, self.cols, self.scoreboard,
                                  psum_zeroed=psum_zeroed,
                                  **{key: config[key] for key in (
-                                     "banks", "entries", "dtypes", "double_row")
-                                    if key in config})
+                                     "banks", "entries", "dtypes", "double_row")})
         self._packers = {name: LayoutPacker(layout) for name, layout in (
             ("stationary", stationary_layout(self.cols)), ("moving", moving_layout(self.rows)),
             ("result", result_layout(self.cols)))}
