@@ -40,13 +40,15 @@ class HarnessRun:
     """What one run of the bulk harness measured and checked: the one result record of a
     harness run. :func:`run_harness` returns it; the fuzzer's
     :class:`~systolica.verif.fuzz.ProgramReport` extends it, and the run API's
-    :class:`~systolica.sim.ProgramResult` carries it (``ProgramResult.harness``).
+    :class:`~systolica.sim.ProgramResult` takes its times, mismatch count and simulator run
+    from it (after raising the first of its :attr:`errors`).
 
     Attributes
     ----------
     cycles : int
-        Clock cycles the harness ran after reset until every result was captured (the
-        timing file's ``cycles``); 0 when the run failed before writing it.
+        Clock cycles the harness ran after reset until every command was taken and every
+        result captured (the timing file's ``cycles``); 0 when the run failed before
+        writing it.
     seconds, cpu_seconds : float
         Wall and CPU time of the clock loop in the simulator process, in seconds (no
         start-up).
@@ -68,7 +70,8 @@ class HarnessRun:
     mismatches : int
         PSUM words that differed from the golden model, bit for bit (the scoreboard's count).
     words : int
-        PSUM words the scoreboard checked (``M x N`` per legal matmul, ``cols x N`` per READ).
+        PSUM words the scoreboard checked: ``cols x N`` per legal command (every lane of
+        every result beat, lanes ``>= M`` of a matmul included).
     run : systolica.sim.builder.runner.TestRun or None
         The simulator process's run: its log (``run.log``), waveform and wall time with
         start-up (``run.seconds``, in seconds).
