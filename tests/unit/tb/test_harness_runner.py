@@ -91,3 +91,21 @@ def test_an_unreadable_timing_file_is_one_line_and_nothing_is_checked(tmp_path):
     assert not run.checked and run.missing_beats == 2
     assert len(run.errors) == 1 and "cycles must be int, not 'x'" in run.errors[0]
     assert "\n" not in run.errors[0]
+
+
+def test_a_program_of_rejected_commands_needs_no_results_file(tmp_path):
+    """Every command illegal: no result beat, so the harness writes no results file, and
+    the run is checked all the same (the status against the model's)."""
+    from systolica.golden import Command
+
+    program = BulkProgram(TileConfig(2, 2, "int8"))
+    program.submit_command(Command("matmul", k=3, m=1, n=1))      # K > rows: K_RANGE
+    tile = FakeTile(tmp_path, timing=None)
+    code = program.model.expected_status()
+    (tmp_path / "timing.txt").write_text(
+        f"cycles=9 seconds=0.1 cpu_seconds=0.1 rejected={code[0]} error={code[1]}\n")
+    tile.run_tests = lambda module, run_dir, **options: SimpleNamespace(
+        failed=0, log=run_dir / "sim.log", seconds=0.5, waveform=None)
+    run = run_harness(program, tile, tmp_path)
+    assert run.checked and not run.errors and run.expected_beats == 0
+    assert run.status == code and run.cycles == 9
