@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .float_mul import DOUBLE_ROW_DTYPES, FLOAT_FIELDS, FloatMultiplier
 from .fp32_add import Fp32Adder
-from .layouts import OPERAND_WIDTH, PSUM_WIDTH, DType
+from .layouts import NARROW_DTYPES, OPERAND_WIDTH, PSUM_WIDTH, DType
 
 #: Port signature of :class:`ProcessingElement` (also the port list of its Verilog module).
 PE_SIGNATURE = wiring.Signature({
@@ -105,7 +105,8 @@ class ProcessingElement(wiring.Component):
     ftz_in : In(1)
         The matmul flushes subnormals.
     transpose_in : In(1)
-        Transpose mode: an active row outputs ``w`` (bits unchanged, upper 16 bits zero).
+        Transpose mode: an active row outputs ``w`` (bits unchanged, upper 16 bits zero;
+        a PE without 16-bit types passes bits [7:0], the loader's zeroes above them).
     psum_in : In(32)
         Partial sum from the PE above (INT32 or FP32 bits).
     moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, transpose_out,
@@ -220,8 +221,9 @@ class ProcessingElement(wiring.Component):
                          for name in TRAVELLING]
             with m.If(~self.active_in):
                 m.d.sync += self.psum_out.eq(self.psum_in)
-            with m.Elif(self.transpose_in):
-                m.d.sync += self.psum_out.eq(weight)
+            with m.Elif(self.transpose_in):     # a PE of 8-bit types only passes 8 bits
+                narrow = set(self._float_dtypes) <= set(NARROW_DTYPES)
+                m.d.sync += self.psum_out.eq(weight[:8] if narrow else weight)
             with m.Else():
                 m.d.sync += self.psum_out.eq(result)
         return m
