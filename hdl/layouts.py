@@ -145,12 +145,12 @@ def command_layout():
         "double_row": 1,
         "ftz": 1,
         "accumulate": 1,
-        "transpose": 1,
         "bank": unsigned(BANK_WIDTH),
         "offset": unsigned(SIZE_WIDTH),
         "k": unsigned(SIZE_WIDTH),
         "m": unsigned(SIZE_WIDTH),
         "n": unsigned(SIZE_WIDTH),
+        "transpose": 1,     # last: the fields before it keep their published positions
     })
 
 
