@@ -374,11 +374,12 @@ def transpose_operands(rng, k, m, n):
 
 def _refused_transpose(rng, k, m, n, bank, offset):
     """A transpose the tile rejects for its mode alone (``TRANSPOSE_*``): ``double_row``
-    (with an e4m3 / e5m2 pair), ``accumulate`` or ``ftz``, one or several."""
-    modes = {"perf_mode": None, "accumulate": False, "ftz": False}
-    while not any(modes.values()):
-        modes = {"perf_mode": "double_row" if rng.random() < 0.4 else None,
-                 "accumulate": bool(rng.random() < 0.4), "ftz": bool(rng.random() < 0.4)}
+    (with an e4m3 / e5m2 pair), ``accumulate`` or ``ftz``; the first that applies (the
+    code) is drawn uniformly, the later ones are added at random."""
+    first = int(rng.integers(3))
+    modes = {"perf_mode": "double_row" if first == 0 else None,
+             "accumulate": first == 1 or (first < 1 and bool(rng.random() < 0.5)),
+             "ftz": first == 2 or bool(rng.random() < 0.5)}
     dtype = str(rng.choice(DOUBLE_ROW_TYPES if modes["perf_mode"] else list(FORMATS)))
     return Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=dtype,
                    is_transpose=True, **modes)
