@@ -70,7 +70,8 @@ OPS = ("matmul", "read")
 #: Operand data types of a matmul command (short names of :data:`~.formats.FORMATS`).
 DTYPES = tuple(FORMATS)
 #: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
-ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT")
+ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT",
+          "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ")
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,13 @@ class Command:
         Flush subnormals to zero (float matmuls only).
     accumulate : bool
         Add into PSUM instead of overwriting (matmul only).
+    is_transpose : bool
+        Transpose mode (matmul only; NKI's ``is_transpose``): the moving columns each select
+        one partition row (a 1 there, zeros elsewhere) and PSUM entry ``offset + n`` gets
+        that row of the stationary, bits unchanged, in the low 16 bits of each word
+        (:attr:`~.formats.OperandFormat.transpose_dtype`, upper bits zero). It takes no
+        ``perf_mode``, ``accumulate`` or ``ftz`` (:func:`~.formats.check_transpose`); a
+        command with one can be made, and the tile rejects it (:func:`command_error`).
     """
 
     op: str = "matmul"
@@ -115,6 +123,7 @@ class Command:
     accumulate: bool = False
     moving_dtype: str | None = None
     perf_mode: str | None = None
+    is_transpose: bool = False
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -135,7 +144,7 @@ class Command:
         check_perf_mode(self.perf_mode)
         if self.op == "matmul":     # the double-row pair is command_error's to judge
             operand_formats(FORMATS[self.dtype].dtype, FORMATS[self.mtype].dtype)
-        for name in ("ftz", "accumulate"):
+        for name in ("ftz", "accumulate", "is_transpose"):
             check_bool(name, getattr(self, name))
 
 
@@ -207,7 +216,10 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     M > cols), ``"N_RANGE"`` (N = 0 or offset + N > entries: the region leaves its bank),
     ``"DOUBLE_ROW_TYPE"`` (double-row matmul whose operands are not both
     :data:`~.formats.DOUBLE_ROW_TYPES`), ``"TYPE_NOT_BUILT"`` (matmul with an operand type
-    not in ``dtypes``, or double-row on a tile without ``double_row``).
+    not in ``dtypes``, or double-row on a tile without ``double_row``), then the transpose
+    rule (:func:`~.formats.check_transpose`, same order): ``"TRANSPOSE_DOUBLE_ROW"``,
+    ``"TRANSPOSE_ACCUMULATE"``, ``"TRANSPOSE_FTZ"`` (a transposing matmul with double-row,
+    ``accumulate`` or ``ftz``).
 
     Returns
     -------
@@ -228,4 +240,10 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     if matmul and (not {command.dtype, command.mtype} <= set(dtypes) or (
             command.double_row and not double_row)):
         return "TYPE_NOT_BUILT"
+    if matmul and command.is_transpose:
+        for code, mode in (("TRANSPOSE_DOUBLE_ROW", command.double_row),
+                           ("TRANSPOSE_ACCUMULATE", command.accumulate),
+                           ("TRANSPOSE_FTZ", command.ftz)):
+            if mode:
+                return code
     return None

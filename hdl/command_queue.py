@@ -5,6 +5,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import (
+    NARROW_DTYPES,
     SIZE_WIDTH,
     DType,
     ErrorCode,
@@ -32,12 +33,15 @@ def load_request_signature():
         Its LoadStationary beats: ``K``, or ``min(K, rows)`` for a double-row matmul.
     m : Out(SIZE_WIDTH)
         Its ``M`` (lanes ``>= M`` of each beat are loaded as zeros).
+    narrow : Out(1)
+        Its stationary type is 8 bits wide and it is not double-row: bits [15:8] of each
+        lane are ignored, and loaded as zeros (so a transpose passes only bits [7:0] on).
     done : In(1)
         The target's last stationary beat transfers this cycle; the target's entry is marked
         loaded at the clock edge.
     """
     return wiring.Signature({"valid": Out(1), "beats": Out(SIZE_WIDTH), "m": Out(SIZE_WIDTH),
-                             "done": In(1)})
+                             "narrow": Out(1), "done": In(1)})
 
 
 class CommandQueue(wiring.Component):
@@ -49,7 +53,9 @@ class CommandQueue(wiring.Component):
     (N = 0 or ``offset + N`` > ``psum_entries``); for a matmul ``DOUBLE_ROW_TYPE``
     (``double_row`` with an operand type other than E4M3 / E5M2); for a matmul
     ``TYPE_NOT_BUILT`` (an operand type not in ``dtypes``, or ``double_row`` on a queue
-    built without it: the tile was not generated for it). A rejected beat is
+    built without it: the tile was not generated for it); for a matmul with ``transpose``,
+    ``TRANSPOSE_DOUBLE_ROW``, ``TRANSPOSE_ACCUMULATE`` and ``TRANSPOSE_FTZ`` (transpose mode
+    with ``double_row``, ``accumulate`` or ``ftz``). A rejected beat is
     taken and dropped: ``status.rejected`` counts up and ``status.error`` takes its
     :class:`~.layouts.ErrorCode` at the clock edge.
 
@@ -157,6 +163,12 @@ class CommandQueue(wiring.Component):
         if restricted:
             with m.Elif(~is_read & ~built):
                 m.d.comb += error.eq(ErrorCode.TYPE_NOT_BUILT)
+        transpose = ~is_read & command.transpose
+        for code, mode in ((ErrorCode.TRANSPOSE_DOUBLE_ROW, command.double_row),
+                           (ErrorCode.TRANSPOSE_ACCUMULATE, command.accumulate),
+                           (ErrorCode.TRANSPOSE_FTZ, command.ftz)):
+            with m.Elif(transpose & mode):
+                m.d.comb += error.eq(code)
 
         # ---- the queue -------------------------------------------------------------------
         queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(depth_q)]
@@ -183,6 +195,8 @@ class CommandQueue(wiring.Component):
         for i in reversed(range(depth_q)):     # the lowest index wins
             with m.If(queued[i] & ~loaded[i]):
                 m.d.comb += [target.eq(i), self.load.m.eq(queue[i].m),
+                             self.load.narrow.eq(~queue[i].double_row & Cat(
+                                 queue[i].dtype == t for t in NARROW_DTYPES).any()),
                              self.load.beats.eq(Mux(queue[i].double_row & (queue[i].k > rows),
                                                     rows, queue[i].k))]
         loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(depth_q)]

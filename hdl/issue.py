@@ -1,11 +1,12 @@
 """The tile's issue logic: a matmul's moving beats, or a READ's beats, in command order."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .array import operand_lane_layout
 from .layouts import (
+    NARROW_DTYPES,
     OPERAND_WIDTH,
     SIZE_WIDTH,
     DType,
@@ -37,8 +38,10 @@ class IssueLogic(wiring.Component):
     The operands of a moving beat, with the matmul's mode (buffer, types, double-row, FTZ,
     K), are registered on the beat (so bubbles do not toggle the array) and skewed: partition
     row ``k`` of beat ``t`` reaches ``operands[k]`` ``1 + k`` enabled cycles after the beat.
-    Row ``k`` is ``active`` when ``K > k`` and ``hi`` (its bits [15:8] are element
-    ``k + rows``) when double-row and ``K > k + rows``.
+    Row ``k`` is ``active`` when ``K > k`` (and, in transpose mode, its moving element is not
+    +-0: bits [6:0] of an 8-bit type, [14:0] of a 16-bit one) and ``hi`` (its bits [15:8]
+    are element ``k + rows``) when double-row and ``K > k + rows``; ``transpose`` travels
+    with the operand.
 
     Parameters
     ----------
@@ -98,8 +101,9 @@ class IssueLogic(wiring.Component):
         can_start = Signal()
         running = self.running      # a command has issued beats and not its last one
         cur_read = self.read
-        cur_sel, cur_double, cur_ftz, cur_acc = (Signal(name=f"cur_{n}") for n in (
-            "sel", "double", "ftz", "accumulate"))
+        cur_sel, cur_double, cur_ftz, cur_acc, cur_transpose = (
+            Signal(name=f"cur_{n}") for n in ("sel", "double", "ftz", "accumulate",
+                                              "transpose"))
         cur_stype, cur_mtype = Signal(DType, name="cur_stype"), Signal(DType, name="cur_mtype")
         cur_addr = Signal(range(depth))
         cur_left = Signal(SIZE_WIDTH)   # beats left after the current one
@@ -121,7 +125,7 @@ class IssueLogic(wiring.Component):
             start.eq(issue & ~running),     # the head's transfer
         ]
         beat = {name: Signal(name=f"beat_{name}") for name in (
-            "read", "sel", "double", "ftz", "accumulate", "last")}
+            "read", "sel", "double", "ftz", "accumulate", "transpose", "last")}
         beat["stype"], beat["mtype"] = Signal(DType, name="beat_stype"), Signal(
             DType, name="beat_mtype")
         beat_addr = Signal(range(depth))
@@ -136,6 +140,7 @@ class IssueLogic(wiring.Component):
             beat["double"].eq(Mux(running, cur_double, head.double_row)),
             beat["ftz"].eq(Mux(running, cur_ftz, head.ftz)),
             beat["accumulate"].eq(Mux(running, cur_acc, head.accumulate)),
+            beat["transpose"].eq(Mux(running, cur_transpose, head.transpose)),
             beat_addr.eq(Mux(running, cur_addr, head.bank * entries + head.offset)),
             beat_left.eq(Mux(running, cur_left, head.n - 1)),
             beat["last"].eq(beat_left == 0),
@@ -146,7 +151,7 @@ class IssueLogic(wiring.Component):
                 cur_read.eq(beat["read"]), cur_sel.eq(beat["sel"]),
                 cur_stype.eq(beat["stype"]), cur_mtype.eq(beat["mtype"]),
                 cur_double.eq(beat["double"]), cur_ftz.eq(beat["ftz"]),
-                cur_acc.eq(beat["accumulate"]),
+                cur_acc.eq(beat["accumulate"]), cur_transpose.eq(beat["transpose"]),
                 cur_addr.eq(beat_addr + 1), cur_left.eq(beat_left - 1), cur_k.eq(beat_k),
             ]
         # A buffer is free once its matmul has sent its last moving beat.
@@ -166,18 +171,26 @@ class IssueLogic(wiring.Component):
         # evaluating garbage).
         in_vector = Signal(data.ArrayLayout(OPERAND_WIDTH, rows))
         in_mode = Signal(data.StructLayout({"sel": 1, "stype": DType, "mtype": DType,
-                                            "double": 1, "ftz": 1, "k": SIZE_WIDTH}))
+                                            "double": 1, "ftz": 1, "transpose": 1,
+                                            "k": SIZE_WIDTH}))
         with m.If(moving_beat):
             m.d.sync += in_vector.eq(self.moving.payload.data)
         with m.If(issue):
             m.d.sync += [in_mode[name].eq(beat[name])
-                         for name in ("sel", "stype", "mtype", "double", "ftz")]
+                         for name in ("sel", "stype", "mtype", "double", "ftz", "transpose")]
             m.d.sync += in_mode.k.eq(beat_k)
+        # Transpose mode: a row takes part only where its moving element is not +-0 (the
+        # column's selector, a 1 there; golden refuses any other value).
+        narrow = Signal()
+        m.d.comb += narrow.eq(Cat(in_mode.mtype == t for t in NARROW_DTYPES).any())
         for k in range(rows):
+            picked = Signal(name=f"picked_{k}")
             m.d.comb += [
+                picked.eq(Mux(narrow, in_vector[k][:7].any(), in_vector[k][:15].any())),
                 skew.i[k].value.eq(in_vector[k]),
                 skew.i[k].sel.eq(in_mode.sel),
-                skew.i[k].active.eq(in_mode.k > k),
+                skew.i[k].active.eq((in_mode.k > k) & (~in_mode.transpose | picked)),
+                skew.i[k].transpose.eq(in_mode.transpose),
                 skew.i[k].hi.eq(in_mode.double & (in_mode.k > k + rows)),
                 skew.i[k].stype.eq(in_mode.stype),
                 skew.i[k].mtype.eq(in_mode.mtype),

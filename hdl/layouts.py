@@ -12,7 +12,8 @@ Operand lanes are 16 raw bits: a BF16 or FP16 value's bit pattern, or an INT8 or
 bits [7:0] (bits [15:8] are ignored), or in FP8 double-row mode two FP8 values: partition
 row r's element k = r in bits [7:0] and k = r + rows in bits [15:8]. PSUM lanes are 32 raw
 bits: an INT32 (two's complement) or an FP32 bit pattern, by the data type of the matmul
-that wrote them.
+that wrote them, or a transposed element in bits [15:0] (8-bit types in bits [7:0]), the
+other bits zero.
 """
 
 from amaranth.hdl import unsigned
@@ -46,6 +47,11 @@ class DType(enum.Enum, shape=3):
     E4M3FN = 6
 
 
+#: Operand types 8 bits wide, carried in bits [7:0] of a lane (the others are 16 bits;
+#: golden: ``OperandFormat.width``).
+NARROW_DTYPES = (DType.INT8, DType.E4M3, DType.E5M2, DType.E3M4, DType.E4M3FN)
+
+
 class Op(enum.Enum, shape=1):
     """Command opcode: a matmul, or a read-out of a PSUM region."""
 
@@ -53,13 +59,16 @@ class Op(enum.Enum, shape=1):
     READ = 1
 
 
-class ErrorCode(enum.Enum, shape=3):
+class ErrorCode(enum.Enum, shape=4):
     """Why the tile rejected a command (``status.error``), checked in this order.
 
     ``BANK_RANGE``: bank >= the tile's bank count. ``K_RANGE``: K = 0 or K > rows (matmul).
     ``M_RANGE``: M = 0 or M > cols (matmul). ``N_RANGE``: N = 0 or offset + N > entries per
     bank (the region leaves its bank). ``DOUBLE_ROW_TYPE``: ``double_row`` set on a matmul
-    whose operand types are not both E4M3 or E5M2.
+    whose operand types are not both E4M3 or E5M2. ``TYPE_NOT_BUILT``: an operand type (or
+    double-row) the tile was not generated for. ``TRANSPOSE_DOUBLE_ROW``,
+    ``TRANSPOSE_ACCUMULATE``, ``TRANSPOSE_FTZ``: ``transpose`` set on a matmul together with
+    ``double_row``, ``accumulate`` or ``ftz``.
     """
 
     NONE = 0
@@ -69,6 +78,9 @@ class ErrorCode(enum.Enum, shape=3):
     N_RANGE = 4
     DOUBLE_ROW_TYPE = 5
     TYPE_NOT_BUILT = 6
+    TRANSPOSE_DOUBLE_ROW = 7
+    TRANSPOSE_ACCUMULATE = 8
+    TRANSPOSE_FTZ = 9
 
 
 def stationary_layout(cols):
@@ -119,7 +131,9 @@ def command_layout():
     stationary and of the moving operand), ``double_row`` (FP8 double-row: K up to
     2 x rows, ``min(K, rows)`` stationary beats), ``ftz`` (flush subnormal inputs, products
     and sums to zero; float only), ``accumulate`` (add into PSUM instead of
-    overwriting it), ``bank`` (PSUM bank, ``BANK_WIDTH`` bits), ``offset`` (first PSUM entry
+    overwriting it), ``transpose`` (transpose mode: each moving column selects one partition
+    row, whose stationary bits go to PSUM unchanged; takes no ``double_row``, ``ftz`` or
+    ``accumulate``), ``bank`` (PSUM bank, ``BANK_WIDTH`` bits), ``offset`` (first PSUM entry
     in the bank), ``k``, ``m``, ``n`` (``SIZE_WIDTH`` bits each: partition rows of the
     stationary, its free size, moving beats). A READ uses ``bank``, ``offset`` and ``n``
     only.
@@ -136,6 +150,7 @@ def command_layout():
         "k": unsigned(SIZE_WIDTH),
         "m": unsigned(SIZE_WIDTH),
         "n": unsigned(SIZE_WIDTH),
+        "transpose": 1,     # last: the fields before it keep their published positions
     })
 
 

@@ -42,10 +42,11 @@ class StationaryLoader(wiring.Component):
     completes ``request.beats`` raises ``request.done`` (combinational) and, at the clock
     edge, marks ``load_buf`` full, toggles it and restarts the row count.
 
-    Each beat is registered once (lanes ``>= request.m`` zeroed) and enters a column-skewed
-    lane per column: the write reaches column ``c`` of the array ``1 + c`` enabled cycles
-    after its beat, like the moving data, so it only overwrites PEs that the previous
-    matmul's last beat has passed. Everything but the buffer state and the row count
+    Each beat is registered once (lanes ``>= request.m`` zeroed, and bits [15:8] of every
+    lane when ``request.narrow``: an 8-bit type outside double-row mode) and enters a
+    column-skewed lane per column: the write reaches column ``c`` of the array ``1 + c``
+    enabled cycles after its beat, like the moving data, so it only overwrites PEs that the
+    previous matmul's last beat has passed. Everything but the buffer state and the row count
     (updated by beats only) advances with ``en``.
 
     Parameters
@@ -137,8 +138,10 @@ class StationaryLoader(wiring.Component):
         with m.If(load_beat):
             m.d.sync += [load_in.row.eq(load_row), load_in.buf.eq(load_buf)]
             for c in range(cols):
-                m.d.sync += load_values[c].eq(
-                    Mux(self.request.m > c, self.stationary.payload.data[c], 0))
+                value = self.stationary.payload.data[c]
+                m.d.sync += load_values[c].eq(Mux(
+                    self.request.m > c,
+                    Mux(self.request.narrow, value[:8], value), 0))
         for c in range(cols):
             m.d.comb += [
                 load_skew.i[c].valid.eq(load_in.valid),

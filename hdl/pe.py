@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .float_mul import DOUBLE_ROW_DTYPES, FLOAT_FIELDS, FloatMultiplier
 from .fp32_add import Fp32Adder
-from .layouts import OPERAND_WIDTH, PSUM_WIDTH, DType
+from .layouts import NARROW_DTYPES, OPERAND_WIDTH, PSUM_WIDTH, DType
 
 #: Port signature of :class:`ProcessingElement` (also the port list of its Verilog module).
 PE_SIGNATURE = wiring.Signature({
@@ -22,6 +22,7 @@ PE_SIGNATURE = wiring.Signature({
     "stype_in": In(DType),
     "mtype_in": In(DType),
     "ftz_in": In(1),
+    "transpose_in": In(1),
     "psum_in": In(PSUM_WIDTH),
     "moving_out": Out(OPERAND_WIDTH),
     "sel_out": Out(1),
@@ -30,12 +31,13 @@ PE_SIGNATURE = wiring.Signature({
     "stype_out": Out(DType),
     "mtype_out": Out(DType),
     "ftz_out": Out(1),
+    "transpose_out": Out(1),
     "psum_out": Out(PSUM_WIDTH),
 })
 
 #: The mode bits that travel with a moving operand from PE to PE (``<name>_in`` ->
 #: ``<name>_out``), in the order of the array's operand lane layout.
-TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz")
+TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz", "transpose")
 
 
 class ProcessingElement(wiring.Component):
@@ -56,6 +58,7 @@ class ProcessingElement(wiring.Component):
 
         s          = p0 if chain_start else psum_in + p0
         psum_out   <- s + p1 if hi_in else s                 (active_in)
+        psum_out   <- w, zero-extended                       (active_in and transpose_in)
         psum_out   <- psum_in                                (row inactive: pass-through)
         moving_out and the mode bits <- the same inputs
 
@@ -64,8 +67,12 @@ class ProcessingElement(wiring.Component):
     :class:`Fp32Adder` (one RNE rounding per add, ``docs/numerics.md``); in double-row mode
     a second, FP8-only (e4m3 / e5m2) multiplier and a second adder add ``p1`` after ``p0``.
     The chain starts with the first product itself, so partition row 0 (``chain_start``)
-    never adds a zero. When ``en`` is low the datapath registers hold; a load into
-    stationary register ``load_buf`` happens whenever ``load_en`` is high.
+    never adds a zero. In transpose mode (``transpose_in``) nothing is multiplied or added:
+    the one active row of a column (the issue logic activates the row its moving column
+    selects) puts its stationary bits on the chain, and every other row passes them down, so
+    NaN payloads, Inf, -0 and subnormals arrive unchanged. When ``en`` is low the datapath
+    registers hold; a load into stationary register ``load_buf`` happens whenever
+    ``load_en`` is high.
 
     Parameters
     ----------
@@ -97,9 +104,13 @@ class ProcessingElement(wiring.Component):
         Data types of the stationary and of the moving operand.
     ftz_in : In(1)
         The matmul flushes subnormals.
+    transpose_in : In(1)
+        Transpose mode: an active row outputs ``w`` (bits unchanged, upper 16 bits zero;
+        a PE without 16-bit types passes bits [7:0], the loader's zeroes above them).
     psum_in : In(32)
         Partial sum from the PE above (INT32 or FP32 bits).
-    moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, psum_out : Out
+    moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, transpose_out,
+    psum_out : Out
         Registered operand, its mode bits, and the partial sum.
 
     Raises
@@ -210,6 +221,9 @@ class ProcessingElement(wiring.Component):
                          for name in TRAVELLING]
             with m.If(~self.active_in):
                 m.d.sync += self.psum_out.eq(self.psum_in)
+            with m.Elif(self.transpose_in):     # a PE of 8-bit types only passes 8 bits
+                narrow = set(self._float_dtypes) <= set(NARROW_DTYPES)
+                m.d.sync += self.psum_out.eq(weight[:8] if narrow else weight)
             with m.Else():
                 m.d.sync += self.psum_out.eq(result)
         return m

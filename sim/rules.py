@@ -37,6 +37,8 @@ FIELD_MEANINGS = {
     "double_row": "FP8 double-row matmul: K up to 2 x rows, min(K, rows) stationary beats",
     "ftz": "flush subnormal inputs, products and sums to signed zero (float matmuls)",
     "accumulate": "add into the PSUM region instead of overwriting it (matmul)",
+    "transpose": "transpose mode: each moving beat selects one partition row, whose "
+                 "stationary bits PSUM gets unchanged (matmul; no double_row, ftz, accumulate)",
     "bank": "PSUM bank of the region",
     "offset": "first PSUM entry of the region in its bank",
     "k": "partition rows of the stationary, the contraction size (matmul)",

@@ -104,14 +104,15 @@ class BulkProgram:
         self._commands.append({name: int(getattr(v, "value", v)) for name, v in beat.items()})
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
-               perf_mode=None):
+               perf_mode=None, is_transpose=False):
         """Add one matmul (see :meth:`TileModel.submit`); returns its record."""
         return self.submit_many([(stationary, moving, accumulate, ftz, bank, offset,
-                                  perf_mode)])[0]
+                                  perf_mode, is_transpose)])[0]
 
     def submit_many(self, matmuls):
         """Add matmuls that follow each other (``(stationary, moving, accumulate, ftz, bank,
-        offset[, perf_mode])`` tuples; see :meth:`TileModel.submit_many`); returns their records."""
+        offset[, perf_mode[, is_transpose]])`` tuples; see :meth:`TileModel.submit_many`);
+        returns their records."""
         self.stage_many(matmuls)
         return self.commit_staged()
 

@@ -16,7 +16,7 @@ module systolica_harness #(
     parameter integer ROWS = 8,
     parameter integer COLS = 8,
     parameter integer DEPTH = 4096,
-    parameter integer CW = 76           // command_layout().size
+    parameter integer CW = 77           // command_layout().size
 ) (
     input  wire clk,
     input  wire rst,
@@ -28,7 +28,7 @@ module systolica_harness #(
     output reg  [31:0] m_sent = 32'd0,
     output reg  [31:0] r_received = 32'd0,
     output wire [15:0] rejected,
-    output wire [2:0]  error
+    output wire [3:0]  error
 );
     localparam integer SW = COLS * 16;
     localparam integer MW = ROWS * 16;
@@ -95,9 +95,9 @@ module systolica_harness #(
         .result__payload(r_payload), .result__valid(r_valid), .result__ready(r_ready),
         .status(status)
     );
-    wire [18:0] status;                 // status_layout(): rejected [15:0], error [18:16]
+    wire [19:0] status;                 // status_layout(): rejected [15:0], error [19:16]
     assign rejected = status[15:0];
-    assign error = status[18:16];
+    assign error = status[19:16];
 
     reg seeded = 1'b0;
     always @(posedge clk) begin

@@ -17,12 +17,16 @@ from systolica.golden import (
     PSUM_ENTRIES,
     Command,
     command_error,
+    format_of,
+    nc_matmul,
     nc_matmul_batch,
     operand_formats,
     psum_accumulate,
 )
 from systolica.golden.command import DTYPES
 from systolica.hdl.layouts import DType, ErrorCode, Op
+
+from .scoreboard import TRANSPOSED
 
 
 @dataclass
@@ -42,7 +46,8 @@ class CommandRecord:
     accept: int | None = None        # cycle the command beat was taken
     issues: list = field(default_factory=list)          # moving-beat accept cycles
     result_cycles: list = field(default_factory=list)   # result-beat cycles
-    psum_dtype: str = "int8"         # result words: "int8" (INT32), else a float type (FP32)
+    psum_dtype: str = "int8"         # result words: "int8" (INT32), TRANSPOSED, else a float
+                                     # type (FP32)
 
     op = property(lambda self: self.command.op)
     k = property(lambda self: self.command.k)
@@ -63,6 +68,14 @@ class CommandRecord:
     def last_result(self):
         """Cycle the last result beat was taken, or None."""
         return self.result_cycles[-1] if len(self.result_cycles) else None
+
+
+def transposed_words(stationary, moving):
+    """A transpose's PSUM words (uint32 ``[M, N]``): ``golden.nc_matmul(stationary, moving,
+    is_transpose=True)``'s elements zero-extended, as the tile stores them."""
+    k, m = stationary.shape
+    out = nc_matmul(stationary, moving, rows=max(k, m), is_transpose=True)
+    return out.view(np.uint16).astype(np.uint32)
 
 
 def operand_bits(array):
@@ -92,6 +105,7 @@ def command_beat(command):
             "moving_dtype": DType[command.mtype.upper()],
             "double_row": int(command.double_row),
             "ftz": int(command.ftz), "accumulate": int(command.accumulate),
+            "transpose": int(command.is_transpose),
             "bank": command.bank, "offset": command.offset,
             "k": command.k, "m": command.m, "n": command.n}
 
@@ -166,14 +180,16 @@ class TileModel:
                              double_row=self.double_row)
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
-               expected=None, perf_mode=None):
+               expected=None, perf_mode=None, is_transpose=False):
         """Model one matmul; return ``(record, command_beat, stationary_bits, moving_bits)``.
 
         Operands are both int8 or any pair of float types
         (:func:`~systolica.golden.operand_formats`); ``accumulate`` adds into PSUM entries
         ``offset .. offset + N - 1`` of ``bank``; ``ftz`` flushes subnormals (float only);
-        ``perf_mode="double_row"`` for FP8 double-row matmuls. ``expected`` overrides the
-        golden PSUM [M, N] (error-injection tests only).
+        ``perf_mode="double_row"`` for FP8 double-row matmuls; ``is_transpose=True`` for a
+        transpose (``moving`` selects one partition row per column; the PSUM words are the
+        selected stationary bits, zero-extended, :data:`TRANSPOSED`). ``expected`` overrides
+        the golden PSUM [M, N] (error-injection tests only).
 
         ``command_beat`` is a dict for ``command_layout()``; ``stationary_bits`` (uint16
         ``[K, cols]``, lanes >= M zero) and ``moving_bits`` (uint16 ``[N, rows]``, lanes >= K
@@ -186,18 +202,20 @@ class TileModel:
             If the operand types do not pair.
         ValueError
             If the matmul would be rejected by the tile (K, M, N, bank or offset out of
-            range; use :meth:`submit_command` to send an illegal command on purpose) or
-            ``ftz`` is asked of an INT8 matmul.
+            range; use :meth:`submit_command` to send an illegal command on purpose),
+            ``ftz`` is asked of an INT8 matmul, or a transpose's ``moving`` does not select
+            one row per column (:func:`~systolica.golden.nc_matmul`).
         """
-        item = self._prepare(stationary, moving, accumulate, ftz, bank, offset, perf_mode)
+        item = self._prepare(stationary, moving, accumulate, ftz, bank, offset, perf_mode,
+                             is_transpose)
         record = self._commit(item, self._column_sums([item])[0], expected)
         return (record, *self.stimulus(item))
 
     def submit_many(self, matmuls):
         """Model matmuls that follow each other in the program, as :meth:`submit` each.
 
-        ``matmuls``: ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode])``
-        tuples. Every
+        ``matmuls``: ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode[,
+        is_transpose]])`` tuples. Every
         one is checked before any is modelled; the column sums of all matmuls of the same
         data type, mode and shape come from one batched golden call
         (:func:`~systolica.golden.nc_matmul_batch`), then each is accumulated into the
@@ -302,12 +320,15 @@ class TileModel:
         """Golden column sums (``[cols, N]``) of prepared matmuls, one batched call per data
         type, mode and shape."""
         groups = {}
+        columns = [None] * len(prepared)
         for i, item in enumerate(prepared):
             command = item["command"]
+            if command.is_transpose:
+                columns[i] = item["transposed"]
+                continue
             key = (command.dtype, command.mtype, command.perf_mode, command.ftz,
                    item["padded"].shape, item["moving"].shape)
             groups.setdefault(key, []).append(i)
-        columns = [None] * len(prepared)
         for (_, _, perf_mode, ftz, _, _), indices in groups.items():
             mode = {"ftz": True} if ftz else {}
             if perf_mode is not None:
@@ -318,7 +339,8 @@ class TileModel:
                 columns[i] = out[j]
         return columns
 
-    def _prepare(self, stationary, moving, accumulate, ftz, bank, offset, perf_mode=None):
+    def _prepare(self, stationary, moving, accumulate, ftz, bank, offset, perf_mode=None,
+                 is_transpose=False):
         """Check one matmul and build its command and zero-padded stationary (no state)."""
         stype, mtype = operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
         k, m = stationary.shape
@@ -327,7 +349,8 @@ class TileModel:
             raise ValueError("ftz applies to float matmuls only")
         command = Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=stype.name,
                           moving_dtype=None if mtype == stype else mtype.name,
-                          perf_mode=perf_mode, ftz=bool(ftz), accumulate=bool(accumulate))
+                          perf_mode=perf_mode, ftz=bool(ftz), accumulate=bool(accumulate),
+                          is_transpose=bool(is_transpose))
         error = self.error_of(command)
         if k != k2 or error:
             raise ValueError(f"matmul [K={k}, M={m}] x [K={k2}, N={n}] into bank {bank} "
@@ -335,7 +358,10 @@ class TileModel:
                              f"with {self.banks} x {self.entries} PSUM ({error or 'K differs'})")
         padded = np.zeros((k, self.cols), stationary.dtype)
         padded[:, :m] = stationary
-        return {"command": command, "padded": padded, "moving": moving}
+        item = {"command": command, "padded": padded, "moving": moving}
+        if is_transpose:        # golden refuses a bad selector here, before anything runs
+            item["transposed"] = transposed_words(padded, moving)
+        return item
 
     def _commit(self, item, column, expected=None, accumulated=False):
         """Accumulate one prepared matmul's column sums (``[cols, N]``) into the shadow PSUM
@@ -354,11 +380,12 @@ class TileModel:
             golden = golden.copy()
             golden[:m] = np.ascontiguousarray(expected).view(np.uint32)
         self.psum[region] = golden.T
-        self._psum_dtype[region] = dtype
+        psum_dtype = TRANSPOSED if command.is_transpose else dtype
+        self._psum_dtype[region] = psum_dtype
         golden = self.expectation(golden, self._matmul_count)
         self._matmul_count += 1
         record = self._record(command, None, golden)
-        record.psum_dtype = dtype
+        record.psum_dtype = psum_dtype
 
         def describe(lane, c):   # the operands behind a wrong word, as the beats carry them
             double_row = command.double_row
@@ -367,7 +394,8 @@ class TileModel:
                     f"moving[:, {c}] = "
                     f"{_hex_list(lane_bits(moving, self.rows, double_row)[:, c])}")
 
-        self.scoreboard.expect_block(record.index, golden.T, dtype=dtype, macs=k * m,
+        self.scoreboard.expect_block(record.index, golden.T, dtype=psum_dtype,
+                                     macs=0 if command.is_transpose else k * m,
                                      describe=describe)
         self._owners.append((record.index, n))
         self.result_count += n
@@ -487,6 +515,12 @@ class TileModel:
     def results(self, record):
         """The PSUM the RTL produced for ``record``: [M, N] (matmul) or [cols, N] (READ),
         int32 (INT8) or float32 (a float type; a READ uses the dtype of its first entry's
-        writer)."""
+        writer); a transpose's [M, N] in its PSUM element type
+        (``OperandFormat.transpose_dtype``, the low 16 bits of each word), and a READ of
+        transposed entries the uint32 words."""
         bits = np.asarray(record.results, dtype=np.uint32).reshape(-1, self._lanes(record)).T
+        if record.psum_dtype == TRANSPOSED:
+            if record.op == "read":
+                return bits
+            return bits.astype(np.uint16).view(format_of(record.dtype).transpose_dtype)
         return bits.view(np.int32 if record.psum_dtype == "int8" else np.float32)

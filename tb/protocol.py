@@ -103,6 +103,7 @@ TILE_TEST_LANES = {
     "test_timing_model_follows_random_backpressure": "int8",
     "test_fp16_fp8_mixed_pairs": "fp16",
     "test_fp8_double_row": "e4m3",
+    "test_transpose_specials_in_every_position": "mixed",
 }
 
 
@@ -207,9 +208,10 @@ def write_program(path, commands, *, idle=0.0, backpressure=0.0):
 
     ``commands``: dicts, in order; a READ is ``{"bank", "offset", "read": n}``; a matmul is
     ``{"bank", "offset", "stationary", "moving", "stationary_type", "moving_type",
-    "accumulate", "ftz", "perf_mode"}`` with the operands as numpy arrays ([K, M] and
-    [K, N], any 1- or 2-byte dtype; stored as their bit patterns), the types as short type
-    names (``"int8"``, ``"e4m3"``, ...) and ``perf_mode`` None or ``"double_row"``.
+    "accumulate", "ftz", "perf_mode"[, "is_transpose"]}`` with the operands as numpy arrays
+    ([K, M] and [K, N], any 1- or 2-byte dtype; stored as their bit patterns), the types as
+    short type names (``"int8"``, ``"e4m3"``, ...), ``perf_mode`` None or ``"double_row"``
+    and ``is_transpose`` a bool (default False).
     ``idle`` and ``backpressure`` are probabilities (0..1).
     """
     import numpy as np
@@ -230,6 +232,7 @@ def write_program(path, commands, *, idle=0.0, backpressure=0.0):
             program[f"perf_mode_{i}"] = np.str_(c["perf_mode"])
         program[f"accumulate_{i}"] = np.bool_(c["accumulate"])
         program[f"ftz_{i}"] = np.bool_(c["ftz"])
+        program[f"is_transpose_{i}"] = np.bool_(c.get("is_transpose", False))
     np.savez(path, **program)
 
 
@@ -252,6 +255,7 @@ def read_program(path):
                                   if f"perf_mode_{i}" in program else None)
                 c["accumulate"] = bool(program[f"accumulate_{i}"])
                 c["ftz"] = bool(program[f"ftz_{i}"])
+                c["is_transpose"] = bool(program[f"is_transpose_{i}"])
             commands.append(c)
         idle = float(program["idle"]) if "idle" in program else 0.0
         backpressure = float(program["backpressure"]) if "backpressure" in program else 0.0

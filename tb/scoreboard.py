@@ -17,12 +17,17 @@ from systolica.golden import FORMATS
 #: Data types the scoreboard counts MACs for (names used in reports): the stationary
 #: operand's type of each matmul.
 DTYPE_NAMES = tuple(FORMATS)
+#: ``dtype`` of the PSUM words a transpose writes (raw bits, no value to show).
+TRANSPOSED = "transposed"
 
 
 def format_word(bits, dtype):
     """``0x3f800000 (1.0)`` for FP32 (any float ``dtype``), ``0xffffffff (-1)`` for INT32
-    (``dtype`` ``"int8"``) (str)."""
+    (``dtype`` ``"int8"``), ``0x00003f80 (transposed bits)`` for a transpose's word (``dtype``
+    :data:`TRANSPOSED`) (str)."""
     bits = int(bits) & 0xFFFFFFFF
+    if dtype == TRANSPOSED:
+        return f"0x{bits:08x} (transposed bits)"
     if dtype != "int8":
         value = struct.unpack("<f", struct.pack("<I", bits))[0]
         return f"0x{bits:08x} ({value!r})"

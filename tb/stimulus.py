@@ -14,6 +14,27 @@ SPECIALS = {
 }
 
 
+#: Special bit patterns of every operand width (NaN payloads and signs, Inf, -0, subnormals,
+#: extremes of each type of that width), for transposes that must pass them unchanged.
+SPECIAL_PATTERNS = {
+    8: [0x00, 0x80, 0x01, 0x81, 0x07, 0x7F, 0xFF, 0x78, 0xF8, 0x7C, 0xFE, 0x7E, 0x3C, 0x40],
+    16: [0x0000, 0x8000, 0x0001, 0x8001, 0x7C00, 0xFC00, 0x7F80, 0xFF80, 0x7E01, 0xFD55,
+         0x7FC1, 0xFF81, 0x7BFF, 0x03FF, 0x3C00, 0x007F],
+    32: [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x7F800000, 0xFF800000,
+         0x7FC00000, 0xFFC00001, 0x7F800001, 0xFFBFFFFF, 0x7F7FFFFF, 0x3F800001,
+         0x00001FFF, 0x7F801FFF],
+}
+
+
+def special_grids(width, rows, cols):
+    """``rows x cols`` grids of :data:`SPECIAL_PATTERNS` ``[width]`` (lists of lists of int),
+    one per pattern: over the grids, every pattern sits at every position once."""
+    specials = SPECIAL_PATTERNS[width]
+    p = len(specials)
+    return [[[specials[(k + m + shift) % p] for m in range(cols)] for k in range(rows)]
+            for shift in range(p)]
+
+
 def from_bits(bits):
     """BF16 array from raw uint16 bit patterns."""
     return np.asarray(bits, dtype=np.uint16).view(BF16)

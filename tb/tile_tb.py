@@ -120,12 +120,12 @@ class TileTB:
 
     # ---- stimulus -------------------------------------------------------------------------
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
-               expected=None, perf_mode=None):
+               expected=None, perf_mode=None, is_transpose=False):
         """Queue one matmul on the drivers; see :meth:`TileModel.submit` for the arguments
         and errors. Returns the :class:`CommandRecord`."""
         record, command, s_bits, m_bits = self.model.submit(
             stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank, offset=offset,
-            expected=expected, perf_mode=perf_mode)
+            expected=expected, perf_mode=perf_mode, is_transpose=is_transpose)
         if self._coverage and record.error is None:
             self._operands[record.index] = (stationary, moving)
         self.command.send(command)

@@ -13,6 +13,7 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
 - ``add``: each column-chain add's rounding outcome (exact, below half, tie to even down,
   tie to even up, above half), classified exactly;
 - ``psum``: overwrite vs accumulate x the class of the stored PSUM word it meets;
+- ``transpose``: a transpose of each operand type (its operands do not count above);
 - ``error``: every command error code; ``queue``: command-queue occupancy 0..3 when a
   command is taken (3: the command waited for a slot);
 - ``stall``: the idle and backpressure levels; ``read``: READ bank x region (from entry 0,
@@ -81,6 +82,7 @@ _bf16_operand = _point("operand.bf16", BF16_CLASSES)
 _product = _point("product", PRODUCT_CLASSES)
 _add = _point("add", ROUNDING)
 _error = _point("error", ERRORS)
+_transpose = _point("transpose", FORMATS)
 _queue = _point("queue", range(4))
 _tile = _point("tile", TILE_SHAPES)
 
@@ -206,6 +208,9 @@ def sample_program(report, records, operands, predicted):
         shadow_dtype[region] = r.dtype
         stationary, moving = operands[r.index]
         command = r.command
+        if command.is_transpose:    # bits moved, nothing multiplied or added
+            _transpose(command.dtype)
+            continue
         _type(f"stationary {command.dtype}")
         _type(f"moving {command.mtype}")
         if command.double_row:

@@ -57,6 +57,9 @@ CHUNK = 2000
 BACKPRESSURE = (0.0, 0.1, 0.3, 0.6)
 #: Idle probabilities of the input streams for the programs that idle.
 IDLE = (0.1, 0.3, 0.5)
+#: Share of the legal matmuls that the second generator turns into transposes (see
+#: :func:`random_program`); a quarter of those carry a mode transpose mode refuses.
+TRANSPOSES = 0.1
 #: Most illegal commands in a rejection burst (see :func:`random_program`; at least a
 #: quarter of it): up to 2^11, so the 16-bit rejected count carries into bit 11.
 BURST = 2048
@@ -352,10 +355,42 @@ def _illegal(rng, rows, cols):
                    perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
 
 
+def transpose_operands(rng, k, m, n):
+    """``(stationary, moving)`` of a transpose: the stationary's type drawn from every
+    operand type, its bits :func:`float_classes` (INT8: uniform) with a third of them
+    :data:`~systolica.tb.stimulus.SPECIAL_PATTERNS`; the moving a selector (one 1 per
+    column, in a random row) of a float type drawn for a float stationary, INT8 for INT8."""
+    fmt = FORMATS[str(rng.choice(list(FORMATS)))]
+    if fmt.is_float:
+        bits = float_classes(rng, fmt, (k, m))
+        mtype = FORMATS[str(rng.choice([name for name, f in FORMATS.items() if f.is_float]))]
+    else:
+        bits, mtype = rng.integers(0, 256, (k, m)), fmt
+    specials = np.array(stimulus.SPECIAL_PATTERNS[fmt.width])
+    bits = np.where(rng.random((k, m)) < 1 / 3, rng.choice(specials, (k, m)), bits)
+    ones = np.zeros((k, n), np.float32)
+    ones[rng.integers(0, k, size=n), np.arange(n)] = 1.0
+    return (bits.astype(f"u{fmt.width // 8}").view(fmt.dtype), ones.astype(mtype.dtype))
+
+
+def _refused_transpose(rng, k, m, n, bank, offset):
+    """A transpose the tile rejects for its mode alone (``TRANSPOSE_*``): ``double_row``
+    (with an e4m3 / e5m2 pair), ``accumulate`` or ``ftz``; the first that applies (the
+    code) is drawn uniformly, the later ones are added at random."""
+    first = int(rng.integers(3))
+    modes = {"perf_mode": "double_row" if first == 0 else None,
+             "accumulate": first == 1 or (first < 1 and bool(rng.random() < 0.5)),
+             "ftz": first == 2 or bool(rng.random() < 0.5)}
+    dtype = str(rng.choice(DOUBLE_ROW_TYPES if modes["perf_mode"] else list(FORMATS)))
+    return Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=dtype,
+                   is_transpose=True, **modes)
+
+
 def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
-    ``(stationary, moving, accumulate, ftz, bank, offset)`` (a legal matmul) or a
-    :class:`~systolica.golden.Command` (a legal READ or an illegal command).
+    ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode[, is_transpose]])`` (a
+    legal matmul) or a :class:`~systolica.golden.Command` (a legal READ or an illegal
+    command).
 
     ``dense``: share of the legal matmuls that use the whole array (K = rows, M = cols),
     every PE busy (the mutation kill-set raises it); 0 draws as before.
@@ -371,7 +406,10 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     get edge operands (:func:`_operands`), and with probability 1/2 the program starts
     with a burst of up to :data:`BURST` illegal commands, so that ``status.rejected``
     carries into its upper bits. ``burst``: that many illegal commands first instead (a directed
-    program: RTL coverage wraps the count with 2^16).
+    program: RTL coverage wraps the count with 2^16). With ``noise``, :data:`TRANSPOSES` of
+    the legal matmuls become transposes of the main draw's K, M, N and region
+    (:func:`transpose_operands`), a quarter of them refused for their mode
+    (:func:`_refused_transpose`).
     """
     out = []
     if burst is None and noise is not None and noise.random() < 0.5:
@@ -411,6 +449,13 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
             ftz = bool(noise.random() < 0.3)
         if perf_mode is not None and k < rows:
             s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
+        if noise is not None and noise.random() < TRANSPOSES:
+            if noise.random() < 0.25:
+                out.append(_refused_transpose(noise, k, m, n, bank, offset))
+            else:
+                out.append((*transpose_operands(noise, k, m, n), False, False, bank, offset,
+                            None, True))
+            continue
         out.append((s, v, accumulate, ftz, bank, offset, perf_mode))
     return out
 
@@ -622,6 +667,7 @@ def _unbuilt(program, item):
     operand types or mode (the tile rejects it: ``TYPE_NOT_BUILT``), else None."""
     s, v, accumulate, ftz, bank, offset = item[:6]
     perf_mode = item[6] if len(item) > 6 else None
+    is_transpose = len(item) > 7 and item[7]
     stype, mtype = operand_formats(s.dtype, v.dtype, perf_mode=perf_mode)
     model = program.model
     if {stype.name, mtype.name} <= set(model.dtypes) and (perf_mode is None
@@ -629,7 +675,8 @@ def _unbuilt(program, item):
         return None
     return Command("matmul", k=s.shape[0], m=s.shape[1], n=v.shape[1], bank=bank,
                    offset=offset, dtype=stype.name, moving_dtype=mtype.name, ftz=bool(ftz),
-                   accumulate=bool(accumulate), perf_mode=perf_mode)
+                   accumulate=bool(accumulate), perf_mode=perf_mode,
+                   is_transpose=bool(is_transpose))
 
 
 def _submit(program, items):

@@ -21,7 +21,9 @@ from systolica.golden import (
     check_operands,
     check_positive,
     check_region,
+    check_transpose,
     command_error,
+    format_of,
     nc_matmul,
     operand_formats,
     psum_accumulate,
@@ -58,6 +60,13 @@ class Matmul:
         First PSUM entry of the region in the bank; ``offset + N <= 512``.
     perf_mode : None or "double_row"
         FP8 double-row (both operands e4m3/e5m2): K up to ``2 * rows``.
+    is_transpose : bool
+        Transpose mode (:func:`systolica.golden.nc_matmul`'s ``is_transpose``): ``moving``
+        has one 1 per column, zeros elsewhere (the identity for a full transpose), and the
+        result [M, N] is the selected stationary rows, bit for bit, in the type's PSUM
+        element type (``OperandFormat.transpose_dtype``: the type itself for BF16/FP16,
+        uint16 with the 8 bits in its low byte for INT8/FP8). No ``accumulate``, ``ftz``
+        or ``perf_mode``; K <= rows, M <= cols.
     """
 
     stationary: np.ndarray
@@ -67,6 +76,7 @@ class Matmul:
     bank: int = 0
     offset: int = 0
     perf_mode: str | None = None
+    is_transpose: bool = False
 
 
 @dataclass(frozen=True)
@@ -251,6 +261,8 @@ def _check_job(job, config):
         check_region("the READ reads", job.bank, job.offset, n, **region)
         return
     check_bool("Matmul.accumulate", job.accumulate)
+    check_transpose(job.is_transpose, perf_mode=job.perf_mode, accumulate=job.accumulate,
+                    ftz=job.ftz)
     _check_operands(job.stationary, job.moving, config, job.ftz, job.perf_mode)
     check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1], **region)
 
@@ -264,7 +276,8 @@ def _command(job):
                                    perf_mode=job.perf_mode)
     return Command("matmul", k=k, m=m, n=n, bank=int(job.bank), offset=int(job.offset),
                    dtype=stype.name, moving_dtype=mtype.name, perf_mode=job.perf_mode,
-                   ftz=bool(job.ftz), accumulate=bool(job.accumulate))
+                   ftz=bool(job.ftz), accumulate=bool(job.accumulate),
+                   is_transpose=bool(job.is_transpose))
 
 
 def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator",
@@ -377,7 +390,7 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         program.append({**region, "stationary": job.stationary, "moving": job.moving,
                         "stationary_type": command.dtype, "moving_type": command.mtype,
                         "perf_mode": job.perf_mode, "accumulate": job.accumulate,
-                        "ftz": job.ftz})
+                        "ftz": job.ftz, "is_transpose": job.is_transpose})
     protocol.write_program(run_dir / "program.npz", program, idle=idle,
                            backpressure=backpressure)
     results_path = run_dir / "results.npz"
@@ -388,6 +401,10 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
     if not results_path.is_file():
         raise SimulationError(f"the simulation wrote no results; see {run.log}")
     out = protocol.read_results(results_path, len(jobs))
+    for i, (job, psum) in enumerate(zip(jobs, out["psums"], strict=True)):
+        if psum is not None and isinstance(job, Matmul) and job.is_transpose:
+            # .npz keeps ml_dtypes types as raw bytes: the element type again
+            out["psums"][i] = psum.view(format_of(job.stationary.dtype).transpose_dtype)
     missing = [i for i, psum in enumerate(out["psums"]) if psum is None]
     if missing:
         raise SimulationError(
@@ -428,7 +445,7 @@ def _run_bulk(jobs, config, *, simulator, waves, seed, idle, backpressure, build
                 program.submit_command(_command(job))
         else:   # a run of matmuls: one batched golden computation per shape
             run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset,
-                    j.perf_mode) for j in run]
+                    j.perf_mode, j.is_transpose) for j in run]
             if matmuls_only:   # the golden model runs beside the simulator (the runner)
                 program.stage_many(run)
             else:
@@ -497,7 +514,7 @@ def remove_live_runs():
 
 def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
                simulator="verilator", psum=None, accumulate=False, waves=False, ftz=False,
-               bank=0, offset=0, perf_mode=None):
+               bank=0, offset=0, perf_mode=None, is_transpose=False):
     """Run one ``nc_matmul`` on the RTL tile; return its PSUM and cycle count.
 
     Parameters
@@ -531,11 +548,16 @@ def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
         PSUM region the tile writes: entries ``offset .. offset + N - 1`` of bank ``bank``
         (0..7; ``offset + N <= 512``). The result is read back from there with a READ
         command after the matmul.
+    is_transpose : bool
+        Transpose mode (see :class:`Matmul`): ``moving`` selects one stationary row per
+        column (``golden.identity(K, dtype)`` for ``stationary.T``); no ``psum``,
+        ``accumulate``, ``ftz`` or ``perf_mode``.
 
     Returns
     -------
     MatmulResult
-        ``(psum, cycles)``: [M, N] int32 or float32, and clock cycles.
+        ``(psum, cycles)``: [M, N] int32 or float32 (a transpose: its PSUM element type,
+        bit for bit), and clock cycles.
 
     Raises
     ------
@@ -543,7 +565,8 @@ def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
         Bad operands (unsupported dtype, int8 with a float, double-row with another type
         than e4m3/e5m2, not 2-D, K mismatch, K > rows (2 * rows double-row),
         M > cols, N > 512), bad sizes, a bank or offset outside PSUM, an unknown simulator,
-        ``ftz`` with INT8, or a bad ``psum``.
+        ``ftz`` with INT8, a bad ``psum``, or a transpose with a mode it does not take or a
+        ``moving`` that does not select one row per column.
     SimulatorNotFoundError
         The simulator binary (or a build tool) is missing.
     BuildError, SimulationError
@@ -554,6 +577,8 @@ def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
     config = tile_config(config, rows, cols, types, perf_mode is not None)
     rows, cols = config.rows, config.cols
     check_simulator_name(simulator)
+    check_transpose(is_transpose, perf_mode=perf_mode, accumulate=accumulate or psum is not None,
+                    ftz=ftz)
     _check_operands(stationary, moving, config, ftz, perf_mode)
     n = moving.shape[1]
     check_region("the matmul writes", bank, offset, n, banks=config.psum_banks,
@@ -562,18 +587,21 @@ def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
         raise ValueError("psum is only used with accumulate=True (an overwriting matmul "
                          "ignores it); pass accumulate=True or leave psum out")
     mode = {"ftz": True} if ftz else {}
-    if accumulate or psum is not None:
-        # The golden model validates psum (dtype, shape) and accumulate before any build.
+    if accumulate or psum is not None or is_transpose:
+        # The golden model validates psum (dtype, shape), accumulate and a transpose's
+        # selector before any build.
         nc_matmul(stationary, moving, psum=psum, accumulate=accumulate, perf_mode=perf_mode,
-                  rows=rows, **mode)
+                  rows=max(rows, cols), is_transpose=is_transpose, **mode)
     result = run_program([Matmul(stationary, moving, ftz=ftz, bank=bank, offset=offset,
-                                 perf_mode=perf_mode),
+                                 perf_mode=perf_mode, is_transpose=is_transpose),
                           Read(n, bank=bank, offset=offset)], config=config,
                          simulator=simulator, waves=waves)
     if result.mismatches:
         raise SimulationError(f"the RTL result differs from the golden model in "
                               f"{result.mismatches} PSUM words; see {result.run.log}")
     out = result.psums[1][: stationary.shape[1]]
+    if is_transpose:    # the READ gives the words; the matmul's own result is typed
+        out = result.psums[0]
     if accumulate:
         out = psum_accumulate(psum, out, ftz=ftz)
     return MatmulResult(out, result.last_result[0] - result.first_accept[0] + 1,

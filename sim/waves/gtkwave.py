@@ -132,6 +132,7 @@ def _filters(directory):
         "double_row": [(0, "single row"), (1, "double row")],
         "mode": [(0, "overwrite"), (1, "accumulate")],
         "ftz": [(0, "IEEE"), (1, "FTZ")],
+        "transpose": [(0, "matmul"), (1, "transpose")],
         "buffer": [(0, "buffer 0"), (1, "buffer 1")],
         # {busy, full} of one stationary buffer.
         "buffer_state": [(0, "free"), (1, "loaded"), (2, "in use"),
@@ -324,7 +325,7 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
         w.wire("command__valid", "valid")
         w.wire("command__ready", "ready")
         tables = {"op": "op", "dtype": "dtype", "moving_dtype": "dtype", "ftz": "ftz",
-                  "accumulate": "mode", "double_row": "double_row"}
+                  "accumulate": "mode", "double_row": "double_row", "transpose": "transpose"}
         for name, (lsb, bits) in command.items():
             w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
     with save.group("Status"):

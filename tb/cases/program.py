@@ -33,7 +33,8 @@ async def run_program(dut):
             operands = (c[role].view(FORMATS[c[f"{role}_type"]].dtype)
                         for role in ("stationary", "moving"))
             records.append(tb.submit(*operands, accumulate=c["accumulate"], ftz=c["ftz"],
-                                     perf_mode=c["perf_mode"], **region))
+                                     perf_mode=c["perf_mode"],
+                                     is_transpose=c["is_transpose"], **region))
     start = tb.cycle
     started = time.perf_counter()
     try:

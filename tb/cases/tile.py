@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import cocotb
 import numpy as np
 
-from systolica.golden import FORMATS, Command, command_schedule, nc_matmul
+from systolica.golden import FORMATS, Command, command_schedule, identity, nc_matmul
 
 from .. import fault_injection, protocol, stimulus
 from ..stimulus import bf16, random_int8
@@ -280,7 +280,12 @@ def _illegal_commands_are_rejected_with_status(tb, rng):
     illegal = [Command("matmul", k=k + 1, m=1, n=1), Command("matmul", k=1, m=m + 1, n=1),
                Command("matmul", k=1, m=1, n=0), Command("matmul", k=1, m=1, n=8, offset=510),
                Command("read", n=1, bank=8), Command("read", n=513),
-               Command("matmul", k=1, m=1, n=1, dtype="bf16", perf_mode="double_row")]
+               Command("matmul", k=1, m=1, n=1, dtype="bf16", perf_mode="double_row"),
+               Command("matmul", k=1, m=1, n=1, dtype="e4m3", perf_mode="double_row",
+                       is_transpose=True),
+               Command("matmul", k=1, m=1, n=1, dtype="bf16", accumulate=True, ftz=True,
+                       is_transpose=True),
+               Command("matmul", k=1, m=1, n=1, dtype="fp16", ftz=True, is_transpose=True)]
     for i, command in enumerate(illegal):
         tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), accumulate=i > 0)
         record = tb.submit_command(command)
@@ -291,7 +296,8 @@ def _illegal_commands_are_rejected_with_status(tb, rng):
     def after(tb):
         assert [r.error for r in tb.records if r.error] == [
             "K_RANGE", "M_RANGE", "N_RANGE", "N_RANGE", "BANK_RANGE", "N_RANGE",
-            "DOUBLE_ROW_TYPE", "BANK_RANGE"]
+            "DOUBLE_ROW_TYPE", "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ",
+            "BANK_RANGE"]
     return after
 
 
@@ -353,6 +359,41 @@ def _fp8_double_row(tb, rng):
         tb.submit(_random_float(rng, "e5m2", (min(k, rows), tb.cols)),
                   _random_float(rng, "e5m2", (min(k, rows), 3)))
         tb.submit(random_int8(rng, (rows, tb.cols)), random_int8(rng, (rows, 2)))
+
+
+def _selector(rng, name, k, n):
+    """A transpose's moving [K, N] of type ``name``: one 1 per column, in a random row."""
+    ones = np.zeros((k, n), np.float32)
+    ones[rng.integers(0, k, size=n), np.arange(n)] = 1.0
+    return ones.astype(FORMATS[name].dtype)
+
+
+def _transpose_specials(tb, rng):
+    """Every operand type's special patterns at every stationary position (identity
+    selectors: full transposes), then random selectors of another moving type with K < rows
+    and M < cols, a matmul accumulating onto transposed words and a READ of them."""
+    records = []
+    for name in tb.model.dtypes:
+        fmt = FORMATS[name]
+        for bits in stimulus.special_grids(fmt.width, tb.rows, tb.cols):
+            data = np.asarray(bits, f"u{fmt.width // 8}").view(fmt.dtype)
+            records.append((bits, tb.submit(data, identity(tb.rows, fmt.dtype),
+                                            is_transpose=True, bank=1)))
+    floats = [name for name in tb.model.dtypes if FORMATS[name].is_float]
+    for sname in floats:
+        mname = floats[int(rng.integers(0, len(floats)))]
+        k, m = int(rng.integers(1, tb.rows + 1)), int(rng.integers(1, tb.cols + 1))
+        tb.submit(_random_float(rng, sname, (k, m)), _selector(rng, mname, k, 2 * tb.rows),
+                  is_transpose=True, bank=2)
+    tb.submit(_random_float(rng, "bf16", (1, tb.cols)), _random_float(rng, "bf16", (1, 3)),
+              accumulate=True, bank=1)
+    tb.read(bank=1, n=tb.rows)
+
+    def after(tb):   # the words written out element by element: data[k, m] at (m, k)
+        for bits, record in records:
+            got = tb.results(record).view(np.uint16).astype(int)
+            assert got.T.tolist() == bits, record.index
+    return after
 
 
 #: Every test of the module, in the catalogue's order: a :class:`Case` (the common body) or
@@ -433,6 +474,12 @@ TESTS = {
         "FP8 double-row matmuls (e4m3 / e5m2, mixed): K = 2 x rows, odd K above and below "
         "rows, accumulating into PSUM, between single-row FP8 and INT8 matmuls.", 21,
         _fp8_double_row, idle=0.1, backpressure=0.1),
+    "test_transpose_specials_in_every_position": Case(
+        "Transpose mode on every operand type: each special pattern (NaN payloads, Inf, -0, "
+        "subnormals, extremes) at every stationary position comes out at the transposed "
+        "position bit for bit (16-bit PSUM elements, 8-bit types in the low byte); random "
+        "selectors of other moving types, K < rows, M < cols; accumulating onto and reading "
+        "transposed words.", 23, _transpose_specials, idle=0.1, backpressure=0.1),
 }
 
 # Registered in order, each under its own name (cocotb finds them among the module's names).

@@ -51,6 +51,11 @@ def test_double_row_types():
         name.upper(): fmt.code for name, fmt in formats.FORMATS.items()}
 
 
+def test_narrow_dtypes_are_the_8_bit_types():
+    assert [d.name.lower() for d in layouts.NARROW_DTYPES] == [
+        name for name, fmt in formats.FORMATS.items() if fmt.width == 8]
+
+
 def test_command_field_widths():
     fields = dict(layouts.command_layout())
     assert {name: fields[name].width for name in command.FIELD_WIDTHS} == command.FIELD_WIDTHS

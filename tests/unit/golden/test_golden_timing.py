@@ -112,7 +112,29 @@ def test_double_row_needs_an_fp8_pair(dtype, moving_dtype, error):
                                  perf_mode="double_row"), **check) == "K_RANGE"
     assert command_error(Command("read", n=4, dtype="bf16", perf_mode="double_row"),
                          **check) is None
-    assert ERRORS[-2:] == ("DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT")
+    assert ERRORS[4:6] == ("DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT")
+
+
+@pytest.mark.parametrize("fields,types,error", [
+    ({"dtype": "e4m3", "perf_mode": "double_row", "accumulate": True, "ftz": True}, None,
+     "TRANSPOSE_DOUBLE_ROW"),
+    ({"dtype": "bf16", "accumulate": True, "ftz": True}, None, "TRANSPOSE_ACCUMULATE"),
+    ({"dtype": "fp16", "ftz": True}, None, "TRANSPOSE_FTZ"),
+    ({"dtype": "int8", "perf_mode": "double_row"}, None, "DOUBLE_ROW_TYPE"),
+    ({"dtype": "bf16", "accumulate": True}, ("int8",), "TYPE_NOT_BUILT"),
+    ({"dtype": "e5m2", "moving_dtype": "bf16"}, None, None),
+])
+def test_transpose_modes_are_rejected_after_the_other_rules(fields, types, error):
+    """A transpose with double-row, accumulate or FTZ is rejected with the first of them
+    (check_transpose's order), after every other rule; a READ ignores the bit."""
+    check = {"rows": 4, "cols": 3, "banks": 2, "entries": 16}
+    if types is not None:
+        check["dtypes"] = types
+    command = Command("matmul", k=3, m=3, n=4, is_transpose=True, **fields)
+    assert command_error(command, **check) == error
+    assert command_error(Command("matmul", k=3, m=3, n=4, **fields), **check) == (
+        error if error in ("DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT") else None)
+    assert command_error(Command("read", n=4, is_transpose=True, ftz=True), **check) is None
 
 
 @pytest.mark.parametrize("command,dtypes,double_row,error", [

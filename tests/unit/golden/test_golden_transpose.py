@@ -7,16 +7,9 @@ import numpy as np
 import pytest
 
 from systolica.golden import FORMATS, TFLOAT32, WIDE_FORMATS, nc_matmul, nc_transpose
+from systolica.tb.stimulus import SPECIAL_PATTERNS as SPECIALS
+from systolica.tb.stimulus import special_grids
 
-#: Special bit patterns per width (NaN payloads and signs, Inf, -0, subnormals, extremes).
-SPECIALS = {
-    8: [0x00, 0x80, 0x01, 0x81, 0x07, 0x7F, 0xFF, 0x78, 0xF8, 0x7C, 0xFE, 0x7E, 0x3C, 0x40],
-    16: [0x0000, 0x8000, 0x0001, 0x8001, 0x7C00, 0xFC00, 0x7F80, 0xFF80, 0x7E01, 0xFD55,
-         0x7FC1, 0xFF81, 0x7BFF, 0x03FF, 0x3C00, 0x007F],
-    32: [0x00000000, 0x80000000, 0x00000001, 0x807FFFFF, 0x7F800000, 0xFF800000,
-         0x7FC00000, 0xFFC00001, 0x7F800001, 0xFFBFFFFF, 0x7F7FFFFF, 0x3F800001,
-         0x00001FFF, 0x7F801FFF],
-}
 TYPES = [*FORMATS.values(), *WIDE_FORMATS.values()]
 
 
@@ -39,10 +32,8 @@ def _words(fmt, result):
 
 @pytest.mark.parametrize("fmt", TYPES, ids=lambda f: f.name)
 def test_every_special_value_in_every_position(fmt):
-    specials = SPECIALS[fmt.width]
-    p = len(specials)
-    for shift in range(p):                   # each special visits every (k, m)
-        bits = [[specials[(k + m + shift) % p] for m in range(p)] for k in range(p)]
+    p = len(SPECIALS[fmt.width])
+    for shift, bits in enumerate(special_grids(fmt.width, p, p)):   # each at every (k, m)
         got = nc_transpose(_data(fmt, bits))
         assert _words(fmt, got) == _expected_words(fmt, bits), (fmt.name, shift)
 

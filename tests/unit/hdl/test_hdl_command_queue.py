@@ -46,7 +46,9 @@ def random_command(rng):
                    m=int(rng.integers(0, COLS + 2)), n=int(rng.integers(0, ENTRIES + 1)),
                    bank=int(rng.integers(0, BANKS + 1)), offset=int(rng.integers(0, ENTRIES)),
                    dtype=dtype, moving_dtype=moving_dtype,
-                   perf_mode="double_row" if double else None)
+                   perf_mode="double_row" if double else None,
+                   is_transpose=bool(rng.random() < 0.4), ftz=bool(rng.random() < 0.3),
+                   accumulate=bool(rng.random() < 0.3))
 
 
 @pytest.mark.parametrize("seed,dtypes,double_row", [
@@ -59,11 +61,18 @@ def test_sim_check_and_queue_follow_the_golden_rules(seed, dtypes, double_row):
     double-row), and only once ``load.done`` is given is it offered at the head, unchanged."""
     rng = np.random.default_rng(seed)
     commands = [random_command(rng) for _ in range(60)]
+    # Transposes that only their mode makes illegal (rare in the draw), and a legal one.
+    for mode in ({"perf_mode": "double_row", "ftz": True}, {"accumulate": True, "ftz": True},
+                 {"ftz": True}, {}):
+        commands.insert(int(rng.integers(len(commands) + 1)), Command(
+            "matmul", k=ROWS, m=COLS, n=ENTRIES, dtype="e5m2", is_transpose=True, **mode))
     names = tuple(t.name.lower() for t in dtypes)
     errors = [command_error(c, rows=ROWS, cols=COLS, banks=BANKS, entries=ENTRIES,
                             dtypes=names, double_row=double_row) for c in commands]
     every = {None, *[e.name for e in ErrorCode if e.name != "NONE"]}
-    assert {e for e in errors} == (every if len(dtypes) < len(DType) else
+    # Without double-row, a double-row transpose is TYPE_NOT_BUILT (checked first).
+    assert {e for e in errors} == (every - {"TRANSPOSE_DOUBLE_ROW"} if not double_row else
+                                   every if len(dtypes) < len(DType) else
                                    every - {"TYPE_NOT_BUILT"})
     dut = queue(dtypes=dtypes, double_row=double_row)
     seen = []

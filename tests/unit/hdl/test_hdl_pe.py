@@ -32,8 +32,8 @@ def test_init_wrong_float_dtypes(kwargs, message):
         ProcessingElement(**kwargs)
 
 
-def simulate(bench):
-    dut = ProcessingElement()
+def simulate(bench, **kwargs):
+    dut = ProcessingElement(**kwargs)
 
     async def testbench(ctx):
         await bench(ctx, dut)
@@ -124,6 +124,34 @@ def test_inactive_row_passes_psum_through():
         await ctx.tick()
         assert ctx.get(dut.psum_out) == 1234
     simulate(bench)
+
+
+@pytest.mark.parametrize("kwargs,kept", [({}, 0xFFFF),
+                                         ({"float_dtypes": (), "double_row": False}, 0xFF)])
+@pytest.mark.parametrize("stype", [DType.BF16, DType.E5M2, DType.INT8])
+def test_transpose_passes_the_weight_bits_and_nothing_else(kwargs, kept, stype):
+    """Transpose mode: the active row's weight bits (NaN payload, -0, subnormal), whatever
+    the moving value, chain start or partial sum; an inactive row passes psum_in. A PE of
+    8-bit types only passes bits [7:0]."""
+    async def bench(ctx, dut):
+        ctx.set(dut.en, 1)
+        ctx.set(dut.transpose_in, 1)
+        ctx.set(dut.stype_in, stype)
+        ctx.set(dut.mtype_in, DType.E4M3)
+        for weight in (0x7F81, 0xFFC5, 0x8000, 0x0001, 0xFF80):
+            await load(ctx, dut, 0, weight)
+            for start, moving, psum in ((1, 0x38, 0x12345678), (0, 0x7F, 0xDEADBEEF)):
+                ctx.set(dut.chain_start, start)
+                ctx.set(dut.moving_in, moving)
+                ctx.set(dut.psum_in, psum)
+                ctx.set(dut.active_in, 1)
+                await ctx.tick()
+                assert ctx.get(dut.psum_out) == weight & kept
+                assert ctx.get(dut.transpose_out) == 1
+                ctx.set(dut.active_in, 0)
+                await ctx.tick()
+                assert ctx.get(dut.psum_out) == psum
+    simulate(bench, **kwargs)
 
 
 def test_disabled_pe_holds_but_still_loads():

@@ -108,7 +108,10 @@ def golden_psum(rows, cols, program, banks, entries):
             masked = stationary.copy()
             masked[:, command.m:] = 0
             old = psum[command.bank, region].T.astype(np.int32)
-            new = nc_matmul(masked, moving, psum=old, accumulate=command.accumulate)
+            if command.is_transpose:
+                new = nc_matmul(masked, moving, rows=cols, is_transpose=True).view(np.uint16)
+            else:
+                new = nc_matmul(masked, moving, psum=old, accumulate=command.accumulate)
             psum[command.bank, region] = new.T
         out.append(psum[command.bank, region].astype(np.int32).view(np.uint32)
                    .astype(np.uint32))
@@ -152,6 +155,33 @@ def test_array_built_from_blocks_matches_golden_and_cycle_model(rows, cols, bloc
     check(rows, cols, program, block=block)
 
 
+def selector(rng, k, n):
+    """A transpose's moving [K, N] int8: one 1 per column, in a random row."""
+    moving = np.zeros((k, n), np.int8)
+    moving[rng.integers(0, k, size=n), np.arange(n)] = 1
+    return moving
+
+
+@pytest.mark.parametrize("block", [None, 2])
+def test_transpose_passes_stationary_rows_unchanged_between_matmuls(block):
+    """Transposes (random selectors, K < rows, M < cols) among accumulating matmuls and
+    READs: every word and stamp as golden and the cycle model; -128 and other extremes come
+    out as their 8 bits with the upper bits zero."""
+    rng = np.random.default_rng(25)
+    edges = np.array([[-128, -1, 127, 0], [1, -127, 64, -2], [5, 6, 7, 8], [9, 10, 11, 12]],
+                     np.int8)
+    program = [matmul(rng, 4, 4, 5, 4),
+               (Command("matmul", k=4, m=4, n=4, offset=5, is_transpose=True), edges,
+                np.eye(4, dtype=np.int8)),
+               (Command("matmul", k=3, m=2, n=6, bank=1, is_transpose=True),
+                np.concatenate([edges[:3, :2], np.zeros((3, 2), np.int8)], axis=1),
+                selector(rng, 3, 6)),
+               matmul(rng, 4, 4, 5, 4, accumulate=True),
+               (Command("read", n=9), None, None),
+               (Command("read", bank=1, n=6), None, None)]
+    check(4, 4, program, block=block)
+
+
 def test_accumulate_and_read_out_regions_of_two_banks():
     rng = np.random.default_rng(5)
     program = [matmul(rng, 3, 3, 6, 3, bank=1, offset=10),
@@ -187,6 +217,12 @@ def test_backpressure_keeps_every_result_and_the_stepped_model_follows_it():
     (Command("matmul", k=1, m=1, n=1, dtype="e4m3", moving_dtype="e4m3fn",
              perf_mode="double_row"), "DOUBLE_ROW_TYPE"),
     (Command("matmul", k=9, m=1, n=1, dtype="int8", perf_mode="double_row"), "K_RANGE"),
+    (Command("matmul", k=2, m=1, n=1, dtype="e5m2", perf_mode="double_row", ftz=True,
+             accumulate=True, is_transpose=True), "TRANSPOSE_DOUBLE_ROW"),
+    (Command("matmul", k=2, m=1, n=1, dtype="bf16", ftz=True, accumulate=True,
+             is_transpose=True), "TRANSPOSE_ACCUMULATE"),
+    (Command("matmul", k=2, m=1, n=1, dtype="e4m3", ftz=True, is_transpose=True),
+     "TRANSPOSE_FTZ"),
 ])
 def test_illegal_command_is_rejected_with_its_error_and_not_executed(command, error):
     rng = np.random.default_rng(1)
@@ -205,11 +241,14 @@ def test_default_psum_geometry_is_the_neuroncore_one():
     tile = Tile(TileConfig(2, 2))
     assert (tile.psum_banks, tile.psum_entries) == (PSUM_BANKS, PSUM_ENTRIES) == (
         layouts.PSUM_BANKS, layouts.PSUM_ENTRIES) == (8, 512)
-    # The command's double_row bit is the golden Command's perf_mode.
+    # The command's double_row bit is the golden Command's perf_mode, transpose its
+    # is_transpose.
     assert set(Command.__dataclass_fields__) >= (set(command_layout().members)
-                                                 - {"double_row"} | {"perf_mode"})
+                                                 - {"double_row", "transpose"}
+                                                 | {"perf_mode", "is_transpose"})
     assert [e.name for e in ErrorCode if e.name != "NONE"] == [
-        "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT"]
+        "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT",
+        "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ"]
 
 
 def test_tile_takes_only_a_config():

@@ -217,6 +217,7 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
     assert _table(traces["dtype"][2]) == _table(traces["moving_dtype"][2]) == types
     assert _table(traces["double_row"][2]) == {"0": "single row", "1": "double row"}
     assert _table(traces["accumulate"][2]) == {"0": "overwrite", "1": "accumulate"}
+    assert _table(traces["transpose"][2]) == {"0": "matmul", "1": "transpose"}
     assert len(traces["bank"][1]) == 8 and len(traces["n"][1]) == 16
     assert traces["valid"][1] == ["systolica_tile.command__valid"]
 
@@ -228,10 +229,11 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
     flags, refs, _ = traces["rejected"]
     assert flags & GTKWFlag.dec.value and _picked_bits(refs) == list(range(15, -1, -1))
     _, refs, filter_file = traces["error"]
-    assert _picked_bits(refs) == [18, 17, 16]
+    assert _picked_bits(refs) == [19, 18, 17, 16]
     assert _table(filter_file) == {"0": "NONE", "1": "BANK_RANGE", "2": "K_RANGE",
                                    "3": "M_RANGE", "4": "N_RANGE", "5": "DOUBLE_ROW_TYPE",
-                                   "6": "TYPE_NOT_BUILT"}
+                                   "6": "TYPE_NOT_BUILT", "7": "TRANSPOSE_DOUBLE_ROW",
+                                   "8": "TRANSPOSE_ACCUMULATE", "9": "TRANSPOSE_FTZ"}
 
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
@@ -343,8 +345,8 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
     assert ("systolica_tile.queue.queued", 3, None) in signals
-    assert ("systolica_tile.command__payload", 82, 1) in signals          # dtype LSB
-    assert ("systolica_tile.status", 19, 18) in signals                   # error MSB
+    assert ("systolica_tile.command__payload", 83, 1) in signals          # dtype LSB
+    assert ("systolica_tile.status", 20, 19) in signals                   # error MSB
     assert ("systolica_tile.result.out_token", 18, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)

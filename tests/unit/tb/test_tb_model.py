@@ -29,7 +29,7 @@ def test_matmul_beat_carries_the_command_fields():
     record, beat, s_beats, m_beats = tm.submit(s, np.ones((1, 3), np.int8), bank=1, offset=5,
                                                accumulate=False)
     assert beat == {"op": Op.MATMUL, "dtype": DType.INT8, "moving_dtype": DType.INT8,
-                    "double_row": 0, "ftz": 0, "accumulate": 0,
+                    "double_row": 0, "ftz": 0, "accumulate": 0, "transpose": 0,
                     "bank": 1, "offset": 5, "k": 1, "m": 2, "n": 3}
     assert len(s_beats) == 1 and len(m_beats) == 3 and record.error is None
 
