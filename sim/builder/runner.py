@@ -30,6 +30,7 @@ from systolica.sim.builder.toolchain import (
     blocking_file,
     check_simulator_name,
     check_wave_support,
+    cxx_compiler,
     prepare_environment,
 )
 from systolica.tb import protocol
@@ -255,6 +256,7 @@ def build(config, simulator="verilator", *, waves=False, build_root=None,
         verilog, ports = write_configuration(config, generated, block)
     public = hashlib.sha256(_public_control_for(verilog, harness_depth).encode())
     options = {"simulator": simulator, "waves": waves, "wave_format": wave_format,
+               "cxx": cxx_compiler() if simulator == "verilator" else None,
                "args": " ".join(verilator_args()), "public": public.hexdigest()[:16],
                "block": block, "harness_depth": harness_depth}
     if harness_depth is not None:
