@@ -77,9 +77,9 @@ def cxx_compiler():
     """The C++ compiler Verilator builds use (str): ``$CXX`` when set, else ``clang++`` when
     it is on ``PATH``, else ``g++``.
 
-    clang is preferred because it was measured: the same 32 x 32 tile in 16 x 16 blocks,
-    compiled by clang 14, ran 1.6 to 1.8 times as many cycles per CPU-second as compiled by
-    g++ 12 (docs/benchmarks.md, "Simulator options").
+    clang is preferred because it was measured: the same tile compiled by clang 14 ran 1.6
+    to 1.8 times as many cycles per CPU-second as compiled by g++ 12 at 32 x 32 in 16 x 16
+    blocks, 1.8 to 2.0 times at 128 x 128 (docs/benchmarks.md, "Simulator options").
     """
     if os.environ.get("CXX"):
         return os.environ["CXX"]
