@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from contextlib import contextmanager
@@ -29,6 +30,7 @@ from systolica.sim.builder.toolchain import (
     blocking_file,
     check_simulator_name,
     check_wave_support,
+    cxx_compiler,
     prepare_environment,
 )
 from systolica.tb import protocol
@@ -39,6 +41,27 @@ TIMESCALE = ("1ns", "1ps")
 #: Verilator options: Amaranth's Verilog trips width and style lint warnings that are benign.
 #: What the testbench may see through VPI is set by :func:`public_control`, not by options.
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
+#: Environment variable with more Verilator options for every build (split like a shell
+#: command line), for measuring simulator options (docs/benchmarks.md); part of the build
+#: folder's name, so each set of options builds its own folder.
+EXTRA_ARGS_ENV = "SYSTOLICA_VERILATOR_ARGS"
+
+
+def verilator_args():
+    """The Verilator options of a build (tuple of str): :data:`VERILATOR_ARGS`, then those
+    of ``$SYSTOLICA_VERILATOR_ARGS``.
+
+    Raises
+    ------
+    ValueError
+        If ``$SYSTOLICA_VERILATOR_ARGS`` does not split (an unclosed quote).
+    """
+    text = os.environ.get(EXTRA_ARGS_ENV, "")
+    try:
+        return VERILATOR_ARGS + tuple(shlex.split(text))
+    except ValueError as error:
+        raise ValueError(f"{EXTRA_ARGS_ENV} must split like a shell command line "
+                         f"({error}), not {text!r}") from None
 #: Waveform formats a waves build can write.
 WAVE_FORMATS = ("fst", "vcd")
 
@@ -239,7 +262,8 @@ def build(config, simulator="verilator", *, waves=False, build_root=None,
         verilog, ports = write_configuration(config, generated, block)
     public = hashlib.sha256(_public_control_for(verilog, harness_depth).encode())
     options = {"simulator": simulator, "waves": waves, "wave_format": wave_format,
-               "args": " ".join(VERILATOR_ARGS), "public": public.hexdigest()[:16],
+               "cxx": cxx_compiler() if simulator == "verilator" else None,
+               "args": " ".join(verilator_args()), "public": public.hexdigest()[:16],
                "block": block, "harness_depth": harness_depth}
     if harness_depth is not None:
         options["harness"] = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:16]
@@ -333,7 +357,7 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
         toplevel = HARNESS_TOPLEVEL
         parameters = {"ROWS": config.rows, "COLS": config.cols, "DEPTH": harness_depth,
                       "CW": command_layout().size}
-    args = (list(VERILATOR_ARGS) + list(extra_args)) if simulator == "verilator" else []
+    args = (list(verilator_args()) + list(extra_args)) if simulator == "verilator" else []
     if simulator == "verilator":
         from cocotb_tools.runner import VerilatorControlFile
 

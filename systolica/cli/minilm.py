@@ -274,14 +274,14 @@ def _cost_memory(args):
     if args.scheduler is not None:
         return None
     from systolica.sim.builder.generate import hdl_fingerprint
-    from systolica.sim.builder.runner import VERILATOR_ARGS, build_folder
+    from systolica.sim.builder.runner import build_folder, verilator_args
 
     try:
         root = build_folder(args.build_dir)
     except ValueError:
         return None       # the run itself reports the unusable folder
     return CostMemory(root, f"{args.config.label} {args.sim}",
-                      f"{hdl_fingerprint()} {' '.join(VERILATOR_ARGS)}")
+                      f"{hdl_fingerprint()} {' '.join(verilator_args())}")
 
 
 def _layer_notes(progress, gemms):

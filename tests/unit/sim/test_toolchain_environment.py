@@ -46,3 +46,32 @@ def test_an_objcache_the_user_set_is_kept_even_empty(clean_env):
 def test_icarus_leaves_the_compiler_cache_alone(clean_env):
     toolchain.prepare_environment("icarus")
     assert "OBJCACHE" not in os.environ
+
+
+def _which_with_clang(real, clang):
+    return lambda tool, *a, **k: (("/usr/bin/clang++" if clang else None) if tool == "clang++"
+                                  else real(tool, *a, **k))
+
+
+def test_clang_compiles_the_model_when_it_is_installed(clean_env):
+    clean_env.delenv("CXX", raising=False)
+    clean_env.setattr(toolchain.shutil, "which", _which_with_clang(shutil.which, True))
+    toolchain.prepare_environment("verilator")
+    assert toolchain.cxx_compiler() == "clang++"
+    assert "CXX=clang++ LINK=clang++ LOADLIBES=-latomic" in os.environ["MAKEFLAGS"]
+
+
+def test_without_clang_make_keeps_its_own_compiler(clean_env):
+    clean_env.delenv("CXX", raising=False)
+    clean_env.setattr(toolchain.shutil, "which", _which_with_clang(shutil.which, False))
+    toolchain.prepare_environment("verilator")
+    assert toolchain.cxx_compiler() == "g++"
+    assert "CXX=" not in os.environ["MAKEFLAGS"]
+
+
+def test_cxx_g_plus_plus_keeps_gcc_even_with_clang_installed(clean_env):
+    clean_env.setenv("CXX", "g++")
+    clean_env.setattr(toolchain.shutil, "which", _which_with_clang(shutil.which, True))
+    toolchain.prepare_environment("verilator")
+    assert toolchain.cxx_compiler() == "g++"
+    assert "CXX=" not in os.environ["MAKEFLAGS"]
