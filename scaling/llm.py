@@ -423,28 +423,48 @@ def engine_target(hw):
 
 
 def engine_layer(hw, model, layout, phase, batch, seq):
-    """(seconds, engine -> seconds) of one decoder layer's non-linear operations on one rank
+    """(seconds, engine -> seconds) of one layer's non-linear operations on one rank
     (attention core with its softmax, norms, rotary, activation, residual adds, KV append) from
     the NKI engine model (:mod:`systolica.nki.layer_costs`), or None when the hardware has no
-    engine model or the model is not a decoder. A logical core of ``lnc`` physical cores
-    splits the work over them (its heads and rows), so the time is divided by ``lnc``.
-    Prefill pays its prompt's context-encoding bucket, decode its KV cache's
-    token-generation bucket (:func:`bucket`)."""
-    from systolica.nki.layer_costs import decoder_layer_costs, layer_seconds
+    engine model. A logical core of ``lnc`` physical cores splits the work over them (its
+    heads and rows), so the time is divided by ``lnc``.
+
+    ``prefill`` pays its prompt's context-encoding bucket, ``decode`` its KV cache's
+    token-generation bucket (:func:`bucket`; decoders only: an encoder's graph is compiled
+    for its sequence length). ``train`` costs one micro-batch's forward and backward
+    (:func:`systolica.nki.layer_costs.training_layer_costs`: backward twice the forward,
+    the attention core once more when the layout recomputes it) at the exact sequence
+    length, norms and residual adds split over the tensor-parallel ranks (sequence
+    parallelism, as the module docstring's training model has it). An encoder (BERT) layer
+    is non-causal, LayerNorm, learned positions."""
+    from systolica.nki.layer_costs import decoder_layer_costs, layer_seconds, training_layer_costs
 
     target = engine_target(hw)
-    if target is None or not model.decoder:
+    if target is None:
         return None
     tp = layout.tp
     split = max(1, math.ceil(model.d_head / 128))
-    queries = 1 if phase == "decode" else bucket(seq, model.context)
-    keys = bucket(seq, model.context) if phase == "decode" else queries
+    train = phase == "train"
+    if train or not model.decoder:
+        queries = keys = seq
+    else:
+        queries = 1 if phase == "decode" else bucket(seq, model.context)
+        keys = bucket(seq, model.context) if phase == "decode" else queries
     ops = decoder_layer_costs(target, batch=batch, queries=queries, keys=keys,
                               d_model=model.d_model, heads=math.ceil(model.heads / tp) * split,
                               kv_heads=math.ceil(model.kv_heads / tp) * split,
                               d_head=math.ceil(model.d_head / split),
-                              ffn=math.ceil(model.ffn / tp), gated=model.ffn_kind == "gated")
-    seconds, charged = layer_seconds({k: v for k, v in ops.items() if k not in LINEAR_OPS})
+                              ffn=math.ceil(model.ffn / tp), gated=model.ffn_kind == "gated",
+                              causal=model.decoder, rope=not model.learned_positions,
+                              # the families read (MODEL_TYPES): Llama/Mistral RMSNorm with
+                              # rotary positions, GPT-2/BERT LayerNorm with learned ones
+                              norm="layer" if model.learned_positions else "rms",
+                              kv_cache=model.decoder and not train,
+                              row_split=tp if train else 1)
+    ops = {k: v for k, v in ops.items() if k not in LINEAR_OPS}
+    if train:
+        ops = training_layer_costs(ops, recompute_attention=layout.recompute != "none")
+    seconds, charged = layer_seconds(ops)
     lnc = hw.chip.lnc
     return seconds / lnc, {e: v / lnc for e, v in charged.items()}
 
@@ -476,10 +496,11 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=Fa
         again = forward if layout.recompute == "full" else [
             g for g in forward if g.name in ("attn.scores", "attn.context")]
         gemms += [replace(g, name=g.name + ".recompute") for g in again]
-    engine = None if phase == "train" else engine_layer(hw, model, layout, phase, batch, seq)
+    engine = engine_layer(hw, model, layout, phase, batch, seq)
     for g in gemms:
         if engine is not None and g.name.startswith(ATTENTION_GEMMS):
-            out.flop += g.flop          # timed with the attention core below
+            if not g.name.endswith(".recompute"):
+                out.flop += g.flop      # timed with the attention core below
             continue
         t, c, m, nbytes = gemm_s(hw, g, wbytes if g.weight else ACT_BYTES, cal, mx)
         out.gemms.append((g, t, c, m, nbytes))
@@ -661,6 +682,22 @@ def _memory_note(est):
 # ----- training ---------------------------------------------------
 
 
+def optimizer_seconds(hw, weights, cal):
+    """Seconds of one AdamW update of ``weights`` FP32 weights on one rank: the NKI engine
+    model's busiest engine (:func:`systolica.nki.layer_costs.optimizer_costs`, HBM at the
+    calibrated efficiency), or, without an engine model, 32 bytes per weight over the rank's
+    HBM bandwidth."""
+    target = engine_target(hw)
+    if target is None:
+        return weights * 2 * 16 / (rank_view(hw)["hbm_bw"] * cal.hbm_efficiency)
+    from systolica.nki.layer_costs import optimizer_costs
+
+    lnc = hw.chip.lnc
+    cost = optimizer_costs(target, weights / lnc)
+    cost["hbm"] /= cal.hbm_efficiency
+    return max(cost.values())
+
+
 def training(hw, model, layout, global_batch, seq, cal=IDEAL):
     """Step time, sequences/s and MFU of one optimizer step (see the module docstring).
 
@@ -707,7 +744,7 @@ def training(hw, model, layout, global_batch, seq, cal=IDEAL):
         dp_s = group_allreduce_s(hw, owned * 4, layout.dp, stride, cal)
         updated = owned
     view = rank_view(hw)
-    optimizer_s = updated * 2 * 16 / (view["hbm_bw"] * cal.hbm_efficiency)
+    optimizer_s = optimizer_seconds(hw, updated, cal)
     step = pipeline_s + dp_s + optimizer_s
     full = transformer_workload(replace(model, context=max(model.context, seq)), "train", 1,
                                 seq, tp=1, dtype_bytes=ACT_BYTES)
