@@ -55,15 +55,16 @@ def _zero():
 
 
 @lru_cache(maxsize=64)
-def flash_block_costs(target, d_head, group):
+def flash_block_costs(target, d_head, group, block=KEY_BLOCK):
     """(fixed, per_block) engine seconds of the flash kernel for one group of ``group``
     128-query tiles: ``fixed`` the group's Q loads, memsets, reciprocal and stores,
-    ``per_block`` one 512-key block (dicts as :func:`systolica.nki.costs.engine_seconds`).
+    ``per_block`` one block of ``block`` keys (512, or 128/256 when the keys are fewer; dicts
+    as :func:`systolica.nki.costs.engine_seconds`).
 
     Raises
     ------
     ValueError
-        If ``d_head`` is not 1..128 or ``group`` not 1..4.
+        If ``d_head`` is not 1..128, ``group`` not 1..4 or ``block`` not 128, 256, 384, 512.
     """
     # traced lazily: only the first call per shape runs the kernel
     import numpy as np
@@ -76,12 +77,15 @@ def flash_block_costs(target, d_head, group):
         raise ValueError(f"d_head must be 1..{QUERY_TILE}, not {d_head!r}")
     if not 1 <= group <= attention.GROUP:
         raise ValueError(f"group must be 1..{attention.GROUP}, not {group!r}")
+    if block not in range(QUERY_TILE, KEY_BLOCK + 1, QUERY_TILE):
+        raise ValueError(f"block must be a multiple of {QUERY_TILE} up to {KEY_BLOCK}, "
+                         f"not {block!r}")
     totals = []
     for blocks in (1, 2):
-        sk = blocks * KEY_BLOCK
+        sk = blocks * block
         q = np.zeros((d_head, group * QUERY_TILE), bfloat16)
         k, v = np.zeros((d_head, sk), bfloat16), np.zeros((sk, d_head), bfloat16)
-        trace = run(attention.attention_fwd, q, k, v, target=target,
+        trace = run(attention.attention_fwd, q, k, v, block=block, target=target,
                     tensor_engine="none").instructions
         totals.append(engine_seconds(trace, target))
     one, two = totals
@@ -105,14 +109,17 @@ def attention_costs(target, *, heads, d_head, queries, keys, causal):
     tiles = ceil(queries / QUERY_TILE)
     group = min(4, tiles)
     groups = ceil(tiles / group)
-    nblocks = ceil(keys / KEY_BLOCK)
+    # fewer keys than a block: one block of the keys rounded up to 128 (a 128-key encoder
+    # sequence or KV bucket does not pay for 512)
+    size = min(KEY_BLOCK, ceil(keys / QUERY_TILE) * QUERY_TILE)
+    nblocks = ceil(keys / size)
     if causal:
-        per_group = [min(nblocks, ceil((i + 1) * group * QUERY_TILE / KEY_BLOCK))
+        per_group = [min(nblocks, ceil((i + 1) * group * QUERY_TILE / size))
                      for i in range(groups)]
         blocks = sum(per_group)
     else:
         blocks = groups * nblocks
-    fixed, block = flash_block_costs(target, d_head, group)
+    fixed, block = flash_block_costs(target, d_head, group, size)
     total = {e: heads * (groups * fixed[e] + blocks * block[e]) for e in ENGINE_TERMS}
     return total, block
 
