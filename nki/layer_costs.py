@@ -127,7 +127,7 @@ def attention_costs(target, *, heads, d_head, queries, keys, causal):
 @lru_cache(maxsize=4096)
 def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_heads, d_head, ffn,
                         gated, weight_bytes=2, causal=True, rope=True, norm="rms",
-                        kv_cache=True, row_split=1):
+                        kv_cache=True, row_split=1, flash=True):
     """Per-operation engine seconds of one decoder layer on one core (see the module
     docstring): ``batch`` sequences of ``queries`` new tokens each (the prompt in prefill,
     1 in decode) attending to ``keys`` tokens (prefill: causal over the prompt, ``keys ==
@@ -141,6 +141,14 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
     ``kv_cache=False`` (no cache append; training passes it too). ``row_split``: the tokens
     of the norms and residual adds are split over that many cores (Megatron sequence
     parallelism, the tensor-parallel degree; 1 without it).
+
+    ``flash=False``: the attention is the plain graph (scores, mask, softmax, context as
+    separate operations over the whole score matrix, as transformers-neuronx builds context
+    encoding without its flash kernel): every key block is computed, the causal half too,
+    and a VectorE pass applies the mask to every score (``"attention_mask"``). The engine
+    work per score block is the flash kernel's (the same matmuls, max, exp, sum, transposes
+    and copies); the score rows of a 128-query tile fit SBUF up to 48 k FP32 keys per
+    partition (192 KiB), so no HBM round trip of the matrix is charged.
 
     Returns
     -------
@@ -213,8 +221,11 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
                                        queries=ceil(heads / kv_heads), keys=keys, causal=False)
     else:
         total, block = attention_costs(target, heads=batch * heads, d_head=d_head,
-                                       queries=queries, keys=keys, causal=causal)
+                                       queries=queries, keys=keys, causal=causal and flash)
     ops["attention"] = {**total, "_block": block}
+    if not flash:
+        elementwise("attention_mask", "vector", keys, "tensor_tensor",
+                    rows=batch * heads * queries)
     linear("o_proj", heads * d_head, d_model)
     elementwise("attn_residual", "vector", d_model, "tensor_tensor", rows=rows)
     normalise("post_norm")

@@ -422,7 +422,27 @@ def engine_target(hw):
     return None if hw.core is None else _engine_target(hw.name, hw.core.name)
 
 
-def engine_layer(hw, model, layout, phase, batch, seq):
+#: How context encoding computes attention: ``flash`` (the fused kernel, causal blocks
+#: skipped) or ``standard`` (the plain graph over the whole score matrix; see
+#: :func:`context_attention`).
+CONTEXT_ATTENTION = ("flash", "standard")
+#: transformers-neuronx uses its flash-attention kernel in context encoding from Neuron 2.19
+#: (Neuron 2.19.0 release notes, "Flash Attention kernel support in the Transformers NeuronX
+#: library"; transformers-neuronx 0.11.351.0 release notes, "compiler optimized flash
+#: attention kernel"), and only for prompts of at least this many tokens
+#: (transformers-neuronx ``layers/attention.py``, ``flash_attention``: "kernel gives minimal
+#: benefit for smaller sequence lengths").
+TNX_FLASH_FROM = ((2, 19), 4096)
+
+
+def context_attention(sdk, prompt):
+    """``"flash"`` or ``"standard"``: how transformers-neuronx of Neuron SDK ``sdk`` (a
+    ``(major, minor)`` tuple) encodes a ``prompt``-token context (:data:`TNX_FLASH_FROM`)."""
+    version, least = TNX_FLASH_FROM
+    return "flash" if tuple(sdk) >= version and prompt >= least else "standard"
+
+
+def engine_layer(hw, model, layout, phase, batch, seq, attention="flash"):
     """(seconds, engine -> seconds) of one layer's non-linear operations on one rank
     (attention core with its softmax, norms, rotary, activation, residual adds, KV append) from
     the NKI engine model (:mod:`systolica.nki.layer_costs`), or None when the hardware has no
@@ -436,7 +456,8 @@ def engine_layer(hw, model, layout, phase, batch, seq):
     the attention core once more when the layout recomputes it) at the exact sequence
     length, norms and residual adds split over the tensor-parallel ranks (sequence
     parallelism, as the module docstring's training model has it). An encoder (BERT) layer
-    is non-causal, LayerNorm, learned positions."""
+    is non-causal, LayerNorm, learned positions. ``attention`` (prefill only): one of
+    :data:`CONTEXT_ATTENTION`."""
     from systolica.nki.layer_costs import decoder_layer_costs, layer_seconds, training_layer_costs
 
     target = engine_target(hw)
@@ -460,7 +481,8 @@ def engine_layer(hw, model, layout, phase, batch, seq):
                               # rotary positions, GPT-2/BERT LayerNorm with learned ones
                               norm="layer" if model.learned_positions else "rms",
                               kv_cache=model.decoder and not train,
-                              row_split=tp if train else 1)
+                              row_split=tp if train else 1,
+                              flash=attention == "flash" or phase != "prefill")
     ops = {k: v for k, v in ops.items() if k not in LINEAR_OPS}
     if train:
         ops = training_layer_costs(ops, recompute_attention=layout.recompute != "none")
@@ -475,7 +497,8 @@ def _stage_model(model, layout, seq):
                    context=max(model.context, seq))
 
 
-def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=False):
+def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=False,
+                 attention="flash"):
     """Breakdown of one pass on the busiest stage (prefill, decode, or train forward+backward).
 
     ``phase`` ``prefill``: ``batch`` prompts of ``seq`` tokens; ``decode``: one token per
@@ -496,7 +519,7 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=Fa
         again = forward if layout.recompute == "full" else [
             g for g in forward if g.name in ("attn.scores", "attn.context")]
         gemms += [replace(g, name=g.name + ".recompute") for g in again]
-    engine = engine_layer(hw, model, layout, phase, batch, seq)
+    engine = engine_layer(hw, model, layout, phase, batch, seq, attention)
     for g in gemms:
         if engine is not None and g.name.startswith(ATTENTION_GEMMS):
             if not g.name.endswith(".recompute"):
@@ -584,7 +607,8 @@ def head_split_notes(model, layout):
     return notes
 
 
-def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", cal=IDEAL):
+def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", cal=IDEAL,
+              attention="flash"):
     """TTFT, TPOT and tokens/s of ``batch`` requests of ``input_len`` prompt tokens and
     ``output_len`` generated tokens (see the module docstring).
 
@@ -594,13 +618,21 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
         ``ttft_s`` (s), ``tpot_s`` (s, mean per output token), ``tokens_per_s``
         (``batch / tpot_s``, generated tokens per second), memory per rank (bytes).
 
+    ``attention``: how context encoding computes attention, one of
+    :data:`CONTEXT_ATTENTION` (:func:`context_attention` gives what a transformers-neuronx
+    release does).
+
     Raises
     ------
     ValueError
-        On a bad degree, a layout larger than the hardware, a model that does not decode, or a
-        size below 1; the message names the argument and the allowed values.
+        On a bad degree, a layout larger than the hardware, a model that does not decode, a
+        size below 1 or an unknown ``attention``; the message names the argument and the
+        allowed values.
     """
     chips = check_layout(hw, layout, model)
+    if attention not in CONTEXT_ATTENTION:
+        raise ValueError(f"attention {attention!r} is not allowed; allowed: "
+                         + ", ".join(CONTEXT_ATTENTION))
     for name, value in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
         check_positive(name, value)
     if weights not in WEIGHT_BYTES:
@@ -637,7 +669,7 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
             hw, per_replica * model.d_model * ACT_BYTES, stride, cal)
 
     prefill = forward_pass(hw, model, layout, cal, "prefill", per_replica, input_len,
-                           wbytes, notes, mx)
+                           wbytes, notes, mx, attention)
     ttft = pipeline(prefill)
     if output_len > 1:
         lengths = sorted({round(x) for x in _linspace(input_len + 1, total - 1,
