@@ -16,10 +16,12 @@ Per rank and per step the time is a sum, with no overlap assumed between its ter
   flash-style: the score matrix stays on chip, only Q, K, V and the output touch HBM.
 - **Non-GEMM work** (norms, rotary embedding, softmax, activation functions, residual adds,
   sampling) in FP32 FLOP on the Vector and Scalar engines at their published rates
-  (:data:`NONGEMM` lists the counts per element). Inference on a NeuronCore preset instead
-  costs the attention core (scores, softmax, context: the attention GEMMs included) and the
-  elementwise operations with the NKI engine model (:func:`engine_layer`, issue 28), prompt and
-  KV cache padded to their buckets; sampling stays a FLOP count.
+  (:data:`NONGEMM` lists the counts per element). On a NeuronCore preset inference, training
+  and encoders instead cost the attention core (scores, softmax, context: the attention GEMMs
+  included) and the elementwise operations with the NKI engine model (:func:`engine_layer`,
+  issue 28): prompt and KV cache padded to their buckets, the context-encoding attention the
+  flash kernel or the plain graph (:func:`context_attention`), training's backward and
+  recomputation on top; sampling stays a FLOP count.
 - **Collectives**: each AllReduce of ``S`` bytes over ``p`` ranks takes the faster of a ring,
   ``2 (p-1) a + 2 (p-1)/p S / B``, and a binary tree, ``2 ceil(log2 p) (a + S / B)``, where
   ``a`` is the calibrated latency of one algorithm step and ``B`` a rank's share of its link:
@@ -43,7 +45,8 @@ the optimizer step. Tensor parallelism is Megatron with sequence parallelism: pe
 micro-batch the AllGathers and ReduceScatters move what four AllReduces of the layer's
 activations move (two forward, two backward). The gradient exchange is an AllReduce of FP32
 gradients, or with ZeRO-1 a ReduceScatter of FP32 gradients plus an AllGather of BF16 weights;
-the AdamW update reads and writes 16 bytes of FP32 state per weight the rank owns. MFU counts
+the AdamW update (:func:`optimizer_seconds`) reads and writes the FP32 state of each weight the
+rank owns (the engine model's VectorE/ScalarE passes and HBM bytes where there is one). MFU counts
 the model's FLOP (``3 x`` forward, no recomputation) against the ranks' BF16 peak.
 """
 
