@@ -40,6 +40,12 @@ QUERY_TILE = 128    # queries per tile (its P)
 
 
 BF16 = "bfloat16"
+#: Norm kinds of :func:`decoder_layer_costs` and their VectorE passes per element.
+NORM_VECTOR_PASSES = {"rms": 1, "layer": 4}
+NORMS = tuple(NORM_VECTOR_PASSES)
+#: Passes of a backward per forward pass (the usual count: the gradients of the input and
+#: of the weights each cost what the forward did).
+BACKWARD_PASSES = 2
 #: The ALU operation of the elementwise instructions a layer issues (adds and multiplies).
 _ALU = {"tensor_tensor": {"op": "add"}, "tensor_scalar": {"op0": "multiply"}}
 
@@ -49,15 +55,16 @@ def _zero():
 
 
 @lru_cache(maxsize=64)
-def flash_block_costs(target, d_head, group):
+def flash_block_costs(target, d_head, group, block=KEY_BLOCK):
     """(fixed, per_block) engine seconds of the flash kernel for one group of ``group``
     128-query tiles: ``fixed`` the group's Q loads, memsets, reciprocal and stores,
-    ``per_block`` one 512-key block (dicts as :func:`systolica.nki.costs.engine_seconds`).
+    ``per_block`` one block of ``block`` keys (512, or 128/256 when the keys are fewer; dicts
+    as :func:`systolica.nki.costs.engine_seconds`).
 
     Raises
     ------
     ValueError
-        If ``d_head`` is not 1..128 or ``group`` not 1..4.
+        If ``d_head`` is not 1..128, ``group`` not 1..4 or ``block`` not 128, 256, 384, 512.
     """
     # traced lazily: only the first call per shape runs the kernel
     import numpy as np
@@ -70,12 +77,15 @@ def flash_block_costs(target, d_head, group):
         raise ValueError(f"d_head must be 1..{QUERY_TILE}, not {d_head!r}")
     if not 1 <= group <= attention.GROUP:
         raise ValueError(f"group must be 1..{attention.GROUP}, not {group!r}")
+    if block not in range(QUERY_TILE, KEY_BLOCK + 1, QUERY_TILE):
+        raise ValueError(f"block must be a multiple of {QUERY_TILE} up to {KEY_BLOCK}, "
+                         f"not {block!r}")
     totals = []
     for blocks in (1, 2):
-        sk = blocks * KEY_BLOCK
+        sk = blocks * block
         q = np.zeros((d_head, group * QUERY_TILE), bfloat16)
         k, v = np.zeros((d_head, sk), bfloat16), np.zeros((sk, d_head), bfloat16)
-        trace = run(attention.attention_fwd, q, k, v, target=target,
+        trace = run(attention.attention_fwd, q, k, v, block=block, target=target,
                     tensor_engine="none").instructions
         totals.append(engine_seconds(trace, target))
     one, two = totals
@@ -99,26 +109,46 @@ def attention_costs(target, *, heads, d_head, queries, keys, causal):
     tiles = ceil(queries / QUERY_TILE)
     group = min(4, tiles)
     groups = ceil(tiles / group)
-    nblocks = ceil(keys / KEY_BLOCK)
+    # fewer keys than a block: one block of the keys rounded up to 128 (a 128-key encoder
+    # sequence or KV bucket does not pay for 512)
+    size = min(KEY_BLOCK, ceil(keys / QUERY_TILE) * QUERY_TILE)
+    nblocks = ceil(keys / size)
     if causal:
-        per_group = [min(nblocks, ceil((i + 1) * group * QUERY_TILE / KEY_BLOCK))
+        per_group = [min(nblocks, ceil((i + 1) * group * QUERY_TILE / size))
                      for i in range(groups)]
         blocks = sum(per_group)
     else:
         blocks = groups * nblocks
-    fixed, block = flash_block_costs(target, d_head, group)
+    fixed, block = flash_block_costs(target, d_head, group, size)
     total = {e: heads * (groups * fixed[e] + blocks * block[e]) for e in ENGINE_TERMS}
     return total, block
 
 
 @lru_cache(maxsize=4096)
 def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_heads, d_head, ffn,
-                        gated, weight_bytes=2):
+                        gated, weight_bytes=2, causal=True, rope=True, norm="rms",
+                        kv_cache=True, row_split=1, flash=True):
     """Per-operation engine seconds of one decoder layer on one core (see the module
     docstring): ``batch`` sequences of ``queries`` new tokens each (the prompt in prefill,
     1 in decode) attending to ``keys`` tokens (prefill: causal over the prompt, ``keys ==
     queries``; decode: the whole KV cache). ``heads``, ``kv_heads``, ``ffn`` are per core
     (already divided by the tensor-parallel degree); ``weight_bytes`` per weight.
+
+    An encoder layer (BERT) is ``causal=False`` (every query sees every key), ``rope=False``
+    (learned positions, added once before the first layer), ``norm="layer"`` (LayerNorm as
+    :func:`systolica.nki.kernels.norms.layernorm` issues it: a ScalarE square-and-sum and
+    four VectorE passes: mean, subtract, scale, and the gamma/beta pair counted as one more),
+    ``kv_cache=False`` (no cache append; training passes it too). ``row_split``: the tokens
+    of the norms and residual adds are split over that many cores (Megatron sequence
+    parallelism, the tensor-parallel degree; 1 without it).
+
+    ``flash=False``: the attention is the plain graph (scores, mask, softmax, context as
+    separate operations over the whole score matrix, as transformers-neuronx builds context
+    encoding without its flash kernel): every key block is computed, the causal half too,
+    and a VectorE pass applies the mask to every score (``"attention_mask"``). The engine
+    work per score block is the flash kernel's (the same matmuls, max, exp, sum, transposes
+    and copies); the score rows of a 128-query tile fit SBUF up to 48 k FP32 keys per
+    partition (192 KiB), so no HBM round trip of the matrix is charged.
 
     Returns
     -------
@@ -133,9 +163,11 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
     """
     for name, value in (("batch", batch), ("queries", queries), ("keys", keys),
                         ("d_model", d_model), ("heads", heads), ("kv_heads", kv_heads),
-                        ("d_head", d_head), ("ffn", ffn)):
+                        ("d_head", d_head), ("ffn", ffn), ("row_split", row_split)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    if norm not in NORMS:
+        raise ValueError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
     t = load_target(target)
     tokens = batch * queries
     ops = {}
@@ -147,11 +179,11 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
                        + tokens * (fan_in + fan_out) * 2) / t.hbm_bandwidth
         ops[name] = cost
 
-    def elementwise(name, engine, elements, opcode, passes=1, also=None):
-        # BF16 activations; the tokens x elements values spread over all partitions (an
+    def elementwise(name, engine, elements, opcode, passes=1, also=None, rows=tokens):
+        # BF16 activations; the rows x elements values spread over all partitions (an
         # elementwise operation has no row structure, so a single decode token's row is laid
         # out as [lanes, elements / lanes], not on one partition)
-        per_lane = ceil(tokens * elements / t.lanes)
+        per_lane = ceil(rows * elements / t.lanes)
         kwargs = {"partitions": t.lanes, "in_dtype": BF16, "out_dtype": BF16}
         cost = _zero()
         cost[engine] = passes * elementwise_seconds(engine, per_lane, t, opcode=opcode,
@@ -161,31 +193,108 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
                                                  params=_ALU.get(also[1]), **kwargs)
         ops[name] = cost
 
-    # RMS norm as nki/kernels/norms.py issues it: square-and-sum on ScalarE (activation
-    # with reduce), the scale multiply on VectorE.
-    elementwise("input_norm", "scalar", d_model, "activation", also=("vector", "tensor_scalar"))
+    rows = ceil(tokens / row_split)     # rows of the norms and residuals on this core
+
+    def normalise(name):
+        # RMS norm as nki/kernels/norms.py issues it: square-and-sum on ScalarE (activation
+        # with reduce), the scale multiply on VectorE; LayerNorm: the same ScalarE pass and
+        # NORM_VECTOR_PASSES["layer"] VectorE passes.
+        if norm == "rms":
+            elementwise(name, "scalar", d_model, "activation", also=("vector", "tensor_scalar"),
+                        rows=rows)
+        else:
+            elementwise(name, "vector", d_model, "tensor_scalar",
+                        passes=NORM_VECTOR_PASSES[norm], also=("scalar", "activation"),
+                        rows=rows)
+
+    normalise("input_norm")
     linear("qkv_proj", d_model, (heads + 2 * kv_heads) * d_head)
-    # rotary: x * cos, rotate_half(x) * sin, their sum, over Q and K
-    elementwise("rope", "vector", (heads + kv_heads) * d_head, "tensor_tensor", passes=3)
-    kv = _zero()
-    kv["hbm"] = tokens * 2 * kv_heads * d_head * 2 / t.hbm_bandwidth
-    ops["kv_append"] = kv
+    if rope:
+        # rotary: x * cos, rotate_half(x) * sin, their sum, over Q and K
+        elementwise("rope", "vector", (heads + kv_heads) * d_head, "tensor_tensor", passes=3)
+    if kv_cache:
+        kv = _zero()
+        kv["hbm"] = tokens * 2 * kv_heads * d_head * 2 / t.hbm_bandwidth
+        ops["kv_append"] = kv
     if queries == 1:      # decode: a KV head's query heads share its K/V stream
         total, block = attention_costs(target, heads=batch * kv_heads, d_head=d_head,
                                        queries=ceil(heads / kv_heads), keys=keys, causal=False)
     else:
         total, block = attention_costs(target, heads=batch * heads, d_head=d_head,
-                                       queries=queries, keys=keys, causal=True)
+                                       queries=queries, keys=keys, causal=causal and flash)
     ops["attention"] = {**total, "_block": block}
+    if not flash:
+        elementwise("attention_mask", "vector", keys, "tensor_tensor",
+                    rows=batch * heads * queries)
     linear("o_proj", heads * d_head, d_model)
-    elementwise("attn_residual", "vector", d_model, "tensor_tensor")
-    elementwise("post_norm", "scalar", d_model, "activation", also=("vector", "tensor_scalar"))
+    elementwise("attn_residual", "vector", d_model, "tensor_tensor", rows=rows)
+    normalise("post_norm")
     linear("up_proj", d_model, (2 if gated else 1) * ffn)
     elementwise("activation", "scalar", ffn, "activation",
                 also=("vector", "tensor_tensor") if gated else None)
     linear("down_proj", ffn, d_model)
-    elementwise("mlp_residual", "vector", d_model, "tensor_tensor")
+    elementwise("mlp_residual", "vector", d_model, "tensor_tensor", rows=rows)
     return ops
+
+
+def training_layer_costs(forward, *, recompute_attention=True):
+    """Engine seconds of one layer's forward and backward pass in training, from its forward
+    costs (:func:`decoder_layer_costs` with ``kv_cache=False``).
+
+    Each elementwise operation's backward runs the same instructions on the gradient and
+    one more product with the saved input (the chain rule), so it costs twice its forward,
+    the same count the scaling layer uses for backward GEMMs (:data:`BACKWARD_PASSES`). The
+    flash-attention backward (FlashAttention-2, Dao 2023, Algorithm 2) recomputes the scores
+    and their ``exp`` from the saved row statistics instead of storing them, which is one
+    more forward pass of the attention core when ``recompute_attention`` (the scaling layer's
+    ``selective`` and ``full`` recomputation; ``none`` stores the probabilities).
+
+    Returns
+    -------
+    dict
+        As :func:`decoder_layer_costs`, every engine term (and the attention core's
+        ``"_block"`` fill) multiplied by its number of passes.
+    """
+    out = {}
+    for name, cost in forward.items():
+        passes = 1 + BACKWARD_PASSES + (1 if name == "attention" and recompute_attention
+                                        else 0)
+        out[name] = {e: passes * cost[e] for e in ENGINE_TERMS}
+        if "_block" in cost:
+            out[name]["_block"] = {e: passes * v for e, v in cost["_block"].items()}
+    return out
+
+
+#: AdamW per FP32 weight, as an NKI optimizer kernel issues it: VectorE ``m = b1 m + (1 -
+#: b1) g`` (2 passes), ``v = b2 v + (1 - b2) g^2`` (3), ``m / (sqrt(v) + eps)`` (1), the
+#: decayed update and its subtraction (2); ScalarE the ``sqrt`` with its ``+ eps`` bias (1);
+#: HBM reads weight, gradient and the two moments and writes weight and moments back (FP32
+#: each: 28 bytes) plus the BF16 copy of the weight (2 bytes) the next forward reads.
+ADAMW = {"vector": 8, "scalar": 1, "hbm_bytes": 30}
+
+
+def optimizer_costs(target, weights):
+    """Engine seconds of one AdamW update of ``weights`` FP32 weights on one core (see
+    :data:`ADAMW`); the update's time is the busiest engine's (the passes stream weight
+    tiles through SBUF with the DMA double-buffered).
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` is not a positive number.
+    """
+    if not isinstance(weights, int | float) or isinstance(weights, bool) or weights <= 0:
+        raise ValueError(f"weights must be a positive number, not {weights!r}")
+    t = load_target(target)
+    per_lane = ceil(weights / t.lanes)
+    cost = _zero()
+    fp32 = {"partitions": t.lanes, "in_dtype": "float32", "out_dtype": "float32"}
+    cost["vector"] = ADAMW["vector"] * elementwise_seconds(
+        "vector", per_lane, t, opcode="tensor_tensor", params=_ALU["tensor_tensor"], **fp32)
+    cost["scalar"] = ADAMW["scalar"] * elementwise_seconds("scalar", per_lane, t,
+                                                           opcode="activation", **fp32)
+    cost["hbm"] = weights * ADAMW["hbm_bytes"] / t.hbm_bandwidth
+    return cost
 
 
 def layer_seconds(ops):
@@ -214,4 +323,5 @@ def layer_seconds(ops):
     return seconds, charged
 
 
-__all__ = ["attention_costs", "decoder_layer_costs", "flash_block_costs", "layer_seconds"]
+__all__ = ["ADAMW", "BACKWARD_PASSES", "NORMS", "attention_costs", "decoder_layer_costs",
+           "flash_block_costs", "layer_seconds", "optimizer_costs", "training_layer_costs"]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .hardware import load_hardware
-from .llm import Calibration, Layout, inference, training
+from .llm import Calibration, Layout, context_attention, inference, training
 from .spec import SpecError, Table, load_packaged_toml
 from .workloads import load_transformer
 
@@ -42,6 +42,7 @@ PREDICTED = {"decode": ("ttft", "tpot", "e2e_per_token"), "encode": ("latency_p5
 BOUNDS = {"hbm_efficiency": (0.0, 1.0), "tensor_efficiency": (0.0, 1.0),
           "collective_latency_s": (0.0, 100e-6), "layer_overhead_s": (0.0, 1e-3),
           "link_efficiency": (0.0, 1.0)}
+_SDK = re.compile(r"Neuron (\d+)\.(\d+)")
 _VALUE = re.compile(r"^\s*([0-9.]+(?:[eE][+-]?[0-9]+)?)\s*(ms|s|seq/s|inf/s)\s*$")
 
 
@@ -73,6 +74,13 @@ class Point:
     global_batch: int = 0
     seq: int = 0
     not_predicted: str = ""
+
+    @property
+    def sdk(self):
+        """The Neuron SDK version of the row, ``(major, minor)``, from the source's "Neuron
+        2.x" (None when the source names none)."""
+        match = _SDK.search(self.source)
+        return None if match is None else (int(match.group(1)), int(match.group(2)))
 
     def describe(self):
         """Configuration in one line, e.g. ``trn1 llama2-7b TP 32, 128/8064, bf16``."""
@@ -175,8 +183,11 @@ def predict(point, cal, cache=None):
     hw, model = cache[point.hw], cache[point.model]
     if point.phase == "train":
         return training(hw, model, point.layout, point.global_batch, point.seq, cal).seq_per_s
+    # The decoder tables ran transformers-neuronx: its context encoding per SDK version.
+    attention = "flash" if point.sdk is None or not model.decoder else \
+        context_attention(point.sdk, point.input_len)
     est = inference(hw, model, point.layout, point.batch, point.input_len, point.output_len,
-                    point.weights, cal)
+                    point.weights, cal, attention)
     if point.metric == "e2e_per_token":
         total_s = est.ttft_s + (point.output_len - 1) * (est.tpot_s or 0.0)
         return total_s / (point.input_len + point.output_len)

@@ -16,7 +16,16 @@ from pathlib import Path
 from .calibration import fit, format_calibration, load_calibration, load_points, validate
 from .claims import all_rows, format_value, generation_rows, workload_rows
 from .hardware import DTYPE_BYTES, load_hardware, preset_names
-from .llm import IDEAL, RECOMPUTE, WEIGHT_BYTES, Layout, inference, training, training_scaling
+from .llm import (
+    CONTEXT_ATTENTION,
+    IDEAL,
+    RECOMPUTE,
+    WEIGHT_BYTES,
+    Layout,
+    inference,
+    training,
+    training_scaling,
+)
 from .model import step_estimate
 from .report import (
     llm_json,
@@ -187,6 +196,11 @@ def build_parser():
     est.add_argument("--recompute", choices=RECOMPUTE, default="selective",
                      help="activation recomputation in training (default selective: the "
                           "attention core)")
+    est.add_argument("--context-attention", choices=CONTEXT_ATTENTION, default="flash",
+                     help="how prefill computes attention (default flash: the fused kernel, "
+                          "causal blocks skipped; standard: the plain graph over the whole "
+                          "score matrix, as transformers-neuronx before Neuron 2.19 and for "
+                          "prompts under 4,096 tokens)")
     est.add_argument("--tp", type=_positive_int, default=1,
                      help="tensor-parallel degree in NeuronCores (Neuron's tp_degree)")
     est.add_argument("--pp", type=_positive_int, default=1,
@@ -355,7 +369,7 @@ def run_model(args, hw, start):
     else:
         output_len = 1 if args.phase == "prefill" else args.output_len
         est = inference(hw, model, layout, args.batch, args.input_len, output_len,
-                        args.weights, cal)
+                        args.weights, cal, args.context_attention)
         config = {"batch": args.batch, "input_len": args.input_len,
                   "output_len": args.output_len, "weights": args.weights}
     measured = []

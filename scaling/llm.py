@@ -16,10 +16,12 @@ Per rank and per step the time is a sum, with no overlap assumed between its ter
   flash-style: the score matrix stays on chip, only Q, K, V and the output touch HBM.
 - **Non-GEMM work** (norms, rotary embedding, softmax, activation functions, residual adds,
   sampling) in FP32 FLOP on the Vector and Scalar engines at their published rates
-  (:data:`NONGEMM` lists the counts per element). Inference on a NeuronCore preset instead
-  costs the attention core (scores, softmax, context: the attention GEMMs included) and the
-  elementwise operations with the NKI engine model (:func:`engine_layer`, issue 28), prompt and
-  KV cache padded to their buckets; sampling stays a FLOP count.
+  (:data:`NONGEMM` lists the counts per element). On a NeuronCore preset inference, training
+  and encoders instead cost the attention core (scores, softmax, context: the attention GEMMs
+  included) and the elementwise operations with the NKI engine model (:func:`engine_layer`,
+  issue 28): prompt and KV cache padded to their buckets, the context-encoding attention the
+  flash kernel or the plain graph (:func:`context_attention`), training's backward and
+  recomputation on top; sampling stays a FLOP count.
 - **Collectives**: each AllReduce of ``S`` bytes over ``p`` ranks takes the faster of a ring,
   ``2 (p-1) a + 2 (p-1)/p S / B``, and a binary tree, ``2 ceil(log2 p) (a + S / B)``, where
   ``a`` is the calibrated latency of one algorithm step and ``B`` a rank's share of its link:
@@ -43,7 +45,8 @@ the optimizer step. Tensor parallelism is Megatron with sequence parallelism: pe
 micro-batch the AllGathers and ReduceScatters move what four AllReduces of the layer's
 activations move (two forward, two backward). The gradient exchange is an AllReduce of FP32
 gradients, or with ZeRO-1 a ReduceScatter of FP32 gradients plus an AllGather of BF16 weights;
-the AdamW update reads and writes 16 bytes of FP32 state per weight the rank owns. MFU counts
+the AdamW update (:func:`optimizer_seconds`) reads and writes the FP32 state of each weight the
+rank owns (the engine model's VectorE/ScalarE passes and HBM bytes where there is one). MFU counts
 the model's FLOP (``3 x`` forward, no recomputation) against the ranks' BF16 peak.
 """
 
@@ -422,29 +425,71 @@ def engine_target(hw):
     return None if hw.core is None else _engine_target(hw.name, hw.core.name)
 
 
-def engine_layer(hw, model, layout, phase, batch, seq):
-    """(seconds, engine -> seconds) of one decoder layer's non-linear operations on one rank
+#: How context encoding computes attention: ``flash`` (the fused kernel, causal blocks
+#: skipped) or ``standard`` (the plain graph over the whole score matrix; see
+#: :func:`context_attention`).
+CONTEXT_ATTENTION = ("flash", "standard")
+#: transformers-neuronx uses its flash-attention kernel in context encoding from Neuron 2.19
+#: (Neuron 2.19.0 release notes, "Flash Attention kernel support in the Transformers NeuronX
+#: library"; transformers-neuronx 0.11.351.0 release notes, "compiler optimized flash
+#: attention kernel"), and only for prompts of at least this many tokens
+#: (transformers-neuronx ``layers/attention.py``, ``flash_attention``: "kernel gives minimal
+#: benefit for smaller sequence lengths").
+TNX_FLASH_FROM = ((2, 19), 4096)
+
+
+def context_attention(sdk, prompt):
+    """``"flash"`` or ``"standard"``: how transformers-neuronx of Neuron SDK ``sdk`` (a
+    ``(major, minor)`` tuple) encodes a ``prompt``-token context (:data:`TNX_FLASH_FROM`)."""
+    version, least = TNX_FLASH_FROM
+    return "flash" if tuple(sdk) >= version and prompt >= least else "standard"
+
+
+def engine_layer(hw, model, layout, phase, batch, seq, attention="flash"):
+    """(seconds, engine -> seconds) of one layer's non-linear operations on one rank
     (attention core with its softmax, norms, rotary, activation, residual adds, KV append) from
     the NKI engine model (:mod:`systolica.nki.layer_costs`), or None when the hardware has no
-    engine model or the model is not a decoder. A logical core of ``lnc`` physical cores
-    splits the work over them (its heads and rows), so the time is divided by ``lnc``.
-    Prefill pays its prompt's context-encoding bucket, decode its KV cache's
-    token-generation bucket (:func:`bucket`)."""
-    from systolica.nki.layer_costs import decoder_layer_costs, layer_seconds
+    engine model. A logical core of ``lnc`` physical cores splits the work over them (its
+    heads and rows), so the time is divided by ``lnc``.
+
+    ``prefill`` pays its prompt's context-encoding bucket, ``decode`` its KV cache's
+    token-generation bucket (:func:`bucket`; decoders only: an encoder's graph is compiled
+    for its sequence length). ``train`` costs one micro-batch's forward and backward
+    (:func:`systolica.nki.layer_costs.training_layer_costs`: backward twice the forward,
+    the attention core once more when the layout recomputes it) at the exact sequence
+    length, norms and residual adds split over the tensor-parallel ranks (sequence
+    parallelism, as the module docstring's training model has it). An encoder (BERT) layer
+    is non-causal, LayerNorm, learned positions. ``attention`` (prefill only): one of
+    :data:`CONTEXT_ATTENTION`."""
+    from systolica.nki.layer_costs import decoder_layer_costs, layer_seconds, training_layer_costs
 
     target = engine_target(hw)
-    if target is None or not model.decoder:
+    if target is None:
         return None
     tp = layout.tp
     split = max(1, math.ceil(model.d_head / 128))
-    queries = 1 if phase == "decode" else bucket(seq, model.context)
-    keys = bucket(seq, model.context) if phase == "decode" else queries
+    train = phase == "train"
+    if train or not model.decoder:
+        queries = keys = seq
+    else:
+        queries = 1 if phase == "decode" else bucket(seq, model.context)
+        keys = bucket(seq, model.context) if phase == "decode" else queries
     ops = decoder_layer_costs(target, batch=batch, queries=queries, keys=keys,
                               d_model=model.d_model, heads=math.ceil(model.heads / tp) * split,
                               kv_heads=math.ceil(model.kv_heads / tp) * split,
                               d_head=math.ceil(model.d_head / split),
-                              ffn=math.ceil(model.ffn / tp), gated=model.ffn_kind == "gated")
-    seconds, charged = layer_seconds({k: v for k, v in ops.items() if k not in LINEAR_OPS})
+                              ffn=math.ceil(model.ffn / tp), gated=model.ffn_kind == "gated",
+                              causal=model.decoder, rope=not model.learned_positions,
+                              # the families read (MODEL_TYPES): Llama/Mistral RMSNorm with
+                              # rotary positions, GPT-2/BERT LayerNorm with learned ones
+                              norm="layer" if model.learned_positions else "rms",
+                              kv_cache=model.decoder and not train,
+                              row_split=tp if train else 1,
+                              flash=attention == "flash" or phase != "prefill")
+    ops = {k: v for k, v in ops.items() if k not in LINEAR_OPS}
+    if train:
+        ops = training_layer_costs(ops, recompute_attention=layout.recompute != "none")
+    seconds, charged = layer_seconds(ops)
     lnc = hw.chip.lnc
     return seconds / lnc, {e: v / lnc for e, v in charged.items()}
 
@@ -455,7 +500,8 @@ def _stage_model(model, layout, seq):
                    context=max(model.context, seq))
 
 
-def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=False):
+def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=False,
+                 attention="flash"):
     """Breakdown of one pass on the busiest stage (prefill, decode, or train forward+backward).
 
     ``phase`` ``prefill``: ``batch`` prompts of ``seq`` tokens; ``decode``: one token per
@@ -476,10 +522,11 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=Fa
         again = forward if layout.recompute == "full" else [
             g for g in forward if g.name in ("attn.scores", "attn.context")]
         gemms += [replace(g, name=g.name + ".recompute") for g in again]
-    engine = None if phase == "train" else engine_layer(hw, model, layout, phase, batch, seq)
+    engine = engine_layer(hw, model, layout, phase, batch, seq, attention)
     for g in gemms:
         if engine is not None and g.name.startswith(ATTENTION_GEMMS):
-            out.flop += g.flop          # timed with the attention core below
+            if not g.name.endswith(".recompute"):
+                out.flop += g.flop      # timed with the attention core below
             continue
         t, c, m, nbytes = gemm_s(hw, g, wbytes if g.weight else ACT_BYTES, cal, mx)
         out.gemms.append((g, t, c, m, nbytes))
@@ -563,7 +610,8 @@ def head_split_notes(model, layout):
     return notes
 
 
-def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", cal=IDEAL):
+def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", cal=IDEAL,
+              attention="flash"):
     """TTFT, TPOT and tokens/s of ``batch`` requests of ``input_len`` prompt tokens and
     ``output_len`` generated tokens (see the module docstring).
 
@@ -573,13 +621,21 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
         ``ttft_s`` (s), ``tpot_s`` (s, mean per output token), ``tokens_per_s``
         (``batch / tpot_s``, generated tokens per second), memory per rank (bytes).
 
+    ``attention``: how context encoding computes attention, one of
+    :data:`CONTEXT_ATTENTION` (:func:`context_attention` gives what a transformers-neuronx
+    release does).
+
     Raises
     ------
     ValueError
-        On a bad degree, a layout larger than the hardware, a model that does not decode, or a
-        size below 1; the message names the argument and the allowed values.
+        On a bad degree, a layout larger than the hardware, a model that does not decode, a
+        size below 1 or an unknown ``attention``; the message names the argument and the
+        allowed values.
     """
     chips = check_layout(hw, layout, model)
+    if attention not in CONTEXT_ATTENTION:
+        raise ValueError(f"attention {attention!r} is not allowed; allowed: "
+                         + ", ".join(CONTEXT_ATTENTION))
     for name, value in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
         check_positive(name, value)
     if weights not in WEIGHT_BYTES:
@@ -616,7 +672,7 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
             hw, per_replica * model.d_model * ACT_BYTES, stride, cal)
 
     prefill = forward_pass(hw, model, layout, cal, "prefill", per_replica, input_len,
-                           wbytes, notes, mx)
+                           wbytes, notes, mx, attention)
     ttft = pipeline(prefill)
     if output_len > 1:
         lengths = sorted({round(x) for x in _linspace(input_len + 1, total - 1,
@@ -659,6 +715,22 @@ def _memory_note(est):
 
 
 # ----- training ---------------------------------------------------
+
+
+def optimizer_seconds(hw, weights, cal):
+    """Seconds of one AdamW update of ``weights`` FP32 weights on one rank: the NKI engine
+    model's busiest engine (:func:`systolica.nki.layer_costs.optimizer_costs`, HBM at the
+    calibrated efficiency), or, without an engine model, 32 bytes per weight over the rank's
+    HBM bandwidth."""
+    target = engine_target(hw)
+    if target is None:
+        return weights * 2 * 16 / (rank_view(hw)["hbm_bw"] * cal.hbm_efficiency)
+    from systolica.nki.layer_costs import optimizer_costs
+
+    lnc = hw.chip.lnc
+    cost = optimizer_costs(target, weights / lnc)
+    cost["hbm"] /= cal.hbm_efficiency
+    return max(cost.values())
 
 
 def training(hw, model, layout, global_batch, seq, cal=IDEAL):
@@ -707,7 +779,7 @@ def training(hw, model, layout, global_batch, seq, cal=IDEAL):
         dp_s = group_allreduce_s(hw, owned * 4, layout.dp, stride, cal)
         updated = owned
     view = rank_view(hw)
-    optimizer_s = updated * 2 * 16 / (view["hbm_bw"] * cal.hbm_efficiency)
+    optimizer_s = optimizer_seconds(hw, updated, cal)
     step = pipeline_s + dp_s + optimizer_s
     full = transformer_workload(replace(model, context=max(model.context, seq)), "train", 1,
                                 seq, tp=1, dtype_bytes=ACT_BYTES)

@@ -25,21 +25,25 @@ KB = 512         # keys per block: one PSUM bank of scores
 GROUP = 4        # query tiles sharing a K/V block (their scores take 4 of the 8 PSUM banks)
 
 
-def _load_kv(k, v, k_sb, v_sb, kb):
-    """K block ``kb`` [d, 512] and V block [512, d] (as 4 x [128, d]) into buffer kb % 2."""
+def _load_kv(k, v, k_sb, v_sb, kb, block=KB):
+    """K block ``kb`` [d, block] and V block [block, d] (as block / 128 x [128, d]) into
+    buffer kb % 2."""
     buf = kb % 2
-    nisa.dma_copy(dst=k_sb[:, buf, :], src=k[:, kb * KB:(kb + 1) * KB])
-    for c in nl.affine_range(KB // P):
-        r0 = kb * KB + c * P
+    nisa.dma_copy(dst=k_sb[:, buf, :], src=k[:, kb * block:(kb + 1) * block])
+    for c in nl.affine_range(block // P):
+        r0 = kb * block + c * P
         nisa.dma_copy(dst=v_sb[:, buf, c, :], src=v[r0:r0 + P, :])
 
 
-def attention_fwd(q, k, v, scale=None):
-    """Returns out [Sq, d] in q's type."""
+def attention_fwd(q, k, v, scale=None, block=KB):
+    """Returns out [Sq, d] in q's type. ``block``: keys per block, a multiple of 128 up to
+    ``KB`` (one PSUM bank of scores); smaller blocks serve key counts under 512."""
     d, sq = q.shape
     sk = k.shape[1]
-    assert d <= P and sq % P == 0 and sk % KB == 0, \
-        f"need d <= {P}, Sq % {P} == 0 and Sk % {KB} == 0; got d={d}, Sq={sq}, Sk={sk}"
+    assert block % P == 0 and P <= block <= KB, \
+        f"need block a multiple of {P} up to {KB}; got {block}"
+    assert d <= P and sq % P == 0 and sk % block == 0, \
+        f"need d <= {P}, Sq % {P} == 0 and Sk % {block} == 0; got d={d}, Sq={sq}, Sk={sk}"
     scale = d ** -0.5 if scale is None else scale
     nq = sq // P
     g = min(GROUP, nq)
@@ -57,15 +61,15 @@ def attention_fwd(q, k, v, scale=None):
         acc = nl.ndarray((P, g, d), nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=acc, value=0.0)
         # K/V blocks stream through two buffers: block kb + 1 loads while block kb computes
-        k_sb = nl.ndarray((d, 2, KB), k.dtype, buffer=nl.sbuf)
-        v_sb = nl.ndarray((P, 2, KB // P, d), v.dtype, buffer=nl.sbuf)
-        _load_kv(k, v, k_sb, v_sb, 0)
-        for kb in nl.sequential_range(sk // KB):
+        k_sb = nl.ndarray((d, 2, block), k.dtype, buffer=nl.sbuf)
+        v_sb = nl.ndarray((P, 2, block // P, d), v.dtype, buffer=nl.sbuf)
+        _load_kv(k, v, k_sb, v_sb, 0, block)
+        for kb in nl.sequential_range(sk // block):
             cur = kb % 2
-            if kb + 1 < sk // KB:
-                _load_kv(k, v, k_sb, v_sb, kb + 1)
+            if kb + 1 < sk // block:
+                _load_kv(k, v, k_sb, v_sb, kb + 1, block)
             # scores of every tile of the group (TensorE)
-            s_ps = nl.ndarray((P, g, KB), nl.float32, buffer=nl.psum)
+            s_ps = nl.ndarray((P, g, block), nl.float32, buffer=nl.psum)
             for j in nl.affine_range(g):
                 nisa.nc_matmul(dst=s_ps[:, j, :], stationary=q_sb[:, j, :],
                                moving=k_sb[:, cur, :])
@@ -76,7 +80,7 @@ def attention_fwd(q, k, v, scale=None):
             neg_max = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
             corr = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
             blk_sum = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
-            p_sb = nl.ndarray((P, g, KB), q.dtype, buffer=nl.sbuf)
+            p_sb = nl.ndarray((P, g, block), q.dtype, buffer=nl.sbuf)
             for j in nl.affine_range(g):
                 blk_max = nl.ndarray((P, 1), nl.float32, buffer=nl.sbuf)
                 nisa.tensor_reduce(dst=blk_max, op=nl.maximum, data=s_ps[:, j, :], axis=1)
@@ -95,16 +99,16 @@ def attention_fwd(q, k, v, scale=None):
             nisa.tensor_tensor(dst=run_sum, data1=run_sum, data2=blk_sum, op=nl.add)
             # probabilities transposed (TensorE, 4 x [128, 128] per tile), copied to SBUF
             # (ScalarE), times V (TensorE); the output rescaled and accumulated (VectorE)
-            pt_ps = nl.ndarray((P, g, KB // P, P), q.dtype, buffer=nl.psum)
+            pt_ps = nl.ndarray((P, g, block // P, P), q.dtype, buffer=nl.psum)
             for j in nl.affine_range(g):
-                for c in nl.affine_range(KB // P):
+                for c in nl.affine_range(block // P):
                     nisa.nc_transpose(dst=pt_ps[:, j, c, :], data=p_sb[:, j, c * P:(c + 1) * P])
-            pt = nl.ndarray((P, g, KB // P, P), q.dtype, buffer=nl.sbuf)
+            pt = nl.ndarray((P, g, block // P, P), q.dtype, buffer=nl.sbuf)
             for j in nl.affine_range(g):
                 nisa.tensor_copy(dst=pt[:, j], src=pt_ps[:, j], engine=nisa.scalar_engine)
             for j in nl.affine_range(g):
                 pv = nl.ndarray((P, d), nl.float32, buffer=nl.psum)
-                for c in nl.affine_range(KB // P):
+                for c in nl.affine_range(block // P):
                     nisa.nc_matmul(dst=pv, stationary=pt[:, j, c, :], moving=v_sb[:, cur, c, :])
                 nisa.scalar_tensor_tensor(dst=acc[:, j, :], data=acc[:, j, :], op0=nl.multiply,
                                           operand0=corr[:, j:j + 1], op1=nl.add, operand1=pv)

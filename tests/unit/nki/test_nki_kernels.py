@@ -105,6 +105,17 @@ def test_attention_forward_within_tolerance():
     assert out.dtype == BF16 and np.max(np.abs(out.astype(np.float64) - ref)) < 4e-3
 
 
+def test_attention_forward_with_a_128_key_block_within_tolerance():
+    """block=128 (the block a 128-token sequence uses) computes the same softmax."""
+    d, sq, sk = 64, 128, 256            # one query tile, 2 K/V blocks of 128
+    q, k, v = _rand((d, sq), seed=3), _rand((d, sk), seed=4), _rand((sk, d), seed=5)
+    s = q.astype(np.float64).T @ k.astype(np.float64) * d ** -0.5
+    p = np.exp(s - s.max(1, keepdims=True))
+    ref = (p / p.sum(1, keepdims=True)) @ v.astype(np.float64)
+    out = nki.simulate(attention.attention_fwd)(q, k, v, block=128)
+    assert np.max(np.abs(out.astype(np.float64) - ref)) < 4e-3
+
+
 def _trace(kernel, k, m, n, target="trn2"):
     """The kernel's trace on lhsT [k, m], rhs [k, n] BF16, TensorE shapes only."""
     a, b = np.zeros((k, m), BF16), np.zeros((k, n), BF16)

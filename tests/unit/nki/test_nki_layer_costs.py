@@ -7,7 +7,14 @@ from ml_dtypes import bfloat16
 from systolica import nki
 from systolica.nki.costs import ENGINE_TERMS, engine_seconds
 from systolica.nki.kernels import attention
-from systolica.nki.layer_costs import attention_costs, decoder_layer_costs, layer_seconds
+from systolica.nki.layer_costs import (
+    ADAMW,
+    attention_costs,
+    decoder_layer_costs,
+    layer_seconds,
+    optimizer_costs,
+    training_layer_costs,
+)
 
 
 @pytest.mark.parametrize(("target", "d", "sq", "sk"),
@@ -59,3 +66,74 @@ def test_long_prompt_attention_is_bound_by_vector_and_scalar_engines():
     seconds, charged = layer_seconds(ops)
     assert seconds == pytest.approx(sum(charged.values()))
     assert seconds > sum(op["tensor"] for op in ops.values())
+
+
+def test_fewer_keys_than_a_block_cost_one_block_of_the_keys():
+    """128 keys are traced as one 128-key block of the kernel (its block argument), not a
+    512-key block: each compute engine's work matches the direct trace at block=128 and is
+    less than at 512 keys."""
+    q, k, v = np.zeros((64, 128), bfloat16), np.zeros((64, 128), bfloat16), \
+        np.zeros((128, 64), bfloat16)
+    trace = nki.run(attention.attention_fwd, q, k, v, block=128, target="trn1",
+                    tensor_engine="none").instructions
+    direct = engine_seconds(trace, "trn1")
+    short, _ = attention_costs("trn1", heads=1, d_head=64, queries=128, keys=128, causal=False)
+    full, _ = attention_costs("trn1", heads=1, d_head=64, queries=128, keys=512, causal=False)
+    for engine in ("tensor", "vector", "scalar"):
+        assert short[engine] == pytest.approx(direct[engine], rel=1e-9)
+        assert short[engine] < full[engine]
+
+
+_LAYER = {"batch": 1, "queries": 2048, "keys": 2048, "d_model": 4096, "heads": 4,
+          "kv_heads": 1, "d_head": 128, "ffn": 1792, "gated": True}
+
+
+def test_plain_attention_graph_computes_every_block_and_masks_every_score():
+    """flash=False: the causal half is computed too (2048 / 128 = 16 query tiles, 4 groups,
+    each reading all 4 blocks instead of 1..4), and one VectorE pass masks the 4 x 2048 x
+    2048 scores."""
+    flash = decoder_layer_costs("trn1", **_LAYER)
+    plain = decoder_layer_costs("trn1", **_LAYER, flash=False)
+    full, _ = attention_costs("trn1", heads=4, d_head=128, queries=2048, keys=2048,
+                              causal=False)
+    for engine in ENGINE_TERMS:
+        assert plain["attention"][engine] == pytest.approx(full[engine])
+    assert plain["attention"]["tensor"] > flash["attention"]["tensor"]
+    assert "attention_mask" not in flash and plain["attention_mask"]["vector"] > 0
+
+
+def test_encoder_layer_has_no_rope_or_kv_append_and_a_layernorm():
+    ops = decoder_layer_costs("trn1", **{**_LAYER, "gated": False}, causal=False, rope=False,
+                              norm="layer", kv_cache=False)
+    rms = decoder_layer_costs("trn1", **{**_LAYER, "gated": False}, causal=False, rope=False)
+    assert "rope" not in ops and "kv_append" not in ops and "kv_append" in rms
+    assert ops["input_norm"]["vector"] > rms["input_norm"]["vector"]    # 4 passes, not 1
+    with pytest.raises(ValueError, match="norm must be one of rms, layer"):
+        decoder_layer_costs("trn1", **_LAYER, norm="batch")
+
+
+def test_sequence_parallel_rows_split_the_norms_and_residuals():
+    whole = decoder_layer_costs("trn1", **_LAYER)
+    split = decoder_layer_costs("trn1", **_LAYER, row_split=8)
+    assert split["attn_residual"]["vector"] < whole["attn_residual"]["vector"]
+    assert split["attention"] == whole["attention"]
+
+
+def test_training_layer_is_forward_plus_twice_backward_plus_attention_recompute():
+    forward = decoder_layer_costs("trn1", **_LAYER, kv_cache=False)
+    train = training_layer_costs(forward)
+    stored = training_layer_costs(forward, recompute_attention=False)
+    for engine in ENGINE_TERMS:
+        assert train["post_norm"][engine] == pytest.approx(3 * forward["post_norm"][engine])
+        assert train["attention"][engine] == pytest.approx(4 * forward["attention"][engine])
+        assert stored["attention"][engine] == pytest.approx(3 * forward["attention"][engine])
+
+
+def test_adamw_update_reads_and_writes_thirty_bytes_per_weight():
+    from systolica.nki.costs import load_target
+    cost = optimizer_costs("trn1", 1e9)
+    assert cost["hbm"] == pytest.approx(1e9 * ADAMW["hbm_bytes"]
+                                        / load_target("trn1").hbm_bandwidth)
+    assert cost["vector"] > 0 and cost["scalar"] > 0 and cost["tensor"] == 0
+    with pytest.raises(ValueError, match="weights must be a positive number"):
+        optimizer_costs("trn1", 0)

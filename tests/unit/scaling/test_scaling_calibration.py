@@ -104,3 +104,9 @@ def test_bad_points_file(tmp_path):
     with pytest.raises(SpecError, match=r"field point\[0\].published: '6.7 furlongs' is not a "
                                         r"figure; allowed: '<number> ms'"):
         load_points(path)
+
+
+def test_points_know_their_sdk_version_from_the_source():
+    points = {p.key: p for p in load_points()}
+    assert points["llama2-13b.trn1.8192-8192.ttft"].sdk == (2, 18)
+    assert points["llama3.1-8b.trn1.train"].sdk == (2, 24)

@@ -207,3 +207,16 @@ def test_estimate_terms_prints_each_pass_by_engine(capsys):
 def test_estimate_terms_needs_a_model(capsys):
     code, _, err = run(capsys, "estimate", "--hw", "trn1", "--gemm", "128,128,128", "--terms")
     assert code == 2 and "--terms applies to --model estimates" in err
+
+
+def test_estimate_context_attention_standard_slows_the_prefill_only(capsys):
+    args = ("estimate", "--hw", "trn1", "--model", "llama2-13b", "--tp", "32", "--input-len",
+            "4096", "--output-len", "4", "--json")
+    _, flash, _ = run(capsys, *args)
+    _, plain, _ = run(capsys, *args, "--context-attention", "standard")
+    flash, plain = json.loads(flash), json.loads(plain)
+    assert plain["ttft_s"] > flash["ttft_s"] and plain["tpot_s"] == flash["tpot_s"]
+    with pytest.raises(SystemExit):
+        main(["estimate", "--hw", "trn1", "--model", "llama2-13b", "--context-attention",
+              "paged"])
+    assert "invalid choice: 'paged'" in capsys.readouterr().err

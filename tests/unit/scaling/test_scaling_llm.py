@@ -214,3 +214,45 @@ def test_terms_by_engine_add_up_to_the_pass():
         terms = est.terms[part]
         assert sum(terms["by_engine"].values()) == pytest.approx(terms["total_s"])
         assert terms["by_engine"]["vector"] > 0 and terms["by_engine"]["collectives"] > 0
+
+
+def test_transformers_neuronx_uses_flash_attention_from_2_19_and_4096_tokens():
+    from systolica.scaling.llm import context_attention
+    assert context_attention((2, 18), 8192) == "standard"
+    assert context_attention((2, 19), 8192) == "flash"
+    assert context_attention((2, 21), 2048) == "standard"
+    assert context_attention((2, 19), 4096) == "flash"
+
+
+def test_plain_context_attention_slows_a_long_prompt_only():
+    hw, model = load_hardware("trn1"), load_transformer("llama2-13b")
+    flash = inference(hw, model, Layout(tp=32), 1, 4096, 2, "bf16")
+    plain = inference(hw, model, Layout(tp=32), 1, 4096, 2, "bf16", attention="standard")
+    assert plain.ttft_s > flash.ttft_s and plain.tpot_s == pytest.approx(flash.tpot_s)
+    with pytest.raises(ValueError, match="attention 'paged' is not allowed; allowed: flash"):
+        inference(hw, model, Layout(tp=32), 1, 128, 2, "bf16", attention="paged")
+
+
+def test_training_and_encoders_cost_their_non_linear_work_with_the_engine_model():
+    """Training charges the engine model's forward and backward (at tp 1, no sequence
+    parallelism: at least three times the forward) and an encoder (BERT) goes through the
+    same layer costs."""
+    from systolica.scaling.llm import engine_layer
+    hw = load_hardware("trn1")
+    llama, bert = load_transformer("llama3.1-8b"), load_transformer("bert-large")
+    forward, _ = engine_layer(hw, llama, Layout(), "prefill", 1, 4096)
+    train, charged = engine_layer(hw, llama, Layout(), "train", 1, 4096)
+    assert train > 2.9 * forward and sum(charged.values()) == pytest.approx(train)
+    assert engine_layer(hw, bert, Layout(), "prefill", 8, 128) is not None
+    est = training(hw, llama, Layout(tp=32, dp=32, zero1=True), 1024, 8192)
+    assert est.terms["micro_batch"]["by_engine"]["scalar"] > 0
+
+
+def test_optimizer_step_is_the_engine_models_busiest_engine():
+    from systolica.nki.layer_costs import optimizer_costs
+    from systolica.scaling.llm import optimizer_seconds
+    hw = load_hardware("trn1")
+    cal = replace(IDEAL, hbm_efficiency=0.5)
+    cost = optimizer_costs("trn1", 1e9)
+    assert optimizer_seconds(hw, 1e9, cal) == pytest.approx(
+        max(cost["vector"], cost["scalar"], cost["hbm"] / 0.5))
