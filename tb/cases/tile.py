@@ -385,8 +385,9 @@ def _transpose_specials(tb, rng):
         k, m = int(rng.integers(1, tb.rows + 1)), int(rng.integers(1, tb.cols + 1))
         tb.submit(_random_float(rng, sname, (k, m)), _selector(rng, mname, k, 2 * tb.rows),
                   is_transpose=True, bank=2)
-    tb.submit(_random_float(rng, "bf16", (1, tb.cols)), _random_float(rng, "bf16", (1, 3)),
-              accumulate=True, bank=1)
+    # Onto the transposed words (entries 0 .. rows - 1 of bank 1, the only ones written).
+    tb.submit(_random_float(rng, "bf16", (1, tb.cols)),
+              _random_float(rng, "bf16", (1, min(3, tb.rows))), accumulate=True, bank=1)
     tb.read(bank=1, n=tb.rows)
 
     def after(tb):   # the words written out element by element: data[k, m] at (m, k)
