@@ -7,7 +7,7 @@ import os
 import sys
 
 from systolica.hdl.config import TileConfig
-from systolica.sim.builder.toolchain import SIMULATORS, blocking_file
+from systolica.sim.builder.toolchain import FOLDER_ALLOWED, SIMULATORS, folder_problem
 
 #: The workloads ``python -m systolica.sim`` runs.
 WORKLOADS = ("minilm", "random")
@@ -72,16 +72,16 @@ def integer(minimum, env_name=None):
 
 
 def folder(text):
-    """argparse type for ``--build-dir``: a folder, or a path that can become one (no part of
-    it is an existing file); returns ``text`` (str). Checked while parsing, so a bad path is
-    a one-line error before anything is built."""
+    """argparse type for ``--build-dir``: a writable folder, or a path that can become one
+    (:func:`~systolica.sim.builder.toolchain.folder_problem`); returns ``text`` (str).
+    Checked while parsing, so a bad path is a one-line error naming it and why, before
+    anything is built."""
     from pathlib import Path
 
-    part = blocking_file(Path(text).expanduser().resolve())
-    if part is not None:
+    problem = folder_problem(Path(text).expanduser().resolve())
+    if problem is not None:
         raise argparse.ArgumentTypeError(
-            f"{str(part)!r} is a file, not a folder; allowed: a folder, or a path that does "
-            f"not exist yet")
+            f"{text!r} cannot be a build folder: {problem}; allowed: {FOLDER_ALLOWED}")
     return text
 
 

@@ -60,10 +60,53 @@ def test_build_dir_environment_variable_that_is_a_file(tmp_path, monkeypatch):
     afile = tmp_path / "build.txt"
     afile.write_text("")
     monkeypatch.setenv("SYSTOLICA_BUILD_DIR", str(afile / "inside"))
-    with pytest.raises(ValueError, match=r"SYSTOLICA_BUILD_DIR .* is a file; allowed: a folder"):
+    with pytest.raises(ValueError,
+                       match=r"SYSTOLICA_BUILD_DIR .* is a file; allowed: a writable folder"):
         runner.build_folder()
     monkeypatch.setenv("SYSTOLICA_BUILD_DIR", str(tmp_path / "fine"))
     assert runner.build_folder() == tmp_path / "fine"
+
+
+BUILD_DIR_COMMANDS = [["waves"], ["sim", "--workload", "random"], ["sim", "--workload", "minilm"],
+                      ["fuzz"], ["regress"], ["exhaustive"], ["mutants"]]
+
+
+@pytest.mark.parametrize("command", BUILD_DIR_COMMANDS, ids=lambda c: "-".join(c))
+def test_build_dir_that_cannot_be_created_is_refused(command, capsys, monkeypatch):
+    # Before: a FileNotFoundError traceback from mkdir (sim --workload minilm: a Dask
+    # worker's error after 3 attempts). /proc takes no new entries, even for root.
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit([*command, "--build-dir", "/proc/nope"], capsys)
+    _one_line_error(status, err, "--build-dir", "'/proc/nope'", "cannot be created",
+                    "'/proc' is not writable")
+
+
+def test_build_dir_that_is_not_writable_is_refused(capsys, monkeypatch):
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit(["sim", "--workload", "random", "--build-dir", "/proc"], capsys)
+    _one_line_error(status, err, "--build-dir", "'/proc'", "is not writable")
+
+
+@pytest.mark.parametrize("command", [["fuzz"], ["exhaustive"], ["mutants"], ["rtl-coverage"],
+                                     ["coverage"], ["sim", "--workload", "random"]],
+                         ids=lambda c: "-".join(c))
+def test_build_dir_environment_variable_that_cannot_be_created(command, capsys, monkeypatch):
+    # Before: a traceback from whichever mkdir came first. The build itself stops at its
+    # folder check, before generating anything.
+    monkeypatch.setenv("SYSTOLICA_BUILD_DIR", "/proc/nope")
+    status, _, err = _exit(command, capsys)
+    assert status == 2, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "error: SYSTOLICA_BUILD_DIR '/proc/nope' cannot be used: it cannot be created: "
+        "'/proc' is not writable (No such file or directory); allowed: a writable folder, "
+        "or a path that can be created")
+
+
+def test_folder_problem_leaves_nothing_behind(tmp_path):
+    assert toolchain.folder_problem(tmp_path / "new" / "deeper") is None
+    assert toolchain.folder_problem(tmp_path) is None
+    assert list(tmp_path.iterdir()) == []       # the probe folder is removed
 
 
 def test_missing_lz4_names_the_vcd_format(monkeypatch):
