@@ -32,6 +32,13 @@ def env(name, default):
     return default if value in (None, "") else value
 
 
+def env_types(default=None):
+    """``$TYPES`` as it is set, even empty, else ``default``: unlike :func:`env`, an empty
+    ``TYPES=`` is passed on, for :class:`~systolica.hdl.config.TileConfig` (the one place
+    type sets are checked) to refuse in one line rather than be taken as "the default"."""
+    return os.environ.get("TYPES", default)
+
+
 #: The values a yes/no make variable (WAVES, FTZ) may take, any case; unset or empty is no.
 FLAG_VALUES = {"1": True, "yes": True, "true": True, "on": True,
                "0": False, "no": False, "false": False, "off": False, "": False}
@@ -142,7 +149,7 @@ def add_tile_arguments(p, sizes=None, types_help="what the workload needs"):
                    help=f"partition rows K of the tile (default: $ROWS or {text})")
     p.add_argument("--cols", type=size_value, default=env("COLS", None),
                    help=f"stationary columns M of the tile (default: $COLS or {text})")
-    p.add_argument("--types", default=env("TYPES", None),
+    p.add_argument("--types", default=env_types(),
                    help="the operand types the tile is generated for: int8, bf16, fp16, fp8 "
                         "(e4m3, e5m2, e3m4, e4m3fn), fp8-double-row or all, joined with + "
                         f"or , (default: $TYPES or {types_help})")
@@ -162,10 +169,10 @@ def resolve_config(p, args, dtypes=(), double_row=False):
     """Set ``args.config``: the :class:`~systolica.hdl.config.TileConfig` of ``args.rows``,
     ``args.cols`` and ``args.types`` (TYPES), or, without ``--types``, of the smallest type
     set holding ``dtypes`` (golden short names; FP8 double-row with ``double_row``): what
-    the workload needs. A bad size or type set, or a ``--types`` lacking what the run issues,
-    is ``p.error`` with a one-line message. Returns ``args``."""
+    the workload needs. A bad size or type set (an empty one too), or a ``--types`` lacking
+    what the run issues, is ``p.error`` with a one-line message. Returns ``args``."""
     try:
-        if args.types:
+        if args.types is not None:
             args.config = TileConfig(args.rows, args.cols, args.types)
             lacking = [d for d in dtypes if d not in args.config.dtypes]
             if double_row and not args.config.double_row:

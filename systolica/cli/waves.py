@@ -62,7 +62,7 @@ def parser():
 
 def _check_args(p, args):
     simulate.check_args(p, args)
-    if args.test is not None and not args.types:
+    if args.test is not None and args.types is None:
         args.types = "all"      # the regression's tests use every type
         resolve_config(p, args)
     if args.format not in WAVE_FORMATS:

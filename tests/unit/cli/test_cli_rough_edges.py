@@ -109,6 +109,31 @@ def test_folder_problem_leaves_nothing_behind(tmp_path):
     assert list(tmp_path.iterdir()) == []       # the probe folder is removed
 
 
+TYPES_COMMANDS = [["sim", "--workload", "random"], ["sim", "--workload", "minilm"], ["waves"],
+                  ["waves", "--test", "test_identity"], ["bench"], ["fuzz"], ["regress"]]
+NO_TYPE_SET = ("types must name at least one type set (int8, bf16, fp16, fp8, "
+               "fp8-double-row, all), not ''")
+
+
+@pytest.mark.parametrize("command", TYPES_COMMANDS, ids=lambda c: "-".join(c))
+def test_empty_types_is_refused(command, capsys, monkeypatch):
+    # Before: sim and waves took --types '' as "no --types" and ran the workload's own set.
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    monkeypatch.delenv("TYPES", raising=False)
+    status, _, err = _exit([*command, "--types", ""], capsys)
+    _one_line_error(status, err, NO_TYPE_SET)
+
+
+@pytest.mark.parametrize("command", [["sim", "--workload", "random"], ["waves"], ["bench"]],
+                         ids=lambda c: "-".join(c))
+def test_empty_types_environment_variable_is_refused(command, capsys, monkeypatch):
+    # make sim TYPES= (the Makefile passes only the variables given, an empty one too).
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    monkeypatch.setenv("TYPES", "")
+    status, _, err = _exit(command, capsys)
+    _one_line_error(status, err, NO_TYPE_SET)
+
+
 def test_missing_lz4_names_the_vcd_format(monkeypatch):
     monkeypatch.setattr(toolchain.Path, "is_file", lambda self: False)
     with pytest.raises(toolchain.SimulatorNotFoundError) as error:
