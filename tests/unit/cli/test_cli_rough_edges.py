@@ -349,3 +349,31 @@ def test_a_type_set_lacking_what_the_run_issues_is_refused_before_it(argv, lacki
     monkeypatch.setattr(runner, "build", _must_not_build)
     status, _, err = _exit(argv, capsys)
     _one_line_error(status, err, "--types", lacking, "which this run issues")
+
+
+@pytest.mark.parametrize("extra, word", [(["--ftz"], "ftz=True"),
+                                         (["--double-row", "--dtype", "e4m3"], "perf_mode")])
+def test_transpose_refuses_what_golden_refuses(extra, word, capsys, monkeypatch):
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit(["sim", "--workload", "random", "--dtype", "bf16", "--transpose",
+                            *extra], capsys)
+    _one_line_error(status, err, "--transpose: is_transpose=True takes no", word)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bf16", "e4m3"])
+def test_transpose_workload_sends_selectors(dtype):
+    from systolica.cli import simulate
+
+    p = simulate.parser()
+    args = p.parse_args(["--workload", "random", "--dtype", dtype, "--transpose", "--rows",
+                         "4", "--cols", "3", "--n", "9", "--matmuls", "2"])
+    simulate.resolve_tile(args)
+    simulate.check_args(p, args)
+    jobs = simulate.workload(args)
+    assert len(jobs) == 2 and all(job.is_transpose for job in jobs)
+    for job in jobs:
+        assert job.stationary.shape == (4, 3) and job.moving.shape == (4, 9)
+        values = job.moving.astype(np.float32)
+        assert (values == 1).sum(axis=0).tolist() == [1] * 9   # one selected row per column
+        assert ((values == 0) | (values == 1)).all()
+        assert not np.signbit(values).any()                      # the others are +0
