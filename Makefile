@@ -14,9 +14,13 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-# Only what you set is passed on; the defaults live in the command line tools (`--help`), so
-# they can tell a variable you set from one you did not.
-export SIM ROWS COLS TYPES SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
+# Only what you set is passed on (`export` alone would pass an unset variable as empty); the
+# defaults live in the command line tools (`--help`), so they can tell a variable you set,
+# even empty (TYPES= is refused), from one you did not.
+PASSED := SIM ROWS COLS TYPES SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
+export $(foreach v,$(PASSED),$(if $(filter undefined,$(origin $(v))),,$(v)))
+# --types for the commands that do not read $TYPES (regress, fuzz): only when TYPES is set.
+TYPES_ARG = $(if $(filter undefined,$(origin TYPES)),,--types '$(TYPES)')
 
 .PHONY: help venv sim waves test test-unit check-types regress-long bench minilm-speedup cells lint \
 	clean distclean fuzz exhaustive mutants coverage
@@ -92,7 +96,7 @@ check-types: $(STAMP)
 	SYSTOLICA_EXHAUSTIVE=1 $(PY) -m pytest -p no:xdist tests/unit/golden/test_golden_types.py -k fp8_with_bf16
 
 regress-long: $(STAMP)
-	$(PY) -m systolica regress --seed $(or $(SEED),1)
+	$(PY) -m systolica regress --seed $(or $(SEED),1) $(TYPES_ARG)
 
 bench: $(STAMP)
 	$(PY) -m systolica bench $(if $(SIZES),--sizes $(SIZES))
@@ -102,7 +106,7 @@ minilm-speedup: $(STAMP)
 
 fuzz: $(STAMP)
 	$(PY) -m systolica fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000) \
-		$(if $(SIZES),--sizes $(SIZES))
+		$(if $(SIZES),--sizes $(SIZES)) $(TYPES_ARG)
 
 exhaustive: $(STAMP)
 	$(PY) -m systolica exhaustive --seed $(or $(SEED),1) --write

@@ -18,6 +18,11 @@ from .layouts import (
 from .loader import buffer_control_signature
 from .skew import SkewBuffer
 
+#: The mode of the moving vector being issued (register ``in_mode``): what each row's lane
+#: takes into the skew, and K (which rows take part). verif.mutant_rules reads K's bit
+#: position from it.
+MODE_LAYOUT = data.StructLayout({"sel": 1, "stype": DType, "mtype": DType, "double": 1,
+                                 "ftz": 1, "transpose": 1, "k": SIZE_WIDTH})
 
 class IssueLogic(wiring.Component):
     """Issues one beat per enabled cycle for the command at the queue's head, in order.
@@ -170,9 +175,7 @@ class IssueLogic(wiring.Component):
         # toggle the array (this also keeps event-driven simulators such as Icarus from
         # evaluating garbage).
         in_vector = Signal(data.ArrayLayout(OPERAND_WIDTH, rows))
-        in_mode = Signal(data.StructLayout({"sel": 1, "stype": DType, "mtype": DType,
-                                            "double": 1, "ftz": 1, "transpose": 1,
-                                            "k": SIZE_WIDTH}))
+        in_mode = Signal(MODE_LAYOUT)
         with m.If(moving_beat):
             m.d.sync += in_vector.eq(self.moving.payload.data)
         with m.If(issue):

@@ -143,7 +143,9 @@ def build_parser():
                     "decode (TTFT, TPOT), prefill or training (step time, sequences/s, MFU) "
                     "with the calibrated model, or a GEMM workload (per-GEMM tile cycles, "
                     "roofline against HBM). --tp, --pp and --dp count NeuronCores as Neuron's "
-                    "tp_degree does (logical NeuronCores on trn2).",
+                    "tp_degree does (logical NeuronCores on trn2). An option marked below for "
+                    "other phases (train; decode, prefill; --workload) or for the other kind "
+                    "of estimate is refused, not ignored.",
         epilog="examples:\n"
                "  systolica estimate --hw trn1 --model llama2-7b --tp 32 --input-len 128 "
                "--output-len 8064\n"
@@ -171,33 +173,35 @@ def build_parser():
     src.add_argument("--gemm", type=_gemm_shape, metavar="M,K,N",
                      help="a single GEMM [M, K] x [K, N] (M stationary, N moving)")
     est.add_argument("--topology-format", choices=("conv", "gemm"),
-                     help="SCALE-Sim topology format (default: from the header)")
-    est.add_argument("--phase", choices=PHASES, default="decode",
+                     help="SCALE-Sim topology format (--workload; default: from the header)")
+    est.add_argument("--phase", choices=PHASES, default=None,
                      help="decode: TTFT and TPOT; prefill: TTFT only; train: one optimizer "
                           "step (default: decode)")
-    est.add_argument("--batch", type=_positive_int, default=1,
+    est.add_argument("--batch", type=_positive_int, default=None,
                      help="requests decoded together (decode, prefill; default 1)")
-    est.add_argument("--input-len", type=_positive_int, default=128,
-                     help="prompt tokens (default 128)")
-    est.add_argument("--output-len", type=_positive_int, default=128,
+    est.add_argument("--input-len", type=_positive_int, default=None,
+                     help="prompt tokens (decode, prefill; default 128)")
+    est.add_argument("--output-len", type=_positive_int, default=None,
                      help="generated tokens; the KV cache grows from input to input + output "
-                          "(default 128)")
-    est.add_argument("--weights", choices=tuple(WEIGHT_BYTES), default="bf16",
-                     help="weight storage type (default bf16; compute stays BF16)")
-    est.add_argument("--global-batch", type=_positive_int, default=1024,
+                          "(decode; default 128)")
+    est.add_argument("--weights", choices=tuple(WEIGHT_BYTES), default=None,
+                     help="weight storage type (decode, prefill; default bf16; compute "
+                          "stays BF16)")
+    est.add_argument("--global-batch", type=_positive_int, default=None,
                      help="sequences per optimizer step (train; default 1024)")
     est.add_argument("--seq", type=_positive_int, default=None,
                      help="tokens per training sequence (train; default: the model's "
                           "max_position_embeddings, at most 8192)")
-    est.add_argument("--micro-batch", type=_positive_int, default=1,
+    est.add_argument("--micro-batch", type=_positive_int, default=None,
                      help="sequences per micro-batch (train; default 1)")
-    est.add_argument("--zero1", action="store_true",
-                     help="shard the optimizer state over the dp replicas (ZeRO-1)")
-    est.add_argument("--recompute", choices=RECOMPUTE, default="selective",
-                     help="activation recomputation in training (default selective: the "
+    est.add_argument("--zero1", action="store_true", default=None,
+                     help="shard the optimizer state over the dp replicas (ZeRO-1; train)")
+    est.add_argument("--recompute", choices=RECOMPUTE, default=None,
+                     help="activation recomputation (train; default selective: the "
                           "attention core)")
-    est.add_argument("--context-attention", choices=CONTEXT_ATTENTION, default="flash",
-                     help="how prefill computes attention (default flash: the fused kernel, "
+    est.add_argument("--context-attention", choices=CONTEXT_ATTENTION, default=None,
+                     help="how context encoding computes attention (prefill, and decode's "
+                          "TTFT; default flash: the fused kernel, "
                           "causal blocks skipped; standard: the plain graph over the whole "
                           "score matrix, as transformers-neuronx before Neuron 2.19 and for "
                           "prompts under 4,096 tokens)")
@@ -214,8 +218,8 @@ def build_parser():
                           "without latency")
     est.add_argument("--calibration", metavar="TOML",
                      help="calibration file (default: the packaged presets/calibration.toml)")
-    est.add_argument("--dtype", default="bf16", choices=sorted(DTYPE_BYTES),
-                     help="data type of GEMM workloads (default bf16)")
+    est.add_argument("--dtype", default=None, choices=sorted(DTYPE_BYTES),
+                     help="data type of GEMM workloads (--workload, --gemm; default bf16)")
     est.add_argument("--link-bandwidth", metavar="FIGURE",
                      help="override the preset's NeuronLink bandwidth per chip, e.g. "
                           "'1.28 TB/s'")
@@ -223,7 +227,8 @@ def build_parser():
                      help="training: also print throughput and scaling efficiency from one "
                           "replica up to the cluster")
     est.add_argument("--max-chips", type=_positive_int,
-                     help="largest chip count of the scaling sweep (default: the cluster)")
+                     help="largest chip count of the scaling sweep (train; default: the "
+                          "cluster)")
     out = est.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON instead of tables")
     out.add_argument("--csv", action="store_true", help="print the per-GEMM rows as CSV")
@@ -316,11 +321,61 @@ def _with_link(hw, args):
     return replace(hw, chip=replace(hw.chip, link_bandwidth=link))
 
 
+#: The estimate options that apply to some estimates only: option -> (default, the estimates
+#: it applies to: ``gemm`` (--workload, --gemm) or a --phase of a --model estimate). Given to
+#: another estimate, one is refused (:func:`check_scoped_options`) rather than ignored.
+SCOPED_OPTIONS = {
+    "phase": ("decode", ("decode", "prefill", "train")),
+    "batch": (1, ("decode", "prefill")),
+    "input_len": (128, ("decode", "prefill")),
+    "output_len": (128, ("decode",)),
+    "weights": ("bf16", ("decode", "prefill")),
+    "context_attention": ("flash", ("decode", "prefill")),
+    "global_batch": (1024, ("train",)),
+    "seq": (None, ("train",)),
+    "micro_batch": (1, ("train",)),
+    "zero1": (False, ("train",)),
+    "recompute": ("selective", ("train",)),
+    "max_chips": (None, ("train",)),
+    "dtype": ("bf16", ("gemm",)),
+    "topology_format": (None, ("gemm",)),
+}
+
+
+def _scope_text(scopes):
+    phases = [s for s in scopes if s != "gemm"]
+    parts = ["GEMM workloads (--workload CSV, --gemm)"] if "gemm" in scopes else []
+    if len(phases) == len(PHASES):
+        parts.append("--model estimates")
+    elif phases:
+        parts.append(f"--model with --phase {' or '.join(phases)}")
+    return " and ".join(parts)
+
+
+def check_scoped_options(args):
+    """Refuse an option of :data:`SCOPED_OPTIONS` given to an estimate it does not apply to
+    (ValueError, one line naming the option, the estimate and where it applies), then fill
+    in the defaults of those not given. ``args``: the estimate's argparse Namespace, with
+    ``model`` set for a model estimate."""
+    kind = (args.phase or SCOPED_OPTIONS["phase"][0]) if args.model else "gemm"
+    for name, (default, scopes) in SCOPED_OPTIONS.items():
+        value = getattr(args, name)
+        if value is not None and kind not in scopes:
+            flag = "--" + name.replace("_", "-")
+            given = ("a GEMM workload" if not args.model else f"--phase {kind}"
+                     if set(scopes) & set(PHASES) else "a --model estimate")
+            raise ValueError(f"{flag} does not apply to {given}; it applies to "
+                             f"{_scope_text(scopes)}; allowed: leave it out")
+        if value is None:
+            setattr(args, name, default)
+
+
 def run_estimate(args):
     start = time.perf_counter()
     hw = _with_link(load_hardware(args.hw), args)
     if args.workload and (args.workload in model_names() or args.workload.endswith(".json")):
         args.model, args.workload = args.workload, None
+    check_scoped_options(args)
     if args.model:
         return run_model(args, hw, start)
     if args.dtype not in hw.dtypes():     # the flag, not the preset file, is what is wrong

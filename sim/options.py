@@ -7,7 +7,7 @@ import os
 import sys
 
 from systolica.hdl.config import TileConfig
-from systolica.sim.builder.toolchain import SIMULATORS, blocking_file
+from systolica.sim.builder.toolchain import FOLDER_ALLOWED, SIMULATORS, folder_problem
 
 #: The workloads ``python -m systolica.sim`` runs.
 WORKLOADS = ("minilm", "random")
@@ -30,6 +30,13 @@ def env(name, default):
     """``$name`` if set and non-empty, else ``default`` (str)."""
     value = os.environ.get(name)
     return default if value in (None, "") else value
+
+
+def env_types(default=None):
+    """``$TYPES`` as it is set, even empty, else ``default``: unlike :func:`env`, an empty
+    ``TYPES=`` is passed on, for :class:`~systolica.hdl.config.TileConfig` (the one place
+    type sets are checked) to refuse in one line rather than be taken as "the default"."""
+    return os.environ.get("TYPES", default)
 
 
 #: The values a yes/no make variable (WAVES, FTZ) may take, any case; unset or empty is no.
@@ -72,16 +79,16 @@ def integer(minimum, env_name=None):
 
 
 def folder(text):
-    """argparse type for ``--build-dir``: a folder, or a path that can become one (no part of
-    it is an existing file); returns ``text`` (str). Checked while parsing, so a bad path is
-    a one-line error before anything is built."""
+    """argparse type for ``--build-dir``: a writable folder, or a path that can become one
+    (:func:`~systolica.sim.builder.toolchain.folder_problem`); returns ``text`` (str).
+    Checked while parsing, so a bad path is a one-line error naming it and why, before
+    anything is built."""
     from pathlib import Path
 
-    part = blocking_file(Path(text).expanduser().resolve())
-    if part is not None:
+    problem = folder_problem(Path(text).expanduser().resolve())
+    if problem is not None:
         raise argparse.ArgumentTypeError(
-            f"{str(part)!r} is a file, not a folder; allowed: a folder, or a path that does "
-            f"not exist yet")
+            f"{text!r} cannot be a build folder: {problem}; allowed: {FOLDER_ALLOWED}")
     return text
 
 
@@ -142,7 +149,7 @@ def add_tile_arguments(p, sizes=None, types_help="what the workload needs"):
                    help=f"partition rows K of the tile (default: $ROWS or {text})")
     p.add_argument("--cols", type=size_value, default=env("COLS", None),
                    help=f"stationary columns M of the tile (default: $COLS or {text})")
-    p.add_argument("--types", default=env("TYPES", None),
+    p.add_argument("--types", default=env_types(),
                    help="the operand types the tile is generated for: int8, bf16, fp16, fp8 "
                         "(e4m3, e5m2, e3m4, e4m3fn), fp8-double-row or all, joined with + "
                         f"or , (default: $TYPES or {types_help})")
@@ -162,10 +169,10 @@ def resolve_config(p, args, dtypes=(), double_row=False):
     """Set ``args.config``: the :class:`~systolica.hdl.config.TileConfig` of ``args.rows``,
     ``args.cols`` and ``args.types`` (TYPES), or, without ``--types``, of the smallest type
     set holding ``dtypes`` (golden short names; FP8 double-row with ``double_row``): what
-    the workload needs. A bad size or type set, or a ``--types`` lacking what the run issues,
-    is ``p.error`` with a one-line message. Returns ``args``."""
+    the workload needs. A bad size or type set (an empty one too), or a ``--types`` lacking
+    what the run issues, is ``p.error`` with a one-line message. Returns ``args``."""
     try:
-        if args.types:
+        if args.types is not None:
             args.config = TileConfig(args.rows, args.cols, args.types)
             lacking = [d for d in dtypes if d not in args.config.dtypes]
             if double_row and not args.config.double_row:

@@ -28,7 +28,6 @@ run: ``make test`` writes one), prints the summary table, writes ``merged.xml`` 
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -302,7 +301,12 @@ def export(folder, tag):
 
 
 def default_folder():
-    return Path(os.environ.get("SYSTOLICA_BUILD_DIR") or "build") / "coverage"
+    """``coverage/`` in the default build folder (Path;
+    :func:`~systolica.sim.builder.runner.build_folder`, which raises ValueError when it is
+    unusable)."""
+    from systolica.sim.builder.runner import build_folder
+
+    return build_folder() / "coverage"
 
 
 def _existing_folder(text):

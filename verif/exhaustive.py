@@ -281,12 +281,11 @@ int main(int argc, char** argv) {{
 def build_harness(spec, build_root=None):
     """Generate the unit's Verilog and build its harness (cached by content); return the
     executable's path."""
-    from systolica.sim.builder.runner import locked
+    from systolica.sim.builder.runner import build_folder, locked
     from systolica.sim.builder.toolchain import prepare_environment
 
     prepare_environment("verilator")
-    root = Path(build_root or os.environ.get("SYSTOLICA_BUILD_DIR") or "build")
-    folder = (root / "exhaustive" / spec.name).resolve()
+    folder = build_folder(build_root) / "exhaustive" / spec.name
     with locked(folder / ".lock"):   # processes sharing the folder build it once
         return _build_harness(spec, folder)
 
@@ -648,7 +647,8 @@ def main(argv=None):
     parser.add_argument("--jobs", type=integer(1), default=os.cpu_count() or 1,
                         help="worker processes (default: the cores, %(default)s)")
     parser.add_argument("--build-dir", type=folder, default=None,
-                        help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
+                        help="build folder (default: $SYSTOLICA_BUILD_DIR or the "
+                             "checkout's build/)")
     parser.add_argument("--write", metavar="FILE", nargs="?", const=str(RESULTS),
                         help="write the results file (default FILE: verif/results/"
                              "exhaustive.json; render it with 'systolica docs-table "

@@ -917,7 +917,8 @@ def main(argv=None):
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"),
                         help="simulator (default %(default)s)")
     parser.add_argument("--build-dir", type=folder, default=None,
-                        help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
+                        help="build folder (default: $SYSTOLICA_BUILD_DIR or the "
+                             "checkout's build/)")
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     add_json_argument(parser, "the totals and every program's report")
     args = parser.parse_args(argv)

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from systolica.hdl.issue import MODE_LAYOUT
 from systolica.sim.builder.generate import TOPLEVEL
 
 from .netlist import OUTPUTS, RtlilCell, RtlilModule, parse_rtlil, run_yosys, sig_bits
@@ -141,6 +142,9 @@ def _hi_subnormal_lines():
 
 
 _HI_SUBNORMAL_LINES = _hi_subnormal_lines()
+#: in_mode's K field (amaranth Field: offset, width) and the fields below it.
+_K = MODE_LAYOUT["k"]
+_BEFORE_K = [name for name, field in MODE_LAYOUT if field.offset < _K.offset]
 _FP32_ADDERS = ("adder", "adder_hi")
 
 
@@ -348,46 +352,58 @@ def _range_outcome(site, entry):
     return None
 
 
-_HI_WHY = ("multiplier_hi's product reaches an output only on double-row beats (pe.py:184: "
-           "result = Mux(hi_in, adder_hi.sum, first)); hi_in is set only for a matmul "
-           "that passed the DOUBLE_ROW_TYPE check (command_queue.py:146-147: both types "
-           "E4M3 (3) or E5M2 (4); issue.py:187), whose type codes travel with the operand "
-           "(pe.py:188-190)")
+# Citations name the statement (file and code in backticks, checked against hdl/ by
+# tests/unit/verif/test_verif_mutant_rules.py), never a line number: lines move.
+_HI_WHY = ("multiplier_hi's product reaches an output only on double-row beats (pe.py "
+           "`result.eq(Mux(self.hi_in, adder_hi.sum, first))`); hi_in is set only for a "
+           "matmul that passed the DOUBLE_ROW_TYPE check (command_queue.py "
+           "`with m.Elif(~is_read & command.double_row & ~fp8_pair):`: both types E4M3 (3) "
+           "or E5M2 (4); issue.py `skew.i[k].hi.eq(in_mode.double & (in_mode.k > k + rows))`), "
+           "whose type codes travel with the operand (pe.py `for name in TRAVELLING]`)")
 #: Wire values known by argument (see each ``why``).
 VALUE_RANGES = (
     ValueRange(_FP32_ADDERS, "diff", values=tuple(range(255)), view=lambda d: min(d, 31),
-               why="L is the operand of larger magnitude (fp32_add.py:82, 88-89), so its "
-                   "exponent field is >= S's and l_exp >= s_exp, both in 1..255 (lines "
-                   "96-97): diff = l_exp - s_exp (line 105) lies in 0..254 (the $sub's "
-                   "bits 8 and up are 0), and its only reader is shift = Mux(diff > 31, 31, "
-                   "diff) (line 105)"),
+               why="L is the operand of larger magnitude (fp32_add.py `swap.eq(b_mag > "
+                   "a_mag)`, `l_mag.eq(Mux(swap, b_mag, a_mag))`), so its exponent field is "
+                   ">= S's and l_exp >= s_exp, both in 1..255 (fp32_add.py "
+                   "`l_exp.eq(Mux(l_mag[23:31] == 0, 1, l_mag[23:31]))`): diff = l_exp - "
+                   "s_exp lies in 0..254 (the $sub's bits 8 and up are 0), and its only "
+                   "reader is fp32_add.py `shift.eq(Mux(diff > 31, 31, diff))`"),
     ValueRange(("multiplier_hi",), "exp", values=tuple(range(93, 161)),
-               why=_HI_WHY + "; its magnitude (float_mul.py:155) only when both operands "
-                   "decode (lines 91-108) as non-zero finite e4m3 / e5m2 (any other "
-                   "type decodes as zero): exponents -6..8 and -14..16, so exp = a_exp + "
-                   "b_exp + 128 - lz (line 126) lies in 93..160 (lz <= 7 for a non-zero "
-                   "8-bit product); other values of exp never reach an output"),
+               why=_HI_WHY + "; its magnitude (float_mul.py `self.product.eq(Cat(magnitude, "
+                   "sign))`) only when both operands decode (FloatMultiplier's decode) as "
+                   "non-zero finite e4m3 / e5m2 (any other type decodes as zero): "
+                   "exponents -6..8 and -14..16, so exp (float_mul.py `exp.eq(a_exp + b_exp "
+                   "+ 128 - lz)`) lies in 93..160 (lz <= 7 for a non-zero 8-bit product); "
+                   "other values of exp never reach an output"),
     *(ValueRange(("multiplier_hi",), t, values=(3, 4),
                  why=_HI_WHY + f": {t} is E4M3 (3) or E5M2 (4) whenever the product is "
                                "used") for t in ("a_type", "b_type")),
     *(ValueRange(("adder_hi",), w, zero_bits=tuple(range(16)), rows=(0,),
                  why="adder_hi of a partition-row-0 PE (the tile ties chain_start high: "
-                     "pe.py:169 first = product) adds two products of FP8 operands: its "
-                     "sum reaches an output only on double-row beats (pe.py:184), whose "
-                     "types are e4m3 / e5m2 (command_queue.py:146-147); such a product "
+                     "pe.py `first.eq(Mux(self.chain_start, product, total))`) adds two "
+                     "products of FP8 operands: its sum reaches an output only on "
+                     "double-row beats (pe.py `result.eq(Mux(self.hi_in, adder_hi.sum, "
+                     "first))`), whose types are e4m3 / e5m2 (the DOUBLE_ROW_TYPE check of "
+                     "command_queue.py); such a product "
                      "has at most 4 x 4 = 8 significant bits and is a normal FP32 number "
                      "(2^-34 .. 2^25), so its fraction bits 0..15 are 0, as are those of "
                      "+-0, +-Inf and the NaN 0x7FC00000; a_mag, b_mag, l_mag, s_mag "
-                     "(fp32_add.py:73, 88-89) copy them or are 0")
+                     "(fp32_add.py `mag.eq(Mux(self.ftz & (exp == 0), 0, x[0:31]))`, "
+                     "`l_mag.eq(Mux(swap, b_mag, a_mag))`) copy them or are 0")
       for w in ("a", "b", "a_mag", "b_mag", "l_mag", "s_mag")),
     ValueRange(("issue",), "in_mode",
-               zero_bits=lambda rows: tuple(range(9 + (2 * rows).bit_length(), 25)),
-               why="in_mode.k (issue.py:174-181, in_mode's bits 9..24 after sel, stype, "
-                   "mtype, double, ftz) is written only on an issue, from beat_k (line 137: "
-                   "a running command's cur_k, 0 for a READ, or the head's K); a queued "
-                   "matmul passed K_RANGE (command_queue.py:134, 140: 1 <= K <= 2 x rows "
-                   "for double-row, <= rows otherwise), so in_mode.k <= 2 x rows and its "
-                   "bits from (2 x rows).bit_length() up are 0 (and in_mode starts at 0)"),
+               zero_bits=lambda rows: tuple(range(_K.offset + (2 * rows).bit_length(),
+                                                  _K.offset + _K.width)),
+               why=f"in_mode.k (issue.MODE_LAYOUT: in_mode's bits {_K.offset}.."
+                   f"{_K.offset + _K.width - 1} after {', '.join(_BEFORE_K)}) is written only "
+                   "on an issue (issue.py `m.d.sync += in_mode.k.eq(beat_k)`), from beat_k "
+                   "(issue.py `beat_k.eq(Mux(running, cur_k, Mux(head_read, 0, head.k)))`: a "
+                   "running command's cur_k, 0 for a READ, or the head's K); a queued matmul "
+                   "passed K_RANGE (command_queue.py `k_limit.eq(Mux(command.double_row, 2 * "
+                   "rows, rows))`: 1 <= K <= 2 x rows for double-row, <= rows otherwise), so "
+                   "in_mode.k <= 2 x rows and its bits from (2 x rows).bit_length() up are 0 "
+                   "(and in_mode starts at 0)"),
 )
 
 
@@ -406,7 +422,7 @@ def _hi_subnormal(site):
         return None
     lines = {n for f, n in site.cell.src if f == "float_mul.py"}
     # by its source line only a cell of one expression: proc's muxes and compares of the
-    # If / Elif chain (lines 139-146) hold several branches
+    # If / Elif chain of magnitude hold several branches
     own = "procmux" not in site.mutation.cell and site.cell.type != "$pmux"
     if (own and lines and lines <= set(_HI_SUBNORMAL_LINES)
             and len(lines) == len(site.cell.src)):
@@ -453,13 +469,15 @@ CLASS_RULES = (
         "(const0 of a 0, const1 of a 1): the netlist is unchanged", _same_constant),
     ClassRule(
         "lz-stage", "a leading_zeros() stage output bit below what is read "
-        "(fp32_add.py:13-37; the FP32 adders, line 120, and both float multipliers, "
-        "float_mul.py:120): with span the power of two above the counted width (32 for "
-        "the adder's 27 bits and the multiplier's 22, 16 for multiplier_hi's 8), stage S's "
-        "word lz_sS = Mux(lz_zS, current << S, current) (lines 30-32) is read only by the "
-        "next stage, whose zero test reads its bits >= span - S/2 (line 31) and whose mux "
-        "moves bit j to j + S/2 (line 32); the last word lz_s1 is read by nothing (the "
-        "count is Cat of the zero tests, line 36). So lz_sS's bits below span + 1 - S are "
+        "(fp32_add.py's leading_zeros; the FP32 adders, fp32_add.py `lz = leading_zeros(m, "
+        "raw[0:27], \"lz\")`, and both float multipliers, float_mul.py `lz = "
+        "leading_zeros(m, prod, \"lz\")`): with span the power of two above the counted "
+        "width (32 for the adder's 27 bits and the multiplier's 22, 16 for "
+        "multiplier_hi's 8), stage S's word lz_sS (fp32_add.py `shifted.eq(Mux(zero, "
+        "current << step, current))`) is read only by the next stage, whose zero test "
+        "(fp32_add.py `zero.eq(current[span - step:] == 0)`) reads its bits >= span - S/2 "
+        "and whose mux moves bit j to j + S/2; the last word lz_s1 is read by nothing "
+        "(fp32_add.py `count.eq(Cat(*reversed(bits)))`). So lz_sS's bits below span + 1 - S are "
         "read by nothing, and a mutation of such a bit of the mux that drives lz_sS (its "
         "output or the same bit of a data input) changes no output", _lz_stage),
     ClassRule(
@@ -476,10 +494,12 @@ CLASS_RULES = (
         "reader makes of it", _value_range),
     ClassRule(
         "hi-subnormal", "multiplier_hi's below-normal branch: right, wide, round_up and "
-        "tiny (float_mul.py:129-136) and the FTZ flush test (line 143) are read only by "
-        "magnitude's Elif / Else branches (lines 143-146), taken only when exp < 1; "
-        + _HI_WHY + "; its magnitude (line 155) only when both operands decode as "
-        "non-zero finite e4m3 / e5m2, when exp = a_exp + b_exp + 128 - lz (line 126) lies "
+        "tiny (float_mul.py, from `# Below the normal range` to `tiny.eq(wide[26:49] + "
+        "round_up)`) and the FTZ flush test (float_mul.py `with m.Elif(self.ftz & "
+        "(tiny[23:31] == 0)):`) are read only by magnitude's Elif / Else branches, taken "
+        "only when exp < 1; "
+        + _HI_WHY + "; its magnitude only when both operands decode as non-zero finite "
+        "e4m3 / e5m2, when exp (float_mul.py `exp.eq(a_exp + b_exp + 128 - lz)`) lies "
         "in 93..160 (exponents -6..8 and -14..16, lz <= 7): the branch is never taken "
         "when it could matter", _hi_subnormal),
     ClassRule(

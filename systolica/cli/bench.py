@@ -25,7 +25,6 @@ RTL over the double-row peak ``2 * rows * cols``, checked against the cycle mode
 import argparse
 import contextlib
 import json
-import os
 import platform
 import resource
 import subprocess
@@ -45,7 +44,7 @@ from systolica.sim.builder.errors import SystolicaError
 from systolica.sim.builder.generate import BLOCKED_PES, grid_block, write_configuration
 from systolica.sim.builder.runner import verilog_folder
 from systolica.sim.builder.toolchain import SIMULATORS
-from systolica.sim.options import OneLineParser, integer, parse_tile_sizes
+from systolica.sim.options import OneLineParser, env_types, integer, parse_tile_sizes
 
 #: Type set of the speed table's tiles by default: the INT8 and BF16 it times.
 BENCH_TYPES = "int8+bf16"
@@ -368,7 +367,7 @@ def main(argv=None):
     p.add_argument("--sim", "--sims", dest="sims", default=",".join(SIMULATORS),
                    help="simulator, or several comma-separated (default: icarus,verilator; "
                         f"Icarus only up to {ICARUS_MAX_PES} PEs)")
-    p.add_argument("--types", default=os.environ.get("TYPES") or BENCH_TYPES,
+    p.add_argument("--types", default=env_types(BENCH_TYPES),
                    help="type set of the speed table's tiles (int8, bf16, fp16, fp8, "
                         "fp8-double-row, all; joined with + or ,); its INT8 and BF16 matmuls "
                         f"are timed (default: $TYPES or {BENCH_TYPES})")

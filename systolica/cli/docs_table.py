@@ -96,14 +96,39 @@ def validation_markdown():
 
     lines = ["| configuration | metric | published | predicted | error | used |",
              "|---|---|---:|---:|---:|---|"]
-    for row in validate():
+    rows = [row for row in validate() if "@" not in row.point.key and row.predicted is not None]
+    for row in rows:
         p = row.point
-        if "@" in p.key or row.predicted is None:
-            continue
         used = "calibration" if p.calibration else "held out"
         lines.append(f"| {p.describe()} | {p.metric} | {_ms_or_rate(p, p.published)} | "
                      f"{_ms_or_rate(p, row.predicted)} | {row.error:+.1%} | {used} |")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", validation_summary(rows)])
+
+
+def validation_summary(rows):
+    """One paragraph (str, markdown) summing up validation rows (``Row`` objects of
+    ``scaling.calibration.validate`` with a prediction): the calibration figures' largest
+    |error| and the held-out figures' median |error| and counts within 10 % and 25 %,
+    the largest held-out miss named."""
+    import statistics
+
+    calibration = [r for r in rows if r.point.calibration]
+    held = [r for r in rows if not r.point.calibration]
+    parts = []
+    if calibration:
+        worst = max(calibration, key=lambda r: abs(r.error))
+        parts.append(f"{len(calibration)} calibration figures, largest |error| "
+                     f"{100 * abs(worst.error):.1f} % ({worst.point.describe()}, "
+                     f"{worst.point.metric})")
+    if held:
+        worst = max(held, key=lambda r: abs(r.error))
+        within = [sum(abs(r.error) <= limit for r in held) for limit in (0.10, 0.25)]
+        median = statistics.median(abs(r.error) for r in held)
+        parts.append(f"{len(held)} held out, median |error| {100 * median:.1f} %, "
+                     f"{within[0]} within 10 %, {within[1]} within 25 %, largest "
+                     f"{100 * worst.error:+.1f} % ({worst.point.describe()}, "
+                     f"{worst.point.metric})")
+    return f"**Summary of this block**: {'; '.join(parts)}."
 
 
 BENCH_COMMAND = "systolica docs-table bench"

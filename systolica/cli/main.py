@@ -20,6 +20,7 @@ import importlib
 import os
 import sys
 
+from systolica.sim.builder.errors import BuildFolderError
 from systolica.sim.options import OneLineParser
 
 #: Subcommand -> (module, function, one-line help, whether the function takes the
@@ -116,6 +117,11 @@ def quiet_broken_pipe(run):
         # interrupted simulation are removed on the way out, see systolica.sim.api.runs).
         print("interrupted", file=sys.stderr)
         return 130
+    except BuildFolderError as error:
+        # $SYSTOLICA_BUILD_DIR (or the default folder) unusable, found wherever the command
+        # first needs it; a --build-dir given on the command line is refused while parsing.
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # Python flushes stdout again at exit; point it at /dev/null so that is silent too.
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -270,16 +270,15 @@ def main(argv=None):
 
 def _cost_memory(args):
     """Where this configuration's measured costs are remembered (CostMemory), or None for
-    workers of a --scheduler cluster (they build in their own folders)."""
+    workers of a --scheduler cluster (they build in their own folders). Raises
+    BuildFolderError when the local build folder cannot be used (the local workers share it),
+    before any worker starts."""
     if args.scheduler is not None:
         return None
     from systolica.sim.builder.generate import hdl_fingerprint
     from systolica.sim.builder.runner import build_folder, verilator_args
 
-    try:
-        root = build_folder(args.build_dir)
-    except ValueError:
-        return None       # the run itself reports the unusable folder
+    root = build_folder(args.build_dir)   # BuildFolderError: one line, before any worker starts
     return CostMemory(root, f"{args.config.label} {args.sim}",
                       f"{hdl_fingerprint()} {' '.join(verilator_args())}")
 

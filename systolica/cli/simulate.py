@@ -15,7 +15,7 @@ from dataclasses import replace
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import FORMATS, PSUM_ENTRIES, program_cycles
+from systolica.golden import FORMATS, PSUM_ENTRIES, check_transpose, identity, program_cycles
 from systolica.golden.formats import DOUBLE_ROW_TYPES
 from systolica.scaling.cli import image_file, output_file
 from systolica.sim.api.runs import Matmul, run_program
@@ -60,6 +60,11 @@ def parser():
     p.add_argument("--ftz", action="store_true",
                    default=env_flag("FTZ"),
                    help="flush subnormals to zero, float types only (default: on when $FTZ=1)")
+    p.add_argument("--transpose", action="store_true",
+                   help="transpose mode (Matmul is_transpose=True): each moving column is a "
+                        "selector (one 1, the rest +0) and PSUM gets the bits of the "
+                        "stationary row it selects, unchanged (docs/tile.md); not with "
+                        "--double-row or --ftz")
     p.add_argument("--matmuls", type=_integer(1), default=8,
                    help="number of back-to-back matmuls, each with its own stationary "
                         "(default: 8)")
@@ -105,6 +110,11 @@ def check_args(p, args):
         p.error(f"--n must be at most the PSUM bank size {PSUM_ENTRIES}, not {args.n}")
     if args.ftz and args.dtype == "int8":
         p.error("--ftz (FTZ=1) applies to float types only")
+    try:
+        check_transpose(args.transpose, perf_mode="double_row" if args.double_row else None,
+                        ftz=args.ftz)
+    except ValueError as error:
+        p.error(f"--transpose: {error}")
     resolve_config(p, args, (args.dtype,), args.double_row)
     args.rows, args.cols = args.config.rows, args.config.cols
 
@@ -123,7 +133,9 @@ def workload(args):
     """The matmuls of a run (list of Matmul): ``args.matmuls`` random ``args.dtype`` pairs of
     a full stationary [K, cols] and a moving [K, n] (K = rows, or 2 x rows double-row),
     seeded by ``args.seed``. Float values are standard normal, clipped to the type's range
-    before the cast (``ml_dtypes`` casts do not saturate)."""
+    before the cast (``ml_dtypes`` casts do not saturate). With ``args.transpose`` the
+    moving operand's columns are random columns of ``golden.identity(K, dtype)`` (each
+    selects one stationary row) and the matmuls are transposes."""
     rng = np.random.default_rng(args.seed)
     dtype = FORMATS[args.dtype].dtype
 
@@ -133,9 +145,14 @@ def workload(args):
         top = float(ml_dtypes.finfo(dtype).max)
         return np.clip(rng.standard_normal(shape), -top, top).astype(dtype)
 
+    def selectors(k, n):
+        return identity(k, args.dtype)[:, rng.integers(0, k, n)]
+
     k = 2 * args.rows if args.double_row else args.rows
-    return [Matmul(operand((k, args.cols)), operand((k, args.n)), ftz=args.ftz,
-                   perf_mode="double_row" if args.double_row else None)
+    moving = selectors if args.transpose else lambda k, n: operand((k, n))
+    return [Matmul(operand((k, args.cols)), moving(k, args.n), ftz=args.ftz,
+                   perf_mode="double_row" if args.double_row else None,
+                   is_transpose=args.transpose)
             for _ in range(args.matmuls)]
 
 
@@ -251,7 +268,8 @@ def _facts(args, result, jobs, wall, pictures):
     return {
         "workload": "random", "rows": args.rows, "cols": args.cols,
         "types": args.config.types_name, "dtype": args.dtype,
-        "double_row": args.double_row, "ftz": args.ftz, "simulator": args.sim,
+        "double_row": args.double_row, "ftz": args.ftz, "transpose": args.transpose,
+        "simulator": args.sim,
         "seed": args.seed, "matmuls": args.matmuls,
         "n": args.n, "idle": args.idle, "backpressure": args.backpressure, "macs": macs,
         "cycles": result.cycles, "predicted_cycles": predicted,
@@ -273,7 +291,8 @@ def _lines(args, f):
     agrees = {True: " (equal, every stamp)", False: " (DIFFERS)", None: " without stalls"}
     lines = [
         ("configuration", f"{args.rows} x {args.cols} PEs, types {f['types']}, " + (
-            "INT8 x INT8 -> INT32" if args.dtype == "int8" else
+            f"{args.dtype.upper()} transposes (stationary bits to PSUM)" if args.transpose
+            else "INT8 x INT8 -> INT32" if args.dtype == "int8" else
             f"{args.dtype.upper()} x {args.dtype.upper()} -> FP32"
             + (", double-row" if args.double_row else "")
             + (", FTZ" if args.ftz else ", IEEE subnormals"))),
@@ -281,7 +300,8 @@ def _lines(args, f):
         ("seed", str(args.seed)),
         ("matmuls", f"{args.matmuls} back to back, each [K={f['k']}, M={args.cols}] x "
                     f"[K={f['k']}, N={args.n}]"),
-        ("MACs", f"{f['macs']:,}"),
+        ("MACs", f"{f['macs']:,}" + (" (beats of that many; a transpose multiplies "
+                                      "nothing)" if args.transpose else "")),
         ("cycles", f"{f['cycles']:,} from reset to the last result; the timing model predicts "
                    f"{f['predicted_cycles']:,}" + agrees[f["model_agrees"]]),
         ("MACs per cycle", f"{f['macs_per_cycle']:.2f} of peak {f['peak_macs_per_cycle']} "

@@ -62,7 +62,7 @@ def parser():
 
 def _check_args(p, args):
     simulate.check_args(p, args)
-    if args.test is not None and not args.types:
+    if args.test is not None and args.types is None:
         args.types = "all"      # the regression's tests use every type
         resolve_config(p, args)
     if args.format not in WAVE_FORMATS:
@@ -83,7 +83,8 @@ def _run_workload(args):
     result = run_program(jobs, config=args.config, simulator=args.sim, waves=True,
                          seed=args.seed, idle=args.idle, backpressure=args.backpressure,
                          build_root=args.build_dir, wave_format=args.format)
-    summary = (f"{args.matmuls} {args.dtype} matmuls, {result.cycles:,} cycles, "
+    what = "transposes" if args.transpose else "matmuls"
+    summary = (f"{args.matmuls} {args.dtype} {what}, {result.cycles:,} cycles, "
                f"{result.mismatches} PSUM mismatches")
     if result.run.waveform:
         result = simulate.latest_run(result)

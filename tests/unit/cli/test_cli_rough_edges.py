@@ -60,10 +60,80 @@ def test_build_dir_environment_variable_that_is_a_file(tmp_path, monkeypatch):
     afile = tmp_path / "build.txt"
     afile.write_text("")
     monkeypatch.setenv("SYSTOLICA_BUILD_DIR", str(afile / "inside"))
-    with pytest.raises(ValueError, match=r"SYSTOLICA_BUILD_DIR .* is a file; allowed: a folder"):
+    with pytest.raises(ValueError,
+                       match=r"SYSTOLICA_BUILD_DIR .* is a file; allowed: a writable folder"):
         runner.build_folder()
     monkeypatch.setenv("SYSTOLICA_BUILD_DIR", str(tmp_path / "fine"))
     assert runner.build_folder() == tmp_path / "fine"
+
+
+BUILD_DIR_COMMANDS = [["waves"], ["sim", "--workload", "random"], ["sim", "--workload", "minilm"],
+                      ["fuzz"], ["regress"], ["exhaustive"], ["mutants"]]
+
+
+@pytest.mark.parametrize("command", BUILD_DIR_COMMANDS, ids=lambda c: "-".join(c))
+def test_build_dir_that_cannot_be_created_is_refused(command, capsys, monkeypatch):
+    # Before: a FileNotFoundError traceback from mkdir (sim --workload minilm: a Dask
+    # worker's error after 3 attempts). /proc takes no new entries, even for root.
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit([*command, "--build-dir", "/proc/nope"], capsys)
+    _one_line_error(status, err, "--build-dir", "'/proc/nope'", "cannot be created",
+                    "'/proc' is not writable")
+
+
+def test_build_dir_that_is_not_writable_is_refused(capsys, monkeypatch):
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit(["sim", "--workload", "random", "--build-dir", "/proc"], capsys)
+    _one_line_error(status, err, "--build-dir", "'/proc'", "is not writable")
+
+
+@pytest.mark.parametrize("command", [["fuzz"], ["exhaustive"], ["mutants"], ["rtl-coverage"],
+                                     ["coverage"], ["sim", "--workload", "random"],
+                                     ["sim", "--workload", "minilm"]],
+                         ids=lambda c: "-".join(c))
+def test_build_dir_environment_variable_that_cannot_be_created(command, capsys, monkeypatch):
+    # Before: a traceback from whichever mkdir came first (minilm: a Dask worker's error
+    # after 3 attempts). The build itself stops at its folder check, before generating
+    # anything; minilm checks before it starts a worker.
+    monkeypatch.setenv("SYSTOLICA_BUILD_DIR", "/proc/nope")
+    status, _, err = _exit(command, capsys)
+    assert status == 2, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "error: SYSTOLICA_BUILD_DIR '/proc/nope' cannot be used: it cannot be created: "
+        "'/proc' is not writable (No such file or directory); allowed: a writable folder, "
+        "or a path that can be created")
+
+
+def test_folder_problem_leaves_nothing_behind(tmp_path):
+    assert toolchain.folder_problem(tmp_path / "new" / "deeper") is None
+    assert toolchain.folder_problem(tmp_path) is None
+    assert list(tmp_path.iterdir()) == []       # the probe folder is removed
+
+
+TYPES_COMMANDS = [["sim", "--workload", "random"], ["sim", "--workload", "minilm"], ["waves"],
+                  ["waves", "--test", "test_identity"], ["bench"], ["fuzz"], ["regress"]]
+NO_TYPE_SET = ("types must name at least one type set (int8, bf16, fp16, fp8, "
+               "fp8-double-row, all), not ''")
+
+
+@pytest.mark.parametrize("command", TYPES_COMMANDS, ids=lambda c: "-".join(c))
+def test_empty_types_is_refused(command, capsys, monkeypatch):
+    # Before: sim and waves took --types '' as "no --types" and ran the workload's own set.
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    monkeypatch.delenv("TYPES", raising=False)
+    status, _, err = _exit([*command, "--types", ""], capsys)
+    _one_line_error(status, err, NO_TYPE_SET)
+
+
+@pytest.mark.parametrize("command", [["sim", "--workload", "random"], ["waves"], ["bench"]],
+                         ids=lambda c: "-".join(c))
+def test_empty_types_environment_variable_is_refused(command, capsys, monkeypatch):
+    # make sim TYPES= (the Makefile passes only the variables given, an empty one too).
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    monkeypatch.setenv("TYPES", "")
+    status, _, err = _exit(command, capsys)
+    _one_line_error(status, err, NO_TYPE_SET)
 
 
 def test_missing_lz4_names_the_vcd_format(monkeypatch):
@@ -281,3 +351,31 @@ def test_a_type_set_lacking_what_the_run_issues_is_refused_before_it(argv, lacki
     monkeypatch.setattr(runner, "build", _must_not_build)
     status, _, err = _exit(argv, capsys)
     _one_line_error(status, err, "--types", lacking, "which this run issues")
+
+
+@pytest.mark.parametrize("extra, word", [(["--ftz"], "ftz=True"),
+                                         (["--double-row", "--dtype", "e4m3"], "perf_mode")])
+def test_transpose_refuses_what_golden_refuses(extra, word, capsys, monkeypatch):
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit(["sim", "--workload", "random", "--dtype", "bf16", "--transpose",
+                            *extra], capsys)
+    _one_line_error(status, err, "--transpose: is_transpose=True takes no", word)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bf16", "e4m3"])
+def test_transpose_workload_sends_selectors(dtype):
+    from systolica.cli import simulate
+
+    p = simulate.parser()
+    args = p.parse_args(["--workload", "random", "--dtype", dtype, "--transpose", "--rows",
+                         "4", "--cols", "3", "--n", "9", "--matmuls", "2"])
+    simulate.resolve_tile(args)
+    simulate.check_args(p, args)
+    jobs = simulate.workload(args)
+    assert len(jobs) == 2 and all(job.is_transpose for job in jobs)
+    for job in jobs:
+        assert job.stationary.shape == (4, 3) and job.moving.shape == (4, 9)
+        values = job.moving.astype(np.float32)
+        assert (values == 1).sum(axis=0).tolist() == [1] * 9   # one selected row per column
+        assert ((values == 0) | (values == 1)).all()
+        assert not np.signbit(values).any()                      # the others are +0

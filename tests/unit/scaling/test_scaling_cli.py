@@ -220,3 +220,54 @@ def test_estimate_context_attention_standard_slows_the_prefill_only(capsys):
         main(["estimate", "--hw", "trn1", "--model", "llama2-13b", "--context-attention",
               "paged"])
     assert "invalid choice: 'paged'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--phase", "train", "--batch", "4"], "--batch does not apply to --phase train; it "
+     "applies to --model with --phase decode or prefill; allowed: leave it out"),
+    (["--phase", "train", "--weights", "int8"], "--weights does not apply to --phase train"),
+    (["--phase", "train", "--context-attention", "standard"],
+     "--context-attention does not apply to --phase train"),
+    (["--phase", "prefill", "--output-len", "8"], "--output-len does not apply to --phase "
+     "prefill; it applies to --model with --phase decode"),
+    (["--phase", "decode", "--global-batch", "8"], "--global-batch does not apply to "
+     "--phase decode; it applies to --model with --phase train"),
+    (["--seq", "512"], "--seq does not apply to --phase decode"),
+    (["--phase", "prefill", "--zero1"], "--zero1 does not apply to --phase prefill"),
+    (["--recompute", "full"], "--recompute does not apply to --phase decode"),
+    (["--micro-batch", "2"], "--micro-batch does not apply to --phase decode"),
+    (["--max-chips", "64"], "--max-chips does not apply to --phase decode"),
+    (["--dtype", "fp8"], "--dtype does not apply to a --model estimate; it applies to GEMM "
+     "workloads (--workload CSV, --gemm)"),
+])
+def test_estimate_refuses_options_of_another_phase(capsys, extra, needle):
+    # Before: each was accepted and silently ignored (the estimate was the same without it).
+    code, out, err = run(capsys, "estimate", "--hw", "trn1", "--model", "llama2-7b", *extra)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert needle in err
+
+
+@pytest.mark.parametrize("extra", [["--phase", "train"], ["--batch", "2"], ["--seq", "64"],
+                                   ["--weights", "int8"], ["--context-attention", "standard"]])
+def test_estimate_refuses_model_options_for_a_gemm(capsys, extra):
+    code, _, err = run(capsys, "estimate", "--hw", "trn2", "--gemm", "128,128,128", *extra)
+    assert code == 2 and err.count("\n") == 1
+    assert f"{extra[0]} does not apply to a GEMM workload; it applies to --model" in err
+
+
+def test_estimate_options_of_the_phase_are_taken(capsys):
+    # Given explicitly at their defaults, the phase's own options change nothing.
+    base = ("estimate", "--hw", "trn1", "--model", "llama2-7b", "--tp", "8", "--json")
+    for extra in ([], ["--batch", "1", "--input-len", "128", "--output-len", "128",
+                       "--weights", "bf16", "--context-attention", "flash"]):
+        code, out, _ = run(capsys, *base, *extra)
+        assert code == 0
+        figures = json.loads(out)
+        assert figures["ttft_s"] > 0
+        if not extra:
+            first = (figures["ttft_s"], figures["tpot_s"])
+    assert (figures["ttft_s"], figures["tpot_s"]) == first
+    code, out, _ = run(capsys, "estimate", "--hw", "trn1", "--model", "llama2-7b", "--phase",
+                       "train", "--tp", "8", "--dp", "4", "--global-batch", "64", "--seq",
+                       "512", "--micro-batch", "2", "--zero1", "--recompute", "full", "--json")
+    assert code == 0 and json.loads(out)

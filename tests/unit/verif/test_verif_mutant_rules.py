@@ -1,6 +1,9 @@
 """Unit tier: the mutation run's class rules (``mutant_rules.CLASS_RULES``) call a synthetic
 mutation of their class equivalent and leave one just outside it open."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from systolica.verif import mutant_rules, mutants, netlist
@@ -135,11 +138,11 @@ end
 ISSUE = "systolica_tile.issue"
 ISSUE_TEXT = f"""module \\{ISSUE}
   wire input 1 \\clk
-  wire width 25 \\in_mode
-  wire width 25 $next
+  wire width 26 \\in_mode
+  wire width 26 $next
   wire output 2 \\hi
   cell $dff $127
-    parameter \\WIDTH 25
+    parameter \\WIDTH 26
     parameter \\CLK_POLARITY 1
     connect \\D $next
     connect \\CLK \\clk
@@ -151,7 +154,7 @@ ISSUE_TEXT = f"""module \\{ISSUE}
     parameter \\A_WIDTH 16
     parameter \\B_WIDTH 3
     parameter \\Y_WIDTH 1
-    connect \\A \\in_mode [24:9]
+    connect \\A \\in_mode [25:10]
     connect \\B 3'101
     connect \\Y \\hi
   end
@@ -210,12 +213,18 @@ def _rule(args):
     (f"-mode const1 -module {MUL_HI} -cell $procmux$1_CMP0 -port B -portbit 2",
      "same-constant"),
     (f"-mode const0 -module {MUL_HI} -cell $procmux$1_CMP0 -port B -portbit 2", None),
-    # in_mode.k <= 2 x rows = 6: its bits 3 and up (in_mode's 12 and up) are 0
+    # in_mode.k (bits 10..25 of in_mode, after the transpose bit) <= 2 x rows = 6: its
+    # bits 3 and up (in_mode's 13 and up) are 0
     (f"-mode const0 -module {ISSUE} -cell $94 -port A -portbit 7", "value-range"),
     (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 22 -wire in_mode "
      "-wirebit 2", "value-range"),
+    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 13 -wire in_mode "
+     "-wirebit 2", "value-range"),
     (f"-mode const0 -module {ISSUE} -cell $94 -port A -portbit 2", None),
     (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 11 -wire in_mode "
+     "-wirebit 2", None),
+    # in_mode's bit 12 is K's bit 2 (the rule had K at bit 9, before the transpose bit)
+    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 12 -wire in_mode "
      "-wirebit 2", None),
 ])
 def test_class_rules_match_their_class_only(args, rule):
@@ -233,3 +242,23 @@ def test_sigspec_bits_are_least_significant_first():
     widths = {"\\a": 4, "\\b": 2}
     assert netlist.sig_bits("{ \\a [1:0] 2'10 \\b }", widths) == [
         ("\\b", 0), ("\\b", 1), "0", "1", ("\\a", 0), ("\\a", 1)]
+
+
+def _rule_texts():
+    yield from (entry.why for entry in mutant_rules.VALUE_RANGES)
+    yield from (rule.argument for rule in mutant_rules.CLASS_RULES)
+
+
+def test_rule_texts_cite_statements_that_are_in_the_hdl():
+    """Each citation (``file.py `code```, or a run of backticked code after one file
+    name) names code that is in that hdl file, and no citation is a line number."""
+    hdl = Path(__file__).resolve().parents[3] / "hdl"
+    cited = 0
+    for text in _rule_texts():
+        assert not re.search(r"\.py:\d|\blines? \d", text), text
+        for file, codes in re.findall(r"(\w+\.py)((?:,? `[^`]+`(?: to `[^`]+`)?)+)", text):
+            source = " ".join((hdl / file).read_text().split())
+            for code in re.findall(r"`([^`]+)`", codes):
+                assert " ".join(code.split()) in source, (file, code)
+                cited += 1
+    assert cited >= 15
