@@ -245,8 +245,8 @@ def test_illegal_commands_are_rejected_with_their_errors_and_not_executed():
     """Every command of ``ILLEGAL`` in one program, each between two legal matmuls (the
     second accumulating): each is dropped, counted and named on the status port as it is
     rejected, and the legal matmuls around it run as if it had not been sent (every word and
-    stamp checked). One simulation: a tile elaborated and simulated per command cost a CI
-    worker about 2.5-5 s each."""
+    stamp checked). One simulation: a tile elaborated and simulated per command cost 2.5
+    to 7.6 s each, by load."""
     rng = np.random.default_rng(1)
     program = [matmul(rng, 4, 3, 4, 3)]
     for command, error in ILLEGAL:
