@@ -6,10 +6,15 @@ import pytest
 
 from systolica.golden import matmul_cycles
 from systolica.golden.bf16 import fp32_bits
+from systolica.hdl.config import TileConfig
 from systolica.sim import Matmul, Read, SimulatorNotFoundError, run_matmul, run_program
 from systolica.sim.api.runs import _check_operands
 
 BF16 = ml_dtypes.bfloat16
+#: The 3 x 4 all-types tile the fuzzer's CI sample builds (tests/regression/verif/
+#: test_verif_fuzz.py): the tests below that need a 3 x 4 tile share it instead of building
+#: a BF16-only and an INT8-only one of their own.
+TILE_3X4 = TileConfig(3, 4)
 
 
 def int64_reference(stationary, moving):
@@ -20,12 +25,15 @@ def int64_reference(stationary, moving):
 
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_run_matmul_random_shapes_up_to_tile(simulator, seed):
-    rows, cols = 4, 5
+    # The 4 x 4 all-types tile CI builds for the regression and the fuzzer (a 4 x 5 INT8
+    # tile was a build of its own); K < rows and M < cols on the 3 x 4 tests below.
+    config = TileConfig(4, 4)
+    rows, cols = config.rows, config.cols
     rng = np.random.default_rng(seed)
-    for k, m, n in [(4, 5, 9), (1, 1, 1), (3, 5, 2), (4, 2, 17)]:
+    for k, m, n in [(4, 4, 9), (1, 1, 1), (3, 4, 2), (4, 2, 17)]:
         s = rng.integers(-128, 128, (k, m), dtype=np.int8)
         mv = rng.integers(-128, 128, (k, n), dtype=np.int8)
-        psum, cycles = run_matmul(s, mv, rows=rows, cols=cols, simulator=simulator)
+        psum, cycles = run_matmul(s, mv, config=config, simulator=simulator)
         assert psum.dtype == np.int32 and psum.shape == (m, n)
         np.testing.assert_array_equal(psum, int64_reference(s, mv))
         # Cycle-exact against the no-stall timing model.
@@ -134,7 +142,7 @@ def test_run_matmul_bf16_exact_values(simulator, seed):
     rng = np.random.default_rng(seed)
     s = rng.integers(-64, 65, (3, 4)).astype(BF16)        # small integers: exact in BF16
     mv = rng.integers(-64, 65, (3, 6)).astype(BF16)
-    psum, cycles = run_matmul(s, mv, rows=3, cols=4, simulator=simulator)
+    psum, cycles = run_matmul(s, mv, config=TILE_3X4, simulator=simulator)
     assert psum.dtype == np.float32
     np.testing.assert_array_equal(fp32_bits(psum), fp32_bits(exact_bf16_reference(s, mv)))
     assert cycles == matmul_cycles(3, 4, 6)
@@ -156,7 +164,7 @@ def test_run_matmul_into_a_bank_and_offset(simulator):
     rng = np.random.default_rng(8)
     s = rng.integers(-128, 128, (3, 4), dtype=np.int8)
     mv = rng.integers(-128, 128, (3, 7), dtype=np.int8)
-    psum, cycles = run_matmul(s, mv, rows=3, cols=4, simulator=simulator, bank=5, offset=505)
+    psum, cycles = run_matmul(s, mv, config=TILE_3X4, simulator=simulator, bank=5, offset=505)
     np.testing.assert_array_equal(psum, int64_reference(s, mv))
     assert cycles == matmul_cycles(3, 4, 7)
 

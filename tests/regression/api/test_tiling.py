@@ -8,6 +8,7 @@ import pytest
 
 import systolica.sim.api.tiling as tiling
 from systolica.golden import nc_matmul
+from systolica.hdl.config import TileConfig
 from systolica.sim.api.tiling import (
     Block,
     golden_tiled_matmul,
@@ -19,6 +20,9 @@ from systolica.sim.api.tiling import (
 
 BF16 = ml_dtypes.bfloat16
 E4M3 = ml_dtypes.float8_e4m3
+#: The 3 x 4 all-types tile the fuzzer's CI sample builds, shared by the FP8 double-row and
+#: BF16 runs below (each built a tile of its own type set and size before).
+TILE_3X4 = TileConfig(3, 4)
 
 
 def int64_reference(stationary, moving):
@@ -161,7 +165,7 @@ def test_golden_tiled_double_row_equals_slab_by_slab_nc_matmul(ftz):
 def test_run_tiled_fp8_double_row_uneven_shape():
     rng = np.random.default_rng(5)
     s, m = fp8(rng, (13, 6)), fp8(rng, (13, 7))          # slabs 6 + 6 + 1, folds 4 + 2
-    r = run_tiled(s, m, rows=3, cols=4, simulator="verilator", perf_mode="double_row")
+    r = run_tiled(s, m, config=TILE_3X4, simulator="verilator", perf_mode="double_row")
     assert r.out.dtype == np.float32 and r.out.shape == (6, 7)
     np.testing.assert_array_equal(r.out.view(np.uint32), r.golden.view(np.uint32))
     assert (r.mismatches, r.differing, r.matmuls) == (0, 0, 6)
@@ -184,9 +188,9 @@ def test_run_tiled_int8_uneven_shape(simulator):
 @pytest.mark.parametrize("simulator", ["icarus", "verilator"])
 def test_run_tiled_bf16_uneven_shape(simulator):
     rng = np.random.default_rng(8)
-    s = rng.standard_normal((10, 8)).astype(BF16)         # slabs 3+3+3+1, folds 5 + 3
+    s = rng.standard_normal((10, 8)).astype(BF16)         # slabs 3+3+3+1, folds 4 + 4
     m = rng.standard_normal((10, 6)).astype(BF16)
-    r = run_tiled(s, m, rows=3, cols=5, simulator=simulator)
+    r = run_tiled(s, m, config=TILE_3X4, simulator=simulator)
     assert r.out.dtype == np.float32 and r.out.shape == (8, 6)
     np.testing.assert_array_equal(r.out.view(np.uint32),
                                   bf16_slab_reference(s, m, 3).view(np.uint32))
@@ -215,7 +219,7 @@ def test_a_wrong_rtl_result_is_reported(monkeypatch):
     rng = np.random.default_rng(10)
     s = rng.standard_normal((5, 3)).astype(BF16)
     m = rng.standard_normal((5, 2)).astype(BF16)
-    r = run_tiled(s, m, rows=2, cols=3, simulator="verilator")
+    r = run_tiled(s, m, config=TILE_3X4, simulator="verilator")
     assert r.differing == 1 and not r.exact
     assert r.out[0, 1] != r.golden[0, 1]
 
