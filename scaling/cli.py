@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -94,9 +95,13 @@ def output_file(text):
     if not folder.is_dir():
         raise argparse.ArgumentTypeError(f"folder {str(folder)!r} does not exist; allowed: a "
                                          f"file in an existing folder")
-    if not os.access(folder, os.W_OK):
-        raise argparse.ArgumentTypeError(f"folder {str(folder)!r} is not writable; allowed: "
-                                         f"a file in a writable folder")
+    try:    # os.access says yes to root for read-only places such as /proc: try it
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise argparse.ArgumentTypeError(
+            f"folder {str(folder)!r} is not writable ({error.strerror or error}); allowed: "
+            f"a file in a writable folder") from None
     return text
 
 

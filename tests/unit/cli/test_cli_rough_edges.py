@@ -379,3 +379,17 @@ def test_transpose_workload_sends_selectors(dtype):
         assert (values == 1).sum(axis=0).tolist() == [1] * 9   # one selected row per column
         assert ((values == 0) | (values == 1)).all()
         assert not np.signbit(values).any()                      # the others are +0
+
+
+@pytest.mark.parametrize("argv", [
+    ["sim", "--workload", "random", "--timeline", "/proc/t.png"],
+    ["sim", "--workload", "random", "--json", "--trace", "/proc/t.json"],
+    ["estimate", "--hw", "trn1", "--model", "llama2-7b", "--tp", "8", "--plot", "/proc/x.png"],
+], ids=["sim-timeline", "sim-trace", "estimate-plot"])
+def test_output_file_in_a_folder_that_takes_no_files_is_refused_up_front(argv, capsys,
+                                                                          monkeypatch):
+    # Before: os.access says yes to root for /proc, so the whole run went by and then the
+    # write failed, losing the run's report.
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit(argv, capsys)
+    _one_line_error(status, err, "'/proc' is not writable")
