@@ -577,15 +577,14 @@ def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
     config = tile_config(config, rows, cols, types, perf_mode is not None)
     rows, cols = config.rows, config.cols
     check_simulator_name(simulator)
-    check_transpose(is_transpose, perf_mode=perf_mode, accumulate=accumulate or psum is not None,
-                    ftz=ftz)
+    if psum is not None and not accumulate:
+        raise ValueError("psum is only used with accumulate=True (an overwriting matmul "
+                         "ignores it); pass accumulate=True or leave psum out")
+    check_transpose(is_transpose, perf_mode=perf_mode, accumulate=accumulate, ftz=ftz)
     _check_operands(stationary, moving, config, ftz, perf_mode)
     n = moving.shape[1]
     check_region("the matmul writes", bank, offset, n, banks=config.psum_banks,
                  entries=config.psum_entries)
-    if psum is not None and not accumulate:
-        raise ValueError("psum is only used with accumulate=True (an overwriting matmul "
-                         "ignores it); pass accumulate=True or leave psum out")
     mode = {"ftz": True} if ftz else {}
     if accumulate or psum is not None or is_transpose:
         # The golden model validates psum (dtype, shape), accumulate and a transpose's

@@ -104,6 +104,13 @@ GOOD = np.zeros((2, 2), np.int8)
      "the READ reads PSUM entries 510..513"),
     (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, psum=np.zeros((2, 2), np.int32)),
      ValueError, "psum is only used with accumulate=True"),
+    # A transpose given psum is told about psum (it was told "takes no accumulate=True").
+    (lambda: run_matmul(GOOD, np.eye(2, dtype=np.int8), rows=2, cols=2, is_transpose=True,
+                        psum=np.zeros((2, 2), np.int32)),
+     ValueError, "psum is only used with accumulate=True"),
+    (lambda: run_matmul(GOOD, np.eye(2, dtype=np.int8), rows=2, cols=2, is_transpose=True,
+                        accumulate=True, psum=np.zeros((2, 2), np.int32)),
+     ValueError, "is_transpose=True takes no accumulate=True"),
     (lambda: run_program([Matmul(GOOD, GOOD, accumulate="yes")], rows=2, cols=2), TypeError,
      "Matmul.accumulate must be a bool, not str"),
     (lambda: run_program(["x"], rows=2, cols=2), TypeError,
