@@ -102,6 +102,19 @@ def _check_int(name, value, low, high=None):
     return int(value)
 
 
+#: Largest ``rows`` and ``cols`` (int): a command's K and M fields are ``SIZE_WIDTH`` (16)
+#: bits, and a double-row matmul's K is up to twice ``rows``.
+MAX_ROWS, MAX_COLS = ((1 << _SIZE_WIDTH) - 1) // 2, (1 << _SIZE_WIDTH) - 1
+
+
+def _check_size(name, value, high, why):
+    value = _check_int(name, value, 1)     # "a positive integer" for the common mistakes
+    if value > high:
+        raise ValueError(f"{name} must be at most {high} (a command's {_SIZE_WIDTH}-bit "
+                         f"{why}), not {value}")
+    return value
+
+
 @dataclass(frozen=True)
 class TileConfig:
     """An immutable, validated description of one tile.
@@ -109,9 +122,9 @@ class TileConfig:
     Parameters
     ----------
     rows : int
-        Partition (contraction, K) dimension, >= 1 (128 on the real engine).
+        Partition (contraction, K) dimension, 1..:data:`MAX_ROWS` (128 on the real engine).
     cols : int
-        Stationary free size (M), >= 1 (128 on the real engine).
+        Stationary free size (M), 1..:data:`MAX_COLS` (128 on the real engine).
     types : str or iterable of str
         The type set the datapath is generated for (module docstring; default ``"all"``).
         Stored as the canonical tuple of set names (:func:`parse_types`).
@@ -138,8 +151,9 @@ class TileConfig:
 
     def __post_init__(self):
         checked = {
-            "rows": _check_int("rows", self.rows, 1),
-            "cols": _check_int("cols", self.cols, 1),
+            "rows": _check_size("rows", self.rows, MAX_ROWS, "K field holds K up to "
+                                "2 x rows in FP8 double-row"),
+            "cols": _check_size("cols", self.cols, MAX_COLS, "M field holds M up to cols"),
             "types": parse_types(self.types),
             "psum_banks": _check_int("psum_banks", self.psum_banks, 1, 1 << _BANK_WIDTH),
             "psum_entries": _check_int("psum_entries", self.psum_entries, 1,

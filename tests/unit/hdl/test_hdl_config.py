@@ -18,6 +18,11 @@ from systolica.hdl.tile import pe_for
     ({"rows": 2.5}, "rows must be a positive integer, not 2.5"),
     ({"rows": True}, "rows must be a positive integer, not True"),
     ({"cols": "8"}, "cols must be a positive integer, not '8'"),
+    # 2 x 32,768 does not fit the 16-bit K field (was: a command-field error naming "k")
+    ({"rows": 32768}, "rows must be at most 32767 (a command's 16-bit K field holds K up to "
+                      "2 x rows in FP8 double-row), not 32768"),
+    ({"cols": 65536}, "cols must be at most 65535 (a command's 16-bit M field holds M up to "
+                      "cols), not 65536"),
     ({"psum_banks": 0}, "psum_banks must be an integer in 1..256, not 0"),
     ({"psum_banks": 257}, "psum_banks must be an integer in 1..256, not 257"),
     ({"psum_entries": 1 << 16}, "psum_entries must be an integer in 1..65535, not 65536"),
@@ -100,3 +105,8 @@ def test_a_smaller_type_set_generates_less_logic():
     sizes = [len(rtlil.convert(Tile(TileConfig(2, 2, types)), name="top"))
              for types in ("int8", "int8+bf16", "all")]
     assert sizes[0] < sizes[1] < sizes[2]
+
+
+def test_largest_sizes_the_command_fields_hold_are_accepted():
+    config = TileConfig(32767, 65535)      # nothing is generated: only the description
+    assert (config.rows, config.cols) == (32767, 65535)
