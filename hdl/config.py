@@ -177,7 +177,9 @@ class TileConfig:
         for dtype in dtypes:
             found = [name for name, members in TYPE_SETS.items() if dtype in members]
             if not found:
-                raise ValueError(f"unknown operand type {dtype!r}; allowed: "
+                # fp32 / tf32 are golden-model and NKI types the RTL has no datapath for
+                raise ValueError(f"the RTL tile has no datapath for operand type {dtype!r} "
+                                 f"(the golden model may take it); allowed on the tile: "
                                  f"{', '.join(ALL_DTYPES)}")
             names.update(found)
         if double_row:

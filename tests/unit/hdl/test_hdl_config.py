@@ -67,7 +67,8 @@ def test_for_dtypes_takes_the_smallest_set():
     assert TileConfig.for_dtypes(2, 2, ["bf16"]).types == ("bf16",)
     assert TileConfig.for_dtypes(2, 2, ["e4m3", "int8"], double_row=True).types == (
         "int8", "fp8", "fp8-double-row")
-    with pytest.raises(ValueError, match="^unknown operand type 'fp32'; allowed: int8, "):
+    with pytest.raises(ValueError, match="^the RTL tile has no datapath for operand type 'fp32' "
+                       r"\(the golden model may take it\); allowed on the tile: int8, "):
         TileConfig.for_dtypes(2, 2, ["fp32"])
 
 
