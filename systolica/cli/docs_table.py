@@ -28,6 +28,9 @@ Subcommands:
   unit whose Verilog ``hdl/`` generates today has another hash, which pairings ran fully and
   which were sampled, the counts and mismatches, and the expected time of the full run at
   the measured rate. Dated and stamped with the run's date and commit.
+* ``systolica docs-table estimate [--write FILE]``: the output of
+  :data:`ESTIMATE_ARGS` (the Llama-2-70B trn1 TP 32 example of ``docs/scaling.md``) as a text
+  block, its ``computed in`` line left out (it differs from run to run).
 * ``systolica docs-table wrap FILE --command CMD``: wrap everything below FILE's first line
   (its title) in one block, for a file another command writes whole (``systolica mutants
   --doc docs/mutants.md``); run it right after that command.
@@ -103,6 +106,28 @@ def validation_markdown():
         lines.append(f"| {p.describe()} | {p.metric} | {_ms_or_rate(p, p.published)} | "
                      f"{_ms_or_rate(p, row.predicted)} | {row.error:+.1%} | {used} |")
     return "\n".join([*lines, "", validation_summary(rows)])
+
+
+ESTIMATE_COMMAND = "systolica docs-table estimate"
+#: The estimate whose output docs/scaling.md shows (``systolica estimate`` arguments).
+ESTIMATE_ARGS = ("--hw", "trn1", "--model", "llama2-70b", "--tp", "32", "--input-len", "128",
+                 "--output-len", "128")
+
+
+def estimate_text():
+    """``systolica estimate`` :data:`ESTIMATE_ARGS`'s output as a fenced text block (str),
+    run in a process of its own with a 100-column terminal, without its ``computed in``
+    line. Raises ValueError (one line) if the estimate fails."""
+    import os
+
+    env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, "-m", "systolica", "estimate", *ESTIMATE_ARGS],
+                          capture_output=True, text=True, env=env)
+    if done.returncode:
+        raise ValueError(f"systolica estimate failed: {done.stderr.strip()[-200:]}")
+    lines = [line.rstrip() for line in done.stdout.splitlines() if "computed in" not in line]
+    return "\n".join(["```text", "$ .venv/bin/systolica estimate " + " ".join(ESTIMATE_ARGS),
+                      *lines, "```"])
 
 
 def validation_summary(rows):
@@ -331,6 +356,10 @@ def _parser():
                      default="verif/results/exhaustive.json")
     exh.add_argument("--write", metavar="FILE", help="replace the block in FILE "
                                                      "instead of printing it")
+    est = sub.add_parser("estimate", parents=[common],
+                         help="the Llama-2-70B trn1 estimate's output (docs/scaling.md)")
+    est.add_argument("--write", metavar="FILE", help="replace the block in FILE "
+                                                     "instead of printing it")
     wrap = sub.add_parser("wrap", parents=[common],
                           help="wrap a file written whole by a command (after its title line) "
                                "in one block")
@@ -344,10 +373,12 @@ def main(argv=None):
     p = _parser()
     args = p.parse_args(argv)
     try:
-        if args.table in ("validation", "bench", "exhaustive"):
+        if args.table in ("validation", "bench", "exhaustive", "estimate"):
             if args.table == "validation":
                 command, new = VALIDATION_COMMAND, block(validation_markdown(),
                                                          VALIDATION_COMMAND)
+            elif args.table == "estimate":
+                command, new = ESTIMATE_COMMAND, block(estimate_text(), ESTIMATE_COMMAND)
             elif args.table == "exhaustive":
                 results = _read_json(Path(args.json_file))
                 command = EXHAUSTIVE_COMMAND
