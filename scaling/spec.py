@@ -75,7 +75,9 @@ def load_preset_or_file(name_or_path, folder, kind, parse):
             return parse(load_toml(path), f"{text}.toml")
     path = Path(text)
     if not path.exists() or path.suffix != ".toml":
-        raise SpecError(text, "", f"no such {kind} preset or .toml file",
+        what = (f"a {path.suffix or 'suffix-less'} file, not a .toml {kind} file"
+                if path.is_file() else f"no such {kind} preset or .toml file")
+        raise SpecError(text, "", what,
                         ", ".join(names) + ", or a path to a .toml file")
     return parse(load_toml(path), path.name)
 

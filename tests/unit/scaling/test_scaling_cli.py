@@ -105,6 +105,8 @@ def test_claims(capsys):
 
 @pytest.mark.parametrize("argv, needle", [
     (["estimate", "--hw", "trn9", "--gemm", "1,1,1"], "trn9: no such hardware preset"),
+    # an existing file of another kind was told "no such ... preset or .toml file"
+    (["estimate", "--hw", __file__, "--gemm", "1,1,1"], "a .py file, not a .toml hardware file"),
     (["estimate", "--hw", "inf2", "--gemm", "1,1,1", "--dtype", "fp8"],
      "error: --dtype fp8: hardware 'inf2' has no fp8 rate; allowed: bf16"),
     (["estimate", "--hw", "inf2", "--model", "llama3"],
