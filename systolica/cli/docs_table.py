@@ -43,6 +43,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -118,8 +119,6 @@ def estimate_text():
     """``systolica estimate`` :data:`ESTIMATE_ARGS`'s output as a fenced text block (str),
     run in a process of its own with a 100-column terminal, without its ``computed in``
     line. Raises ValueError (one line) if the estimate fails."""
-    import os
-
     env = {**os.environ, "COLUMNS": "100", "NO_COLOR": "1"}
     done = subprocess.run([sys.executable, "-m", "systolica", "estimate", *ESTIMATE_ARGS],
                           capture_output=True, text=True, env=env)
