@@ -5,12 +5,12 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import (
-    NARROW_DTYPES,
     SIZE_WIDTH,
     DType,
     ErrorCode,
     Op,
     command_layout,
+    is_narrow,
     status_layout,
 )
 
@@ -195,8 +195,7 @@ class CommandQueue(wiring.Component):
         for i in reversed(range(depth_q)):     # the lowest index wins
             with m.If(queued[i] & ~loaded[i]):
                 m.d.comb += [target.eq(i), self.load.m.eq(queue[i].m),
-                             self.load.narrow.eq(~queue[i].double_row & Cat(
-                                 queue[i].dtype == t for t in NARROW_DTYPES).any()),
+                             self.load.narrow.eq(~queue[i].double_row & is_narrow(queue[i].dtype)),
                              self.load.beats.eq(Mux(queue[i].double_row & (queue[i].k > rows),
                                                     rows, queue[i].k))]
         loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(depth_q)]

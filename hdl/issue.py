@@ -1,17 +1,17 @@
 """The tile's issue logic: a matmul's moving beats, or a READ's beats, in command order."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .array import operand_lane_layout
 from .layouts import (
-    NARROW_DTYPES,
     OPERAND_WIDTH,
     SIZE_WIDTH,
     DType,
     Op,
     command_layout,
+    is_narrow,
     moving_layout,
     token_layout,
 )
@@ -185,7 +185,7 @@ class IssueLogic(wiring.Component):
         # Transpose mode: a row takes part only where its moving element is not +-0 (the
         # column's selector, a 1 there; golden refuses any other value).
         narrow = Signal()
-        m.d.comb += narrow.eq(Cat(in_mode.mtype == t for t in NARROW_DTYPES).any())
+        m.d.comb += narrow.eq(is_narrow(in_mode.mtype))
         for k in range(rows):
             picked = Signal(name=f"picked_{k}")
             m.d.comb += [

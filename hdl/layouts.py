@@ -16,7 +16,7 @@ that wrote them, or a transposed element in bits [15:0] (8-bit types in bits [7:
 other bits zero.
 """
 
-from amaranth.hdl import unsigned
+from amaranth.hdl import Cat, unsigned
 from amaranth.lib import data, enum
 
 #: Width of one operand lane in bits (BF16, or INT8 in the low byte).
@@ -50,6 +50,12 @@ class DType(enum.Enum, shape=3):
 #: Operand types 8 bits wide, carried in bits [7:0] of a lane (the others are 16 bits;
 #: golden: ``OperandFormat.width``).
 NARROW_DTYPES = (DType.INT8, DType.E4M3, DType.E5M2, DType.E3M4, DType.E4M3FN)
+
+
+def is_narrow(dtype):
+    """A 1-bit value: 1 when ``dtype`` (a :class:`DType`-shaped value) is one of
+    :data:`NARROW_DTYPES`, whose operand sits in bits [7:0] of its 16-bit lane."""
+    return Cat(dtype == t for t in NARROW_DTYPES).any()
 
 
 class Op(enum.Enum, shape=1):
