@@ -657,7 +657,9 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
                   "cache stay BF16")
     total = input_len + output_len
     if total > model.context:
-        notes.add(f"input + output = {total} tokens is more than {model.name}'s "
+        parts = (f"input {input_len} + the first generated token" if output_len == 1 else
+                 f"input {input_len} + output {output_len}")
+        notes.add(f"{parts} = {total} tokens is more than {model.name}'s "
                   f"max_position_embeddings ({model.context}); estimated as if it allowed them")
     if batch % layout.dp:
         notes.add(f"batch {batch} is not a multiple of dp {layout.dp}: the busiest replica "

@@ -273,3 +273,15 @@ def test_estimate_options_of_the_phase_are_taken(capsys):
                        "train", "--tp", "8", "--dp", "4", "--global-batch", "64", "--seq",
                        "512", "--micro-batch", "2", "--zero1", "--recompute", "full", "--json")
     assert code == 0 and json.loads(out)
+
+
+def test_a_prompt_past_the_models_context_is_noted_with_what_was_costed(capsys):
+    # llama2-13b's max_position_embeddings is 4,096 (its Hugging Face config.json): a prefill
+    # of 8,192 tokens is costed with its first generated token, a request with its output.
+    code, out, _ = run(capsys, "estimate", "--hw", "trn1", "--model", "llama2-13b", "--tp",
+                       "32", "--input-len", "8192", "--phase", "prefill")
+    assert code == 0
+    assert "input 8192 + the first generated token = 8193 tokens is more than" in out
+    code, out, _ = run(capsys, "estimate", "--hw", "trn1", "--model", "llama2-13b", "--tp",
+                       "32", "--input-len", "4000", "--output-len", "200")
+    assert code == 0 and "input 4000 + output 200 = 4200 tokens is more than" in out
