@@ -7,6 +7,7 @@ Exit status: 0 on success, 2 on a bad argument or a bad hardware/workload file (
 import argparse
 import csv
 import json
+import math
 import os
 import sys
 import tempfile
@@ -604,6 +605,12 @@ def plot(est, path):
     plt.close(fig)
 
 
+def _json_number(value):
+    """``value`` for JSON: None where it is NaN (a figure not published), which JSON has no
+    literal for (``json.dumps`` would write the non-standard ``NaN``)."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
 def run_claims(args):
     rows = all_rows(args.claims)
     work = workload_rows()
@@ -611,8 +618,9 @@ def run_claims(args):
     if args.json:
         print(json.dumps({
             "figures": [{"preset": r.preset, "subject": r.subject, "what": r.what,
-                         "stated": r.stated_text, "stated_value": r.stated,
-                         "computed_value": r.computed, "difference": r.difference,
+                         "stated": r.stated_text, "stated_value": _json_number(r.stated),
+                         "computed_value": _json_number(r.computed),
+                         "difference": _json_number(r.difference),
                          "agrees": r.agrees, "would_take": r.would_take,
                          "source": r.source} for r in rows],
             "workloads": [{"subject": w.subject, "claim": w.claim,
