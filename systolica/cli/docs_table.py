@@ -31,6 +31,9 @@ Subcommands:
 * ``systolica docs-table estimate [--write FILE]``: the output of
   :data:`ESTIMATE_ARGS` (the Llama-2-70B trn1 TP 32 example of ``docs/scaling.md``) as a text
   block, its ``computed in`` line left out (it differs from run to run).
+* ``systolica docs-table claims [--write FILE]``: ``systolica claims``'s published peaks
+  set beside the computed ones, and the press article's workload claims with the calibrated
+  model, as two markdown tables (for ``docs/scaling.md``).
 * ``systolica docs-table wrap FILE --command CMD``: wrap everything below FILE's first line
   (its title) in one block, for a file another command writes whole (``systolica mutants
   --doc docs/mutants.md``); run it right after that command.
@@ -127,6 +130,39 @@ def estimate_text():
     lines = [line.rstrip() for line in done.stdout.splitlines() if "computed in" not in line]
     return "\n".join(["```text", "$ .venv/bin/systolica estimate " + " ".join(ESTIMATE_ARGS),
                       *lines, "```"])
+
+
+CLAIMS_COMMAND = "systolica docs-table claims"
+
+
+def claims_markdown():
+    """``systolica claims`` as markdown (str): the published peaks that a preset computes
+    from its tile (subject, figure, published, computed, difference, adds up), then the press
+    article's workload claims (claim, assumptions, what the calibrated model gives, whether
+    it adds up, what it would take). The rows come from ``scaling.claims``."""
+    from systolica.scaling.claims import all_rows, format_value, workload_rows
+
+    def cell(text):
+        return str(text).replace("|", "\\|")
+
+    lines = ["| preset | subject | figure | published | computed | difference | adds up |",
+             "|---|---|---|---:|---:|---:|---|"]
+    for r in all_rows():
+        if r.agrees is None:            # nothing published to compare, or no tile data
+            continue
+        diff = (f"{r.difference:+,.0f}" if r.kind == "count" else
+                f"{format_value(r.kind, r.difference)} ({r.difference / r.stated:+.1%})")
+        lines.append(f"| {r.preset} | {cell(r.subject)} | {cell(r.what)} | {cell(r.stated_text)} "
+                     f"| {format_value(r.kind, r.computed)} | {diff} | "
+                     f"{'yes' if r.agrees else 'no: ' + cell(r.would_take)} |")
+    lines += ["", "| claim | assumptions | model gives | adds up |", "|---|---|---|---|"]
+    for w in workload_rows():
+        verdict = "yes" if w.adds_up else "no"
+        if w.would_take:
+            verdict += f" ({cell(w.would_take)})"
+        lines.append(f"| {cell(w.subject)}: {cell(w.claim)} | {cell(w.assumptions)} | "
+                     f"{cell(w.computed)} | {verdict} |")
+    return "\n".join(lines)
 
 
 def validation_summary(rows):
@@ -355,6 +391,10 @@ def _parser():
                      default="verif/results/exhaustive.json")
     exh.add_argument("--write", metavar="FILE", help="replace the block in FILE "
                                                      "instead of printing it")
+    cla = sub.add_parser("claims", parents=[common],
+                         help="systolica claims' peaks and workload claims (docs/scaling.md)")
+    cla.add_argument("--write", metavar="FILE", help="replace the block in FILE "
+                                                     "instead of printing it")
     est = sub.add_parser("estimate", parents=[common],
                          help="the Llama-2-70B trn1 estimate's output (docs/scaling.md)")
     est.add_argument("--write", metavar="FILE", help="replace the block in FILE "
@@ -372,8 +412,10 @@ def main(argv=None):
     p = _parser()
     args = p.parse_args(argv)
     try:
-        if args.table in ("validation", "bench", "exhaustive", "estimate"):
-            if args.table == "validation":
+        if args.table in ("validation", "bench", "exhaustive", "estimate", "claims"):
+            if args.table == "claims":
+                command, new = CLAIMS_COMMAND, block(claims_markdown(), CLAIMS_COMMAND)
+            elif args.table == "validation":
                 command, new = VALIDATION_COMMAND, block(validation_markdown(),
                                                          VALIDATION_COMMAND)
             elif args.table == "estimate":
