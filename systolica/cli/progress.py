@@ -150,9 +150,14 @@ class TimeLeft:
         return seconds
 
     def text(self):
-        """``"~N s left"`` or ``"estimating"`` (str)."""
+        """``"~N s left"``, or ``"estimating"`` (str), which says so while the tile is to be
+        built and no program has finished (a first build takes minutes at full size)."""
         seconds = self.seconds_left()
-        return "estimating" if seconds is None else f"~{seconds:.0f} s left"
+        if seconds is not None:
+            return f"~{seconds:.0f} s left"
+        if self.build_pending and self.done[0] == 0:
+            return "estimating after the tile's build"
+        return "estimating"
 
 
 class CostMemory:

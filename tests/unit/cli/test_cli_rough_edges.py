@@ -287,12 +287,17 @@ def test_minilm_weights_advice_names_this_interpreter():
 def test_package_builds_outside_the_tile_build_folder():
     """`pip install <checkout>` builds in setuptools' build_base; that must not be the folder
     the tiles build in (it was build/, holding build/lib next to build/8x8)."""
+    import configparser
     import tomllib
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3]
     config = tomllib.loads((root / "pyproject.toml").read_text())
-    base = config["tool"]["distutils"]["build"]["build_base"]
+    # setup.cfg, not pyproject.toml's [tool.distutils], which setuptools warns is experimental
+    assert "distutils" not in config["tool"]
+    setup_cfg = configparser.ConfigParser()
+    setup_cfg.read(root / "setup.cfg")
+    base = setup_cfg["build"]["build_base"]
     tiles = runner.default_build_root()
     assert (root / base).resolve() != tiles and tiles not in (root / base).resolve().parents
     assert config["tool"]["setuptools"]["package-data"]["systolica.examples"] == ["*.csv"]

@@ -105,3 +105,12 @@ def test_a_run_that_reused_the_build_keeps_the_remembered_build_time():
         left.finished(10, 1000, outcome(1000, 10.0, 1.0, 0.0, build_s=300.0 * left.build_pending))
     assert reused.cost().build_s == 500.0
     assert built.cost().build_s == 300.0
+
+
+def test_a_first_build_is_named_while_nothing_is_known():
+    # The trial saw "estimating" through a two-minute first build, with no word of why.
+    left = TimeLeft(workers=1, build_pending=True, clock=FakeClock())
+    left.plan(4, 40, 4_000)
+    assert left.text() == "estimating after the tile's build"
+    left.finished(10, 1000, outcome(1000, 10.0, 2.0, 5.0, build_s=120.0))
+    assert left.text() == "estimating"          # built; one program is no rate yet
