@@ -219,16 +219,18 @@ def build_parser():
     est.add_argument("--terms", action="store_true",
                      help="--model: also print each pass's time by engine (TensorE, ScalarE, "
                           "VectorE, DMA/HBM, collectives, fixed overhead)")
-    est.add_argument("--uncalibrated", action="store_true",
+    est.add_argument("--uncalibrated", action="store_true", default=None,
                      help="the lower limit: HBM and tensor engine at 100%%, collectives "
-                          "without latency")
+                          "without latency (--model estimates; a GEMM workload is always "
+                          "the tile model's cycles, uncalibrated)")
     est.add_argument("--calibration", metavar="TOML",
-                     help="calibration file (default: the packaged presets/calibration.toml)")
+                     help="calibration file (--model estimates; default: the packaged "
+                          "presets/calibration.toml)")
     est.add_argument("--dtype", default=None, choices=sorted(DTYPE_BYTES),
                      help="data type of GEMM workloads (--workload, --gemm; default bf16)")
     est.add_argument("--link-bandwidth", metavar="FIGURE",
                      help="override the preset's NeuronLink bandwidth per chip, e.g. "
-                          "'1.28 TB/s'")
+                          "'1.28 TB/s' (--model estimates: a GEMM workload runs on one chip)")
     est.add_argument("--scaling", action="store_true",
                      help="training: also print throughput and scaling efficiency from one "
                           "replica up to the cluster")
@@ -343,6 +345,10 @@ SCOPED_OPTIONS = {
     "zero1": (False, ("train",)),
     "recompute": ("selective", ("train",)),
     "max_chips": (None, ("train",)),
+    # A GEMM workload is the tile model's cycles on one chip: no calibration, no NeuronLink.
+    "uncalibrated": (False, ("decode", "prefill", "train")),
+    "calibration": (None, ("decode", "prefill", "train")),
+    "link_bandwidth": (None, ("decode", "prefill", "train")),
     "dtype": ("bf16", ("gemm",)),
     "topology_format": (None, ("gemm",)),
 }

@@ -256,7 +256,11 @@ def test_estimate_refuses_options_of_another_phase(capsys, extra, needle):
 
 
 @pytest.mark.parametrize("extra", [["--phase", "train"], ["--batch", "2"], ["--seq", "64"],
-                                   ["--weights", "int8"], ["--context-attention", "standard"]])
+                                   ["--weights", "int8"], ["--context-attention", "standard"],
+                                   # a GEMM list is the tile model's cycles on one chip: these
+                                   # three changed nothing (same figures with and without)
+                                   ["--uncalibrated"], ["--calibration", "cal.toml"],
+                                   ["--link-bandwidth", "1 TB/s"]])
 def test_estimate_refuses_model_options_for_a_gemm(capsys, extra):
     code, _, err = run(capsys, "estimate", "--hw", "trn2", "--gemm", "128,128,128", *extra)
     assert code == 2 and err.count("\n") == 1
