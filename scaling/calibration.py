@@ -183,11 +183,12 @@ def predict(point, cal, cache=None):
     hw, model = cache[point.hw], cache[point.model]
     if point.phase == "train":
         return training(hw, model, point.layout, point.global_batch, point.seq, cal).seq_per_s
-    # The decoder tables ran transformers-neuronx: its context encoding per SDK version.
-    attention = "flash" if point.sdk is None or not model.decoder else \
-        context_attention(point.sdk, point.input_len)
+    # The decoder tables ran transformers-neuronx: its context encoding per SDK version, its
+    # KV-cache layout in decode.
+    tnx = point.sdk is not None and model.decoder
+    attention = context_attention(point.sdk, point.input_len) if tnx else "flash"
     est = inference(hw, model, point.layout, point.batch, point.input_len, point.output_len,
-                    point.weights, cal, attention)
+                    point.weights, cal, attention, "sbh" if tnx else "kernel")
     if point.metric == "e2e_per_token":
         total_s = est.ttft_s + (point.output_len - 1) * (est.tpot_s or 0.0)
         return total_s / (point.input_len + point.output_len)
