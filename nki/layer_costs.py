@@ -142,9 +142,9 @@ def attention_costs(target, *, heads, d_head, queries, keys, causal):
 def kv_stream_costs(target, *, batch, kv_heads, d_head, keys, value_bytes=2):
     """(dma, hbm) seconds of reading one layer's K and V caches on one core when the cache is
     laid out ``(n_positions, n_seqs, n_heads, d_head)``, the layout Transformers NeuronX
-    gives its KV cache ("KV cache layout: (n_positions, bs, n_heads, head_size)",
-    ``transformers_neuronx/llama/hlo.py``, ``attention``; "SBH cache layout" in
-    ``layers/attention.py``, where a BSH layout is the later option ``cache_layout``).
+    gives its KV cache (``transformers_neuronx/layers/attention.py``: ``context_combined``
+    unpacks the values as ``n_positions, n_seqs, n_heads_tp, d_head``; later versions name it
+    "SBH cache layout" beside a BSH option, ``NeuronConfig.cache_layout``).
 
     One position holds ``batch x kv_heads x d_head`` contiguous values of the core's shard,
     so a decode step that reads ``keys`` positions of K and of V moves ``2 x keys`` chunks of
