@@ -19,6 +19,11 @@ nothing here restates a constant. Each operation is a dict of seconds per engine
   :func:`~systolica.nki.costs.elementwise_seconds` with the opcode the kernels use
   (:mod:`systolica.nki.kernels.norms` for the norm).
 - **KV-cache appends**: HBM bytes written.
+- **KV-cache reads in decode** (``kv_layout="sbh"``): the cache read as Transformers NeuronX
+  lays it out, ``(n_positions, n_seqs, n_heads, d_head)`` per core
+  (:func:`kv_stream_costs`): the K and V of every sequence and head of the core stream
+  together, in contiguous chunks of one position's ``n_seqs x n_heads x d_head`` values,
+  instead of the flash kernel's per-head block loads.
 
 How the engines overlap (:func:`layer_seconds`): inside the flash loop TensorE, VectorE,
 ScalarE and the DMA queues work on different query tiles at once (issue 24's profile of the
@@ -33,13 +38,23 @@ double-buffered under TensorE).
 from functools import lru_cache
 from math import ceil
 
-from .costs import ENGINE_TERMS, elementwise_seconds, engine_seconds, load_target, matmul_seconds
+from .costs import (
+    ENGINE_TERMS,
+    dma_efficiency,
+    elementwise_seconds,
+    engine_seconds,
+    load_target,
+    matmul_seconds,
+)
 
 KEY_BLOCK = 512     # keys per block of the flash kernel (its KB)
 QUERY_TILE = 128    # queries per tile (its P)
 
 
 BF16 = "bfloat16"
+#: KV-cache layouts :func:`decoder_layer_costs` reads in decode: ``None`` (the flash kernel's
+#: own per-head K/V block loads) or ``"sbh"`` (:func:`kv_stream_costs`).
+KV_LAYOUTS = (None, "sbh")
 #: Norm kinds of :func:`decoder_layer_costs` and their VectorE passes per element.
 NORM_VECTOR_PASSES = {"rms": 1, "layer": 4}
 NORMS = tuple(NORM_VECTOR_PASSES)
@@ -124,10 +139,40 @@ def attention_costs(target, *, heads, d_head, queries, keys, causal):
     return total, block
 
 
+def kv_stream_costs(target, *, batch, kv_heads, d_head, keys, value_bytes=2):
+    """(dma, hbm) seconds of reading one layer's K and V caches on one core when the cache is
+    laid out ``(n_positions, n_seqs, n_heads, d_head)``, the layout Transformers NeuronX
+    gives its KV cache (``transformers_neuronx/layers/attention.py``: ``context_combined``
+    unpacks the values as ``n_positions, n_seqs, n_heads_tp, d_head``; later versions name it
+    "SBH cache layout" beside a BSH option, ``NeuronConfig.cache_layout``).
+
+    One position holds ``batch x kv_heads x d_head`` contiguous values of the core's shard,
+    so a decode step that reads ``keys`` positions of K and of V moves ``2 x keys`` chunks of
+    that size. The chunks are dealt over all the core's DMA queues at the efficiency a chunk
+    of that size reaches (:func:`systolica.nki.costs.dma_efficiency`): batch 1 with one head
+    per core moves 256-byte chunks (about half of a queue's peak), batch 8 with two heads
+    4 KiB ones (over 90 %).
+
+    Raises
+    ------
+    ValueError
+        If a size is not a positive integer.
+    """
+    for name, value in (("batch", batch), ("kv_heads", kv_heads), ("d_head", d_head),
+                        ("keys", keys), ("value_bytes", value_bytes)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    t = load_target(target)
+    chunk = batch * kv_heads * d_head * value_bytes
+    nbytes = 2 * keys * chunk
+    dma = nbytes / (t.dma_engines * t.dma_engine_bandwidth * dma_efficiency(chunk, t))
+    return dma, nbytes / t.hbm_bandwidth
+
+
 @lru_cache(maxsize=4096)
 def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_heads, d_head, ffn,
                         gated, weight_bytes=2, causal=True, rope=True, norm="rms",
-                        kv_cache=True, row_split=1, flash=True):
+                        kv_cache=True, row_split=1, flash=True, kv_layout=None):
     """Per-operation engine seconds of one decoder layer on one core (see the module
     docstring): ``batch`` sequences of ``queries`` new tokens each (the prompt in prefill,
     1 in decode) attending to ``keys`` tokens (prefill: causal over the prompt, ``keys ==
@@ -150,6 +195,11 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
     and copies); the score rows of a 128-query tile fit SBUF up to 48 k FP32 keys per
     partition (192 KiB), so no HBM round trip of the matrix is charged.
 
+    ``kv_layout`` (decode, ``queries == 1``): ``None`` streams K and V as the flash kernel
+    loads them, block by block for each sequence and KV head; ``"sbh"`` reads the cache as
+    one stream in Transformers NeuronX's layout (:func:`kv_stream_costs`): the attention
+    core's DMA and HBM terms (and its block's, in proportion) are those of that stream.
+
     Returns
     -------
     dict of str -> dict of str -> float
@@ -168,6 +218,8 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
             raise ValueError(f"{name} must be a positive integer, not {value!r}")
     if norm not in NORMS:
         raise ValueError(f"norm must be one of {', '.join(NORMS)}, not {norm!r}")
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout must be None or 'sbh', not {kv_layout!r}")
     t = load_target(target)
     tokens = batch * queries
     ops = {}
@@ -219,6 +271,13 @@ def decoder_layer_costs(target, *, batch, queries, keys, d_model, heads, kv_head
     if queries == 1:      # decode: a KV head's query heads share its K/V stream
         total, block = attention_costs(target, heads=batch * kv_heads, d_head=d_head,
                                        queries=ceil(heads / kv_heads), keys=keys, causal=False)
+        if kv_layout == "sbh":
+            dma, hbm = kv_stream_costs(target, batch=batch, kv_heads=kv_heads,
+                                       d_head=d_head, keys=keys)
+            for engine, seconds in (("dma", dma), ("hbm", hbm)):
+                ratio = seconds / total[engine] if total[engine] else 0.0
+                total = {**total, engine: seconds}
+                block = {**block, engine: block[engine] * ratio}
     else:
         total, block = attention_costs(target, heads=batch * heads, d_head=d_head,
                                        queries=queries, keys=keys, causal=causal and flash)
@@ -323,5 +382,6 @@ def layer_seconds(ops):
     return seconds, charged
 
 
-__all__ = ["ADAMW", "BACKWARD_PASSES", "NORMS", "attention_costs", "decoder_layer_costs",
-           "flash_block_costs", "layer_seconds", "optimizer_costs", "training_layer_costs"]
+__all__ = ["ADAMW", "BACKWARD_PASSES", "KV_LAYOUTS", "NORMS", "attention_costs",
+           "decoder_layer_costs", "flash_block_costs", "kv_stream_costs", "layer_seconds",
+           "optimizer_costs", "training_layer_costs"]

@@ -165,6 +165,17 @@ def load_points(path=None):
     return points
 
 
+def published_stack(point, model):
+    """``(attention, kv_layout)`` of :func:`systolica.scaling.llm.inference` for an inference
+    ``point`` of ``model``: the decoder tables ran transformers-neuronx, so a decoder row
+    with an SDK version gets that release's context encoding
+    (:func:`~systolica.scaling.llm.context_attention`) and its ``sbh`` KV cache; anything else
+    the defaults (``flash``, ``kernel``)."""
+    if point.sdk is None or not model.decoder:
+        return "flash", "kernel"
+    return context_attention(point.sdk, point.input_len), "sbh"
+
+
 def predict(point, cal, cache=None):
     """The model's value for ``point`` under calibration ``cal`` (SI units).
 
@@ -183,11 +194,9 @@ def predict(point, cal, cache=None):
     hw, model = cache[point.hw], cache[point.model]
     if point.phase == "train":
         return training(hw, model, point.layout, point.global_batch, point.seq, cal).seq_per_s
-    # The decoder tables ran transformers-neuronx: its context encoding per SDK version.
-    attention = "flash" if point.sdk is None or not model.decoder else \
-        context_attention(point.sdk, point.input_len)
+    attention, kv_layout = published_stack(point, model)
     est = inference(hw, model, point.layout, point.batch, point.input_len, point.output_len,
-                    point.weights, cal, attention)
+                    point.weights, cal, attention, kv_layout)
     if point.metric == "e2e_per_token":
         total_s = est.ttft_s + (point.output_len - 1) * (est.tpot_s or 0.0)
         return total_s / (point.input_len + point.output_len)

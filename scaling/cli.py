@@ -15,12 +15,20 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .calibration import fit, format_calibration, load_calibration, load_points, validate
+from .calibration import (
+    fit,
+    format_calibration,
+    load_calibration,
+    load_points,
+    published_stack,
+    validate,
+)
 from .claims import all_rows, format_value, generation_rows, workload_rows
 from .hardware import DTYPE_BYTES, load_hardware, preset_names
 from .llm import (
     CONTEXT_ATTENTION,
     IDEAL,
+    KV_LAYOUTS,
     RECOMPUTE,
     WEIGHT_BYTES,
     Layout,
@@ -211,6 +219,11 @@ def build_parser():
                           "causal blocks skipped; standard: the plain graph over the whole "
                           "score matrix, as transformers-neuronx before Neuron 2.19 and for "
                           "prompts under 4,096 tokens)")
+    est.add_argument("--kv-layout", choices=KV_LAYOUTS, default=None,
+                     help="how a decode step reads the KV cache (decode; default kernel: the "
+                          "flash kernel's block loads per sequence and KV head; sbh: "
+                          "transformers-neuronx's (positions, sequences, heads, d_head) cache "
+                          "read as one stream, as the published decoder tables ran)")
     est.add_argument("--tp", type=_positive_int, default=1,
                      help="tensor-parallel degree in NeuronCores (Neuron's tp_degree)")
     est.add_argument("--pp", type=_positive_int, default=1,
@@ -339,6 +352,7 @@ SCOPED_OPTIONS = {
     "output_len": (128, ("decode",)),
     "weights": ("bf16", ("decode", "prefill")),
     "context_attention": ("flash", ("decode", "prefill")),
+    "kv_layout": ("kernel", ("decode",)),
     "global_batch": (1024, ("train",)),
     "seq": (None, ("train",)),
     "micro_batch": (1, ("train",)),
@@ -436,7 +450,7 @@ def run_model(args, hw, start):
     else:
         output_len = 1 if args.phase == "prefill" else args.output_len
         est = inference(hw, model, layout, args.batch, args.input_len, output_len,
-                        args.weights, cal, args.context_attention)
+                        args.weights, cal, args.context_attention, args.kv_layout)
         config = {"batch": args.batch, "input_len": args.input_len,
                   "output_len": args.output_len, "weights": args.weights}
     measured = []
@@ -445,6 +459,12 @@ def run_model(args, hw, start):
         if points:
             measured = [r for r in validate(cal, points)
                         if args.phase != "prefill" or r.point.metric in ("ttft", "latency_p50")]
+        for attention, kv_layout in sorted({published_stack(r.point, model) for r in measured}):
+            if args.phase != "train" and (attention, kv_layout) != (args.context_attention,
+                                                                     args.kv_layout):
+                est.notes.append(f"AWS's row ran another stack: its errors are of the estimate "
+                                 f"with --context-attention {attention} --kv-layout "
+                                 f"{kv_layout}, as systolica validate costs it")
     elapsed = time.perf_counter() - start
     return _emit(args, lambda: llm_json(est, measured, elapsed),
                  lambda: print_llm(est, measured, elapsed, terms=args.terms),

@@ -438,6 +438,13 @@ CONTEXT_ATTENTION = ("flash", "standard")
 TNX_FLASH_FROM = ((2, 19), 4096)
 
 
+#: How a decode step reads the KV cache: ``kernel`` (the flash kernel's block loads, one
+#: sequence and KV head at a time, as a cache laid out per sequence and head is read) or
+#: ``sbh`` (Transformers NeuronX's ``(n_positions, n_seqs, n_heads, d_head)`` cache, read as
+#: one stream; :func:`systolica.nki.layer_costs.kv_stream_costs`).
+KV_LAYOUTS = ("kernel", "sbh")
+
+
 def context_attention(sdk, prompt):
     """``"flash"`` or ``"standard"``: how transformers-neuronx of Neuron SDK ``sdk`` (a
     ``(major, minor)`` tuple) encodes a ``prompt``-token context (:data:`TNX_FLASH_FROM`)."""
@@ -445,7 +452,7 @@ def context_attention(sdk, prompt):
     return "flash" if tuple(sdk) >= version and prompt >= least else "standard"
 
 
-def engine_layer(hw, model, layout, phase, batch, seq, attention="flash"):
+def engine_layer(hw, model, layout, phase, batch, seq, attention="flash", kv_layout="kernel"):
     """(seconds, engine -> seconds) of one layer's non-linear operations on one rank
     (attention core with its softmax, norms, rotary, activation, residual adds, KV append) from
     the NKI engine model (:mod:`systolica.nki.layer_costs`), or None when the hardware has no
@@ -460,7 +467,7 @@ def engine_layer(hw, model, layout, phase, batch, seq, attention="flash"):
     length, norms and residual adds split over the tensor-parallel ranks (sequence
     parallelism, as the module docstring's training model has it). An encoder (BERT) layer
     is non-causal, LayerNorm, learned positions. ``attention`` (prefill only): one of
-    :data:`CONTEXT_ATTENTION`."""
+    :data:`CONTEXT_ATTENTION`; ``kv_layout`` (decode only): one of :data:`KV_LAYOUTS`."""
     from systolica.nki.layer_costs import decoder_layer_costs, layer_seconds, training_layer_costs
 
     target = engine_target(hw)
@@ -485,7 +492,9 @@ def engine_layer(hw, model, layout, phase, batch, seq, attention="flash"):
                               norm="layer" if model.learned_positions else "rms",
                               kv_cache=model.decoder and not train,
                               row_split=tp if train else 1,
-                              flash=attention == "flash" or phase != "prefill")
+                              flash=attention == "flash" or phase != "prefill",
+                              kv_layout="sbh" if kv_layout == "sbh" and phase == "decode"
+                              else None)
     ops = {k: v for k, v in ops.items() if k not in LINEAR_OPS}
     if train:
         ops = training_layer_costs(ops, recompute_attention=layout.recompute != "none")
@@ -501,7 +510,7 @@ def _stage_model(model, layout, seq):
 
 
 def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=False,
-                 attention="flash"):
+                 attention="flash", kv_layout="kernel"):
     """Breakdown of one pass on the busiest stage (prefill, decode, or train forward+backward).
 
     ``phase`` ``prefill``: ``batch`` prompts of ``seq`` tokens; ``decode``: one token per
@@ -522,7 +531,7 @@ def forward_pass(hw, model, layout, cal, phase, batch, seq, wbytes, notes, mx=Fa
         again = forward if layout.recompute == "full" else [
             g for g in forward if g.name in ("attn.scores", "attn.context")]
         gemms += [replace(g, name=g.name + ".recompute") for g in again]
-    engine = engine_layer(hw, model, layout, phase, batch, seq, attention)
+    engine = engine_layer(hw, model, layout, phase, batch, seq, attention, kv_layout)
     for g in gemms:
         if engine is not None and g.name.startswith(ATTENTION_GEMMS):
             if not g.name.endswith(".recompute"):
@@ -611,7 +620,7 @@ def head_split_notes(model, layout):
 
 
 def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", cal=IDEAL,
-              attention="flash"):
+              attention="flash", kv_layout="kernel"):
     """TTFT, TPOT and tokens/s of ``batch`` requests of ``input_len`` prompt tokens and
     ``output_len`` generated tokens (see the module docstring).
 
@@ -623,7 +632,8 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
 
     ``attention``: how context encoding computes attention, one of
     :data:`CONTEXT_ATTENTION` (:func:`context_attention` gives what a transformers-neuronx
-    release does).
+    release does). ``kv_layout``: how a decode step reads the KV cache, one of
+    :data:`KV_LAYOUTS` (``sbh``: as transformers-neuronx lays it out).
 
     Raises
     ------
@@ -636,6 +646,9 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
     if attention not in CONTEXT_ATTENTION:
         raise ValueError(f"attention {attention!r} is not allowed; allowed: "
                          + ", ".join(CONTEXT_ATTENTION))
+    if kv_layout not in KV_LAYOUTS:
+        raise ValueError(f"kv_layout {kv_layout!r} is not allowed; allowed: "
+                         + ", ".join(KV_LAYOUTS))
     for name, value in (("batch", batch), ("input_len", input_len), ("output_len", output_len)):
         check_positive(name, value)
     if weights not in WEIGHT_BYTES:
@@ -661,6 +674,10 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
                  f"input {input_len} + output {output_len}")
         notes.add(f"{parts} = {total} tokens is more than {model.name}'s "
                   f"max_position_embeddings ({model.context}); estimated as if it allowed them")
+    # The graphs are compiled for the whole sequence (transformers-neuronx's n_positions, its
+    # largest token-generation bucket; NxD Inference's seq_len): a cache beyond the model's
+    # max_position_embeddings still pads to the next bucket.
+    graph = replace(model, context=max(model.context, total))
     if batch % layout.dp:
         notes.add(f"batch {batch} is not a multiple of dp {layout.dp}: the busiest replica "
                   "takes the larger share")
@@ -673,14 +690,14 @@ def inference(hw, model, layout, batch, input_len, output_len, weights="bf16", c
         return layout.pp * b.total_s + (layout.pp - 1) * p2p_s(
             hw, per_replica * model.d_model * ACT_BYTES, stride, cal)
 
-    prefill = forward_pass(hw, model, layout, cal, "prefill", per_replica, input_len,
+    prefill = forward_pass(hw, graph, layout, cal, "prefill", per_replica, input_len,
                            wbytes, notes, mx, attention)
     ttft = pipeline(prefill)
     if output_len > 1:
         lengths = sorted({round(x) for x in _linspace(input_len + 1, total - 1,
                                                       min(KV_SAMPLES, output_len - 1))})
-        steps = [forward_pass(hw, model, layout, cal, "decode", per_replica, s, wbytes, notes,
-                              mx) for s in lengths]
+        steps = [forward_pass(hw, graph, layout, cal, "decode", per_replica, s, wbytes, notes,
+                              mx, kv_layout=kv_layout) for s in lengths]
         mean = Breakdown()
         for b in steps:
             mean.add(b, 1 / len(steps))

@@ -11,6 +11,7 @@ from systolica.nki.layer_costs import (
     ADAMW,
     attention_costs,
     decoder_layer_costs,
+    kv_stream_costs,
     layer_seconds,
     optimizer_costs,
     training_layer_costs,
@@ -137,3 +138,37 @@ def test_adamw_update_reads_and_writes_thirty_bytes_per_weight():
     assert cost["vector"] > 0 and cost["scalar"] > 0 and cost["tensor"] == 0
     with pytest.raises(ValueError, match="weights must be a positive number"):
         optimizer_costs("trn1", 0)
+
+
+def test_kv_stream_moves_the_whole_cache_in_chunks_of_one_position():
+    """The SBH cache of 8 sequences x 2 heads x 128 values at 8,192 positions is 2 x 8,192 x
+    4 KiB (K and V) through HBM; per byte the DMA is faster with 4 KiB chunks (batch 8) than
+    with 256-byte ones (batch 1, one head), and never beyond the core's 16 queues at their
+    peak."""
+    from systolica.nki.costs import load_target
+    t = load_target("trn1")
+    dma8, hbm8 = kv_stream_costs("trn1", batch=8, kv_heads=2, d_head=128, keys=8192)
+    dma1, _ = kv_stream_costs("trn1", batch=1, kv_heads=1, d_head=128, keys=8192)
+    assert hbm8 == pytest.approx(2 * 8192 * 8 * 2 * 128 * 2 / t.hbm_bandwidth)
+    per_byte8, per_byte1 = dma8 / (2 * 8192 * 4096), dma1 / (2 * 8192 * 256)
+    peak = 1 / (t.dma_engines * t.dma_engine_bandwidth)
+    assert peak < per_byte8 < per_byte1
+    with pytest.raises(ValueError, match="keys must be a positive integer"):
+        kv_stream_costs("trn1", batch=1, kv_heads=1, d_head=128, keys=0)
+
+
+def test_decode_with_the_sbh_cache_replaces_only_the_attention_kv_traffic():
+    """kv_layout='sbh': the attention core's DMA and HBM terms are the stream's; its compute
+    engines and the other operations stay the kernel's."""
+    shape = dict(batch=8, queries=1, keys=8192, d_model=5120, heads=2, kv_heads=2, d_head=128,
+                 ffn=432, gated=True)
+    kernel = decoder_layer_costs("trn1", **shape)
+    sbh = decoder_layer_costs("trn1", **shape, kv_layout="sbh")
+    dma, hbm = kv_stream_costs("trn1", batch=8, kv_heads=2, d_head=128, keys=8192)
+    assert sbh["attention"]["dma"] == dma and sbh["attention"]["hbm"] == hbm
+    assert sbh["attention"]["dma"] < kernel["attention"]["dma"]
+    for engine in ("tensor", "vector", "scalar"):
+        assert sbh["attention"][engine] == kernel["attention"][engine]
+    assert sbh["up_proj"] == kernel["up_proj"]
+    with pytest.raises(ValueError, match="kv_layout must be None or 'sbh'"):
+        decoder_layer_costs("trn1", **shape, kv_layout="bsh")

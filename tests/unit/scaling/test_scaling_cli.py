@@ -28,8 +28,10 @@ def test_estimate_table_prints_published_figure_for_a_measured_configuration(cap
 
 
 def test_estimate_json_carries_the_inference_fields(capsys):
+    # as the Inf2 row ran (transformers-neuronx 2.18: plain context encoding, SBH KV cache)
     code, out, _ = run(capsys, "estimate", "--hw", "inf2", "--model", "llama2-7b",
-                       "--tp", "24", "--input-len", "128", "--output-len", "3968", "--json")
+                       "--tp", "24", "--input-len", "128", "--output-len", "3968", "--json",
+                       "--context-attention", "standard", "--kv-layout", "sbh")
     data = json.loads(out)
     assert code == 0 and data["chips"] == 12 and data["tp"] == 24
     assert data["tokens_per_s"] == pytest.approx(1 / data["tpot_s"])    # batch 1
@@ -42,6 +44,16 @@ def test_estimate_json_carries_the_inference_fields(capsys):
     assert pubs["ttft"]["value"] == pytest.approx(27.638e-3, rel=1e-4)
     assert pubs["ttft"]["error"] == pytest.approx(data["ttft_s"] / 27.638e-3 - 1, rel=1e-3)
     assert 0 < data["calibration"]["hbm_efficiency"] <= 1
+    assert not any("another stack" in note for note in data["notes"])
+
+
+def test_estimate_names_the_stack_a_published_row_ran_when_the_options_differ(capsys):
+    _, out, _ = run(capsys, "estimate", "--hw", "inf2", "--model", "llama2-7b", "--tp", "24",
+                    "--input-len", "128", "--output-len", "3968", "--json")
+    notes = json.loads(out)["notes"]
+    assert ("AWS's row ran another stack: its errors are of the estimate with "
+            "--context-attention standard --kv-layout sbh, as systolica validate costs it"
+            in notes)
 
 
 def test_uncalibrated_decode_is_the_hbm_lower_limit(capsys):
@@ -236,6 +248,9 @@ def test_estimate_context_attention_standard_slows_the_prefill_only(capsys):
     (["--phase", "train", "--weights", "int8"], "--weights does not apply to --phase train"),
     (["--phase", "train", "--context-attention", "standard"],
      "--context-attention does not apply to --phase train"),
+    (["--phase", "prefill", "--kv-layout", "sbh"],
+     "--kv-layout does not apply to --phase prefill; it applies to --model with --phase "
+     "decode"),
     (["--phase", "prefill", "--output-len", "8"], "--output-len does not apply to --phase "
      "prefill; it applies to --model with --phase decode"),
     (["--phase", "decode", "--global-batch", "8"], "--global-batch does not apply to "

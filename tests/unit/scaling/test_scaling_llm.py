@@ -233,6 +233,28 @@ def test_plain_context_attention_slows_a_long_prompt_only():
         inference(hw, model, Layout(tp=32), 1, 128, 2, "bf16", attention="paged")
 
 
+def test_sbh_kv_layout_speeds_up_a_batched_long_context_decode_only():
+    """transformers-neuronx's cache layout streams 8 sequences' K and V in 4 KiB chunks: the
+    batch-8 decode step is faster than with the kernel's per-sequence block loads, the
+    prefill is unchanged."""
+    hw, model = load_hardware("trn1"), load_transformer("llama2-13b")
+    kernel = inference(hw, model, Layout(tp=32), 8, 4096, 64, "bf16")
+    sbh = inference(hw, model, Layout(tp=32), 8, 4096, 64, "bf16", kv_layout="sbh")
+    assert sbh.tpot_s < kernel.tpot_s and sbh.ttft_s == kernel.ttft_s
+    with pytest.raises(ValueError, match="kv_layout 'bsh' is not allowed; allowed: kernel"):
+        inference(hw, model, Layout(tp=32), 1, 128, 2, "bf16", kv_layout="bsh")
+
+
+def test_kv_buckets_beyond_max_positions_pad_to_the_compiled_sequence():
+    """Llama-2-13B allows 4,096 positions; a run compiled for 16,384 (8,200 + 8,184 or
+    16,000 + 384) pads every decode step past 8,192 tokens to the 16,384-token bucket, so
+    both mean steps cost the same."""
+    hw, model = load_hardware("trn1"), load_transformer("llama2-13b")
+    early = inference(hw, model, Layout(tp=32), 1, 8200, 8184, "bf16")
+    late = inference(hw, model, Layout(tp=32), 1, 16000, 384, "bf16")
+    assert model.context == 4096 and early.tpot_s == pytest.approx(late.tpot_s)
+
+
 def test_training_and_encoders_cost_their_non_linear_work_with_the_engine_model():
     """Training charges the engine model's forward and backward (at tp 1, no sequence
     parallelism: at least three times the forward) and an encoder (BERT) goes through the

@@ -63,8 +63,10 @@ def test_latency_per_token_is_the_request_time_over_all_its_tokens():
     (point,) = [p for p in load_points()
                 if p.key == "llama2-13b.trn1.1024-1024.e2e_per_token@2.16.0"]
     hw, model = load_hardware("trn1"), load_transformer("llama2-13b")
-    # a Neuron 2.16 row: transformers-neuronx prefilled with the plain attention graph
-    est = inference(hw, model, Layout(tp=32), 1, 1024, 1024, "bf16", IDEAL_CAL, "standard")
+    # a Neuron 2.16 row: transformers-neuronx prefilled with the plain attention graph and
+    # decoded from its (positions, sequences, heads, d_head) KV cache
+    est = inference(hw, model, Layout(tp=32), 1, 1024, 1024, "bf16", IDEAL_CAL, "standard",
+                    "sbh")
     # 1,024 generated tokens: the first comes with the prefill (TTFT), 1,023 decode steps.
     assert predict(point, IDEAL_CAL) == pytest.approx(
         (est.ttft_s + 1023 * est.tpot_s) / 2048)
