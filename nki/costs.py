@@ -255,8 +255,11 @@ def tensor_cycles(instruction, target, tile_cycles=None):
 
     The occupancy is ``tile_cycles(instruction)`` when given, else the tile's own steady-state
     interval (:func:`golden_matmul_interval`) times 4 for FP32 inputs (2 with a onezero
-    hint); with PE tiling (``tile_size`` smaller than the array) it is scaled by the fraction
-    of the array the instruction holds, since tiles run side by side. The latency is the
+    hint). PE tiling (``tile_size``) does not shorten it: a matmul in a tile streams its N
+    moving columns as one over the whole array does; tiles gain by running at the same time
+    (:func:`systolica.nki.engines.schedule` overlaps instructions whose tiles share no PE row
+    and no PE column, the rule of :func:`systolica.golden.timing.tiled_schedule`;
+    :func:`tile_share` is that overlap for unscheduled sums). The latency is the
     tile's pipeline depth ``rows + cols`` (:func:`systolica.golden.timing.tile_latency`).
 
     Returns
@@ -277,10 +280,21 @@ def tensor_cycles(instruction, target, tile_cycles=None):
         k_max = target.rows * (2 if perf_mode == "double_row" else 1)
         cycles = golden_matmul_interval(target.rows, target.cols, min(max(k, 1), k_max),
                                         max(n, 1), perf_mode) * _fp32_factor(instruction)
-    size = p.get("tile_size")
-    if size:
-        cycles *= (size[0] * size[1]) / (target.rows * target.cols)
     return cycles, tile_latency(target.rows, target.cols)
+
+
+def tile_share(instruction, target):
+    """Fraction of TensorE time a matmul-class instruction holds when the kernel keeps its
+    tiles busy (float, 0 < share <= 1): ``1 / min(rows / row_size, cols / column_size)`` of
+    its ``tile_size``, 1 without tiling. At most that many tiles of its size share no PE
+    row and no PE column, the condition for matmuls to run at the same time
+    (:meth:`systolica.golden.Tile.shares_lanes`, ``docs/numerics.md`` choice 9): two
+    [64, 64] tiles on a 128 x 128 array, but a [64, 128] row tile runs alone.
+    """
+    size = instruction.params.get("tile_size")
+    if not size:
+        return 1.0
+    return 1.0 / min(target.rows // size[0], target.cols // size[1])
 
 
 # ----- VectorE, ScalarE, GpSimd ----------------------------------------------------------------
@@ -467,8 +481,9 @@ def engine_seconds(instructions, target, *, tile_cycles=None):
     """Work per engine of an instruction list, without scheduling it (seconds).
 
     ``{"tensor", "vector", "scalar", "gpsimd"}``: sum of occupancies (the dependent-instruction
-    overhead left out); ``"dma"``: queue time spread over all queues; ``"hbm"``: HBM bytes at
-    the core's HBM bandwidth. The largest is a lower bound of the kernel's time (what
+    overhead left out; a tiled TensorE instruction's times its :func:`tile_share`);
+    ``"dma"``: queue time spread over all queues; ``"hbm"``: HBM bytes at the core's HBM
+    bandwidth. The largest is a lower bound of the kernel's time (what
     :func:`systolica.nki.engines.schedule` returns when nothing stalls); issue 28's per-operation
     terms can be summed from it.
     """
@@ -480,7 +495,8 @@ def engine_seconds(instructions, target, *, tile_cycles=None):
             out["dma"] += plan.queue_seconds * plan.queues / t.dma_engines
             out["hbm"] += plan.hbm_bytes / t.hbm_bandwidth
         elif ins.engine == "tensor":
-            out["tensor"] += tensor_cycles(ins, t, tile_cycles)[0] / t.clocks_hz["tensor"]
+            out["tensor"] += (tensor_cycles(ins, t, tile_cycles)[0] * tile_share(ins, t)
+                              / t.clocks_hz["tensor"])
         else:
             out[ins.engine] += engine_cycles(ins, t) / t.clocks_hz[ins.engine]
     return out
@@ -490,4 +506,4 @@ __all__ = ["ASSUMED", "Assumption", "DmaPlan", "ENGINE_TERMS", "Target", "dma_ef
            "dma_plan",
            "elementwise_seconds", "engine_cycles", "engine_seconds", "golden_matmul_interval",
            "load_target", "matmul_seconds", "published_matmul_cycles", "target_names",
-           "tensor_cycles"]
+           "tensor_cycles", "tile_share"]

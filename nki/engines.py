@@ -5,7 +5,15 @@ by these rules:
 
 - each compute engine (TensorE ``tensor``, VectorE ``vector``, ScalarE ``scalar``, GpSimd
   ``gpsimd``) runs its own instructions in program order, one at a time; engines run
-  concurrently;
+  concurrently. TensorE's exception is PE tiling (``tile_position`` / ``tile_size``): as in
+  :func:`systolica.golden.timing.tiled_schedule`, an instruction waits only for the earlier
+  TensorE instructions whose tiles share a PE row or a PE column with its tile
+  (:meth:`systolica.golden.Tile.shares_lanes`; a whole-array instruction shares with every
+  one), and never starts before the previous TensorE instruction started (in-order issue),
+  so matmuls in disjoint diagonal tiles run at the same time. (The stationary loads of
+  concurrent tiles, one port in the tile model, are inside each instruction's steady-state
+  occupancy and not serialised across tiles: exact while N >= K, as for every matmul of the
+  flash kernel);
 - a DMA transfer runs on the ``dma_engines`` queues of the core (16), spread over as many as
   it has descriptors; transfers touching HBM also share the core's HBM bandwidth (a pipe).
   Each queue and the HBM pipe run one transfer at a time. Transfers come from two trigger
@@ -293,6 +301,41 @@ def _fit_queues(lines, count, ready, duration):
 SEQUENTIAL_MODES = ("barrier", "dependencies")
 
 
+class _TensorLanes:
+    """When TensorE's PE rows and columns are free, per quarter of the array (tile positions
+    and sizes are multiples of a quarter on every target)."""
+
+    def __init__(self, target):
+        self.rows, self.cols = target.rows, target.cols
+        self.row_free = [(0.0, None)] * 4
+        self.col_free = [(0.0, None)] * 4
+        self.last_start = 0.0
+
+    def _lanes(self, instruction):
+        position = instruction.params.get("tile_position")
+        size = instruction.params.get("tile_size")
+        if not size:
+            return range(4), range(4)
+        qr, qc = self.rows // 4, self.cols // 4
+        return (range(position[0] // qr, (position[0] + size[0]) // qr),
+                range(position[1] // qc, (position[1] + size[1]) // qc))
+
+    def free(self, instruction):
+        """(time, index): when every lane of the instruction's tile is free and the previous
+        TensorE instruction has started, and the instruction that set it."""
+        rows, cols = self._lanes(instruction)
+        return max([(self.last_start, None)] + [self.row_free[r] for r in rows]
+                   + [self.col_free[c] for c in cols], key=operator.itemgetter(0))
+
+    def take(self, instruction, start, end, index):
+        rows, cols = self._lanes(instruction)
+        for r in rows:
+            self.row_free[r] = (end, index)
+        for c in cols:
+            self.col_free[c] = (end, index)
+        self.last_start = start
+
+
 def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barrier"):
     """Schedule a traced kernel on a NeuronCore and return its :class:`Profile`.
 
@@ -334,6 +377,7 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
     placed = []
     why = []
     engine_free = {e: (0.0, None) for e in COMPUTE_ENGINES}
+    lanes = _TensorLanes(t)
     queue_lines = [_Timeline() for _ in range(t.dma_engines)]
     stream_start = {"load": (0.0, None), "store": (0.0, None)}
     hbm_line = _Timeline()
@@ -402,7 +446,7 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
             queues = tuple(sorted(chosen))
         else:
             clock = t.clocks_hz[ins.engine]
-            free, last = engine_free[ins.engine]
+            free, last = lanes.free(ins) if tensor else engine_free[ins.engine]
             s = t0
             if free > s:
                 s, who = free, last
@@ -422,6 +466,8 @@ def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barri
             rdy = e + drain / clock
             for k in shared:
                 ports[k] = (e, i)
+            if tensor:
+                lanes.take(ins, s, e, i)
             engine_free[ins.engine] = (e, i)
             queues = ()
         placed.append(Placed(i, ins.engine, ins.opcode, ins.source, s, e, rdy, queues))
@@ -447,7 +493,8 @@ class Profile:
     cycles : dict of str -> float
         ``seconds`` in cycles of each compute engine's clock.
     busy_cycles : dict of str -> float
-        Cycles each compute engine spent on instructions (its clock).
+        Cycles each compute engine spent on instructions (its clock); TensorE's count the
+        time with at least one instruction running (concurrent tiles once).
     engine_busy : dict of str -> float
         Busy fraction 0..1 of ``tensor``, ``vector``, ``scalar``, ``gpsimd`` and ``dma`` (the
         mean over the DMA queues).
@@ -471,8 +518,13 @@ class Profile:
         self.seconds = max((p.ready for p in placed), default=0.0)
         self.cycles = {e: self.seconds * target.clocks_hz[e] for e in COMPUTE_ENGINES}
         busy = dict.fromkeys(ENGINES, 0.0)
+        tensor_end = 0.0        # concurrent tiles: TensorE is busy while any one runs
         for p in placed:
-            busy[p.engine] += (p.end - p.start) * (len(p.queues) or 1)
+            if p.engine == "tensor":
+                busy["tensor"] += max(0.0, p.end - max(p.start, tensor_end))
+                tensor_end = max(tensor_end, p.end)
+            else:
+                busy[p.engine] += (p.end - p.start) * (len(p.queues) or 1)
         span = self.seconds or 1.0
         self.engine_busy = {e: busy[e] / span for e in COMPUTE_ENGINES}
         self.busy_cycles = {e: busy[e] * target.clocks_hz[e] for e in COMPUTE_ENGINES}

@@ -15,6 +15,16 @@ statistics and ``exp``; then, tile by tile, TensorE transposes the probabilities
 128] into one PSUM bank), ScalarE copies them to SBUF, TensorE multiplies them with V and
 VectorE rescales the output, each engine on a different tile at a time. The row sums
 divide at the end.
+
+Row tiles (``row_tiles`` R = 2 or 4, when ``d <= 128 / R``): each 128-query tile's scores
+are R matmuls of ``128 / R`` queries, sub-tile r in the diagonal PE tile at ``(r t, r t)``
+of size ``(t, t)``, ``t = 128 / R`` (``tile_position`` / ``tile_size`` of
+``nki.isa.nc_matmul``, NKI API reference, "Tiling mode"). Its operands sit in the SBUF
+partitions of its row tile, ``r t .. r t + d - 1`` (the queries of sub-tile r, and a copy of
+the K block for each row tile), and its scores land in PSUM partitions ``r t .. r t + t - 1``
+(the tile's columns, ``systolica.golden.Tile.partitions``), so the [128, block] scores are
+where the untiled kernel puts them and everything after is unchanged. The R sub-tile
+matmuls share no PE row or column, so they run at the same time.
 """
 
 from systolica.nki import isa as nisa
@@ -25,23 +35,31 @@ KB = 512         # keys per block: one PSUM bank of scores
 GROUP = 4        # query tiles sharing a K/V block (their scores take 4 of the 8 PSUM banks)
 
 
-def _load_kv(k, v, k_sb, v_sb, kb, block=KB):
-    """K block ``kb`` [d, block] and V block [block, d] (as block / 128 x [128, d]) into
-    buffer kb % 2."""
+def _load_kv(k, v, k_sb, v_sb, kb, block=KB, row_tiles=1):
+    """K block ``kb`` [d, block] (into partitions r 128 / row_tiles .. + d for each row tile
+    r) and V block [block, d] (as block / 128 x [128, d]) into buffer kb % 2."""
     buf = kb % 2
-    nisa.dma_copy(dst=k_sb[:, buf, :], src=k[:, kb * block:(kb + 1) * block])
+    d = k.shape[0]
+    for r in nl.affine_range(row_tiles):
+        p0 = r * (P // row_tiles)
+        nisa.dma_copy(dst=k_sb[p0:p0 + d, buf, :], src=k[:, kb * block:(kb + 1) * block])
     for c in nl.affine_range(block // P):
         r0 = kb * block + c * P
         nisa.dma_copy(dst=v_sb[:, buf, c, :], src=v[r0:r0 + P, :])
 
 
-def attention_fwd(q, k, v, scale=None, block=KB):
+def attention_fwd(q, k, v, scale=None, block=KB, row_tiles=1):
     """Returns out [Sq, d] in q's type. ``block``: keys per block, a multiple of 128 up to
-    ``KB`` (one PSUM bank of scores); smaller blocks serve key counts under 512."""
+    ``KB`` (one PSUM bank of scores); smaller blocks serve key counts under 512.
+    ``row_tiles``: 1 (whole array), or 2 / 4 diagonal PE tiles for the scores (see the
+    module docstring; 4 needs NeuronCore-v3 or later), with ``d <= 128 / row_tiles``."""
     d, sq = q.shape
     sk = k.shape[1]
     assert block % P == 0 and P <= block <= KB, \
         f"need block a multiple of {P} up to {KB}; got {block}"
+    assert row_tiles in (1, 2, 4) and d <= P // row_tiles, \
+        f"need row_tiles 1, 2 or 4 with d <= {P} / row_tiles; got {row_tiles}, d={d}"
+    ts = P // row_tiles          # queries (and PE rows, columns) of one row tile
     assert d <= P and sq % P == 0 and sk % block == 0, \
         f"need d <= {P}, Sq % {P} == 0 and Sk % {block} == 0; got d={d}, Sq={sq}, Sk={sk}"
     scale = d ** -0.5 if scale is None else scale
@@ -50,10 +68,12 @@ def attention_fwd(q, k, v, scale=None, block=KB):
     assert nq % g == 0, f"Sq / {P} = {nq} query tiles must be a multiple of {g}"
     out = nl.ndarray((sq, d), q.dtype, buffer=nl.shared_hbm)
     for grp in nl.affine_range(nq // g):
-        q_sb = nl.ndarray((d, g, P), q.dtype, buffer=nl.sbuf)
+        # sub-tile r (queries r ts .. r ts + ts - 1 of a tile) in partitions r ts .. r ts + d
+        q_sb = nl.ndarray((P if row_tiles > 1 else d, g, ts), q.dtype, buffer=nl.sbuf)
         for j in nl.affine_range(g):
-            q0 = (grp * g + j) * P
-            nisa.dma_copy(dst=q_sb[:, j, :], src=q[:, q0:q0 + P])
+            for r in nl.affine_range(row_tiles):
+                q0 = (grp * g + j) * P + r * ts
+                nisa.dma_copy(dst=q_sb[r * ts:r * ts + d, j, :], src=q[:, q0:q0 + ts])
         run_max = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=run_max, value=-3.0e38)
         run_sum = nl.ndarray((P, g), nl.float32, buffer=nl.sbuf)
@@ -61,18 +81,27 @@ def attention_fwd(q, k, v, scale=None, block=KB):
         acc = nl.ndarray((P, g, d), nl.float32, buffer=nl.sbuf)
         nisa.memset(dst=acc, value=0.0)
         # K/V blocks stream through two buffers: block kb + 1 loads while block kb computes
-        k_sb = nl.ndarray((d, 2, block), k.dtype, buffer=nl.sbuf)
+        # (one copy of the K block per row tile, in its partitions)
+        k_sb = nl.ndarray((P if row_tiles > 1 else d, 2, block), k.dtype, buffer=nl.sbuf)
         v_sb = nl.ndarray((P, 2, block // P, d), v.dtype, buffer=nl.sbuf)
-        _load_kv(k, v, k_sb, v_sb, 0, block)
+        _load_kv(k, v, k_sb, v_sb, 0, block, row_tiles)
         for kb in nl.sequential_range(sk // block):
             cur = kb % 2
             if kb + 1 < sk // block:
-                _load_kv(k, v, k_sb, v_sb, kb + 1, block)
-            # scores of every tile of the group (TensorE)
+                _load_kv(k, v, k_sb, v_sb, kb + 1, block, row_tiles)
+            # scores of every tile of the group (TensorE); with row tiles, sub-tile r's
+            # [ts, block] scores go to PSUM partitions r ts .. r ts + ts - 1
             s_ps = nl.ndarray((P, g, block), nl.float32, buffer=nl.psum)
             for j in nl.affine_range(g):
-                nisa.nc_matmul(dst=s_ps[:, j, :], stationary=q_sb[:, j, :],
-                               moving=k_sb[:, cur, :])
+                if row_tiles == 1:
+                    nisa.nc_matmul(dst=s_ps[:, j, :], stationary=q_sb[:, j, :],
+                                   moving=k_sb[:, cur, :])
+                    continue
+                for r in nl.affine_range(row_tiles):
+                    rows = slice(r * ts, r * ts + d)
+                    nisa.nc_matmul(dst=s_ps[r * ts:(r + 1) * ts, j, :], stationary=q_sb[rows, j, :],
+                                   moving=k_sb[rows, cur, :], tile_position=(r * ts, r * ts),
+                                   tile_size=(ts, ts))
             # softmax statistics (VectorE) and probabilities (ScalarE), tile by tile; the
             # running max and sum are updated after every tile's exp has been issued, so
             # that VectorE does not wait for ScalarE in between

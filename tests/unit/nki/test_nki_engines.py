@@ -445,6 +445,55 @@ def test_tensor_engine_transposes(p, f, published, tile):
     assert placed.end == pytest.approx(tile / 2.8e9)
 
 
+def _tiled_pair(position1, size, start=0):
+    """Two independent K = 64, M = 64, N = 512 BF16 matmuls, the first in the tile at
+    (``start``, ``start``) and the second at ``position1``, both of ``size``; into different
+    PSUM banks."""
+    b = syn.Builder()
+    src, out = b.alloc(), b.alloc()
+    for j, position in enumerate(((start, start), position1)):
+        b.matmul(sb(src, 0, 64), sb(src, 0, 64, 2048, 3072), ps(out, j * 2048, j * 2048 + 2048),
+                 64, 64, 512, tile_position=position, tile_size=size)
+    return b.instructions
+
+
+@pytest.mark.parametrize("position1, size, together", [
+    ((64, 64), (64, 64), True),        # diagonal tiles: no PE row or column shared
+    ((64, 0), (64, 64), False),        # same PE columns
+    ((0, 64), (64, 64), False),        # same PE rows
+    ((64, 0), (64, 128), False),       # row tiles of full width share every column
+])
+def test_matmuls_in_tiles_sharing_no_lane_run_at_the_same_time(position1, size, together):
+    """The rule of golden.timing.tiled_schedule (docs/numerics.md choice 9): two matmuls run
+    at the same time only if their tiles share no PE row and no PE column. Each streams its
+    512 moving columns (512 TensorE cycles at 2.8 GHz on trn1, tiled or not), so the pair
+    takes 512 cycles together or 1,024 one after the other, plus the 256-cycle drain."""
+    p = schedule(_tiled_pair(position1, size), "trn1")
+    first, second = p.instructions
+    assert first.end - first.start == pytest.approx(512 / 2.8e9)
+    assert second.start == pytest.approx(0.0 if together else 512 / 2.8e9)
+    assert p.seconds == pytest.approx(((512 if together else 1024) + 256) / 2.8e9)
+    # TensorE is busy while either runs; the unscheduled sum counts what the pair needs
+    assert p.busy_cycles["tensor"] == pytest.approx(512 if together else 1024)
+    sizes = {(64, 64): 512, (64, 128): 1024}
+    assert engine_seconds(_tiled_pair(position1, size), "trn1")["tensor"] == pytest.approx(
+        sizes[size] / 2.8e9)
+
+
+def test_a_tiled_matmul_still_waits_for_its_data_and_issues_in_order():
+    """Disjoint tiles do not let a TensorE instruction start before the previous one."""
+    b = syn.Builder()
+    src, out = b.alloc(), b.alloc()
+    ready = load(b, sb(src, 64, 128))
+    b.matmul(sb(src, 64, 128), sb(src, 64, 128, 2048, 3072), ps(out, 0, 2048), 64, 64, 512,
+             tile_position=(64, 64), tile_size=(64, 64))
+    b.matmul(sb(b.alloc(), 0, 64), sb(b.alloc(), 0, 64), ps(out, 2048, 4096), 64, 64, 512,
+             tile_position=(0, 0), tile_size=(64, 64))
+    p = schedule(b.instructions, "trn1")
+    assert p.instructions[1].start >= p.instructions[ready].end
+    assert p.instructions[2].start == pytest.approx(p.instructions[1].start)
+
+
 def _overlap(a, b):
     return any(x.start < y.end and y.start < x.end for x in a for y in b)
 

@@ -116,6 +116,35 @@ def test_attention_forward_with_a_128_key_block_within_tolerance():
     assert np.max(np.abs(out.astype(np.float64) - ref)) < 4e-3
 
 
+@pytest.mark.parametrize("d, row_tiles, target", [(64, 2, "trn1"), (32, 4, "trn2"),
+                                                   (48, 2, "trn2")])
+def test_row_tiled_attention_is_bit_identical_and_its_scores_matmuls_overlap(d, row_tiles,
+                                                                             target):
+    """Row tiles (scores of 128 / R-query sub-tiles in disjoint diagonal PE tiles) change no
+    bit of the output on the golden numerics, and the engine model runs each tile's R
+    scores matmuls at the same time once their operands are loaded."""
+    q, k, v = _rand((d, 256), seed=6), _rand((d, 1024), seed=7), _rand((1024, d), seed=8)
+    plain = nki.run(attention.attention_fwd, q, k, v, target=target)
+    tiled = nki.run(attention.attention_fwd, q, k, v, row_tiles=row_tiles, target=target)
+    assert np.array_equal(plain.outputs.view(np.uint16), tiled.outputs.view(np.uint16))
+    scores = [p for p, ins in zip(nki.schedule(tiled.instructions, target).instructions,
+                                  tiled.instructions, strict=True)
+              if ins.opcode == "nc_matmul" and ins.params["tile_size"]]
+    assert len(scores) == 2 * 2 * row_tiles      # 2 query tiles x 2 key blocks x R
+    assert {ins.params["tile_size"] for ins in tiled.instructions
+            if ins.params.get("tile_size")} == {(128 // row_tiles,) * 2}
+    # in the second key block (data loaded under the first) each tile's R start together
+    for j in range(2 * row_tiles, len(scores), row_tiles):
+        group = scores[j:j + row_tiles]
+        assert max(p.start for p in group) == pytest.approx(min(p.start for p in group))
+
+
+def test_row_tiles_need_a_head_dimension_that_fits_the_tile():
+    q, k, v = _rand((96, 128)), _rand((96, 512)), _rand((512, 96))
+    with pytest.raises(nki.NkiError, match="d <= 128 / row_tiles"):
+        nki.simulate(attention.attention_fwd)(q, k, v, row_tiles=2)
+
+
 def _trace(kernel, k, m, n, target="trn2"):
     """The kernel's trace on lhsT [k, m], rhs [k, n] BF16, TensorE shapes only."""
     a, b = np.zeros((k, m), BF16), np.zeros((k, n), BF16)
