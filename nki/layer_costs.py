@@ -11,7 +11,10 @@ nothing here restates a constant. Each operation is a dict of seconds per engine
   one and two 512-key blocks for one group of query tiles; the difference is the cost of one
   block, the rest the group's fixed cost. The kernel's instruction stream is linear in the
   block count, so ``fixed + blocks x block`` is exact for any length (the unit test checks
-  it against a direct trace). Causal prefill skips the blocks above the diagonal, as the
+  it against a direct trace). Where the head dimension fits a row tile
+  (:func:`attention_row_tiles`: d_head <= 64 with two row tiles on NeuronCore-v2, <= 32
+  with four from NeuronCore-v3), the kernel is traced with its scores in row tiles
+  (``row_tiles``). Causal prefill skips the blocks above the diagonal, as the
   Neuron flash kernels do: query group ``i`` (512 queries) reads ``i + 1`` blocks.
 - **Linear layers** (QKV, output projection, MLP): :func:`~systolica.nki.costs.matmul_seconds`
   on TensorE; their weights cross HBM once per pass.
@@ -37,6 +40,8 @@ double-buffered under TensorE).
 
 from functools import lru_cache
 from math import ceil
+
+from systolica.golden import TILE_SPLITS
 
 from .costs import (
     ENGINE_TERMS,
@@ -65,6 +70,15 @@ BACKWARD_PASSES = 2
 _ALU = {"tensor_tensor": {"op": "add"}, "tensor_scalar": {"op0": "multiply"}}
 
 
+def attention_row_tiles(target, d_head):
+    """Row tiles the flash kernel's scores use on ``target`` for heads of ``d_head`` (int):
+    the most of 4 and 2 that the target allows (:data:`systolica.golden.TILE_SPLITS`:
+    2 on NeuronCore-v2, 4 from NeuronCore-v3; NKI API reference, ``nki.isa.nc_matmul``,
+    "Tiling mode") with ``d_head <= 128 / tiles``, else 1 (the whole array)."""
+    splits = TILE_SPLITS.get(load_target(target).name, 1)
+    return next((r for r in (4, 2) if r <= splits and d_head <= QUERY_TILE // r), 1)
+
+
 def _zero():
     return dict.fromkeys(ENGINE_TERMS, 0.0)
 
@@ -74,7 +88,8 @@ def flash_block_costs(target, d_head, group, block=KEY_BLOCK):
     """(fixed, per_block) engine seconds of the flash kernel for one group of ``group``
     128-query tiles: ``fixed`` the group's Q loads, memsets, reciprocal and stores,
     ``per_block`` one block of ``block`` keys (512, or 128/256 when the keys are fewer; dicts
-    as :func:`systolica.nki.costs.engine_seconds`).
+    as :func:`systolica.nki.costs.engine_seconds`), with the scores in
+    :func:`attention_row_tiles` row tiles.
 
     Raises
     ------
@@ -101,6 +116,7 @@ def flash_block_costs(target, d_head, group, block=KEY_BLOCK):
         q = np.zeros((d_head, group * QUERY_TILE), bfloat16)
         k, v = np.zeros((d_head, sk), bfloat16), np.zeros((sk, d_head), bfloat16)
         trace = run(attention.attention_fwd, q, k, v, block=block, target=target,
+                    row_tiles=attention_row_tiles(target, d_head),
                     tensor_engine="none").instructions
         totals.append(engine_seconds(trace, target))
     one, two = totals
@@ -383,5 +399,5 @@ def layer_seconds(ops):
 
 
 __all__ = ["ADAMW", "BACKWARD_PASSES", "KV_LAYOUTS", "NORMS", "attention_costs",
-           "decoder_layer_costs", "flash_block_costs", "kv_stream_costs", "layer_seconds",
-           "optimizer_costs", "training_layer_costs"]
+           "attention_row_tiles", "decoder_layer_costs", "flash_block_costs", "kv_stream_costs",
+           "layer_seconds", "optimizer_costs", "training_layer_costs"]

@@ -5,11 +5,12 @@ import pytest
 from ml_dtypes import bfloat16
 
 from systolica import nki
-from systolica.nki.costs import ENGINE_TERMS, engine_seconds
+from systolica.nki.costs import ENGINE_TERMS, engine_seconds, load_target
 from systolica.nki.kernels import attention
 from systolica.nki.layer_costs import (
     ADAMW,
     attention_costs,
+    attention_row_tiles,
     decoder_layer_costs,
     kv_stream_costs,
     layer_seconds,
@@ -28,11 +29,38 @@ def test_attention_closed_form_matches_kernel_trace(target, d, sq, sk):
     q, k, v = np.zeros((d, sq), bfloat16), np.zeros((d, sk), bfloat16), \
         np.zeros((sk, d), bfloat16)
     trace = nki.run(attention.attention_fwd, q, k, v, target=target,
-                    tensor_engine="none").instructions
+                    row_tiles=attention_row_tiles(target, d), tensor_engine="none").instructions
     direct = engine_seconds(trace, target)
     closed, _ = attention_costs(target, heads=1, d_head=d, queries=sq, keys=sk, causal=False)
     for engine in ENGINE_TERMS:
         assert closed[engine] == pytest.approx(direct[engine], rel=1e-9, abs=1e-15), engine
+
+
+@pytest.mark.parametrize(("target", "d_head", "tiles"), [
+    ("trn1", 128, 1), ("trn1", 96, 1), ("trn1", 64, 2), ("trn1", 32, 2),
+    ("trn2", 128, 1), ("trn2", 64, 2), ("trn2", 33, 2), ("trn2", 32, 4)])
+def test_attention_scores_use_the_row_tiles_the_head_dimension_and_target_allow(target, d_head,
+                                                                                tiles):
+    """NKI API reference, nki.isa.nc_matmul, "Tiling mode": 2 x 64 row tiles on
+    NeuronCore-v2 (trn1), 4 x 32 from NeuronCore-v3 (trn2); a head's K = d_head rows must fit
+    the tile."""
+    assert attention_row_tiles(target, d_head) == tiles
+
+
+def test_row_tiled_attention_costs_the_same_tensore_time_and_more_dma():
+    """Two [64, 64] diagonal tiles together cover the 128 PE columns one 128-query matmul
+    covers, and each streams the 512 keys: the scores' TensorE time is that of the untiled
+    kernel (docs/numerics.md choice 9), while every row tile needs its own copy of the K
+    block (one more K load per block)."""
+    d, sq, sk = 64, 512, 1024
+    q, k, v = np.zeros((d, sq), bfloat16), np.zeros((d, sk), bfloat16), \
+        np.zeros((sk, d), bfloat16)
+    work = [engine_seconds(nki.run(attention.attention_fwd, q, k, v, target="trn1",
+                                   row_tiles=r, tensor_engine="none").instructions, "trn1")
+            for r in (1, 2)]
+    assert work[1]["tensor"] == pytest.approx(work[0]["tensor"])
+    assert work[1]["hbm"] - work[0]["hbm"] == pytest.approx(
+        2 * d * 512 * 2 / load_target("trn1").hbm_bandwidth)        # 2 blocks of K [64, 512]
 
 
 def test_causal_attention_skips_blocks_above_the_diagonal():
