@@ -309,7 +309,7 @@ class _TensorLanes:
         self.rows, self.cols = target.rows, target.cols
         self.row_free = [(0.0, None)] * 4
         self.col_free = [(0.0, None)] * 4
-        self.last_start = 0.0
+        self.last_start = (0.0, None)
 
     def _lanes(self, instruction):
         position = instruction.params.get("tile_position")
@@ -324,8 +324,8 @@ class _TensorLanes:
         """(time, index): when every lane of the instruction's tile is free and the previous
         TensorE instruction has started, and the instruction that set it."""
         rows, cols = self._lanes(instruction)
-        return max([(self.last_start, None)] + [self.row_free[r] for r in rows]
-                   + [self.col_free[c] for c in cols], key=operator.itemgetter(0))
+        return max([self.row_free[r] for r in rows] + [self.col_free[c] for c in cols]
+                   + [self.last_start], key=operator.itemgetter(0))
 
     def take(self, instruction, start, end, index):
         rows, cols = self._lanes(instruction)
@@ -333,7 +333,7 @@ class _TensorLanes:
             self.row_free[r] = (end, index)
         for c in cols:
             self.col_free[c] = (end, index)
-        self.last_start = start
+        self.last_start = (start, index)
 
 
 def schedule(instructions, target="trn2", *, tile_cycles=None, sequential="barrier"):
