@@ -340,7 +340,8 @@ def fuzz_markdown(results):
         out = [f"Run of {results['date']}: `{make}` ({results['simulator']}): "
                + ("**passed**" if results["passed"] else "**FAILED**")
                + f", {results['seconds']:,.0f} s wall.", "",
-               f"- {t['commands']:,} commands in {t['programs']} programs of "
+               f"- {t['commands']:,} commands in {t['programs']} "
+               f"program{'s' if t['programs'] != 1 else ''} of "
                f"{results['chunk']:,} on {', '.join(tiles)}"
                + (f", plus {t['burst']:,} illegal commands in rejection bursts"
                   if t["burst"] else "")
@@ -351,8 +352,8 @@ def fuzz_markdown(results):
                f"- lost: {t['missing_beats']:,} result beats missing, "
                f"{t['unexpected_beats']:,} unexpected; wrong words: {t['mismatches']:,}; "
                f"failed programs: {t['failed_programs'] or 'none'}",
-               f"- time: {results['seconds']:,.0f} s wall (builds and the host's checks "
-               f"included); the simulator's clock loop {t['seconds']:,.0f} s for "
+               f"- time: {results['seconds']:,.0f} s wall (the host's checks and any "
+               f"harness build included); the simulator's clock loop {t['seconds']:,.0f} s for "
                f"{t['cycles']:,} cycles ({rate:,.0f} cycles/s)",
                f"- load: 1-minute load average {start:.1f} at the start and {end:.1f} at the "
                f"end, on {results['cpus']} cores"]
