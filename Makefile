@@ -49,8 +49,10 @@ help:
 	@echo "make minilm-speedup  all six MiniLM layers on the local Dask cluster and serially, same"
 	@echo "                build: wall times, ratio, results compared bit for bit (~15 min)"
 	@echo "make fuzz       command-stream fuzzer: random legal and illegal commands through the"
-	@echo "                bulk harness, every word and stamp checked (SEED=1 COMMANDS=100000;"
-	@echo "                SIZES=16x16 COMMANDS=10000 for the 16x16 tile)"
+	@echo "                bulk harness, every word and stamp checked (SEED=1 COMMANDS=100000"
+	@echo "                on 4x4, 3x4, 5x3; SIZES=16x16 COMMANDS=10000 for the 16x16 tile;"
+	@echo "                TYPES='int8/bf16/all' tiles generated per type set, one after another;"
+	@echo "                SIZES=128x128 TYPES=int8+bf16 COMMANDS=10000 CHUNK=500 full size)"
 	@echo "make exhaustive both RTL multipliers on every type pairing, all pairs (IEEE and FTZ), and"
 	@echo "                the FP32 adder on 10^9 random pairs + a rounding grid, against the golden"
 	@echo "                model; writes verif/results/exhaustive.json (~1.2 h on 2 cores)"
@@ -106,7 +108,7 @@ minilm-speedup: $(STAMP)
 
 fuzz: $(STAMP)
 	$(PY) -m systolica fuzz --seed $(or $(SEED),1) --commands $(or $(COMMANDS),100000) \
-		$(if $(SIZES),--sizes $(SIZES)) $(TYPES_ARG)
+		$(if $(SIZES),--sizes $(SIZES)) $(if $(CHUNK),--chunk $(CHUNK)) $(TYPES_ARG)
 
 exhaustive: $(STAMP)
 	$(PY) -m systolica exhaustive --seed $(or $(SEED),1) --write

@@ -23,6 +23,8 @@ COMMANDS=N``); exit status 0 when every program passed, 1 otherwise.
 """
 
 import dataclasses
+import datetime
+import json
 import os
 import shutil
 import sys
@@ -51,6 +53,8 @@ from systolica.tb.harness import HarnessRun, level
 #: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
 #: more columns than rows, more rows than columns.
 SIZES = ((4, 4), (3, 4), (5, 3))
+#: Separator of the type sets in ``--types`` (``+`` and ``,`` join the names of one set).
+TYPE_SET_SEPARATOR = "/"
 #: Commands per program (one simulator run).
 CHUNK = 2000
 #: Backpressure probabilities drawn per program.
@@ -637,6 +641,8 @@ class ProgramReport(HarnessRun):
         The program's index under its seed.
     rows, cols : int
         Its tile.
+    types : str
+        The type set its tile was generated for (``TileConfig.types_name``).
     commands, burst : int
         Commands drawn, and illegal commands of a rejection burst besides them.
     idle, backpressure : float
@@ -660,6 +666,7 @@ class ProgramReport(HarnessRun):
     reads: int = 0
     rejected: dict = field(default_factory=dict)
     stamps_checked: int = 0
+    types: str = "all"
 
 
 def _unbuilt(program, item):
@@ -696,14 +703,48 @@ def _submit(program, items):
         program.submit_many(batch)
 
 
+def type_sets(types):
+    """The type sets of ``types`` as a tuple of str: ``types`` is one type set (a str, names
+    joined with ``+`` or ``,``, see :func:`~systolica.hdl.config.parse_types`), several
+    separated by :data:`TYPE_SET_SEPARATOR` (``"int8/bf16+fp16/all"``), or a sequence of
+    them.
+
+    Raises
+    ------
+    ValueError
+        If ``types`` holds no type set (an empty part between separators included).
+    """
+    parts = types.split(TYPE_SET_SEPARATOR) if isinstance(types, str) else list(types)
+    if not parts or any(not str(part).strip() for part in parts):
+        raise ValueError(f"types must be type sets separated by {TYPE_SET_SEPARATOR!r}, "
+                         f"none of them empty, not {types!r}")
+    return tuple(str(part).strip() for part in parts)
+
+
+def program_config(index, sizes=SIZES, types="all"):
+    """The :class:`~systolica.hdl.config.TileConfig` of program ``index``: the programs take
+    every size of ``sizes`` in turn with the first type set of ``types`` (see
+    :func:`type_sets`), then every size with the second, and so on; one type set gives
+    ``sizes[index % len(sizes)]`` as before.
+
+    Raises
+    ------
+    ValueError
+        If the size or the type set is bad (TileConfig's message).
+    """
+    sets = type_sets(types)
+    turn = index % (len(sizes) * len(sets))
+    return TileConfig(*sizes[turn % len(sizes)], sets[turn // len(sizes)])
+
+
 def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="verilator",
                       build_root=None, keep=False, tile=None, plusargs=(), dense=0.0,
                       sample=None, burst=None, floats=0.0, directed=None, types="all"):
     """Generate, run and check program ``index`` of ``seed``; return a :class:`ProgramReport`.
 
-    The program's tile is ``TileConfig(rows, cols, types)`` with ``(rows, cols)`` its turn of
-    ``sizes``; the random programs draw every type, and those outside ``types`` are sent as
-    the illegal commands they are on that tile (``TYPE_NOT_BUILT``).
+    The program's tile is :func:`program_config` (its turn of ``sizes`` and of the type
+    sets of ``types``); the random programs draw every type, and those outside its type set
+    are sent as the illegal commands they are on that tile (``TYPE_NOT_BUILT``).
 
     ``tile``: a harness :class:`~systolica.sim.builder.runner.Build` to run on instead of building
     one (its size must be the program's; the mutation runner passes its mutant build), and
@@ -723,7 +764,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     # The second generator fills what the tile must ignore (READ fields, stationary lanes
     # >= M, INT8 lanes' high bytes) and adds edge operands and rejection bursts.
     noise = np.random.default_rng([seed, index, 1])
-    config = TileConfig(*sizes[index % len(sizes)], types)
+    config = program_config(index, sizes, types)
     rows, cols = config.rows, config.cols
     # Every level in every four programs, the pairs varying from one four to the next.
     backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
@@ -746,7 +787,8 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     sim_seed = int(rng.integers(1, 1 << 31))
     run = run_harness(program, tile, run_dir, seed=sim_seed, idle=idle,
                       backpressure=backpressure, plusargs=plusargs)
-    report = ProgramReport(index, rows, cols, idle=idle, backpressure=backpressure, **counts,
+    report = ProgramReport(index, rows, cols, types=config.types_name, idle=idle,
+                           backpressure=backpressure, **counts,
                            **{f.name: getattr(run, f.name)
                               for f in dataclasses.fields(HarnessRun)})
     for r in records:
@@ -815,9 +857,10 @@ def _compare_stamps(records, predicted, errors, limit=5):
 
 def replay_command(seed, index, chunk, sizes=SIZES, types="all"):
     """The command line that runs program ``index`` of ``seed`` alone, keeping its files."""
+    names = TYPE_SET_SEPARATOR.join(TileConfig(1, 1, t).types_name for t in type_sets(types))
     return (f"{sys.executable} -m systolica fuzz --seed {seed} --program {index} "
             f"--chunk {chunk} --sizes {','.join(f'{r}x{c}' for r, c in sizes)} "
-            f"--types {TileConfig(1, 1, types).types_name} --keep")
+            f"--types {names} --keep")
 
 
 def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", build_root=None,
@@ -828,11 +871,12 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
     Raises
     ------
     ValueError
-        If a size of ``sizes`` or ``types`` is bad (TileConfig's message), before anything
-        runs.
+        If a size of ``sizes`` or a type set of ``types`` is bad (TileConfig's message),
+        before anything runs.
     """
     for rows, cols in sizes:
-        TileConfig(rows, cols, types)
+        for name in type_sets(types):
+            TileConfig(rows, cols, name)
     if programs is None:
         programs = range(max(1, -(-commands // chunk)))
     reports = []
@@ -844,8 +888,8 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
                                    sample=sample, types=types)
         reports.append(report)
         rejected = sum(report.rejected.values())
-        out(f"program {index}: {report.rows}x{report.cols} idle {report.idle:.1f} bp "
-            f"{report.backpressure:.1f}: {report.commands} commands"
+        out(f"program {index}: {report.rows}x{report.cols} {report.types} idle "
+            f"{report.idle:.1f} bp {report.backpressure:.1f}: {report.commands} commands"
             + (f" + a burst of {report.burst} illegal" if report.burst else "")
             + f" ({report.matmuls} matmuls, "
             f"{report.reads} reads, {rejected} rejected), {report.words:,} words, "
@@ -863,7 +907,9 @@ def totals(reports):
     ``commands`` (plus ``burst``, the illegal commands of rejection bursts), ``matmuls``,
     ``reads``, ``rejected`` (by error code), ``words`` (PSUM words checked),
     ``result_beats``, ``stamps_checked``, ``missing_beats`` and ``unexpected_beats`` (what
-    the scoreboards lost or did not expect; 0 and 0 when nothing is lost) and
+    the scoreboards lost or did not expect; 0 and 0 when nothing is lost), ``mismatches``
+    (wrong words), ``cycles`` and
+    ``seconds`` (clock cycles simulated and the harness runs' wall time, s) and
     ``failed_programs`` (indices)."""
     rejected = {}
     for r in reports:
@@ -872,8 +918,10 @@ def totals(reports):
     out = {"programs": len(reports), "rejected": dict(sorted(rejected.items())),
            "failed_programs": [r.index for r in reports if not r.passed]}
     for name in ("commands", "burst", "matmuls", "reads", "words", "result_beats",
-                 "stamps_checked", "missing_beats", "unexpected_beats"):
+                 "stamps_checked", "missing_beats", "unexpected_beats", "mismatches",
+                 "cycles"):
         out[name] = sum(getattr(r, name) for r in reports)
+    out["seconds"] = round(sum(r.seconds for r in reports), 1)
     return out
 
 
@@ -881,7 +929,7 @@ def summarize(reports, seconds):
     t = totals(reports)
     lines = [
         f"commands   {t['commands']:,} in {t['programs']} programs on tiles "
-        f"{', '.join(sorted({f'{r.rows}x{r.cols}' for r in reports}))}"
+        f"{', '.join(sorted({f'{r.rows}x{r.cols} ({r.types})' for r in reports}))}"
         + (f", plus {t['burst']:,} illegal commands in rejection bursts" if t["burst"] else ""),
         f"matmuls    {t['matmuls']:,}; reads {t['reads']:,}"
         f"; rejected {sum(t['rejected'].values()):,} ("
@@ -890,7 +938,9 @@ def summarize(reports, seconds):
         f"{t['stamps_checked']:,} stamps against the cycle model",
         f"lost       {t['missing_beats']:,} result beats ({t['unexpected_beats']:,} "
         f"unexpected); failed programs: {t['failed_programs'] or 'none'}",
-        f"time       {seconds:.0f} s",
+        f"time       {seconds:.0f} s; {t['cycles']:,} cycles simulated in "
+        f"{t['seconds']:.0f} s of harness runs ("
+        f"{t['cycles'] / max(t['seconds'], 1e-9):,.0f} cycles/s)",
     ]
     return "\n".join(lines)
 
@@ -912,22 +962,30 @@ def main(argv=None):
                         help="tile sizes, one per program in turn (default %(default)s)")
     parser.add_argument("--types", default="all",
                         help="type set the tiles are generated for (int8, bf16, fp16, fp8, "
-                             "fp8-double-row, all; joined with + or ,); matmuls of other "
-                             "types go as the illegal commands they are (default all)")
+                             "fp8-double-row, all; joined with + or ,), or several "
+                             f"separated by {TYPE_SET_SEPARATOR}: the programs take every "
+                             "size with the first, then every size with the next, in turn; "
+                             "matmuls of other types go as the illegal commands they are "
+                             "(default all)")
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"),
                         help="simulator (default %(default)s)")
     parser.add_argument("--build-dir", type=folder, default=None,
                         help="build folder (default: $SYSTOLICA_BUILD_DIR or the "
                              "checkout's build/)")
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
+    parser.add_argument("--write", metavar="FILE", default=None,
+                        help="also write the run's options, totals, time and the machine's "
+                             "1-minute load average (at the start and the end) as JSON to "
+                             "FILE, for 'systolica docs-table fuzz FILE'")
     add_json_argument(parser, "the totals and every program's report")
     args = parser.parse_args(argv)
     if args.program and args.commands is not None:
         parser.error("--commands and --program conflict: a replayed program's commands "
                      "follow from its index and --chunk; allowed: one of them")
-    try:        # TileConfig checks every size and the type set before anything runs
-        for rows, cols in args.sizes:
-            TileConfig(rows, cols, args.types)
+    try:        # TileConfig checks every size and type set before anything runs
+        for name in type_sets(args.types):
+            for rows, cols in args.sizes:
+                TileConfig(rows, cols, name)
     except ValueError as error:
         parser.error(str(error))
     commands = 100_000 if args.commands is None else args.commands
@@ -938,18 +996,33 @@ def main(argv=None):
 
 def _run(args, commands):
     started = time.perf_counter()
+    load_start = os.getloadavg()[0]
     reports = fuzz(args.seed, commands, chunk=args.chunk, sizes=args.sizes, simulator=args.sim,
                    build_root=args.build_dir, programs=args.program, keep=args.keep,
                    types=args.types)
     failed = [r for r in reports if not r.passed]
-    print(summarize(reports, time.perf_counter() - started))
+    seconds = round(time.perf_counter() - started, 1)
+    print(summarize(reports, seconds))
     print("FAIL" if failed else "PASS: every command accounted for, every word and stamp "
           "checked")
-    return (1 if failed else 0), {
-        "seed": args.seed, "passed": not failed, "totals": totals(reports),
-        "seconds": round(time.perf_counter() - started, 1),
-        "programs": [{**dataclasses.asdict(r), "passed": r.passed} for r in reports]}
-
+    result = {"seed": args.seed, "passed": not failed, "totals": totals(reports),
+              "seconds": seconds,
+              "programs": [{**dataclasses.asdict(r), "passed": r.passed} for r in reports]}
+    if args.write:
+        record = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+                  "seed": args.seed, "sizes": [f"{r}x{c}" for r, c in args.sizes],
+                  "types": list(type_sets(args.types)), "chunk": args.chunk,
+                  "simulator": args.sim, "cpus": os.cpu_count(), "seconds": seconds,
+                  "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)],
+                  "passed": not failed, "totals": totals(reports),
+                  "programs": [{k: getattr(r, k) for k in (
+                      "index", "rows", "cols", "types", "commands", "burst", "matmuls",
+                      "cycles", "seconds")} | {"passed": r.passed} for r in reports]}
+        path = Path(args.write)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1) + "\n")
+        print(f"wrote {path}", file=sys.stderr)
+    return (1 if failed else 0), result
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -552,7 +552,11 @@ def outside_output_cone(mutations, folder):
     The check is by cell: a dead bit of a live cell (the low bits of a normaliser stage
     whose top bits alone are read) is not found. A bit-level variant (single-bit gates
     and wires) was tried and dropped: the check against the killed mutants showed it
-    calling live port wires dead (they are aliases its cone does not follow).
+    calling live port wires dead (they are aliases its cone does not follow). For the same
+    reason a mutated instance *input* port (whose object is the parent's wire on it) is not
+    named: in the 2026-12-03 draw (seed 1) the issue stage's wire on its skew buffer's
+    input ``i`` was called outside the cone, and the kill-set killed that mutant (#115, a
+    wrong word). An instance output port's wire is driven by the instance, and is named.
     """
     folder = Path(folder)
     # memory_collect merges PSUM's write-port cells into the memory cell they write: a
@@ -566,17 +570,36 @@ def outside_output_cone(mutations, folder):
                 if "/" in line}
 
     cone, named = names("cone.txt"), names("named.txt")
+    design = (folder / "design.il").read_text()
     out = {}
     for m in mutations:
         wire = re.search(r"-wire (\S+)", m.args)
         instance = not m.cell.startswith("$")
-        if instance and not wire:
-            continue
+        if instance and (not wire or _input_port(design, m)):
+            continue        # an input port's wire may be an alias (see above)
         target = _flat_name(m.module, wire.group(1) if instance else m.cell)
         if target in named and target not in cone:
             out[m.index] = (f"{'wire' if instance else 'cell'} {target} is outside the "
                             "fan-in cone of every tile output (flattened netlist)")
     return out
+
+
+def _input_port(design, mutation):
+    """Whether ``mutation`` (of an instance's port) mutates an input port of the instance's
+    module (bool), from the RTLIL text ``design``."""
+    port = re.search(r"-port (\S+)", mutation.args)
+    cell = re.search(rf"^  cell (\S+) \\?{re.escape(mutation.cell)}$",
+                     _module_text(design, mutation.module), re.M)
+    if not (port and cell):
+        return True         # not found: treated as an input (never named)
+    return bool(re.search(rf"^  wire (?:width \d+ )?input \d+ \\?{re.escape(port[1])}$",
+                          _module_text(design, cell[1].lstrip("\\")), re.M))
+
+
+def _module_text(design, module):
+    """The RTLIL text of ``module`` in ``design`` (str; empty when it is not there)."""
+    start = design.find(f"module \\{module}\n")
+    return "" if start < 0 else design[start:design.find("\nend\n", start)]
 
 
 def cell_texts(design):

@@ -82,6 +82,9 @@ def test_every_subcommand_has_help_and_json(name, capsys):
                                    "sizes separated by commas"),
     (["fuzz", "--sizes", "4x4,4x"], "systolica fuzz: error: cols must be a positive integer, "
                                     "not ''"),
+    (["fuzz", "--types", "int8//all"], "systolica fuzz: error: types must be type sets "
+                                       "separated by '/', none of them empty, not 'int8//all'"),
+    (["fuzz", "--types", "int8/fp32"], "systolica fuzz: error: unknown type set 'fp32'"),
     (["exhaustive", "--adder-pairs", "0"], "systolica exhaustive: error: argument "
                                            "--adder-pairs: must be a positive integer"),
     # From the new-user trial: a score over 100 %, a missing dumps folder, a GEMM size

@@ -1,0 +1,41 @@
+"""The fuzzer's configurations: the tile of each program from ``--sizes`` and the type
+sets of ``--types`` (``make fuzz SIZES=... TYPES=...``), without building anything."""
+
+import pytest
+
+from systolica.verif import fuzz
+
+
+def test_one_type_set_takes_the_sizes_in_turn():
+    """One type set: program p runs on sizes[p % len(sizes)], as before type-set turns."""
+    sizes = ((4, 4), (3, 4), (5, 3))
+    got = [fuzz.program_config(p, sizes, "int8+bf16") for p in range(7)]
+    assert [(c.rows, c.cols) for c in got] == [sizes[p % 3] for p in range(7)]
+    assert {c.types_name for c in got} == {"int8+bf16"}
+
+
+def test_type_sets_take_every_size_then_the_next_set():
+    sizes = ((16, 16), (4, 3))
+    got = [fuzz.program_config(p, sizes, "int8/fp8-double-row/all") for p in range(8)]
+    assert [(c.rows, c.cols, c.types_name) for c in got] == [
+        (16, 16, "int8"), (4, 3, "int8"),
+        (16, 16, "fp8-double-row"), (4, 3, "fp8-double-row"),
+        (16, 16, "all"), (4, 3, "all"),
+        (16, 16, "int8"), (4, 3, "int8")]
+
+
+def test_type_sets_from_a_sequence_equal_the_separated_string():
+    assert fuzz.type_sets(["int8", " bf16+fp16 "]) == fuzz.type_sets("int8/bf16+fp16")
+    assert fuzz.type_sets("int8,bf16") == ("int8,bf16",)    # ',' joins names of one set
+
+
+@pytest.mark.parametrize("types", ["", "int8/", "/all", "int8/ /all", []])
+def test_an_empty_type_set_is_refused(types):
+    with pytest.raises(ValueError, match="none of them empty"):
+        fuzz.type_sets(types)
+
+
+def test_replay_names_every_type_set():
+    line = fuzz.replay_command(3, 5, 500, ((16, 16),), "int8/fp8-double-row")
+    assert line.endswith("--seed 3 --program 5 --chunk 500 --sizes 16x16 "
+                         "--types int8/fp8-double-row --keep")
