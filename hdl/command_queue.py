@@ -44,6 +44,23 @@ def load_request_signature():
                              "narrow": Out(1), "done": In(1)})
 
 
+def tile_sizes(extent):
+    """Tile sizes along a dimension of ``extent`` PEs (tuple of int): the extent, its half
+    and its quarter, each where it divides the extent (golden: ``tiles.tile_sizes``)."""
+    return tuple(extent // s for s in (1, 2, 4) if extent % s == 0)
+
+
+def _allowed(size, extent):
+    return Cat(size == s for s in tile_sizes(extent)).any()
+
+
+def _placed(start, size, extent):
+    """The start is a multiple of the (allowed) size with the tile inside the extent: one of
+    that size's few starts, compared as constants (no divider)."""
+    return Cat((size == s) & Cat(start == p for p in range(0, extent, s)).any()
+               for s in tile_sizes(extent)).any()
+
+
 class CommandQueue(wiring.Component):
     """Checks each command as it is accepted and queues the legal ones, in order.
 
@@ -55,7 +72,9 @@ class CommandQueue(wiring.Component):
     ``TYPE_NOT_BUILT`` (an operand type not in ``dtypes``, or ``double_row`` on a queue
     built without it: the tile was not generated for it); for a matmul with ``transpose``,
     ``TRANSPOSE_DOUBLE_ROW``, ``TRANSPOSE_ACCUMULATE`` and ``TRANSPOSE_FTZ`` (transpose mode
-    with ``double_row``, ``accumulate`` or ``ftz``). A rejected beat is
+    with ``double_row``, ``accumulate`` or ``ftz``); for a ``tiled`` matmul the tiling rule
+    (golden: ``tiles.tile_error``), ``TILE_SIZE``, ``TILE_POSITION``, ``TILE_K_RANGE``,
+    ``TILE_M_RANGE``, ``TILE_DOUBLE_ROW``. A rejected beat is
     taken and dropped: ``status.rejected`` counts up and ``status.error`` takes its
     :class:`~.layouts.ErrorCode` at the clock edge.
 
@@ -150,6 +169,16 @@ class CommandQueue(wiring.Component):
                 Cat(command.dtype == t for t in self._dtypes).any()
                 & Cat(command.moving_dtype == t for t in self._dtypes).any()
                 & (1 if self._double_row else ~command.double_row))
+        # The tiling rule: sizes and starts are a few constants of the array's extents.
+        tiled = ~is_read & command.tiled
+        size_ok, start_ok = (Signal(name=f"tile_{n}_ok") for n in ("size", "start"))
+        tile_k_limit = Signal(SIZE_WIDTH + 1)
+        m.d.comb += [
+            size_ok.eq(_allowed(command.tile_rows, rows) & _allowed(command.tile_cols, cols)),
+            start_ok.eq(_placed(command.tile_row, command.tile_rows, rows)
+                        & _placed(command.tile_col, command.tile_cols, cols)),
+            tile_k_limit.eq(Mux(command.double_row, command.tile_rows << 1, command.tile_rows)),
+        ]
         with m.If(command.bank >= banks):
             m.d.comb += error.eq(ErrorCode.BANK_RANGE)
         with m.Elif(~is_read & ((command.k == 0) | (command.k > k_limit))):
@@ -169,6 +198,16 @@ class CommandQueue(wiring.Component):
                            (ErrorCode.TRANSPOSE_FTZ, command.ftz)):
             with m.Elif(transpose & mode):
                 m.d.comb += error.eq(code)
+        with m.Elif(tiled & ~size_ok):
+            m.d.comb += error.eq(ErrorCode.TILE_SIZE)
+        with m.Elif(tiled & ~start_ok):
+            m.d.comb += error.eq(ErrorCode.TILE_POSITION)
+        with m.Elif(tiled & (command.k > tile_k_limit)):
+            m.d.comb += error.eq(ErrorCode.TILE_K_RANGE)
+        with m.Elif(tiled & (command.m > command.tile_cols)):
+            m.d.comb += error.eq(ErrorCode.TILE_M_RANGE)
+        with m.Elif(tiled & command.double_row & (command.tile_cols != cols)):
+            m.d.comb += error.eq(ErrorCode.TILE_DOUBLE_ROW)
 
         # ---- the queue -------------------------------------------------------------------
         queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(depth_q)]

@@ -81,6 +81,11 @@ class ErrorCode(enum.Enum, shape=4):
     TRANSPOSE_DOUBLE_ROW = 7
     TRANSPOSE_ACCUMULATE = 8
     TRANSPOSE_FTZ = 9
+    TILE_SIZE = 10
+    TILE_POSITION = 11
+    TILE_K_RANGE = 12
+    TILE_M_RANGE = 13
+    TILE_DOUBLE_ROW = 14
 
 
 def stationary_layout(cols):
@@ -135,8 +140,10 @@ def command_layout():
     row, whose stationary bits go to PSUM unchanged; takes no ``double_row``, ``ftz`` or
     ``accumulate``), ``bank`` (PSUM bank, ``BANK_WIDTH`` bits), ``offset`` (first PSUM entry
     in the bank), ``k``, ``m``, ``n`` (``SIZE_WIDTH`` bits each: partition rows of the
-    stationary, its free size, moving beats). A READ uses ``bank``, ``offset`` and ``n``
-    only.
+    stationary, its free size, moving beats), then the tile (NKI's ``tile_position`` /
+    ``tile_size``): ``tiled`` (0: the whole array, the other tile fields ignored),
+    ``tile_row``, ``tile_col``, ``tile_rows``, ``tile_cols`` (``SIZE_WIDTH`` bits each). A
+    READ uses ``bank``, ``offset`` and ``n`` only.
     """
     return data.StructLayout({
         "op": Op,
@@ -150,7 +157,12 @@ def command_layout():
         "k": unsigned(SIZE_WIDTH),
         "m": unsigned(SIZE_WIDTH),
         "n": unsigned(SIZE_WIDTH),
-        "transpose": 1,     # last: the fields before it keep their published positions
+        "transpose": 1,     # after n: the fields before it keep their published positions
+        "tiled": 1,         # and the tile after transpose, for the same reason
+        "tile_row": unsigned(SIZE_WIDTH),
+        "tile_col": unsigned(SIZE_WIDTH),
+        "tile_rows": unsigned(SIZE_WIDTH),
+        "tile_cols": unsigned(SIZE_WIDTH),
     })
 
 

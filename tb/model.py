@@ -107,7 +107,16 @@ def command_beat(command):
             "ftz": int(command.ftz), "accumulate": int(command.accumulate),
             "transpose": int(command.is_transpose),
             "bank": command.bank, "offset": command.offset,
-            "k": command.k, "m": command.m, "n": command.n}
+            "k": command.k, "m": command.m, "n": command.n, **tile_fields(command)}
+
+
+def tile_fields(command):
+    """The command word's tile fields of a :class:`Command` (dict): ``tiled`` and the tile's
+    start and size, all zero for the whole array."""
+    if command.tile_position is None:
+        return {"tiled": 0, "tile_row": 0, "tile_col": 0, "tile_rows": 0, "tile_cols": 0}
+    (row, col), (rows, cols) = command.tile_position, command.tile_size
+    return {"tiled": 1, "tile_row": row, "tile_col": col, "tile_rows": rows, "tile_cols": cols}
 
 
 def _hex_list(values, limit=8):

@@ -322,9 +322,10 @@ def _out_of_range(rng, legal, low, width):
 
 
 def _illegal(rng, rows, cols):
-    """A command the tile must reject; which check fails is drawn (sometimes several)."""
+    """A command the tile must reject; which check fails is drawn (sometimes several;
+    ``"TILE"`` stands for the tile rule's codes, :func:`_bad_tile`)."""
     op = "matmul" if rng.random() < 0.7 else "read"
-    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE"]
+    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE", "TILE"]
                                          if op == "matmul" else [])
     wrong = {kinds[int(rng.integers(len(kinds)))]}
     while rng.random() < 0.25:
@@ -349,10 +350,38 @@ def _illegal(rng, rows, cols):
         else:
             offset = _out_of_range(rng, offset, PSUM_ENTRIES, 16)
     # DOUBLE_ROW_TYPE: double-row with a BF16 or INT8 pair (only e4m3 / e5m2 may).
-    return Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
-                   dtype="bf16" if rng.random() < 0.5 else "int8",
-                   ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5),
-                   perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
+    command = Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
+                      dtype="bf16" if rng.random() < 0.5 else "int8",
+                      ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5),
+                      perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
+    if "TILE" in wrong:      # TILE_*: the tile rule (checked last, so alone or hidden)
+        command = _bad_tile(rng, command, rows, cols)
+    return command
+
+
+def _bad_tile(rng, command, rows, cols):
+    """``command`` (a matmul) put in a tile the tile's rule refuses (``TILE_*``): a size
+    that is not the extent, its half or its quarter; a start off the grid of its size; or,
+    where the array halves, K or M larger than a half tile, or double-row in a column tile."""
+    kinds = ["size", "position"] + (["k"] if rows % 2 == 0 else []) + (
+        ["m", "double_row"] if cols % 2 == 0 else [])
+    kind = kinds[int(rng.integers(len(kinds)))]
+    if kind == "size":
+        bad = int(rng.choice([0, rows + 1, 2 * rows]))
+        return dataclasses.replace(command, tile_position=(0, 0), tile_size=(bad, cols))
+    if kind == "position":
+        start = (rows, 0) if rng.random() < 0.5 else (0, cols + int(rng.integers(3)))
+        return dataclasses.replace(command, tile_position=start, tile_size=(rows, cols))
+    if kind == "k":
+        return dataclasses.replace(command, k=rows // 2 + 1, tile_position=(rows // 2, 0),
+                                   tile_size=(rows // 2, cols))
+    if kind == "m":
+        return dataclasses.replace(command, m=cols // 2 + 1, tile_position=(0, cols // 2),
+                                   tile_size=(rows, cols // 2))
+    return dataclasses.replace(command, dtype="e4m3", moving_dtype=None, ftz=False,
+                               perf_mode="double_row", k=min(command.k, rows),
+                               m=min(command.m, cols // 2), tile_position=(0, 0),
+                               tile_size=(rows, cols // 2))
 
 
 def transpose_operands(rng, k, m, n):

@@ -207,7 +207,8 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
         width = len(refs)
         # MSB first, so the picked bits run from the field's top bit down to its offset.
         assert _picked_bits(refs) == list(range(field.offset + width - 1, field.offset - 1, -1))
-        if name in ("bank", "offset", "k", "m", "n"):
+        if name in ("bank", "offset", "k", "m", "n", "tile_row", "tile_col", "tile_rows",
+                    "tile_cols"):
             assert flags & GTKWFlag.dec.value and filter_file is None, name
         else:
             assert width == field.width and filter_file, name
@@ -218,6 +219,7 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
     assert _table(traces["double_row"][2]) == {"0": "single row", "1": "double row"}
     assert _table(traces["accumulate"][2]) == {"0": "overwrite", "1": "accumulate"}
     assert _table(traces["transpose"][2]) == {"0": "matmul", "1": "transpose"}
+    assert _table(traces["tiled"][2]) == {"0": "whole array", "1": "tile"}
     assert len(traces["bank"][1]) == 8 and len(traces["n"][1]) == 16
     assert traces["valid"][1] == ["systolica_tile.command__valid"]
 
@@ -233,7 +235,9 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
     assert _table(filter_file) == {"0": "NONE", "1": "BANK_RANGE", "2": "K_RANGE",
                                    "3": "M_RANGE", "4": "N_RANGE", "5": "DOUBLE_ROW_TYPE",
                                    "6": "TYPE_NOT_BUILT", "7": "TRANSPOSE_DOUBLE_ROW",
-                                   "8": "TRANSPOSE_ACCUMULATE", "9": "TRANSPOSE_FTZ"}
+                                   "8": "TRANSPOSE_ACCUMULATE", "9": "TRANSPOSE_FTZ",
+                                   "a": "TILE_SIZE", "b": "TILE_POSITION", "c": "TILE_K_RANGE",
+                                   "d": "TILE_M_RANGE", "e": "TILE_DOUBLE_ROW"}
 
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
@@ -345,7 +349,7 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
     assert ("systolica_tile.queue.queued", 3, None) in signals
-    assert ("systolica_tile.command__payload", 83, 1) in signals          # dtype LSB
+    assert ("systolica_tile.command__payload", 148, 1) in signals          # dtype LSB
     assert ("systolica_tile.status", 20, 19) in signals                   # error MSB
     assert ("systolica_tile.result.out_token", 18, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
