@@ -181,8 +181,16 @@ class Command:
 
     def load_beats(self, rows):
         """LoadStationary beats of this matmul on a tile of ``rows`` partition rows: ``k``, or
-        ``min(k, rows)`` in double-row mode (each beat carries rows r and r + rows)."""
+        ``min(k, rows)`` in double-row mode (each beat carries rows r and r + rows), with
+        the row tile's rows instead of ``rows`` when the matmul has a tile."""
+        if self.tile_size is not None:
+            rows = self.tile_size[0]
         return min(self.k, rows) if self.double_row else self.k
+
+    @property
+    def first_row(self):
+        """The first PE row of the matmul's tile (0 for the whole array, and for a READ)."""
+        return self.tile_position[0] if self.op == "matmul" and self.tile_position else 0
 
 
 def check_region(what, bank, offset, n, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES):

@@ -36,12 +36,16 @@ def load_request_signature():
     narrow : Out(1)
         Its stationary type is 8 bits wide and it is not double-row: bits [15:8] of each
         lane are ignored, and loaded as zeros (so a transpose passes only bits [7:0] on).
+    row, col : Out(SIZE_WIDTH)
+        Its tile's first PE row and column (0, 0 for the whole array): beat ``j`` writes PE
+        row ``row + j``, and lanes ``col .. col + M - 1`` are its columns.
     done : In(1)
         The target's last stationary beat transfers this cycle; the target's entry is marked
         loaded at the clock edge.
     """
     return wiring.Signature({"valid": Out(1), "beats": Out(SIZE_WIDTH), "m": Out(SIZE_WIDTH),
-                             "narrow": Out(1), "done": In(1)})
+                             "narrow": Out(1), "row": Out(SIZE_WIDTH), "col": Out(SIZE_WIDTH),
+                             "done": In(1)})
 
 
 def tile_sizes(extent):
@@ -233,11 +237,15 @@ class CommandQueue(wiring.Component):
         m.d.comb += self.load.valid.eq((queued & ~loaded).any())
         for i in reversed(range(depth_q)):     # the lowest index wins
             with m.If(queued[i] & ~loaded[i]):
-                m.d.comb += [target.eq(i), self.load.m.eq(queue[i].m),
-                             self.load.narrow.eq(~queue[i].double_row & Cat(
-                                 queue[i].dtype == t for t in NARROW_DTYPES).any()),
-                             self.load.beats.eq(Mux(queue[i].double_row & (queue[i].k > rows),
-                                                    rows, queue[i].k))]
+                entry = queue[i]
+                tile_rows = Mux(entry.tiled, entry.tile_rows, rows)
+                m.d.comb += [target.eq(i), self.load.m.eq(entry.m),
+                             self.load.narrow.eq(~entry.double_row & Cat(
+                                 entry.dtype == t for t in NARROW_DTYPES).any()),
+                             self.load.beats.eq(Mux(entry.double_row & (entry.k > tile_rows),
+                                                    tile_rows, entry.k)),
+                             self.load.row.eq(Mux(entry.tiled, entry.tile_row, 0)),
+                             self.load.col.eq(Mux(entry.tiled, entry.tile_col, 0))]
         loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(depth_q)]
         for i in range(depth_q):
             m.d.comb += loaded_next[i].eq(loaded[i] | (self.load.done & (target == i)))

@@ -181,7 +181,10 @@ def token_layout(psum_depth):
 
     ``valid``, ``last`` (final beat of its command), ``fp32`` (a float matmul: FP32 PSUM
     words), ``ftz``, ``accumulate``, ``read`` (a READ beat) and ``addr``, the flat PSUM
-    address ``bank * entries + entry`` (``range(psum_depth)``).
+    address ``bank * entries + entry`` (``range(psum_depth)``), then the PSUM partitions
+    it writes: ``span`` (the column tile's size: 0 every column, 1 a half, 2 a quarter of
+    them) and ``part`` (which half or quarter): 4 bits whatever the width, so the token
+    pipeline of ``rows + cols`` stages grows by 4 bits a stage.
     """
     return data.StructLayout({"valid": 1, "last": 1, "fp32": 1, "ftz": 1, "accumulate": 1,
-                              "read": 1, "addr": range(psum_depth)})
+                              "read": 1, "addr": range(psum_depth), "span": 2, "part": 2})

@@ -139,7 +139,7 @@ def test_sim_check_and_queue_follow_the_golden_rules(seed, rows, cols, dtypes, d
             last_error = ErrorCode[error]
             assert got == ((rejected, last_error), 0, 0), (command, error, got)
         else:
-            beats = min(command.k, rows) if command.double_row else command.k
+            beats = command.load_beats(rows)
             want_load = (beats, command.m) if command.op == "matmul" else None
             assert got == ((rejected, last_error), want_load, beat(command).as_value().value), \
                 (command, got)
