@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from systolica.golden import FORMATS, Command, command_schedule, operand_formats
+from systolica.golden import tile_sizes as golden_tile_sizes
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH
 from systolica.golden.formats import DOUBLE_ROW_TYPES
 from systolica.hdl.config import TileConfig
@@ -60,6 +61,9 @@ IDLE = (0.1, 0.3, 0.5)
 #: Share of the legal matmuls that the second generator turns into transposes (see
 #: :func:`random_program`); a quarter of those carry a mode transpose mode refuses.
 TRANSPOSES = 0.1
+#: Share of the legal matmuls that the second generator puts in a row/column tile that
+#: holds them (see :func:`random_tile`).
+TILES = 0.15
 #: Most illegal commands in a rejection burst (see :func:`random_program`; at least a
 #: quarter of it): up to 2^11, so the 16-bit rejected count carries into bit 11.
 BURST = 2048
@@ -415,6 +419,18 @@ def _refused_transpose(rng, k, m, n, bank, offset):
                    is_transpose=True, **modes)
 
 
+def random_tile(rng, rows, cols, k, m, perf_mode=None):
+    """``(tile_position, tile_size)`` of a random tile of a ``rows x cols`` array that holds
+    a matmul of K = ``k`` (``2 x`` the tile's rows in double-row mode) and M = ``m``, any
+    allowed size at any position (a double-row matmul only in full-width tiles)."""
+    k_rows = -(-k // 2) if perf_mode is not None else k
+    fits = [(rs, cs) for rs in golden_tile_sizes(rows) for cs in golden_tile_sizes(cols)
+            if rs >= k_rows and cs >= m and (perf_mode is None or cs == cols)]
+    rs, cs = fits[int(rng.integers(len(fits)))]
+    return ((int(rng.integers(rows // rs)) * rs, int(rng.integers(cols // cs)) * cs),
+            (rs, cs))
+
+
 def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode[, is_transpose]])`` (a
@@ -438,7 +454,9 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     program: RTL coverage wraps the count with 2^16). With ``noise``, :data:`TRANSPOSES` of
     the legal matmuls become transposes of the main draw's K, M, N and region
     (:func:`transpose_operands`), a quarter of them refused for their mode
-    (:func:`_refused_transpose`).
+    (:func:`_refused_transpose`), and :data:`TILES` of the other legal matmuls run in a
+    random row/column tile that holds them (:func:`random_tile`; the items then carry
+    ``is_transpose``, ``tile_position`` and ``tile_size``).
     """
     out = []
     if burst is None and noise is not None and noise.random() < 0.5:
@@ -484,6 +502,10 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
             else:
                 out.append((*transpose_operands(noise, k, m, n), False, False, bank, offset,
                             None, True))
+            continue
+        if noise is not None and noise.random() < TILES:
+            out.append((s, v, accumulate, ftz, bank, offset, perf_mode, False,
+                        *random_tile(noise, rows, cols, len(s), s.shape[1], perf_mode)))
             continue
         out.append((s, v, accumulate, ftz, bank, offset, perf_mode))
     return out
@@ -697,6 +719,7 @@ def _unbuilt(program, item):
     s, v, accumulate, ftz, bank, offset = item[:6]
     perf_mode = item[6] if len(item) > 6 else None
     is_transpose = len(item) > 7 and item[7]
+    tile = dict(zip(("tile_position", "tile_size"), item[8:10], strict=False))
     stype, mtype = operand_formats(s.dtype, v.dtype, perf_mode=perf_mode)
     model = program.model
     if {stype.name, mtype.name} <= set(model.dtypes) and (perf_mode is None
@@ -705,7 +728,7 @@ def _unbuilt(program, item):
     return Command("matmul", k=s.shape[0], m=s.shape[1], n=v.shape[1], bank=bank,
                    offset=offset, dtype=stype.name, moving_dtype=mtype.name, ftz=bool(ftz),
                    accumulate=bool(accumulate), perf_mode=perf_mode,
-                   is_transpose=bool(is_transpose))
+                   is_transpose=bool(is_transpose), **tile)
 
 
 def _submit(program, items):
