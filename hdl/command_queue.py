@@ -12,6 +12,7 @@ from .layouts import (
     Op,
     command_layout,
     status_layout,
+    tile_sizes,
 )
 
 #: Operand types of a legal double-row matmul (golden: ``formats.DOUBLE_ROW_TYPES``).
@@ -46,12 +47,6 @@ def load_request_signature():
     return wiring.Signature({"valid": Out(1), "beats": Out(SIZE_WIDTH), "m": Out(SIZE_WIDTH),
                              "narrow": Out(1), "row": Out(SIZE_WIDTH), "col": Out(SIZE_WIDTH),
                              "done": In(1)})
-
-
-def tile_sizes(extent):
-    """Tile sizes along a dimension of ``extent`` PEs (tuple of int): the extent, its half
-    and its quarter, each where it divides the extent (golden: ``tiles.tile_sizes``)."""
-    return tuple(extent // s for s in (1, 2, 4) if extent % s == 0)
 
 
 def _allowed(size, extent):

@@ -13,24 +13,19 @@ from .layouts import (
     Op,
     command_layout,
     moving_layout,
+    tile_sizes,
     token_layout,
 )
 from .loader import buffer_control_signature
 from .skew import SkewBuffer
 
 #: The mode of the moving vector being issued (register ``in_mode``): what each row's lane
-#: takes into the skew, and K (which rows take part). verif.mutant_rules reads K's bit
-#: position from it.
+#: takes into the skew, K, and the row tile's first row and rows (which rows take part).
+#: verif.mutant_rules reads K's bit position from it (K stays before the tile fields).
 MODE_LAYOUT = data.StructLayout({"sel": 1, "stype": DType, "mtype": DType, "double": 1,
                                  "ftz": 1, "transpose": 1, "k": SIZE_WIDTH,
                                  "row0": SIZE_WIDTH, "trows": SIZE_WIDTH})
 
-
-def column_spans(cols):
-    """The column tile sizes of a ``cols``-column array, by ``span`` code (tuple of int):
-    every column, a half, a quarter, where they divide ``cols`` (golden:
-    ``tiles.tile_sizes``)."""
-    return tuple(cols // s for s in (1, 2, 4) if cols % s == 0)
 
 class IssueLogic(wiring.Component):
     """Issues one beat per enabled cycle for the command at the queue's head, in order.
@@ -51,10 +46,12 @@ class IssueLogic(wiring.Component):
     The operands of a moving beat, with the matmul's mode (buffer, types, double-row, FTZ,
     K), are registered on the beat (so bubbles do not toggle the array) and skewed: partition
     row ``k`` of beat ``t`` reaches ``operands[k]`` ``1 + k`` enabled cycles after the beat.
-    Row ``k`` is ``active`` when ``K > k`` (and, in transpose mode, its moving element is not
-    +-0: bits [6:0] of an 8-bit type, [14:0] of a 16-bit one) and ``hi`` (its bits [15:8]
-    are element ``k + rows``) when double-row and ``K > k + rows``; ``transpose`` travels
-    with the operand.
+    With the matmul's row tile (first row ``r0`` and ``R`` rows; 0 and ``rows`` for the whole
+    array), row ``k`` is ``active`` when ``r0 <= k < r0 + min(K, R)`` (and, in transpose
+    mode, its moving element is not +-0: bits [6:0] of an 8-bit type, [14:0] of a 16-bit
+    one), ``first`` when ``k == r0``, and ``hi`` (its bits [15:8] are element
+    ``k - r0 + R``) when double-row and ``K > k - r0 + R``; ``transpose`` travels with the
+    operand. The token also carries the column tile (``span``, ``part``).
 
     Parameters
     ----------
@@ -155,7 +152,7 @@ class IssueLogic(wiring.Component):
         cur_span, cur_part, head_span, head_part, beat_span, beat_part = (
             Signal(2, name=n) for n in ("cur_span", "cur_part", "head_span", "head_part",
                                         "beat_span", "beat_part"))
-        spans = column_spans(self._cols)
+        spans = tile_sizes(self._cols)
         m.d.comb += [
             head_tiled.eq(~head_read & head.tiled),
             head_span.eq(sum(Mux(head.tile_cols == size, code, 0)

@@ -175,6 +175,13 @@ def status_layout():
     return data.StructLayout({"rejected": unsigned(16), "error": ErrorCode})
 
 
+def tile_sizes(extent):
+    """Tile sizes along a dimension of ``extent`` PEs (tuple of int, largest first): the
+    extent, its half and its quarter, each where it divides the extent (golden:
+    ``tiles.tile_sizes``). A column tile's index in it is the token's ``span`` code."""
+    return tuple(extent // s for s in (1, 2, 4) if extent % s == 0)
+
+
 def token_layout(psum_depth):
     """What each beat in flight is, for the PSUM stage (StructLayout; internal to the tile:
     the issue logic makes one per beat, the result path carries it ``rows + cols`` cycles).

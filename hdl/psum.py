@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fp32_add import Fp32Adder
-from .layouts import PSUM_BANKS, PSUM_ENTRIES, PSUM_WIDTH
+from .layouts import PSUM_BANKS, PSUM_ENTRIES, PSUM_WIDTH, tile_sizes
 
 
 class Psum(wiring.Component):
@@ -75,7 +75,7 @@ class Psum(wiring.Component):
         write = memory.write_port()
         m.d.comb += [read.addr.eq(self.addr), write.addr.eq(self.addr),
                      write.en.eq(self.write), write.data.eq(self.result)]
-        spans = tuple(self._cols // s for s in (1, 2, 4) if self._cols % s == 0)
+        spans = tile_sizes(self._cols)
         for c in range(self._cols):
             in_tile = Signal(name=f"in_tile_{c}")
             m.d.comb += in_tile.eq((self.span == 0) | Cat(
