@@ -30,8 +30,11 @@ they do (random idle; stepped too).
 Cycle 0 is the first cycle in which the streams may transfer after reset. All figures are in
 clock cycles.
 
-The tensor-engine instruction's new features (row/column tiles, transpose mode, FP32) have
-their own functions beside these, which the command word does not reach yet:
+A matmul with a tile (``Command.tile_position``) runs alone, as the RTL runs it: its stamps
+follow the rules above, except that a load into a row tile starting at PE row r also waits
+r cycles after its buffer's last moving beat (that beat's operands reach row r r cycles
+after row 0). The tensor-engine instruction's features beyond the RTL (concurrent tiles,
+FP32) have their own functions beside these:
 :func:`matmul_passes` (moving beats per moving column), :func:`nc_matmul_cost` (AWS's
 published per-instruction cost) and :func:`tiled_schedule` (several matmuls in flight in
 tiles that share no PE row or column, one LoadStationary port, per-PE weight buffers). On a
