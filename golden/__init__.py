@@ -67,7 +67,15 @@ from .mx import (
     round_to_bf16,
     xorwow_bits,
 )
-from .tiles import TILE_SPLITS, Tile, check_tile, check_tile_operands, tile_sizes
+from .tiles import (
+    TILE_ERRORS,
+    TILE_SPLITS,
+    Tile,
+    check_tile,
+    check_tile_operands,
+    tile_error,
+    tile_sizes,
+)
 from .timing import (
     CommandTiming,
     TileOp,
@@ -93,8 +101,8 @@ __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fi
            # tensor-engine instruction: tiles, transpose, TF32/FP32
            "as_tfloat32", "check_tile", "check_tile_operands", "check_transpose", "identity",
            "matmul_passes", "nc_matmul_cost", "nc_transpose", "Tile", "TileOp", "TFLOAT32",
-           "TILE_SPLITS", "tile_sizes", "tiled_program_cycles", "tiled_schedule",
-           "WIDE_FORMATS"]
+           "TILE_ERRORS", "TILE_SPLITS", "tile_error", "tile_sizes", "tiled_program_cycles",
+           "tiled_schedule", "WIDE_FORMATS"]
 # NeuronCore-v4 MX formats (golden/mx.py)
 __all__ += ["dequantize_mx", "interleave", "mx_error_bound", "MX_TYPES", "nc_matmul_mx",
             "quantize_mx", "round_to_bf16", "xorwow_bits"]

@@ -24,6 +24,7 @@ from .formats import (
     max_k,
     operand_formats,
 )
+from .tiles import TILE_ERRORS, tile_error
 
 
 def check_positive(name, value):
@@ -71,7 +72,7 @@ OPS = ("matmul", "read")
 DTYPES = tuple(FORMATS)
 #: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
 ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT",
-          "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ")
+          "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ") + TILE_ERRORS
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,12 @@ class Command:
         (:attr:`~.formats.OperandFormat.transpose_dtype`, upper bits zero). It takes no
         ``perf_mode``, ``accumulate`` or ``ftz`` (:func:`~.formats.check_transpose`); a
         command with one can be made, and the tile rejects it (:func:`command_error`).
+    tile_position, tile_size : (int, int) or None
+        The matmul's tile (NKI's ``tile_position`` / ``tile_size``: start row and column,
+        rows and columns), both None (default) for the whole array; each number is a
+        ``SIZE_WIDTH``-bit field of the command word. A tile the array does not allow can be
+        made, and the tile rejects it (``TILE_*``, :func:`~.tiles.tile_error`); giving only
+        one of the pair is a ``ValueError``. Unused by ``read``.
     """
 
     op: str = "matmul"
@@ -124,6 +131,8 @@ class Command:
     moving_dtype: str | None = None
     perf_mode: str | None = None
     is_transpose: bool = False
+    tile_position: tuple | None = None
+    tile_size: tuple | None = None
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -146,6 +155,18 @@ class Command:
             operand_formats(FORMATS[self.dtype].dtype, FORMATS[self.mtype].dtype)
         for name in ("ftz", "accumulate", "is_transpose"):
             check_bool(name, getattr(self, name))
+        if (self.tile_position is None) != (self.tile_size is None):
+            raise ValueError("tile_position and tile_size must be given together (leave both "
+                             "out for the whole array)")
+        for name in ("tile_position", "tile_size"):
+            value = getattr(self, name)
+            if value is not None and not (
+                    isinstance(value, tuple) and len(value) == 2 and all(
+                        isinstance(v, int) and not isinstance(v, bool)
+                        and 0 <= v < 1 << SIZE_WIDTH for v in value)):
+                raise ValueError(f"{name} must be None or a pair (row, column) of integers in "
+                                 f"0..{(1 << SIZE_WIDTH) - 1} ({SIZE_WIDTH}-bit fields), "
+                                 f"not {value!r}")
 
 
     @property
@@ -160,8 +181,16 @@ class Command:
 
     def load_beats(self, rows):
         """LoadStationary beats of this matmul on a tile of ``rows`` partition rows: ``k``, or
-        ``min(k, rows)`` in double-row mode (each beat carries rows r and r + rows)."""
+        ``min(k, rows)`` in double-row mode (each beat carries rows r and r + rows), with
+        the row tile's rows instead of ``rows`` when the matmul has a tile."""
+        if self.tile_size is not None:
+            rows = self.tile_size[0]
         return min(self.k, rows) if self.double_row else self.k
+
+    @property
+    def first_row(self):
+        """The first PE row of the matmul's tile (0 for the whole array, and for a READ)."""
+        return self.tile_position[0] if self.op == "matmul" and self.tile_position else 0
 
 
 def check_region(what, bank, offset, n, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES):
@@ -219,7 +248,10 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     not in ``dtypes``, or double-row on a tile without ``double_row``), then the transpose
     rule (:func:`~.formats.check_transpose`, same order): ``"TRANSPOSE_DOUBLE_ROW"``,
     ``"TRANSPOSE_ACCUMULATE"``, ``"TRANSPOSE_FTZ"`` (a transposing matmul with double-row,
-    ``accumulate`` or ``ftz``).
+    ``accumulate`` or ``ftz``), then the tiling rule (:func:`~.tiles.tile_error`, same
+    order): ``"TILE_SIZE"``, ``"TILE_POSITION"``, ``"TILE_K_RANGE"``, ``"TILE_M_RANGE"``,
+    ``"TILE_DOUBLE_ROW"``. Tiles that overlap a matmul in flight are not an error (the
+    later matmul waits: ``docs/numerics.md``, tiles choice 10).
 
     Returns
     -------
@@ -246,4 +278,7 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
                            ("TRANSPOSE_FTZ", command.ftz)):
             if mode:
                 return code
+    if matmul:
+        return tile_error(command.tile_position, command.tile_size, command.k, command.m,
+                          rows=rows, cols=cols, perf_mode=command.perf_mode)
     return None

@@ -24,7 +24,8 @@ import numpy as np
 
 from .formats import DOUBLE_ROW, max_k
 
-__all__ = ["TILE_SPLITS", "Tile", "check_tile", "check_tile_operands", "tile_sizes"]
+__all__ = ["TILE_ERRORS", "TILE_SPLITS", "Tile", "check_tile", "check_tile_operands", "tile_error",
+           "tile_sizes"]
 
 #: Most tiles a dimension splits into, per target (NKI API reference, ``nki.isa.nc_matmul``,
 #: "Tiling mode"): 2 on NeuronCore-v2 (trn1, inf2), 4 from NeuronCore-v3 (trn2, trn3).
@@ -134,11 +135,16 @@ def check_tile(tile_position, tile_size, *, rows, cols, target=None):
             where = f" on {target}" if target else ""
             raise ValueError(f"tile {axis} size must be one of {', '.join(map(str, allowed))} "
                              f"on an array of {extent} {axis}s{where}, not {length}")
-        if start < 0 or start % length or start + length > extent:
+        if not _start_ok(start, length, extent):
             raise ValueError(f"tile start {axis} must be a multiple of the {axis} size "
                              f"{length} with the tile inside the array's {extent} {axis}s, "
                              f"not {start}")
     return Tile(position[0], position[1], size[0], size[1])
+
+
+def _start_ok(start, length, extent):
+    """The position rule along one dimension: a multiple of the size, the tile inside."""
+    return 0 <= start and start % length == 0 and start + length <= extent
 
 
 def check_tile_operands(tile, k, m, *, cols, perf_mode=None):
@@ -161,3 +167,47 @@ def check_tile_operands(tile, k, m, *, cols, perf_mode=None):
     if perf_mode == DOUBLE_ROW and tile.cols < cols:
         raise ValueError("perf_mode='double_row' does not combine with column tiling "
                          f"(tile column size {tile.cols} < {cols})")
+
+
+#: The tile command's rejection reasons, in the order :func:`tile_error` checks them (the
+#: command word's ``ErrorCode`` names; :func:`~.command.command_error` checks them after
+#: every other rule).
+TILE_ERRORS = ("TILE_SIZE", "TILE_POSITION", "TILE_K_RANGE", "TILE_M_RANGE", "TILE_DOUBLE_ROW")
+
+
+def tile_error(tile_position, tile_size, k, m, *, rows, cols, perf_mode=None):
+    """The tiling rule as the tile's command check applies it to a matmul: which of
+    :data:`TILE_ERRORS` a ``rows x cols`` array (quarters allowed, NeuronCore-v3) gives a
+    matmul of ``k`` partition rows and free size ``m`` in the tile ``tile_position`` /
+    ``tile_size`` (pairs of int, or both None for the whole array), or None.
+
+    The same rule as :func:`check_tile` and :func:`check_tile_operands`, which raise a
+    message instead: ``"TILE_SIZE"`` (a size not in :func:`tile_sizes`), ``"TILE_POSITION"``
+    (a start not a multiple of its size, or the tile outside the array), ``"TILE_K_RANGE"``
+    (K larger than the tile's rows, 2 x rows in double-row mode), ``"TILE_M_RANGE"`` (M
+    larger than the tile's columns), ``"TILE_DOUBLE_ROW"`` (double-row in a column tile).
+    K or M of 0, or larger than the array, is the command's ``K_RANGE`` / ``M_RANGE``,
+    checked before. Only one of the pair None is ``"TILE_SIZE"`` (the command word cannot
+    carry it: :class:`~.command.Command` refuses it).
+
+    Returns
+    -------
+    str or None
+    """
+    if tile_position is None and tile_size is None:
+        return None
+    if tile_position is None or tile_size is None:
+        return "TILE_SIZE"
+    if any(length not in tile_sizes(extent)
+           for length, extent in zip(tile_size, (rows, cols), strict=True)):
+        return "TILE_SIZE"
+    if not all(_start_ok(start, length, extent) for start, length, extent in zip(
+            tile_position, tile_size, (rows, cols), strict=True)):
+        return "TILE_POSITION"
+    if k > max_k(tile_size[0], perf_mode):
+        return "TILE_K_RANGE"
+    if m > tile_size[1]:
+        return "TILE_M_RANGE"
+    if perf_mode == DOUBLE_ROW and tile_size[1] < cols:
+        return "TILE_DOUBLE_ROW"
+    return None

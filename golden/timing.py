@@ -30,8 +30,11 @@ they do (random idle; stepped too).
 Cycle 0 is the first cycle in which the streams may transfer after reset. All figures are in
 clock cycles.
 
-The tensor-engine instruction's new features (row/column tiles, transpose mode, FP32) have
-their own functions beside these, which the command word does not reach yet:
+A matmul with a tile (``Command.tile_position``) runs alone, as the RTL runs it: its stamps
+follow the rules above, except that a load into a row tile starting at PE row r also waits
+r cycles after its buffer's last moving beat (that beat's operands reach row r r cycles
+after row 0). The tensor-engine instruction's features beyond the RTL (concurrent tiles,
+FP32) have their own functions beside these:
 :func:`matmul_passes` (moving beats per moving column), :func:`nc_matmul_cost` (AWS's
 published per-instruction cost) and :func:`tiled_schedule` (several matmuls in flight in
 tiles that share no PE row or column, one LoadStationary port, per-PE weight buffers). On a
@@ -176,8 +179,8 @@ def _recurrence(commands, errors, latency, rows):
         first = max(accept + 1, prev_issue + 1)
         if command.op == "matmul":
             load_start = max(accept + 1, prev_load_end + 1)
-            if len(matmul_issues) >= 2:
-                load_start = max(load_start, matmul_issues[-2] + 1)
+            if len(matmul_issues) >= 2:     # and its moving data has passed the tile's rows
+                load_start = max(load_start, matmul_issues[-2] + 1 + command.first_row)
             prev_load_end = load_start + command.load_beats(rows) - 1
             loads = tuple(range(load_start, prev_load_end + 1))
             first = max(first, prev_load_end + 1)
@@ -204,6 +207,7 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
     load_row = 0
     full = [False, False]       # buffer loaded for a matmul that has not started
     busy = [False, False]       # buffer used by a matmul still sending moving beats
+    since = [rows, rows]        # advances since the buffer's last beat, up to rows
     running = None              # [command index, beats left after the current one, sel]
     tokens = [None] * latency   # command index of each beat in flight; [-1] is offered
     remaining = sum(c.n for c, e in zip(commands, errors, strict=True) if e is None)
@@ -218,6 +222,7 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
         take_command = drivers["command"].valid and len(queue) < COMMAND_QUEUE_DEPTH
         target = next((i for i, (j, done) in enumerate(queue) if not done), None)
         load = (advance and target is not None and not busy[load_buf]
+                and since[load_buf] >= commands[queue[target][0]].first_row
                 and not full[load_buf] and drivers["stationary"].valid)
         load_done = load and load_row == commands[queue[target][0]].load_beats(rows) - 1
         head = queue[0] if queue else None
@@ -237,6 +242,7 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
             remaining -= 1
         if advance:
             token = None
+            since = [min(x + 1, rows) for x in since]
             if issue is not None:
                 j, left, sel = issue
                 read = commands[j].op == "read"
@@ -251,6 +257,7 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
                         use_buf ^= 1
                 if left == 0 and not read:
                     busy[sel] = False
+                    since[sel] = 0
                 stamps[j]["issues"].append(cycle)
                 running = None if left == 0 else [j, left - 1, sel]
             tokens = [token] + tokens[:-1]

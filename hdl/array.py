@@ -15,9 +15,11 @@ def operand_lane_layout():
     """One partition row's moving operand with its matmul's mode (StructLayout): ``value``,
     ``sel``, ``active``, ``hi`` (double-row second element inside K), ``stype``, ``mtype``
     (stationary and moving :class:`~.layouts.DType`), ``ftz``, ``transpose`` (transpose
-    mode: an active row passes its stationary bits down instead of adding a product)."""
+    mode: an active row passes its stationary bits down instead of adding a product),
+    ``first`` (the row is its row tile's first: its sum starts with its product)."""
     return data.StructLayout({"value": OPERAND_WIDTH, "sel": 1, "active": 1, "hi": 1,
-                              "stype": DType, "mtype": DType, "ftz": 1, "transpose": 1})
+                              "stype": DType, "mtype": DType, "ftz": 1, "transpose": 1,
+                              "first": 1})
 
 
 def load_lane_layout(rows):

@@ -12,6 +12,7 @@ from .layouts import (
     command_layout,
     is_narrow,
     status_layout,
+    tile_sizes,
 )
 
 #: Operand types of a legal double-row matmul (golden: ``formats.DOUBLE_ROW_TYPES``).
@@ -36,12 +37,27 @@ def load_request_signature():
     narrow : Out(1)
         Its stationary type is 8 bits wide and it is not double-row: bits [15:8] of each
         lane are ignored, and loaded as zeros (so a transpose passes only bits [7:0] on).
+    row, col : Out(SIZE_WIDTH)
+        Its tile's first PE row and column (0, 0 for the whole array): beat ``j`` writes PE
+        row ``row + j``, and lanes ``col .. col + M - 1`` are its columns.
     done : In(1)
         The target's last stationary beat transfers this cycle; the target's entry is marked
         loaded at the clock edge.
     """
     return wiring.Signature({"valid": Out(1), "beats": Out(SIZE_WIDTH), "m": Out(SIZE_WIDTH),
-                             "narrow": Out(1), "done": In(1)})
+                             "narrow": Out(1), "row": Out(SIZE_WIDTH), "col": Out(SIZE_WIDTH),
+                             "done": In(1)})
+
+
+def _allowed(size, extent):
+    return Cat(size == s for s in tile_sizes(extent)).any()
+
+
+def _placed(start, size, extent):
+    """The start is a multiple of the (allowed) size with the tile inside the extent: one of
+    that size's few starts, compared as constants (no divider)."""
+    return Cat((size == s) & Cat(start == p for p in range(0, extent, s)).any()
+               for s in tile_sizes(extent)).any()
 
 
 class CommandQueue(wiring.Component):
@@ -55,7 +71,9 @@ class CommandQueue(wiring.Component):
     ``TYPE_NOT_BUILT`` (an operand type not in ``dtypes``, or ``double_row`` on a queue
     built without it: the tile was not generated for it); for a matmul with ``transpose``,
     ``TRANSPOSE_DOUBLE_ROW``, ``TRANSPOSE_ACCUMULATE`` and ``TRANSPOSE_FTZ`` (transpose mode
-    with ``double_row``, ``accumulate`` or ``ftz``). A rejected beat is
+    with ``double_row``, ``accumulate`` or ``ftz``); for a ``tiled`` matmul the tiling rule
+    (golden: ``tiles.tile_error``), ``TILE_SIZE``, ``TILE_POSITION``, ``TILE_K_RANGE``,
+    ``TILE_M_RANGE``, ``TILE_DOUBLE_ROW``. A rejected beat is
     taken and dropped: ``status.rejected`` counts up and ``status.error`` takes its
     :class:`~.layouts.ErrorCode` at the clock edge.
 
@@ -150,6 +168,16 @@ class CommandQueue(wiring.Component):
                 Cat(command.dtype == t for t in self._dtypes).any()
                 & Cat(command.moving_dtype == t for t in self._dtypes).any()
                 & (1 if self._double_row else ~command.double_row))
+        # The tiling rule: sizes and starts are a few constants of the array's extents.
+        tiled = ~is_read & command.tiled
+        size_ok, start_ok = (Signal(name=f"tile_{n}_ok") for n in ("size", "start"))
+        tile_k_limit = Signal(SIZE_WIDTH + 1)
+        m.d.comb += [
+            size_ok.eq(_allowed(command.tile_rows, rows) & _allowed(command.tile_cols, cols)),
+            start_ok.eq(_placed(command.tile_row, command.tile_rows, rows)
+                        & _placed(command.tile_col, command.tile_cols, cols)),
+            tile_k_limit.eq(Mux(command.double_row, command.tile_rows << 1, command.tile_rows)),
+        ]
         with m.If(command.bank >= banks):
             m.d.comb += error.eq(ErrorCode.BANK_RANGE)
         with m.Elif(~is_read & ((command.k == 0) | (command.k > k_limit))):
@@ -169,6 +197,16 @@ class CommandQueue(wiring.Component):
                            (ErrorCode.TRANSPOSE_FTZ, command.ftz)):
             with m.Elif(transpose & mode):
                 m.d.comb += error.eq(code)
+        with m.Elif(tiled & ~size_ok):
+            m.d.comb += error.eq(ErrorCode.TILE_SIZE)
+        with m.Elif(tiled & ~start_ok):
+            m.d.comb += error.eq(ErrorCode.TILE_POSITION)
+        with m.Elif(tiled & (command.k > tile_k_limit)):
+            m.d.comb += error.eq(ErrorCode.TILE_K_RANGE)
+        with m.Elif(tiled & (command.m > command.tile_cols)):
+            m.d.comb += error.eq(ErrorCode.TILE_M_RANGE)
+        with m.Elif(tiled & command.double_row & (command.tile_cols != cols)):
+            m.d.comb += error.eq(ErrorCode.TILE_DOUBLE_ROW)
 
         # ---- the queue -------------------------------------------------------------------
         queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(depth_q)]
@@ -194,10 +232,14 @@ class CommandQueue(wiring.Component):
         m.d.comb += self.load.valid.eq((queued & ~loaded).any())
         for i in reversed(range(depth_q)):     # the lowest index wins
             with m.If(queued[i] & ~loaded[i]):
-                m.d.comb += [target.eq(i), self.load.m.eq(queue[i].m),
-                             self.load.narrow.eq(~queue[i].double_row & is_narrow(queue[i].dtype)),
-                             self.load.beats.eq(Mux(queue[i].double_row & (queue[i].k > rows),
-                                                    rows, queue[i].k))]
+                entry = queue[i]
+                tile_rows = Mux(entry.tiled, entry.tile_rows, rows)
+                m.d.comb += [target.eq(i), self.load.m.eq(entry.m),
+                             self.load.narrow.eq(~entry.double_row & is_narrow(entry.dtype)),
+                             self.load.beats.eq(Mux(entry.double_row & (entry.k > tile_rows),
+                                                    tile_rows, entry.k)),
+                             self.load.row.eq(Mux(entry.tiled, entry.tile_row, 0)),
+                             self.load.col.eq(Mux(entry.tiled, entry.tile_col, 0))]
         loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(depth_q)]
         for i in range(depth_q):
             m.d.comb += loaded_next[i].eq(loaded[i] | (self.load.done & (target == i)))

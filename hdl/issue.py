@@ -13,16 +13,19 @@ from .layouts import (
     command_layout,
     is_narrow,
     moving_layout,
+    tile_sizes,
     token_layout,
 )
 from .loader import buffer_control_signature
 from .skew import SkewBuffer
 
 #: The mode of the moving vector being issued (register ``in_mode``): what each row's lane
-#: takes into the skew, and K (which rows take part). verif.mutant_rules reads K's bit
-#: position from it.
+#: takes into the skew, K, and the row tile's first row and rows (which rows take part).
+#: verif.mutant_rules reads K's bit position from it (K stays before the tile fields).
 MODE_LAYOUT = data.StructLayout({"sel": 1, "stype": DType, "mtype": DType, "double": 1,
-                                 "ftz": 1, "transpose": 1, "k": SIZE_WIDTH})
+                                 "ftz": 1, "transpose": 1, "k": SIZE_WIDTH,
+                                 "row0": SIZE_WIDTH, "trows": SIZE_WIDTH})
+
 
 class IssueLogic(wiring.Component):
     """Issues one beat per enabled cycle for the command at the queue's head, in order.
@@ -43,15 +46,19 @@ class IssueLogic(wiring.Component):
     The operands of a moving beat, with the matmul's mode (buffer, types, double-row, FTZ,
     K), are registered on the beat (so bubbles do not toggle the array) and skewed: partition
     row ``k`` of beat ``t`` reaches ``operands[k]`` ``1 + k`` enabled cycles after the beat.
-    Row ``k`` is ``active`` when ``K > k`` (and, in transpose mode, its moving element is not
-    +-0: bits [6:0] of an 8-bit type, [14:0] of a 16-bit one) and ``hi`` (its bits [15:8]
-    are element ``k + rows``) when double-row and ``K > k + rows``; ``transpose`` travels
-    with the operand.
+    With the matmul's row tile (first row ``r0`` and ``R`` rows; 0 and ``rows`` for the whole
+    array), row ``k`` is ``active`` when ``r0 <= k < r0 + min(K, R)`` (and, in transpose
+    mode, its moving element is not +-0: bits [6:0] of an 8-bit type, [14:0] of a 16-bit
+    one), ``first`` when ``k == r0``, and ``hi`` (its bits [15:8] are element
+    ``k - r0 + R``) when double-row and ``K > k - r0 + R``; ``transpose`` travels with the
+    operand. The token also carries the column tile (``span``, ``part``).
 
     Parameters
     ----------
     rows : int
         The tile's partition rows, >= 1.
+    cols : int
+        The tile's columns, >= 1 (the column tiles the token's ``span`` / ``part`` name).
     psum_entries : int
         PSUM entries per bank, >= 1 (the flat address's bank stride).
     psum_depth : int
@@ -81,8 +88,8 @@ class IssueLogic(wiring.Component):
     component); they are not checked again here.
     """
 
-    def __init__(self, rows, *, psum_entries, psum_depth):
-        self._rows = rows
+    def __init__(self, rows, *, psum_entries, psum_depth, cols=1):
+        self._rows, self._cols = rows, cols
         self._entries, self._depth = psum_entries, psum_depth
         super().__init__({
             "en": In(1),
@@ -136,6 +143,27 @@ class IssueLogic(wiring.Component):
         beat_addr = Signal(range(depth))
         beat_left = Signal(SIZE_WIDTH)
         beat_k = Signal(SIZE_WIDTH)
+        # The matmul's tile: first row and rows (the whole array when not tiled), and the
+        # PSUM partitions its column tile writes (span, part: see token_layout).
+        head_tiled = Signal()
+        cur_row0, cur_trows, beat_row0, beat_trows = (
+            Signal(SIZE_WIDTH, name=n) for n in ("cur_row0", "cur_trows", "beat_row0",
+                                                  "beat_trows"))
+        cur_span, cur_part, head_span, head_part, beat_span, beat_part = (
+            Signal(2, name=n) for n in ("cur_span", "cur_part", "head_span", "head_part",
+                                        "beat_span", "beat_part"))
+        spans = tile_sizes(self._cols)
+        m.d.comb += [
+            head_tiled.eq(~head_read & head.tiled),
+            head_span.eq(sum(Mux(head.tile_cols == size, code, 0)
+                             for code, size in enumerate(spans) if code)),
+            head_part.eq(sum(Mux(head.tile_col >= p * size, 1, 0) & (head_span == code)
+                             for code, size in enumerate(spans) for p in range(1, 1 << code))),
+            beat_row0.eq(Mux(running, cur_row0, Mux(head_tiled, head.tile_row, 0))),
+            beat_trows.eq(Mux(running, cur_trows, Mux(head_tiled, head.tile_rows, rows))),
+            beat_span.eq(Mux(running, cur_span, Mux(head_tiled, head_span, 0))),
+            beat_part.eq(Mux(running, cur_part, Mux(head_tiled, head_part, 0))),
+        ]
         m.d.comb += [
             beat_k.eq(Mux(running, cur_k, Mux(head_read, 0, head.k))),
             beat["read"].eq(Mux(running, cur_read, head_read)),
@@ -158,6 +186,8 @@ class IssueLogic(wiring.Component):
                 cur_double.eq(beat["double"]), cur_ftz.eq(beat["ftz"]),
                 cur_acc.eq(beat["accumulate"]), cur_transpose.eq(beat["transpose"]),
                 cur_addr.eq(beat_addr + 1), cur_left.eq(beat_left - 1), cur_k.eq(beat_k),
+                cur_row0.eq(beat_row0), cur_trows.eq(beat_trows),
+                cur_span.eq(beat_span), cur_part.eq(beat_part),
             ]
         # A buffer is free once its matmul has sent its last moving beat.
         m.d.comb += [
@@ -167,6 +197,8 @@ class IssueLogic(wiring.Component):
             self.token.valid.eq(issue),
             self.token.addr.eq(beat_addr),
             self.token.fp32.eq(beat["stype"] != DType.INT8),
+            self.token.span.eq(beat_span),
+            self.token.part.eq(beat_part),
         ]
         m.d.comb += [self.token[name].eq(beat[name]) for name in (
             "last", "ftz", "accumulate", "read")]
@@ -182,19 +214,32 @@ class IssueLogic(wiring.Component):
             m.d.sync += [in_mode[name].eq(beat[name])
                          for name in ("sel", "stype", "mtype", "double", "ftz", "transpose")]
             m.d.sync += in_mode.k.eq(beat_k)
+            m.d.sync += [in_mode.row0.eq(beat_row0), in_mode.trows.eq(beat_trows)]
         # Transpose mode: a row takes part only where its moving element is not +-0 (the
         # column's selector, a 1 there; golden refuses any other value).
         narrow = Signal()
         m.d.comb += narrow.eq(is_narrow(in_mode.mtype))
+        # Rows row0 .. act_end - 1 take part (K of them, the tile's rows in double-row mode),
+        # and rows row0 .. hi_end - 1 also carry element k + trows (double-row, K > trows).
+        act_end, hi_end = Signal(SIZE_WIDTH + 1), Signal(SIZE_WIDTH + 1)
+        over = Signal()
+        m.d.comb += [
+            over.eq(in_mode.k > in_mode.trows),
+            act_end.eq(in_mode.row0 + Mux(over, in_mode.trows, in_mode.k)),
+            hi_end.eq(Mux(in_mode.double & over, in_mode.row0 + in_mode.k - in_mode.trows, 0)),
+        ]
         for k in range(rows):
             picked = Signal(name=f"picked_{k}")
+            inside = Signal(name=f"inside_{k}")
             m.d.comb += [
                 picked.eq(Mux(narrow, in_vector[k][:7].any(), in_vector[k][:15].any())),
+                inside.eq(in_mode.row0 <= k),
                 skew.i[k].value.eq(in_vector[k]),
                 skew.i[k].sel.eq(in_mode.sel),
-                skew.i[k].active.eq((in_mode.k > k) & (~in_mode.transpose | picked)),
+                skew.i[k].active.eq(inside & (act_end > k) & (~in_mode.transpose | picked)),
                 skew.i[k].transpose.eq(in_mode.transpose),
-                skew.i[k].hi.eq(in_mode.double & (in_mode.k > k + rows)),
+                skew.i[k].first.eq(in_mode.row0 == k),
+                skew.i[k].hi.eq(inside & (hi_end > k)),
                 skew.i[k].stype.eq(in_mode.stype),
                 skew.i[k].mtype.eq(in_mode.mtype),
                 skew.i[k].ftz.eq(in_mode.ftz),

@@ -87,6 +87,11 @@ class ErrorCode(enum.Enum, shape=4):
     TRANSPOSE_DOUBLE_ROW = 7
     TRANSPOSE_ACCUMULATE = 8
     TRANSPOSE_FTZ = 9
+    TILE_SIZE = 10
+    TILE_POSITION = 11
+    TILE_K_RANGE = 12
+    TILE_M_RANGE = 13
+    TILE_DOUBLE_ROW = 14
 
 
 def stationary_layout(cols):
@@ -141,8 +146,10 @@ def command_layout():
     row, whose stationary bits go to PSUM unchanged; takes no ``double_row``, ``ftz`` or
     ``accumulate``), ``bank`` (PSUM bank, ``BANK_WIDTH`` bits), ``offset`` (first PSUM entry
     in the bank), ``k``, ``m``, ``n`` (``SIZE_WIDTH`` bits each: partition rows of the
-    stationary, its free size, moving beats). A READ uses ``bank``, ``offset`` and ``n``
-    only.
+    stationary, its free size, moving beats), then the tile (NKI's ``tile_position`` /
+    ``tile_size``): ``tiled`` (0: the whole array, the other tile fields ignored),
+    ``tile_row``, ``tile_col``, ``tile_rows``, ``tile_cols`` (``SIZE_WIDTH`` bits each). A
+    READ uses ``bank``, ``offset`` and ``n`` only.
     """
     return data.StructLayout({
         "op": Op,
@@ -156,7 +163,12 @@ def command_layout():
         "k": unsigned(SIZE_WIDTH),
         "m": unsigned(SIZE_WIDTH),
         "n": unsigned(SIZE_WIDTH),
-        "transpose": 1,     # last: the fields before it keep their published positions
+        "transpose": 1,     # after n: the fields before it keep their published positions
+        "tiled": 1,         # and the tile after transpose, for the same reason
+        "tile_row": unsigned(SIZE_WIDTH),
+        "tile_col": unsigned(SIZE_WIDTH),
+        "tile_rows": unsigned(SIZE_WIDTH),
+        "tile_cols": unsigned(SIZE_WIDTH),
     })
 
 
@@ -169,13 +181,23 @@ def status_layout():
     return data.StructLayout({"rejected": unsigned(16), "error": ErrorCode})
 
 
+def tile_sizes(extent):
+    """Tile sizes along a dimension of ``extent`` PEs (tuple of int, largest first): the
+    extent, its half and its quarter, each where it divides the extent (golden:
+    ``tiles.tile_sizes``). A column tile's index in it is the token's ``span`` code."""
+    return tuple(extent // s for s in (1, 2, 4) if extent % s == 0)
+
+
 def token_layout(psum_depth):
     """What each beat in flight is, for the PSUM stage (StructLayout; internal to the tile:
     the issue logic makes one per beat, the result path carries it ``rows + cols`` cycles).
 
     ``valid``, ``last`` (final beat of its command), ``fp32`` (a float matmul: FP32 PSUM
     words), ``ftz``, ``accumulate``, ``read`` (a READ beat) and ``addr``, the flat PSUM
-    address ``bank * entries + entry`` (``range(psum_depth)``).
+    address ``bank * entries + entry`` (``range(psum_depth)``), then the PSUM partitions
+    it writes: ``span`` (the column tile's size: 0 every column, 1 a half, 2 a quarter of
+    them) and ``part`` (which half or quarter): 4 bits whatever the width, so the token
+    pipeline of ``rows + cols`` stages grows by 4 bits a stage.
     """
     return data.StructLayout({"valid": 1, "last": 1, "fp32": 1, "ftz": 1, "accumulate": 1,
-                              "read": 1, "addr": range(psum_depth)})
+                              "read": 1, "addr": range(psum_depth), "span": 2, "part": 2})

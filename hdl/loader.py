@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .array import load_lane_layout
 from .command_queue import load_request_signature
-from .layouts import OPERAND_WIDTH, stationary_layout
+from .layouts import OPERAND_WIDTH, SIZE_WIDTH, stationary_layout
 from .skew import SkewBuffer
 
 
@@ -38,11 +38,13 @@ class StationaryLoader(wiring.Component):
     stationary is not loaded) into the two buffers alternately. ``stationary.ready`` is
     ``en & request.valid`` while the buffer the next load writes (``load_buf``) is neither
     loaded for a matmul that has not started (``full``) nor in use by one still sending
-    moving beats (``busy``). Beat ``k`` of a load writes partition row ``k``; the beat that
+    moving beats (``busy``). Beat ``k`` of a load writes partition row ``request.row + k``
+    (the tile's first row; 0 for the whole array); the beat that
     completes ``request.beats`` raises ``request.done`` (combinational) and, at the clock
     edge, marks ``load_buf`` full, toggles it and restarts the row count.
 
-    Each beat is registered once (lanes ``>= request.m`` zeroed, and bits [15:8] of every
+    Each beat is registered once (lanes outside ``request.col .. request.col + M - 1``
+    zeroed, and bits [15:8] of every
     lane when ``request.narrow``: an 8-bit type outside double-row mode) and enters a
     column-skewed lane per column: the write reaches column ``c`` of the array ``1 + c``
     enabled cycles after its beat, like the moving data, so it only overwrites PEs that the
@@ -106,9 +108,20 @@ class StationaryLoader(wiring.Component):
         load_row = self.load_row         # partition row the next stationary beat writes
         use_buf = self.buffers.sel       # buffer the next matmul uses
         full, busy = self.full, self.busy
+        # Enabled cycles since each buffer's last moving beat, up to rows: a load into a row
+        # tile starting at row r waits r of them, until that beat's operands (skewed by row)
+        # have passed the tile's rows.
+        since = [Signal(range(rows + 1), init=rows, name=f"since_{b}") for b in range(2)]
+        passed = Signal()
+        m.d.comb += passed.eq(Mux(load_buf, since[1], since[0]) >= self.request.row)
+        for b in range(2):
+            with m.If(self.buffers.release & (self.buffers.release_sel == b)):
+                m.d.sync += since[b].eq(0)
+            with m.Elif(self.en & (since[b] != rows)):
+                m.d.sync += since[b].eq(since[b] + 1)
         m.d.comb += self.stationary.ready.eq(
             self.en & self.request.valid & ~full.bit_select(load_buf, 1)
-            & ~busy.bit_select(load_buf, 1))
+            & ~busy.bit_select(load_buf, 1) & passed)
         load_beat = Signal()
         load_done = self.request.done
         m.d.comb += [
@@ -135,12 +148,14 @@ class StationaryLoader(wiring.Component):
         load_values = Signal(data.ArrayLayout(OPERAND_WIDTH, cols))
         with m.If(self.en):
             m.d.sync += load_in.valid.eq(load_beat)
+        col_end = Signal(SIZE_WIDTH + 1)    # lanes col .. col_end - 1 are the stationary's
+        m.d.comb += col_end.eq(self.request.col + self.request.m)
         with m.If(load_beat):
-            m.d.sync += [load_in.row.eq(load_row), load_in.buf.eq(load_buf)]
+            m.d.sync += [load_in.row.eq(self.request.row + load_row), load_in.buf.eq(load_buf)]
             for c in range(cols):
                 value = self.stationary.payload.data[c]
                 m.d.sync += load_values[c].eq(Mux(
-                    self.request.m > c,
+                    (col_end > c) & (self.request.col <= c),
                     Mux(self.request.narrow, value[:8], value), 0))
         for c in range(cols):
             m.d.comb += [

@@ -23,6 +23,7 @@ PE_SIGNATURE = wiring.Signature({
     "mtype_in": In(DType),
     "ftz_in": In(1),
     "transpose_in": In(1),
+    "first_in": In(1),
     "psum_in": In(PSUM_WIDTH),
     "moving_out": Out(OPERAND_WIDTH),
     "sel_out": Out(1),
@@ -32,12 +33,13 @@ PE_SIGNATURE = wiring.Signature({
     "mtype_out": Out(DType),
     "ftz_out": Out(1),
     "transpose_out": Out(1),
+    "first_out": Out(1),
     "psum_out": Out(PSUM_WIDTH),
 })
 
 #: The mode bits that travel with a moving operand from PE to PE (``<name>_in`` ->
 #: ``<name>_out``), in the order of the array's operand lane layout.
-TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz", "transpose")
+TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz", "transpose", "first")
 
 
 class ProcessingElement(wiring.Component):
@@ -56,7 +58,7 @@ class ProcessingElement(wiring.Component):
     When ``en`` is high the PE registers, on the rising edge (``w = weight[sel_in]``,
     ``p0`` the product of bits [7:0] or [15:0] by type, ``p1`` of bits [15:8])::
 
-        s          = p0 if chain_start else psum_in + p0
+        s          = p0 if chain_start or first_in else psum_in + p0
         psum_out   <- s + p1 if hi_in else s                 (active_in)
         psum_out   <- w, zero-extended                       (active_in and transpose_in)
         psum_out   <- psum_in                                (row inactive: pass-through)
@@ -67,7 +69,9 @@ class ProcessingElement(wiring.Component):
     :class:`Fp32Adder` (one RNE rounding per add, ``docs/numerics.md``); in double-row mode
     a second, FP8-only (e4m3 / e5m2) multiplier and a second adder add ``p1`` after ``p0``.
     The chain starts with the first product itself, so partition row 0 (``chain_start``)
-    never adds a zero. In transpose mode (``transpose_in``) nothing is multiplied or added:
+    never adds a zero; ``first_in`` does the same for the first partition row of a row tile
+    (the issue logic sets it on the tile's first row lane), whose ``psum_in`` is whatever
+    the rows above pass down. In transpose mode (``transpose_in``) nothing is multiplied or added:
     the one active row of a column (the issue logic activates the row its moving column
     selects) puts its stationary bits on the chain, and every other row passes them down, so
     NaN payloads, Inf, -0 and subnormals arrive unchanged. When ``en`` is low the datapath
@@ -104,13 +108,16 @@ class ProcessingElement(wiring.Component):
         Data types of the stationary and of the moving operand.
     ftz_in : In(1)
         The matmul flushes subnormals.
+    first_in : In(1)
+        The operand's partition row is its row tile's first: the sum starts with the product
+        (as ``chain_start``).
     transpose_in : In(1)
         Transpose mode: an active row outputs ``w`` (bits unchanged, upper 16 bits zero;
         a PE without 16-bit types passes bits [7:0], the loader's zeroes above them).
     psum_in : In(32)
         Partial sum from the PE above (INT32 or FP32 bits).
     moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, transpose_out,
-    psum_out : Out
+    first_out, psum_out : Out
         Registered operand, its mode bits, and the partial sum.
 
     Raises
@@ -197,7 +204,7 @@ class ProcessingElement(wiring.Component):
             (only,) = products
             m.d.comb += [product.eq(products[only]), total.eq(totals[only])]
         first = Signal(PSUM_WIDTH)
-        m.d.comb += first.eq(Mux(self.chain_start, product, total))
+        m.d.comb += first.eq(Mux(self.chain_start | self.first_in, product, total))
         result = first
         if self._double_row:
             m.submodules.multiplier_hi = multiplier_hi = FloatMultiplier(DOUBLE_ROW_DTYPES)

@@ -20,7 +20,8 @@ class ResultPath(wiring.Component):
     ``result.payload.last`` its ``last``. The array's skewed column (``column``, column ``c``
     ``c`` cycles ahead of column ``cols - 1``) is de-skewed (column ``c`` delayed
     ``cols - 1 - c`` enabled cycles) into :class:`~.psum.Psum`, which offers entry
-    ``out_token.addr`` (a READ's stored word, the new column, or stored + column); the word
+    ``out_token.addr`` (a READ's stored word, the new column, or stored + column, in the
+    columns of the beat's column tile, ``out_token.span`` / ``part``); the word
     is written back at the edge of the cycle the result transfers (``write``), unless the
     beat is a READ. With the issue logic's one register and the array's skew, a beat issued
     in cycle ``t`` is offered in cycle ``t + latency`` when nothing stalls.
@@ -94,6 +95,8 @@ class ResultPath(wiring.Component):
             psum.accumulate.eq(out_token.accumulate),
             psum.fp32.eq(out_token.fp32),
             psum.ftz.eq(out_token.ftz),
+            psum.span.eq(out_token.span),
+            psum.part.eq(out_token.part),
             psum.write.eq(self.write),
             self.result.valid.eq(out_token.valid),
             self.result.payload.data.eq(psum.result),

@@ -147,7 +147,7 @@ def _components(config):
                               depth=config.queue_depth, dtypes=config_dtypes(config),
                               double_row=config.double_row),
         "loader": StationaryLoader(rows, cols),
-        "issue": IssueLogic(rows, psum_entries=entries, psum_depth=depth),
+        "issue": IssueLogic(rows, psum_entries=entries, psum_depth=depth, cols=cols),
         "result": ResultPath(cols, rows + cols, psum_depth=depth),
     }
 

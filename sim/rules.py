@@ -39,6 +39,13 @@ FIELD_MEANINGS = {
     "accumulate": "add into the PSUM region instead of overwriting it (matmul)",
     "transpose": "transpose mode: each moving beat selects one partition row, whose "
                  "stationary bits PSUM gets unchanged (matmul; no double_row, ftz, accumulate)",
+    "tiled": "the matmul runs in the tile below, not the whole array (NKI's tile_position / "
+             "tile_size given)",
+    "tile_row": "first PE row of the tile (a multiple of tile_rows)",
+    "tile_col": "first PE column of the tile (a multiple of tile_cols); its results go to "
+                "PSUM partitions tile_col .. tile_col + M - 1",
+    "tile_rows": "PE rows of the tile: rows, rows / 2 or rows / 4 where they divide rows",
+    "tile_cols": "PE columns of the tile: cols, cols / 2 or cols / 4 where they divide cols",
     "bank": "PSUM bank of the region",
     "offset": "first PSUM entry of the region in its bank",
     "k": "partition rows of the stationary, the contraction size (matmul)",

@@ -76,7 +76,8 @@ class BulkProgram:
         Where the scoreboard reports mismatches.
     noise : numpy.random.Generator, optional
         Fill the operand bits the tile must ignore with random bits drawn from it:
-        stationary lanes ``>= M`` and the high byte of every 8-bit operand lane (INT8, FP8;
+        stationary lanes outside the matmul's M columns (from its tile's first column) and the
+        high byte of every 8-bit operand lane (INT8, FP8;
         not in double-row mode, where it holds data; moving lanes ``>= K`` stay zero, as the
         layout asks). The golden model is not affected.
     """
@@ -104,15 +105,15 @@ class BulkProgram:
         self._commands.append({name: int(getattr(v, "value", v)) for name, v in beat.items()})
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
-               perf_mode=None, is_transpose=False):
+               perf_mode=None, is_transpose=False, tile_position=None, tile_size=None):
         """Add one matmul (see :meth:`TileModel.submit`); returns its record."""
         return self.submit_many([(stationary, moving, accumulate, ftz, bank, offset,
-                                  perf_mode, is_transpose)])[0]
+                                  perf_mode, is_transpose, tile_position, tile_size)])[0]
 
     def submit_many(self, matmuls):
         """Add matmuls that follow each other (``(stationary, moving, accumulate, ftz, bank,
-        offset[, perf_mode[, is_transpose]])`` tuples; see :meth:`TileModel.submit_many`);
-        returns their records."""
+        offset[, perf_mode[, is_transpose[, tile_position, tile_size]]])`` tuples; see
+        :meth:`TileModel.submit_many`); returns their records."""
         self.stage_many(matmuls)
         return self.commit_staged()
 
@@ -146,10 +147,14 @@ class BulkProgram:
 
         rng = self._noise
         s_bits, m_bits = s_bits.copy(), m_bits.copy()
-        s_bits[:, command.m:] = rng.integers(0, 1 << 16, size=s_bits[:, command.m:].shape)
+        row, col = command.tile_position or (0, 0)
+        rows = command.tile_size[0] if command.tile_size else self.rows
+        outside = np.ones(self.cols, bool)
+        outside[col:col + command.m] = False
+        s_bits[:, outside] = rng.integers(0, 1 << 16, size=s_bits[:, outside].shape)
         if not command.double_row:      # there the high byte holds partition row r + rows
-            lanes = ((s_bits[:, :command.m], command.dtype),
-                     (m_bits[:, :min(command.k, self.rows)], command.mtype))
+            lanes = ((s_bits[:, col:col + command.m], command.dtype),
+                     (m_bits[:, row:row + min(command.k, rows)], command.mtype))
             for bits, name in lanes:
                 if FORMATS[name].width == 8:
                     bits |= (rng.integers(0, 256, size=bits.shape) << 8).astype(np.uint16)

@@ -16,6 +16,7 @@ from systolica.golden import (
     PSUM_BANKS,
     PSUM_ENTRIES,
     Command,
+    check_tile,
     command_error,
     format_of,
     nc_matmul,
@@ -107,7 +108,16 @@ def command_beat(command):
             "ftz": int(command.ftz), "accumulate": int(command.accumulate),
             "transpose": int(command.is_transpose),
             "bank": command.bank, "offset": command.offset,
-            "k": command.k, "m": command.m, "n": command.n}
+            "k": command.k, "m": command.m, "n": command.n, **tile_fields(command)}
+
+
+def tile_fields(command):
+    """The command word's tile fields of a :class:`Command` (dict): ``tiled`` and the tile's
+    start and size, all zero for the whole array."""
+    if command.tile_position is None:
+        return {"tiled": 0, "tile_row": 0, "tile_col": 0, "tile_rows": 0, "tile_cols": 0}
+    (row, col), (rows, cols) = command.tile_position, command.tile_size
+    return {"tiled": 1, "tile_row": row, "tile_col": col, "tile_rows": rows, "tile_cols": cols}
 
 
 def _hex_list(values, limit=8):
@@ -180,7 +190,8 @@ class TileModel:
                              double_row=self.double_row)
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
-               expected=None, perf_mode=None, is_transpose=False):
+               expected=None, perf_mode=None, is_transpose=False, tile_position=None,
+               tile_size=None):
         """Model one matmul; return ``(record, command_beat, stationary_bits, moving_bits)``.
 
         Operands are both int8 or any pair of float types
@@ -188,7 +199,10 @@ class TileModel:
         ``offset .. offset + N - 1`` of ``bank``; ``ftz`` flushes subnormals (float only);
         ``perf_mode="double_row"`` for FP8 double-row matmuls; ``is_transpose=True`` for a
         transpose (``moving`` selects one partition row per column; the PSUM words are the
-        selected stationary bits, zero-extended, :data:`TRANSPOSED`). ``expected`` overrides
+        selected stationary bits, zero-extended, :data:`TRANSPOSED`). ``tile_position`` /
+        ``tile_size`` put the matmul in a row/column tile (:func:`~systolica.golden.check_tile`):
+        its stationary and moving lanes are the tile's PE columns and rows, and the PSUM
+        partitions outside the tile's columns keep their words. ``expected`` overrides
         the golden PSUM [M, N] (error-injection tests only).
 
         ``command_beat`` is a dict for ``command_layout()``; ``stationary_bits`` (uint16
@@ -207,7 +221,7 @@ class TileModel:
             one row per column (:func:`~systolica.golden.nc_matmul`).
         """
         item = self._prepare(stationary, moving, accumulate, ftz, bank, offset, perf_mode,
-                             is_transpose)
+                             is_transpose, tile_position, tile_size)
         record = self._commit(item, self._column_sums([item])[0], expected)
         return (record, *self.stimulus(item))
 
@@ -215,7 +229,7 @@ class TileModel:
         """Model matmuls that follow each other in the program, as :meth:`submit` each.
 
         ``matmuls``: ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode[,
-        is_transpose]])`` tuples. Every
+        is_transpose[, tile_position, tile_size]]])`` tuples. Every
         one is checked before any is modelled; the column sums of all matmuls of the same
         data type, mode and shape come from one batched golden call
         (:func:`~systolica.golden.nc_matmul_batch`), then each is accumulated into the
@@ -243,8 +257,9 @@ class TileModel:
         type, mode and shape), their adds into the shadow PSUM, records and scoreboard
         expectations. Returns their :class:`CommandRecord` objects (list)."""
         columns = self._column_sums(prepared)
-        totals = self._accumulated(prepared, columns)
-        if totals is None:   # regions that overlap only in part: one matmul at a time
+        tiled = any(item["tile"].cols < self.cols for item in prepared)
+        totals = None if tiled else self._accumulated(prepared, columns)
+        if totals is None:   # regions that overlap in part, column tiles: one at a time
             return [self._commit(item, column)
                     for item, column in zip(prepared, columns, strict=True)]
         return [self._commit(item, total, accumulated=True)
@@ -253,11 +268,11 @@ class TileModel:
     def stimulus(self, item):
         """``(command_beat, stationary_bits, moving_bits)`` of a prepared matmul, as
         :meth:`submit` returns them (nothing is modelled)."""
-        command = item["command"]
+        command, tile = item["command"], item["tile"]
         m_bits = np.zeros((command.n, self.rows), np.uint16)
-        moving_lanes = lane_bits(item["moving"], self.rows, command.double_row)
-        m_bits[:, :len(moving_lanes)] = moving_lanes.T
-        return (command_beat(command), lane_bits(item["padded"], self.rows, command.double_row),
+        moving_lanes = lane_bits(item["moving"], tile.rows, command.double_row)
+        m_bits[:, tile.row:tile.row + len(moving_lanes)] = moving_lanes.T
+        return (command_beat(command), lane_bits(item["padded"], tile.rows, command.double_row),
                 m_bits)
 
     def _accumulated(self, prepared, columns):
@@ -327,12 +342,12 @@ class TileModel:
                 columns[i] = item["transposed"]
                 continue
             key = (command.dtype, command.mtype, command.perf_mode, command.ftz,
-                   item["padded"].shape, item["moving"].shape)
+                   item["padded"].shape, item["moving"].shape, item["tile"].rows)
             groups.setdefault(key, []).append(i)
-        for (_, _, perf_mode, ftz, _, _), indices in groups.items():
+        for (_, _, perf_mode, ftz, _, _, rows), indices in groups.items():
             mode = {"ftz": True} if ftz else {}
-            if perf_mode is not None:
-                mode.update(perf_mode=perf_mode, rows=self.rows)
+            if perf_mode is not None:     # pairs k = r and r + the (row tile's) rows
+                mode.update(perf_mode=perf_mode, rows=rows)
             out = nc_matmul_batch(np.stack([prepared[i]["padded"] for i in indices]),
                                   np.stack([prepared[i]["moving"] for i in indices]), **mode)
             for j, i in enumerate(indices):
@@ -340,8 +355,9 @@ class TileModel:
         return columns
 
     def _prepare(self, stationary, moving, accumulate, ftz, bank, offset, perf_mode=None,
-                 is_transpose=False):
-        """Check one matmul and build its command and zero-padded stationary (no state)."""
+                 is_transpose=False, tile_position=None, tile_size=None):
+        """Check one matmul and build its command and zero-padded stationary (its columns
+        at the tile's PE columns; no state)."""
         stype, mtype = operand_formats(stationary.dtype, moving.dtype, perf_mode=perf_mode)
         k, m = stationary.shape
         k2, n = moving.shape
@@ -350,15 +366,19 @@ class TileModel:
         command = Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=stype.name,
                           moving_dtype=None if mtype == stype else mtype.name,
                           perf_mode=perf_mode, ftz=bool(ftz), accumulate=bool(accumulate),
-                          is_transpose=bool(is_transpose))
+                          is_transpose=bool(is_transpose),
+                          tile_position=None if tile_position is None else tuple(tile_position),
+                          tile_size=None if tile_size is None else tuple(tile_size))
         error = self.error_of(command)
         if k != k2 or error:
             raise ValueError(f"matmul [K={k}, M={m}] x [K={k2}, N={n}] into bank {bank} "
                              f"offset {offset} does not fit a {self.rows} x {self.cols} tile "
                              f"with {self.banks} x {self.entries} PSUM ({error or 'K differs'})")
+        tile = check_tile(command.tile_position, command.tile_size, rows=self.rows,
+                          cols=self.cols)
         padded = np.zeros((k, self.cols), stationary.dtype)
-        padded[:, :m] = stationary
-        item = {"command": command, "padded": padded, "moving": moving}
+        padded[:, tile.col:tile.col + m] = stationary
+        item = {"command": command, "padded": padded, "moving": moving, "tile": tile}
         if is_transpose:        # golden refuses a bad selector here, before anything runs
             item["transposed"] = transposed_words(padded, moving)
         return item
@@ -368,17 +388,23 @@ class TileModel:
         (``accumulated``: ``column`` already holds the sum), record it and tell the
         scoreboard what to expect."""
         command, padded, moving = item["command"], item["padded"], item["moving"]
+        tile = item["tile"]
         k, m, n, dtype = command.k, command.m, command.n, command.dtype
         region = (command.bank, slice(command.offset, command.offset + n))
         if command.accumulate and not accumulated:
             self._require_known(region, "accumulate into")
             column = _psum_add(dtype, command.ftz, np.ascontiguousarray(self.psum[region].T),
                                column)
-        self._known[region] = True
         golden = np.ascontiguousarray(column).view(np.uint32)
+        if tile.cols < self.cols:        # the other PSUM partitions keep their words
+            self._require_known(region, "write a column tile beside")
+            golden = self.psum[region].T.copy()
+            golden[tile.col_range] = np.ascontiguousarray(column).view(np.uint32)[
+                tile.col_range]
+        self._known[region] = True
         if expected is not None:
             golden = golden.copy()
-            golden[:m] = np.ascontiguousarray(expected).view(np.uint32)
+            golden[tile.col:tile.col + m] = np.ascontiguousarray(expected).view(np.uint32)
         self.psum[region] = golden.T
         psum_dtype = TRANSPOSED if command.is_transpose else dtype
         self._psum_dtype[region] = psum_dtype
@@ -390,9 +416,9 @@ class TileModel:
         def describe(lane, c):   # the operands behind a wrong word, as the beats carry them
             double_row = command.double_row
             return (f"stationary[:, {lane}] = "
-                    f"{_hex_list(lane_bits(padded, self.rows, double_row)[:, lane])}; "
+                    f"{_hex_list(lane_bits(padded, tile.rows, double_row)[:, lane])}; "
                     f"moving[:, {c}] = "
-                    f"{_hex_list(lane_bits(moving, self.rows, double_row)[:, c])}")
+                    f"{_hex_list(lane_bits(moving, tile.rows, double_row)[:, c])}")
 
         self.scoreboard.expect_block(record.index, golden.T, dtype=psum_dtype,
                                      macs=0 if command.is_transpose else k * m,
@@ -469,8 +495,12 @@ class TileModel:
         return len(rejected) % 65536, code.value
 
     def _lanes(self, record):
-        """PSUM lanes a record keeps: M for a matmul, every column for a READ."""
-        return record.m if record.op == "matmul" else self.cols
+        """PSUM lanes a record keeps (slice): its M partitions for a matmul (from its tile's
+        first column), every column for a READ."""
+        if record.op != "matmul":
+            return slice(0, self.cols)
+        start = record.command.tile_position[1] if record.command.tile_position else 0
+        return slice(start, start + record.m)
 
     @property
     def result_owner(self):
@@ -482,7 +512,7 @@ class TileModel:
         beats arrive in order)."""
         if position < self.result_count:
             record = self.records[self._owner_of(position)]
-            record.results.append(list(lanes[: self._lanes(record)]))
+            record.results.append(list(lanes[self._lanes(record)]))
             record.result_cycles.append(cycle)
 
     def _owner_of(self, position):
@@ -498,7 +528,7 @@ class TileModel:
         cycles = np.asarray(cycles, np.int64).tolist()
         for index, count in self._owners:
             record = self.records[index]
-            record.results = lanes[position:position + count, : self._lanes(record)]
+            record.results = lanes[position:position + count, self._lanes(record)]
             record.result_cycles = cycles[position:position + count]
             position += count
 
@@ -518,7 +548,9 @@ class TileModel:
         writer); a transpose's [M, N] in its PSUM element type
         (``OperandFormat.transpose_dtype``, the low 16 bits of each word), and a READ of
         transposed entries the uint32 words."""
-        bits = np.asarray(record.results, dtype=np.uint32).reshape(-1, self._lanes(record)).T
+        lanes = self._lanes(record)
+        bits = np.asarray(record.results, dtype=np.uint32).reshape(
+            -1, lanes.stop - lanes.start).T
         if record.psum_dtype == TRANSPOSED:
             if record.op == "read":
                 return bits

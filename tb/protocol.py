@@ -208,10 +208,12 @@ def write_program(path, commands, *, idle=0.0, backpressure=0.0):
 
     ``commands``: dicts, in order; a READ is ``{"bank", "offset", "read": n}``; a matmul is
     ``{"bank", "offset", "stationary", "moving", "stationary_type", "moving_type",
-    "accumulate", "ftz", "perf_mode"[, "is_transpose"]}`` with the operands as numpy arrays
+    "accumulate", "ftz", "perf_mode"[, "is_transpose"][, "tile_position", "tile_size"]}``
+    with the operands as numpy arrays
     ([K, M] and [K, N], any 1- or 2-byte dtype; stored as their bit patterns), the types as
     short type names (``"int8"``, ``"e4m3"``, ...), ``perf_mode`` None or ``"double_row"``
-    and ``is_transpose`` a bool (default False).
+    ``is_transpose`` a bool (default False) and the tile two pairs of int (default None, the
+    whole array).
     ``idle`` and ``backpressure`` are probabilities (0..1).
     """
     import numpy as np
@@ -233,6 +235,8 @@ def write_program(path, commands, *, idle=0.0, backpressure=0.0):
         program[f"accumulate_{i}"] = np.bool_(c["accumulate"])
         program[f"ftz_{i}"] = np.bool_(c["ftz"])
         program[f"is_transpose_{i}"] = np.bool_(c.get("is_transpose", False))
+        if c.get("tile_position") is not None:
+            program[f"tile_{i}"] = np.array([*c["tile_position"], *c["tile_size"]], np.int64)
     np.savez(path, **program)
 
 
@@ -256,6 +260,9 @@ def read_program(path):
                 c["accumulate"] = bool(program[f"accumulate_{i}"])
                 c["ftz"] = bool(program[f"ftz_{i}"])
                 c["is_transpose"] = bool(program[f"is_transpose_{i}"])
+                tile = program[f"tile_{i}"].tolist() if f"tile_{i}" in program else None
+                c["tile_position"] = None if tile is None else tuple(tile[:2])
+                c["tile_size"] = None if tile is None else tuple(tile[2:])
             commands.append(c)
         idle = float(program["idle"]) if "idle" in program else 0.0
         backpressure = float(program["backpressure"]) if "backpressure" in program else 0.0

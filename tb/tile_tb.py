@@ -120,12 +120,14 @@ class TileTB:
 
     # ---- stimulus -------------------------------------------------------------------------
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
-               expected=None, perf_mode=None, is_transpose=False):
+               expected=None, perf_mode=None, is_transpose=False, tile_position=None,
+               tile_size=None):
         """Queue one matmul on the drivers; see :meth:`TileModel.submit` for the arguments
         and errors. Returns the :class:`CommandRecord`."""
         record, command, s_bits, m_bits = self.model.submit(
             stationary, moving, accumulate=accumulate, ftz=ftz, bank=bank, offset=offset,
-            expected=expected, perf_mode=perf_mode, is_transpose=is_transpose)
+            expected=expected, perf_mode=perf_mode, is_transpose=is_transpose,
+            tile_position=tile_position, tile_size=tile_size)
         if self._coverage and record.error is None:
             self._operands[record.index] = (stationary, moving)
         self.command.send(command)

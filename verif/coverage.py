@@ -17,7 +17,8 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
 - ``error``: every command error code; ``queue``: command-queue occupancy 0..3 when a
   command is taken (3: the command waited for a slot);
 - ``stall``: the idle and backpressure levels; ``read``: READ bank x region (from entry 0,
-  inside, up to the bank's end); ``tile``: square, wider or taller tiles.
+  inside, up to the bank's end); ``tile``: square, wider or taller tiles; ``placement``:
+  a legal matmul on the whole array, in a row tile, a column tile, or both.
 
 :data:`REMOVED` lists the bins left out, each with the reason. ``python -m
 systolica.verif.coverage`` (``make coverage``) runs a seeded fuzz sample with coverage
@@ -84,6 +85,15 @@ _error = _point("error", ERRORS)
 _transpose = _point("transpose", FORMATS)
 _queue = _point("queue", range(4))
 _tile = _point("tile", TILE_SHAPES)
+#: Where a legal matmul runs (the command's tile_position / tile_size).
+PLACEMENTS = ("whole array", "row tile", "column tile", "row and column tile")
+_placement = _point("placement", PLACEMENTS)
+
+
+def placement(command, rows, cols):
+    """The :data:`PLACEMENTS` bin of a matmul ``command`` on a ``rows x cols`` tile (str)."""
+    size = command.tile_size or (rows, cols)
+    return PLACEMENTS[(size[0] < rows) + 2 * (size[1] < cols)]
 
 
 @coverage_section(
@@ -207,6 +217,7 @@ def sample_program(report, records, operands, predicted):
         shadow_dtype[region] = r.dtype
         stationary, moving = operands[r.index]
         command = r.command
+        _placement(placement(command, rows, cols))
         if command.is_transpose:    # bits moved, nothing multiplied or added
             _transpose(command.dtype)
             continue

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from systolica.golden import FORMATS, Command, command_schedule, operand_formats
+from systolica.golden import tile_sizes as golden_tile_sizes
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH
 from systolica.golden.formats import DOUBLE_ROW_TYPES
 from systolica.hdl.config import TileConfig
@@ -64,6 +65,9 @@ IDLE = (0.1, 0.3, 0.5)
 #: Share of the legal matmuls that the second generator turns into transposes (see
 #: :func:`random_program`); a quarter of those carry a mode transpose mode refuses.
 TRANSPOSES = 0.1
+#: Share of the legal matmuls that the second generator puts in a row/column tile that
+#: holds them (see :func:`random_tile`).
+TILES = 0.15
 #: Most illegal commands in a rejection burst (see :func:`random_program`; at least a
 #: quarter of it): up to 2^11, so the 16-bit rejected count carries into bit 11.
 BURST = 2048
@@ -326,9 +330,10 @@ def _out_of_range(rng, legal, low, width):
 
 
 def _illegal(rng, rows, cols):
-    """A command the tile must reject; which check fails is drawn (sometimes several)."""
+    """A command the tile must reject; which check fails is drawn (sometimes several;
+    ``"TILE"`` stands for the tile rule's codes, :func:`_bad_tile`)."""
     op = "matmul" if rng.random() < 0.7 else "read"
-    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE"]
+    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE", "TILE"]
                                          if op == "matmul" else [])
     wrong = {kinds[int(rng.integers(len(kinds)))]}
     while rng.random() < 0.25:
@@ -353,10 +358,38 @@ def _illegal(rng, rows, cols):
         else:
             offset = _out_of_range(rng, offset, PSUM_ENTRIES, 16)
     # DOUBLE_ROW_TYPE: double-row with a BF16 or INT8 pair (only e4m3 / e5m2 may).
-    return Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
-                   dtype="bf16" if rng.random() < 0.5 else "int8",
-                   ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5),
-                   perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
+    command = Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
+                      dtype="bf16" if rng.random() < 0.5 else "int8",
+                      ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5),
+                      perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
+    if "TILE" in wrong:      # TILE_*: the tile rule (checked last, so alone or hidden)
+        command = _bad_tile(rng, command, rows, cols)
+    return command
+
+
+def _bad_tile(rng, command, rows, cols):
+    """``command`` (a matmul) put in a tile the tile's rule refuses (``TILE_*``): a size
+    that is not the extent, its half or its quarter; a start off the grid of its size; or,
+    where the array halves, K or M larger than a half tile, or double-row in a column tile."""
+    kinds = ["size", "position"] + (["k"] if rows % 2 == 0 else []) + (
+        ["m", "double_row"] if cols % 2 == 0 else [])
+    kind = kinds[int(rng.integers(len(kinds)))]
+    if kind == "size":
+        bad = int(rng.choice([0, rows + 1, 2 * rows]))
+        return dataclasses.replace(command, tile_position=(0, 0), tile_size=(bad, cols))
+    if kind == "position":
+        start = (rows, 0) if rng.random() < 0.5 else (0, cols + int(rng.integers(3)))
+        return dataclasses.replace(command, tile_position=start, tile_size=(rows, cols))
+    if kind == "k":
+        return dataclasses.replace(command, k=rows // 2 + 1, tile_position=(rows // 2, 0),
+                                   tile_size=(rows // 2, cols))
+    if kind == "m":
+        return dataclasses.replace(command, m=cols // 2 + 1, tile_position=(0, cols // 2),
+                                   tile_size=(rows, cols // 2))
+    return dataclasses.replace(command, dtype="e4m3", moving_dtype=None, ftz=False,
+                               perf_mode="double_row", k=min(command.k, rows),
+                               m=min(command.m, cols // 2), tile_position=(0, 0),
+                               tile_size=(rows, cols // 2))
 
 
 def transpose_operands(rng, k, m, n):
@@ -390,6 +423,18 @@ def _refused_transpose(rng, k, m, n, bank, offset):
                    is_transpose=True, **modes)
 
 
+def random_tile(rng, rows, cols, k, m, perf_mode=None):
+    """``(tile_position, tile_size)`` of a random tile of a ``rows x cols`` array that holds
+    a matmul of K = ``k`` (``2 x`` the tile's rows in double-row mode) and M = ``m``, any
+    allowed size at any position (a double-row matmul only in full-width tiles)."""
+    k_rows = -(-k // 2) if perf_mode is not None else k
+    fits = [(rs, cs) for rs in golden_tile_sizes(rows) for cs in golden_tile_sizes(cols)
+            if rs >= k_rows and cs >= m and (perf_mode is None or cs == cols)]
+    rs, cs = fits[int(rng.integers(len(fits)))]
+    return ((int(rng.integers(rows // rs)) * rs, int(rng.integers(cols // cs)) * cs),
+            (rs, cs))
+
+
 def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode[, is_transpose]])`` (a
@@ -413,7 +458,9 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     program: RTL coverage wraps the count with 2^16). With ``noise``, :data:`TRANSPOSES` of
     the legal matmuls become transposes of the main draw's K, M, N and region
     (:func:`transpose_operands`), a quarter of them refused for their mode
-    (:func:`_refused_transpose`).
+    (:func:`_refused_transpose`), and :data:`TILES` of the other legal matmuls run in a
+    random row/column tile that holds them (:func:`random_tile`; the items then carry
+    ``is_transpose``, ``tile_position`` and ``tile_size``).
     """
     out = []
     if burst is None and noise is not None and noise.random() < 0.5:
@@ -459,6 +506,10 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
             else:
                 out.append((*transpose_operands(noise, k, m, n), False, False, bank, offset,
                             None, True))
+            continue
+        if noise is not None and noise.random() < TILES:
+            out.append((s, v, accumulate, ftz, bank, offset, perf_mode, False,
+                        *random_tile(noise, rows, cols, len(s), s.shape[1], perf_mode)))
             continue
         out.append((s, v, accumulate, ftz, bank, offset, perf_mode))
     return out
@@ -675,6 +726,7 @@ def _unbuilt(program, item):
     s, v, accumulate, ftz, bank, offset = item[:6]
     perf_mode = item[6] if len(item) > 6 else None
     is_transpose = len(item) > 7 and item[7]
+    tile = dict(zip(("tile_position", "tile_size"), item[8:10], strict=False))
     stype, mtype = operand_formats(s.dtype, v.dtype, perf_mode=perf_mode)
     model = program.model
     if {stype.name, mtype.name} <= set(model.dtypes) and (perf_mode is None
@@ -683,7 +735,7 @@ def _unbuilt(program, item):
     return Command("matmul", k=s.shape[0], m=s.shape[1], n=v.shape[1], bank=bank,
                    offset=offset, dtype=stype.name, moving_dtype=mtype.name, ftz=bool(ftz),
                    accumulate=bool(accumulate), perf_mode=perf_mode,
-                   is_transpose=bool(is_transpose))
+                   is_transpose=bool(is_transpose), **tile)
 
 
 def _submit(program, items):

@@ -358,7 +358,8 @@ _HI_WHY = ("multiplier_hi's product reaches an output only on double-row beats (
            "`result.eq(Mux(self.hi_in, adder_hi.sum, first))`); hi_in is set only for a "
            "matmul that passed the DOUBLE_ROW_TYPE check (command_queue.py "
            "`with m.Elif(~is_read & command.double_row & ~fp8_pair):`: both types E4M3 (3) "
-           "or E5M2 (4); issue.py `skew.i[k].hi.eq(in_mode.double & (in_mode.k > k + rows))`), "
+           "or E5M2 (4); issue.py `hi_end.eq(Mux(in_mode.double & over, in_mode.row0 + "
+           "in_mode.k - in_mode.trows, 0))`, `skew.i[k].hi.eq(inside & (hi_end > k))`), "
            "whose type codes travel with the operand (pe.py `for name in TRAVELLING]`)")
 #: Wire values known by argument (see each ``why``).
 VALUE_RANGES = (
@@ -381,9 +382,9 @@ VALUE_RANGES = (
                                "used") for t in ("a_type", "b_type")),
     *(ValueRange(("adder_hi",), w, zero_bits=tuple(range(16)), rows=(0,),
                  why="adder_hi of a partition-row-0 PE (the tile ties chain_start high: "
-                     "pe.py `first.eq(Mux(self.chain_start, product, total))`) adds two "
-                     "products of FP8 operands: its sum reaches an output only on "
-                     "double-row beats (pe.py `result.eq(Mux(self.hi_in, adder_hi.sum, "
+                     "pe.py `first.eq(Mux(self.chain_start | self.first_in, product, "
+                     "total))`) adds two products of FP8 operands: its sum reaches an output "
+                     "only on double-row beats (pe.py `result.eq(Mux(self.hi_in, adder_hi.sum, "
                      "first))`), whose types are e4m3 / e5m2 (the DOUBLE_ROW_TYPE check of "
                      "command_queue.py); such a product "
                      "has at most 4 x 4 = 8 significant bits and is a normal FP32 number "

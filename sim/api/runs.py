@@ -21,6 +21,8 @@ from systolica.golden import (
     check_operands,
     check_positive,
     check_region,
+    check_tile,
+    check_tile_operands,
     check_transpose,
     command_error,
     format_of,
@@ -67,6 +69,11 @@ class Matmul:
         element type (``OperandFormat.transpose_dtype``: the type itself for BF16/FP16,
         uint16 with the 8 bits in its low byte for INT8/FP8). No ``accumulate``, ``ftz``
         or ``perf_mode``; K <= rows, M <= cols.
+    tile_position, tile_size : (int, int) or None
+        Run in a row/column tile (:func:`systolica.golden.check_tile`: sizes the array's
+        extent, half or quarter, a start a multiple of the size; K and M within the tile);
+        both None (default) for the whole array. The result [M, N] is the tile's PSUM
+        partitions ``col .. col + M - 1``; the others keep their words.
     """
 
     stationary: np.ndarray
@@ -77,6 +84,8 @@ class Matmul:
     offset: int = 0
     perf_mode: str | None = None
     is_transpose: bool = False
+    tile_position: tuple | None = None
+    tile_size: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +273,10 @@ def _check_job(job, config):
     check_transpose(job.is_transpose, perf_mode=job.perf_mode, accumulate=job.accumulate,
                     ftz=job.ftz)
     _check_operands(job.stationary, job.moving, config, job.ftz, job.perf_mode)
+    if job.tile_position is not None or job.tile_size is not None:
+        tile = check_tile(job.tile_position, job.tile_size, rows=config.rows, cols=config.cols)
+        check_tile_operands(tile, *job.stationary.shape, cols=config.cols,
+                            perf_mode=job.perf_mode)
     check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1], **region)
 
 
@@ -277,7 +290,15 @@ def _command(job):
     return Command("matmul", k=k, m=m, n=n, bank=int(job.bank), offset=int(job.offset),
                    dtype=stype.name, moving_dtype=mtype.name, perf_mode=job.perf_mode,
                    ftz=bool(job.ftz), accumulate=bool(job.accumulate),
-                   is_transpose=bool(job.is_transpose))
+                   is_transpose=bool(job.is_transpose), **_tile(job))
+
+
+def _tile(job):
+    """A checked job's tile as Command fields (tuples of int, or nothing)."""
+    if job.tile_position is None:
+        return {}
+    return {"tile_position": tuple(int(v) for v in job.tile_position),
+            "tile_size": tuple(int(v) for v in job.tile_size)}
 
 
 def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator",
@@ -390,7 +411,7 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         program.append({**region, "stationary": job.stationary, "moving": job.moving,
                         "stationary_type": command.dtype, "moving_type": command.mtype,
                         "perf_mode": job.perf_mode, "accumulate": job.accumulate,
-                        "ftz": job.ftz, "is_transpose": job.is_transpose})
+                        "ftz": job.ftz, "is_transpose": job.is_transpose, **_tile(job)})
     protocol.write_program(run_dir / "program.npz", program, idle=idle,
                            backpressure=backpressure)
     results_path = run_dir / "results.npz"
@@ -445,7 +466,7 @@ def _run_bulk(jobs, config, *, simulator, waves, seed, idle, backpressure, build
                 program.submit_command(_command(job))
         else:   # a run of matmuls: one batched golden computation per shape
             run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset,
-                    j.perf_mode, j.is_transpose) for j in run]
+                    j.perf_mode, j.is_transpose, *_tile(j).values()) for j in run]
             if matmuls_only:   # the golden model runs beside the simulator (the runner)
                 program.stage_many(run)
             else:
@@ -514,7 +535,8 @@ def remove_live_runs():
 
 def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
                simulator="verilator", psum=None, accumulate=False, waves=False, ftz=False,
-               bank=0, offset=0, perf_mode=None, is_transpose=False):
+               bank=0, offset=0, perf_mode=None, is_transpose=False, tile_position=None,
+               tile_size=None):
     """Run one ``nc_matmul`` on the RTL tile; return its PSUM and cycle count.
 
     Parameters
@@ -552,6 +574,8 @@ def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
         Transpose mode (see :class:`Matmul`): ``moving`` selects one stationary row per
         column (``golden.identity(K, dtype)`` for ``stationary.T``); no ``psum``,
         ``accumulate``, ``ftz`` or ``perf_mode``.
+    tile_position, tile_size : (int, int) or None
+        Run in a row/column tile (see :class:`Matmul`); both None for the whole array.
 
     Returns
     -------
@@ -581,24 +605,23 @@ def run_matmul(stationary, moving, *, config=None, rows=None, cols=None,
         raise ValueError("psum is only used with accumulate=True (an overwriting matmul "
                          "ignores it); pass accumulate=True or leave psum out")
     check_transpose(is_transpose, perf_mode=perf_mode, accumulate=accumulate, ftz=ftz)
-    _check_operands(stationary, moving, config, ftz, perf_mode)
+    job = Matmul(stationary, moving, ftz=ftz, bank=bank, offset=offset, perf_mode=perf_mode,
+                 is_transpose=is_transpose, tile_position=tile_position, tile_size=tile_size)
+    _check_job(job, config)
     n = moving.shape[1]
-    check_region("the matmul writes", bank, offset, n, banks=config.psum_banks,
-                 entries=config.psum_entries)
     mode = {"ftz": True} if ftz else {}
     if accumulate or psum is not None or is_transpose:
         # The golden model validates psum (dtype, shape), accumulate and a transpose's
         # selector before any build.
         nc_matmul(stationary, moving, psum=psum, accumulate=accumulate, perf_mode=perf_mode,
                   rows=max(rows, cols), is_transpose=is_transpose, **mode)
-    result = run_program([Matmul(stationary, moving, ftz=ftz, bank=bank, offset=offset,
-                                 perf_mode=perf_mode, is_transpose=is_transpose),
-                          Read(n, bank=bank, offset=offset)], config=config,
+    result = run_program([job, Read(n, bank=bank, offset=offset)], config=config,
                          simulator=simulator, waves=waves)
     if result.mismatches:
         raise SimulationError(f"the RTL result differs from the golden model in "
                               f"{result.mismatches} PSUM words; see {result.run.log}")
-    out = result.psums[1][: stationary.shape[1]]
+    col = tile_position[1] if tile_position is not None else 0
+    out = result.psums[1][col:col + stationary.shape[1]]
     if is_transpose:    # the READ gives the words; the matmul's own result is typed
         out = result.psums[0]
     if accumulate:

@@ -133,6 +133,7 @@ def _filters(directory):
         "mode": [(0, "overwrite"), (1, "accumulate")],
         "ftz": [(0, "IEEE"), (1, "FTZ")],
         "transpose": [(0, "matmul"), (1, "transpose")],
+        "tiled": [(0, "whole array"), (1, "tile")],
         "buffer": [(0, "buffer 0"), (1, "buffer 1")],
         # {busy, full} of one stationary buffer.
         "buffer_state": [(0, "free"), (1, "loaded"), (2, "in use"),
@@ -325,7 +326,8 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
         w.wire("command__valid", "valid")
         w.wire("command__ready", "ready")
         tables = {"op": "op", "dtype": "dtype", "moving_dtype": "dtype", "ftz": "ftz",
-                  "accumulate": "mode", "double_row": "double_row", "transpose": "transpose"}
+                  "accumulate": "mode", "double_row": "double_row", "transpose": "transpose",
+                  "tiled": "tiled"}
         for name, (lsb, bits) in command.items():
             w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
     with save.group("Status"):

@@ -34,7 +34,9 @@ async def run_program(dut):
                         for role in ("stationary", "moving"))
             records.append(tb.submit(*operands, accumulate=c["accumulate"], ftz=c["ftz"],
                                      perf_mode=c["perf_mode"],
-                                     is_transpose=c["is_transpose"], **region))
+                                     is_transpose=c["is_transpose"],
+                                     tile_position=c["tile_position"],
+                                     tile_size=c["tile_size"], **region))
     start = tb.cycle
     started = time.perf_counter()
     try:

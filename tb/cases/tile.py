@@ -285,7 +285,9 @@ def _illegal_commands_are_rejected_with_status(tb, rng):
                        is_transpose=True),
                Command("matmul", k=1, m=1, n=1, dtype="bf16", accumulate=True, ftz=True,
                        is_transpose=True),
-               Command("matmul", k=1, m=1, n=1, dtype="fp16", ftz=True, is_transpose=True)]
+               Command("matmul", k=1, m=1, n=1, dtype="fp16", ftz=True, is_transpose=True),
+               Command("matmul", k=1, m=1, n=1, tile_position=(0, 0), tile_size=(k + 1, m)),
+               Command("matmul", k=1, m=1, n=1, tile_position=(k, 0), tile_size=(k, m))]
     for i, command in enumerate(illegal):
         tb.submit(random_int8(rng, (k, m)), random_int8(rng, (k, 3)), accumulate=i > 0)
         record = tb.submit_command(command)
@@ -297,7 +299,7 @@ def _illegal_commands_are_rejected_with_status(tb, rng):
         assert [r.error for r in tb.records if r.error] == [
             "K_RANGE", "M_RANGE", "N_RANGE", "N_RANGE", "BANK_RANGE", "N_RANGE",
             "DOUBLE_ROW_TYPE", "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ",
-            "BANK_RANGE"]
+            "TILE_SIZE", "TILE_POSITION", "BANK_RANGE"]
     return after
 
 

@@ -61,3 +61,9 @@ def test_command_field_widths():
     assert {name: fields[name].width for name in command.FIELD_WIDTHS} == command.FIELD_WIDTHS
     assert (command.BANK_WIDTH, command.SIZE_WIDTH) == (layouts.BANK_WIDTH, layouts.SIZE_WIDTH)
     assert set(command.OPS) == {op.name.lower() for op in layouts.Op}
+
+
+def test_tile_sizes():
+    from systolica.golden import tile_sizes
+
+    assert all(layouts.tile_sizes(extent) == tile_sizes(extent) for extent in range(1, 130))

@@ -6,7 +6,18 @@ import numpy as np
 import pytest
 from test_golden_bf16 import ref_matmul
 
-from systolica.golden import Tile, check_tile, nc_matmul, psum_accumulate, tile_sizes
+from systolica.golden import (
+    TILE_ERRORS,
+    Command,
+    Tile,
+    check_tile,
+    check_tile_operands,
+    command_error,
+    nc_matmul,
+    psum_accumulate,
+    tile_error,
+    tile_sizes,
+)
 
 BF16 = ml_dtypes.bfloat16
 
@@ -141,3 +152,57 @@ def test_double_row_pairs_within_the_row_tile():
     m = np.clip(rng.standard_normal((64, 5)) * 8, -240, 240).astype(fp8)
     tiled = nc_matmul(s, m, perf_mode="double_row", tile_position=(96, 0), tile_size=(32, 128))
     assert np.array_equal(_bits(tiled), _bits(nc_matmul(s, m, perf_mode="double_row", rows=32)))
+
+
+def _raises(call, *args, **kwargs):
+    try:
+        call(*args, **kwargs)
+    except ValueError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("rows,cols", [(4, 4), (8, 6), (16, 16)])
+def test_tile_error_is_the_rule_check_tile_raises(rows, cols):
+    """Every start and size up to one past the array, K and M around the tile, with and
+    without double-row: ``tile_error`` (the command word's codes) is None exactly where
+    ``check_tile`` and ``check_tile_operands`` (the API's messages) accept, and each code
+    names the first of them that refuses."""
+    seen = set()
+    for rs in range(rows + 2):
+        for cs in range(cols + 2):
+            for r in range(rows + 1):
+                for c in range(cols + 1):
+                    for k, m, mode in ((1, 1, None), (rs + 1, 1, None), (1, cs + 1, None),
+                                       (2 * rs, 1, "double_row"), (2 * rs + 1, 1, "double_row")):
+                        if not (1 <= k <= 2 * rows and 1 <= m <= cols):
+                            continue    # K_RANGE / M_RANGE, checked before the tile
+                        code = tile_error((r, c), (rs, cs), k, m, rows=rows, cols=cols,
+                                          perf_mode=mode)
+                        seen.add(code)
+                        bad_tile = _raises(check_tile, (r, c), (rs, cs), rows=rows, cols=cols)
+                        assert bad_tile == (code in ("TILE_SIZE", "TILE_POSITION")), (
+                            r, c, rs, cs)
+                        if not bad_tile:
+                            bad = _raises(check_tile_operands, Tile(r, c, rs, cs), k, m,
+                                          cols=cols, perf_mode=mode)
+                            assert bad == (code is not None), (r, c, rs, cs, k, m, mode)
+    assert seen == {None, *TILE_ERRORS}
+
+
+def test_command_error_checks_the_tile_after_every_other_rule():
+    """A tiled matmul's other errors come first (a bank out of range wins over a bad tile);
+    a READ ignores the tile fields; a whole-array command has no tile error."""
+    bad = {"tile_position": (1, 0), "tile_size": (2, 4)}
+    args = {"rows": 4, "cols": 4}
+    assert command_error(Command(k=1, m=1, **bad), **args) == "TILE_POSITION"
+    assert command_error(Command(k=1, m=1, bank=9, **bad), **args) == "BANK_RANGE"
+    assert command_error(Command(k=1, m=1, dtype="bf16", is_transpose=True, ftz=True, **bad),
+                         **args) == "TRANSPOSE_FTZ"
+    assert command_error(Command("read", **bad), **args) is None
+    assert command_error(Command(k=2, m=4, tile_position=(2, 0), tile_size=(2, 4)),
+                         **args) is None
+    with pytest.raises(ValueError, match="given together"):
+        Command(k=1, m=1, tile_position=(0, 0))
+    with pytest.raises(ValueError, match="tile_size must be None or a pair"):
+        Command(k=1, m=1, tile_position=(0, 0), tile_size=(4, -1))

@@ -55,6 +55,23 @@ def test_schedule_waits_for_buffer_until_its_matmul_sent_its_last_beat():
     assert schedule[2].load_start == schedule[0].last_issue + 1 < schedule[0].last_result
 
 
+def test_a_load_into_a_row_tile_waits_for_the_old_beat_to_pass_its_first_row():
+    """Hand-derived on 4 x 4: A (K = 1, N = 2) loads in cycle 1 and issues in 2, 3; B
+    loads in 2 and issues in 4, 5; C reuses A's buffer in the lower row tile (rows 2, 3):
+    A's last beat (cycle 3) reaches row 2 two cycles after row 0, so C loads in
+    3 + 1 + 2 = 6 (not 4) and issues in 7. The stepped model (backpressure pattern that
+    is always ready) agrees; in double-row mode the tile's 2 rows bound the load beats."""
+    program = [Command("matmul", k=1, m=4, n=2), Command("matmul", k=1, m=4, n=2),
+               Command("matmul", k=1, m=4, n=1, tile_position=(2, 0), tile_size=(2, 4))]
+    for ready in (None, lambda cycle: True):
+        schedule = command_schedule(4, 4, program, result_ready=ready)
+        assert [(t.loads, t.issues) for t in schedule] == [
+            ((1,), (2, 3)), ((2,), (4, 5)), ((6,), (7,))]
+    double = Command("matmul", k=4, m=4, n=1, dtype="e4m3", perf_mode="double_row",
+                     tile_position=(0, 0), tile_size=(2, 4))
+    assert double.load_beats(4) == 2 and double.first_row == 0
+
+
 @pytest.mark.parametrize("k,n", [(16, 16), (16, 1), (4, 16), (16, 4), (1, 1)])
 def test_back_to_back_matmuls_take_max_k_n_cycles_each(k, n):
     schedule = program_schedule(16, 16, [(k, n)] * 10)

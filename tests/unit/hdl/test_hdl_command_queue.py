@@ -16,8 +16,8 @@ ROWS, COLS, BANKS, ENTRIES = 2, 3, 2, 4
 TYPES = ["int8", "bf16", "e4m3", "e5m2", "e4m3fn"]
 
 
-def queue(**kwargs):
-    return CommandQueue(ROWS, COLS, psum_banks=BANKS, psum_entries=ENTRIES, **kwargs)
+def queue(rows=ROWS, cols=COLS, **kwargs):
+    return CommandQueue(rows, cols, psum_banks=BANKS, psum_entries=ENTRIES, **kwargs)
 
 
 def beat(command):
@@ -34,7 +34,19 @@ def test_init():
     assert queue(depth=5).depth == 5
 
 
-def random_command(rng):
+def random_tile(rng, rows, cols):
+    """``tile_position`` and ``tile_size`` drawn around the tiling rule (None, None for two
+    fifths): sizes among the allowed ones, 0 and 3; starts anywhere up to the extent."""
+    if rng.random() < 0.4:
+        return {}
+    size = tuple(int(rng.choice([e // s for s in (1, 2, 4) if e % s == 0])) if rng.random()
+                 < 0.85 else int(rng.choice([0, 3, e + 1])) for e in (rows, cols))
+    position = tuple(int(rng.choice([0, s, 2 * s, 1])) if rng.random() < 0.8 else
+                     int(rng.integers(0, e + 1)) for s, e in zip(size, (rows, cols), strict=True))
+    return {"tile_position": position, "tile_size": size}
+
+
+def random_command(rng, rows=ROWS, cols=COLS):
     """A command with each field drawn around its limits, so about half are illegal."""
     if rng.random() < 0.2:
         return Command("read", bank=int(rng.integers(0, BANKS + 1)),
@@ -42,39 +54,57 @@ def random_command(rng):
     double = rng.random() < 0.3
     dtype = str(rng.choice(TYPES))
     moving_dtype = "int8" if dtype == "int8" else str(rng.choice(TYPES[1:]))
-    return Command("matmul", k=int(rng.integers(0, 2 * ROWS + 2)),
-                   m=int(rng.integers(0, COLS + 2)), n=int(rng.integers(0, ENTRIES + 1)),
+    return Command("matmul", k=int(rng.integers(0, 2 * rows + 2)),
+                   m=int(rng.integers(0, cols + 2)), n=int(rng.integers(0, ENTRIES + 1)),
                    bank=int(rng.integers(0, BANKS + 1)), offset=int(rng.integers(0, ENTRIES)),
                    dtype=dtype, moving_dtype=moving_dtype,
                    perf_mode="double_row" if double else None,
                    is_transpose=bool(rng.random() < 0.4), ftz=bool(rng.random() < 0.3),
-                   accumulate=bool(rng.random() < 0.3))
+                   accumulate=bool(rng.random() < 0.3), **random_tile(rng, rows, cols))
 
 
-@pytest.mark.parametrize("seed,dtypes,double_row", [
-    (1, tuple(DType), True),
+@pytest.mark.parametrize("seed,rows,cols,dtypes,double_row", [
+    (1, ROWS, COLS, tuple(DType), True),
     # A queue of a tile generated for INT8 and two FP8 types only, without double-row.
-    (3, (DType.INT8, DType.E4M3, DType.E5M2), False)])
-def test_sim_check_and_queue_follow_the_golden_rules(seed, dtypes, double_row):
+    (3, ROWS, COLS, (DType.INT8, DType.E4M3, DType.E5M2), False),
+    # Column tiles (3 columns have none), so double-row in one is refused.
+    (5, 4, 4, tuple(DType), True)])
+def test_sim_check_and_queue_follow_the_golden_rules(seed, rows, cols, dtypes, double_row):
     """Random commands one at a time: a rejected one counts in ``status`` with the golden
     error; a legal one asks for its stationary load (``K`` beats, ``min(K, rows)`` in
     double-row), and only once ``load.done`` is given is it offered at the head, unchanged."""
     rng = np.random.default_rng(seed)
-    commands = [random_command(rng) for _ in range(60)]
+    commands = [random_command(rng, rows, cols) for _ in range(150)]
     # Transposes that only their mode makes illegal (rare in the draw), and a legal one.
     for mode in ({"perf_mode": "double_row", "ftz": True}, {"accumulate": True, "ftz": True},
                  {"ftz": True}, {}):
         commands.insert(int(rng.integers(len(commands) + 1)), Command(
-            "matmul", k=ROWS, m=COLS, n=ENTRIES, dtype="e5m2", is_transpose=True, **mode))
+            "matmul", k=rows, m=cols, n=ENTRIES, dtype="e5m2", is_transpose=True, **mode))
+    # Matmuls that only their tile makes illegal, one per tile error, and legal tiled ones.
+    half_rows, half_cols = rows // 2, cols // 2 or cols
+    for tile, extra in ((((0, 0), (3, cols)), {}),
+                        (((rows, 0), (half_rows, cols)), {}),
+                        (((0, 0), (half_rows, cols)), {"k": half_rows + 1}),
+                        (((0, half_cols), (rows, half_cols)), {"m": half_cols + 1}),
+                        (((0, 0), (rows, half_cols)), {"perf_mode": "double_row", "k": rows}),
+                        (((half_rows, 0), (half_rows, half_cols)), {"k": half_rows}),
+                        (((half_rows, 0), (half_rows, cols)), {"k": 2 * half_rows,
+                                                               "perf_mode": "double_row"})):
+        commands.insert(int(rng.integers(len(commands) + 1)), Command(**{
+            "op": "matmul", "k": 1, "m": 1, "n": 1, "dtype": "e4m3", "tile_position": tile[0],
+            "tile_size": tile[1], **extra}))
     names = tuple(t.name.lower() for t in dtypes)
-    errors = [command_error(c, rows=ROWS, cols=COLS, banks=BANKS, entries=ENTRIES,
+    errors = [command_error(c, rows=rows, cols=cols, banks=BANKS, entries=ENTRIES,
                             dtypes=names, double_row=double_row) for c in commands]
-    every = {None, *[e.name for e in ErrorCode if e.name != "NONE"]}
-    # Without double-row, a double-row transpose is TYPE_NOT_BUILT (checked first).
-    assert {e for e in errors} == (every - {"TRANSPOSE_DOUBLE_ROW"} if not double_row else
-                                   every if len(dtypes) < len(DType) else
-                                   every - {"TYPE_NOT_BUILT"})
-    dut = queue(dtypes=dtypes, double_row=double_row)
+    unreachable = set()
+    if not double_row:      # a double-row command is TYPE_NOT_BUILT (checked first)
+        unreachable |= {"TRANSPOSE_DOUBLE_ROW", "TILE_DOUBLE_ROW"}
+    elif len(dtypes) == len(DType):
+        unreachable.add("TYPE_NOT_BUILT")
+    if cols % 2:            # no column tiles
+        unreachable |= {"TILE_DOUBLE_ROW", "TILE_M_RANGE"}
+    assert set(errors) == {None, *[e.name for e in ErrorCode if e.name != "NONE"]} - unreachable
+    dut = queue(rows, cols, dtypes=dtypes, double_row=double_row)
     seen = []
 
     async def bench(ctx):
@@ -109,7 +139,7 @@ def test_sim_check_and_queue_follow_the_golden_rules(seed, dtypes, double_row):
             last_error = ErrorCode[error]
             assert got == ((rejected, last_error), 0, 0), (command, error, got)
         else:
-            beats = min(command.k, ROWS) if command.double_row else command.k
+            beats = command.load_beats(rows)
             want_load = (beats, command.m) if command.op == "matmul" else None
             assert got == ((rejected, last_error), want_load, beat(command).as_value().value), \
                 (command, got)

@@ -19,7 +19,8 @@ def test_init():
     dut = IssueLogic(ROWS, psum_entries=ENTRIES, psum_depth=DEPTH)
     members = dut.signature.members
     assert Shape.cast(members["moving"].signature.members["payload"].shape).width == ROWS * 16
-    assert Shape.cast(members["token"].shape).width == 6 + 3      # flags + range(8)
+    # flags + range(8) + the column tile's span and part
+    assert Shape.cast(members["token"].shape).width == 6 + 3 + 4
     assert list(members["buffers"].signature.members) == ["start", "release", "release_sel",
                                                            "sel"]
 

@@ -238,6 +238,11 @@ ILLEGAL = [
              is_transpose=True), "TRANSPOSE_ACCUMULATE"),
     (Command("matmul", k=2, m=1, n=1, dtype="e4m3", ftz=True, is_transpose=True),
      "TRANSPOSE_FTZ"),
+    (Command("matmul", k=1, m=1, n=1, tile_position=(0, 0), tile_size=(3, 3)), "TILE_SIZE"),
+    (Command("matmul", k=1, m=1, n=1, tile_position=(1, 0), tile_size=(2, 3)),
+     "TILE_POSITION"),
+    (Command("matmul", k=3, m=1, n=1, tile_position=(2, 0), tile_size=(2, 3)),
+     "TILE_K_RANGE"),
 ]
 
 
@@ -270,13 +275,16 @@ def test_default_psum_geometry_is_the_neuroncore_one():
     assert (tile.psum_banks, tile.psum_entries) == (PSUM_BANKS, PSUM_ENTRIES) == (
         layouts.PSUM_BANKS, layouts.PSUM_ENTRIES) == (8, 512)
     # The command's double_row bit is the golden Command's perf_mode, transpose its
-    # is_transpose.
+    # is_transpose, the tile fields its tile_position and tile_size.
+    tile_fields = {"tiled", "tile_row", "tile_col", "tile_rows", "tile_cols"}
     assert set(Command.__dataclass_fields__) >= (set(command_layout().members)
-                                                 - {"double_row", "transpose"}
-                                                 | {"perf_mode", "is_transpose"})
+                                                 - {"double_row", "transpose"} - tile_fields
+                                                 | {"perf_mode", "is_transpose",
+                                                    "tile_position", "tile_size"})
     assert [e.name for e in ErrorCode if e.name != "NONE"] == [
         "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT",
-        "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ"]
+        "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ", "TILE_SIZE",
+        "TILE_POSITION", "TILE_K_RANGE", "TILE_M_RANGE", "TILE_DOUBLE_ROW"]
 
 
 def test_tile_takes_only_a_config():

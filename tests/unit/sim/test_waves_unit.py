@@ -207,7 +207,8 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
         width = len(refs)
         # MSB first, so the picked bits run from the field's top bit down to its offset.
         assert _picked_bits(refs) == list(range(field.offset + width - 1, field.offset - 1, -1))
-        if name in ("bank", "offset", "k", "m", "n"):
+        if name in ("bank", "offset", "k", "m", "n", "tile_row", "tile_col", "tile_rows",
+                    "tile_cols"):
             assert flags & GTKWFlag.dec.value and filter_file is None, name
         else:
             assert width == field.width and filter_file, name
@@ -218,6 +219,7 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
     assert _table(traces["double_row"][2]) == {"0": "single row", "1": "double row"}
     assert _table(traces["accumulate"][2]) == {"0": "overwrite", "1": "accumulate"}
     assert _table(traces["transpose"][2]) == {"0": "matmul", "1": "transpose"}
+    assert _table(traces["tiled"][2]) == {"0": "whole array", "1": "tile"}
     assert len(traces["bank"][1]) == 8 and len(traces["n"][1]) == 16
     assert traces["valid"][1] == ["systolica_tile.command__valid"]
 
@@ -233,18 +235,20 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
     assert _table(filter_file) == {"0": "NONE", "1": "BANK_RANGE", "2": "K_RANGE",
                                    "3": "M_RANGE", "4": "N_RANGE", "5": "DOUBLE_ROW_TYPE",
                                    "6": "TYPE_NOT_BUILT", "7": "TRANSPOSE_DOUBLE_ROW",
-                                   "8": "TRANSPOSE_ACCUMULATE", "9": "TRANSPOSE_FTZ"}
+                                   "8": "TRANSPOSE_ACCUMULATE", "9": "TRANSPOSE_FTZ",
+                                   "a": "TILE_SIZE", "b": "TILE_POSITION", "c": "TILE_K_RANGE",
+                                   "d": "TILE_M_RANGE", "e": "TILE_DOUBLE_ROW"}
 
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
-    # 2 x 3: the token pipeline's last stage, result.out_token = {addr[11:0], read,
+    # 2 x 3: the token pipeline's last stage, result.out_token = {part, span, addr[11:0], read,
     # accumulate, ftz, bf16, last, valid}, with 8 banks of 512 entries.
     psum = _traces(_generated(tmp_path).read_text(), "PSUM")
     assert psum["write"][1] == ["systolica_tile.result.write"]
     for alias, bits in (("bank", [17, 16, 15]), ("entry", list(range(14, 5, -1))),
                         ("op", [5]), ("mode", [4]), ("ftz", [3]), ("dtype", [2])):
         refs = psum[alias][1]
-        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.result.out_token[17:0]"}
+        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.result.out_token[21:0]"}
         assert _picked_bits(refs) == bits, alias
     assert _table(psum["dtype"][2]) == {"0": "INT32", "1": "FP32"}
     assert _table(psum["op"][2]) == {"0": "MATMUL", "1": "READ"}
@@ -270,7 +274,8 @@ def test_psum_address_is_split_when_entries_is_a_power_of_two(tmp_path, banks, e
     depth_bits = (banks * entries - 1).bit_length()
     widths = {ref.partition(")")[2] for _, refs, _ in psum.values() for ref in refs
               if ref.startswith("(")}
-    assert widths == {f"systolica_tile.result.out_token[{5 + depth_bits}:0]"}   # 6 flags + addr
+    # 6 flags + addr + the column tile's span and part
+    assert widths == {f"systolica_tile.result.out_token[{9 + depth_bits}:0]"}
 
 
 def test_partition_row_shows_as_a_number(tmp_path):
@@ -345,9 +350,9 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
     assert ("systolica_tile.queue.queued", 3, None) in signals
-    assert ("systolica_tile.command__payload", 83, 1) in signals          # dtype LSB
+    assert ("systolica_tile.command__payload", 148, 1) in signals          # dtype LSB
     assert ("systolica_tile.status", 20, 19) in signals                   # error MSB
-    assert ("systolica_tile.result.out_token", 18, 4) in signals                   # accumulate
+    assert ("systolica_tile.result.out_token", 22, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
 

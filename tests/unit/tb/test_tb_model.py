@@ -30,7 +30,8 @@ def test_matmul_beat_carries_the_command_fields():
                                                accumulate=False)
     assert beat == {"op": Op.MATMUL, "dtype": DType.INT8, "moving_dtype": DType.INT8,
                     "double_row": 0, "ftz": 0, "accumulate": 0, "transpose": 0,
-                    "bank": 1, "offset": 5, "k": 1, "m": 2, "n": 3}
+                    "bank": 1, "offset": 5, "k": 1, "m": 2, "n": 3, "tiled": 0, "tile_row": 0,
+                    "tile_col": 0, "tile_rows": 0, "tile_cols": 0}
     assert len(s_beats) == 1 and len(m_beats) == 3 and record.error is None
 
 

@@ -3,6 +3,7 @@ tests/regression/verif/test_verif_fuzz.py)."""
 
 import numpy as np
 
+from systolica.golden import Command
 from systolica.verif import coverage
 
 
@@ -18,3 +19,25 @@ def test_classifiers():
     assert coverage.product_classes(a, b, False) == list(coverage.PRODUCT_CLASSES)
     assert coverage.stored_class(0x00000001, "bf16") == "fp32 subnormal"
     assert coverage.stored_class(5, "int8") == "int32"
+
+
+def test_fuzz_tiles_hold_their_matmul_and_fill_the_placement_bins():
+    """fuzz.random_tile draws only tiles the rule accepts that hold the matmul (double-row:
+    full width), and on 4 x 4 reaches every placement bin and every tile size."""
+    from systolica.golden import check_tile, check_tile_operands
+    from systolica.verif import fuzz
+    from systolica.verif.coverage import PLACEMENTS, placement
+
+    rng = np.random.default_rng(7)
+    seen, sizes = set(), set()
+    for _ in range(400):
+        k, m = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        mode = "double_row" if rng.random() < 0.2 else None
+        k = 2 * k if mode else k
+        position, size = fuzz.random_tile(rng, 4, 4, k, m, mode)
+        tile = check_tile(position, size, rows=4, cols=4)
+        check_tile_operands(tile, k, m, cols=4, perf_mode=mode)
+        command = Command("matmul", k=k, m=m, tile_position=position, tile_size=size)
+        seen.add(placement(command, 4, 4))
+        sizes.add(size)
+    assert seen == set(PLACEMENTS) and len(sizes) == 9

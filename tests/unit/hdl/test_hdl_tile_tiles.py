@@ -1,0 +1,133 @@
+"""Unit tier: row and column tiles in the tile (amaranth.sim) against the golden model and the
+cycle model: a matmul in each allowed tile of a 4 x 4 tile (every size, every position), with
+the stimulus, expected words and PSUM shadow of the testbench's :class:`TileModel`.
+
+The RTL runs one matmul at a time in its tile (tiles in flight together are not built yet),
+so the stamps are :func:`~systolica.golden.command_schedule`'s, tiles or not.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from systolica.golden import command_schedule, tile_sizes
+from systolica.hdl import Tile, command_layout, moving_layout, stationary_layout
+from systolica.hdl.config import TileConfig
+from systolica.hdl.streams import simulate, stream_sink, stream_source
+from systolica.tb.model import TileModel
+from systolica.tb.scoreboard import Scoreboard
+
+BANKS, ENTRIES = 2, 16
+
+
+def every_tile(rows, cols):
+    """Every (tile_position, tile_size) of a ``rows x cols`` array (NeuronCore-v3 rule)."""
+    for rs, cs in itertools.product(tile_sizes(rows), tile_sizes(cols)):
+        for r, c in itertools.product(range(0, rows, rs), range(0, cols, cs)):
+            yield (r, c), (rs, cs)
+
+
+def run(rows, cols, matmuls, reads=()):
+    """Model ``matmuls`` (dicts of :meth:`TileModel.submit` arguments) and then ``reads``
+    (dicts of :meth:`TileModel.read` arguments) on a TileModel, run their beats through a
+    Tile in amaranth.sim, and check every result word and every stamp."""
+    model = TileModel(rows, cols, Scoreboard(), banks=BANKS, entries=ENTRIES)
+    commands, s_beats, m_beats = [], [], []
+    for args in matmuls:
+        record, beat, s_bits, m_bits = model.submit(**args)
+        commands.append(beat)
+        s_beats += [{"data": [int(v) for v in row]} for row in s_bits]
+        m_beats += [{"data": [int(v) for v in row]} for row in m_bits]
+    for args in reads:
+        commands.append(model.read(**args)[1])
+    dut = Tile(TileConfig(rows, cols, psum_banks=BANKS, psum_entries=ENTRIES))
+    stamps = {"command": [], "stationary": [], "moving": [], "result": []}
+    beats = []
+    expected = sum(r.n for r in model.records)
+    sources = [
+        stream_source(dut.command, [command_layout().const(c) for c in commands],
+                      cycles=stamps["command"]),
+        stream_source(dut.stationary, [stationary_layout(cols).const(b) for b in s_beats],
+                      cycles=stamps["stationary"]),
+        stream_source(dut.moving, [moving_layout(rows).const(b) for b in m_beats],
+                      cycles=stamps["moving"])]
+    simulate(dut, stream_sink(dut.result, expected, beats, cycles=stamps["result"],
+                              max_cycles=20_000), background=sources)
+    words = np.array([[int(v) for v in beat.data] for beat in beats], np.uint32)
+    position = 0
+    for record in model.records:
+        got = words[position:position + record.n]
+        np.testing.assert_array_equal(got, record.expected.T, err_msg=str(record.command))
+        position += record.n
+    schedule = command_schedule(rows, cols, [r.command for r in model.records], banks=BANKS,
+                                entries=ENTRIES)
+    assert stamps["command"] == [t.accept for t in schedule]
+    assert stamps["stationary"] == [c for t in schedule for c in t.loads]
+    assert stamps["moving"] == [c for t in schedule if t.loads for c in t.issues]
+    assert stamps["result"] == [c for t in schedule for c in t.results]
+    return model
+
+
+def _operands(rng, dtype, k, m, n):
+    if dtype == "int8":
+        return (rng.integers(-128, 128, (k, m)).astype(np.int8),
+                rng.integers(-128, 128, (k, n)).astype(np.int8))
+    import ml_dtypes
+    t = ml_dtypes.bfloat16
+    return (rng.standard_normal((k, m)).astype(np.float32).astype(t),
+            rng.standard_normal((k, n)).astype(np.float32).astype(t))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "bf16"])
+def test_a_matmul_in_every_tile_of_a_4_x_4_tile(dtype):
+    """One matmul (K and M filling the tile, then smaller ones) in each of the 4 x 4 tile's
+    tiles, each size at each position, into its own PSUM region: every word (the tile's
+    PSUM partitions the golden result, the others untouched) and every stamp."""
+    rng = np.random.default_rng(4)
+    matmuls = []
+    for i, (position, size) in enumerate(every_tile(4, 4)):
+        k = size[0] if i % 2 == 0 else int(rng.integers(1, size[0] + 1))
+        m = size[1] if i % 3 else int(rng.integers(1, size[1] + 1))
+        stationary, moving = _operands(rng, dtype, k, m, 3)
+        matmuls.append({"stationary": stationary, "moving": moving, "bank": i % BANKS,
+                        "offset": 3 * (i // BANKS) % 15, "tile_position": position,
+                        "tile_size": size})
+    assert len(matmuls) == 49        # (1 + 2 + 4) ** 2 tiles
+    run(4, 4, matmuls[:25])
+    run(4, 4, matmuls[25:])
+
+
+def test_row_tiles_accumulate_and_column_tiles_fill_one_region():
+    """A K = 4 BF16 product as two K = 2 matmuls in the two row tiles, accumulating into one
+    region; then the four column quarters of another region written by four matmuls in
+    quarter column tiles, and READs of both (the PSUM shadow's words)."""
+    rng = np.random.default_rng(9)
+    stationary, moving = _operands(rng, "bf16", 4, 4, 5)
+    matmuls = [{"stationary": stationary[:2], "moving": moving[:2],
+                "tile_position": (0, 0), "tile_size": (2, 4)},
+               {"stationary": stationary[2:], "moving": moving[2:], "accumulate": True,
+                "tile_position": (2, 0), "tile_size": (2, 4)}]
+    for q in range(4):
+        s, mv = _operands(rng, "int8", 1 + q % 4, 1, 4)
+        matmuls.append({"stationary": s, "moving": mv, "bank": 1, "offset": 2,
+                        "tile_position": (0, q), "tile_size": (4, 1)})
+    model = run(4, 4, matmuls, reads=[{"n": 5}, {"bank": 1, "offset": 2, "n": 4}])
+    assert model.records[0].command.tile_size == (2, 4)
+
+
+def test_double_row_and_transpose_in_a_row_tile():
+    """FP8 double-row (K = 4 in a 2-row tile: rows r and r + 2 pair up) and a transpose in
+    the lower row tile, on an 8 x 8 tile's halves and quarters."""
+    import ml_dtypes
+    rng = np.random.default_rng(2)
+    e4m3 = ml_dtypes.float8_e4m3
+    s = rng.standard_normal((4, 8)).astype(np.float32).astype(e4m3)
+    mv = rng.standard_normal((4, 3)).astype(np.float32).astype(e4m3)
+    t = rng.integers(-128, 128, (2, 2)).astype(np.int8)
+    sel = np.zeros((2, 3), np.int8)
+    sel[[1, 0, 1], [0, 1, 2]] = 1
+    run(8, 8, [{"stationary": s, "moving": mv, "perf_mode": "double_row",
+                "tile_position": (6, 0), "tile_size": (2, 8)},
+               {"stationary": t, "moving": sel, "is_transpose": True, "bank": 1,
+                "tile_position": (4, 6), "tile_size": (2, 2)}])
