@@ -69,6 +69,9 @@ class IssueLogic(wiring.Component):
         Matmul starts and buffer releases to the loader (``sel`` from it).
     operands : Out(ArrayLayout(operand_lane_layout(), rows))
         The array's skewed moving lanes.
+    operands_next : Out(ArrayLayout(operand_lane_layout(), rows))
+        The value ``operands`` holds after the next enabled cycle (a blocked array keeps a
+        registered copy of its lanes: :class:`~.array.SystolicArray`).
     token : Out(token_layout(psum_depth))
         The beat issued this cycle (combinational; ``valid`` low when none).
     running : Out(1)
@@ -90,6 +93,7 @@ class IssueLogic(wiring.Component):
             "moving": In(stream.Signature(moving_layout(rows))),
             "buffers": Out(buffer_control_signature()),
             "operands": Out(data.ArrayLayout(operand_lane_layout(), rows)),
+            "operands_next": Out(data.ArrayLayout(operand_lane_layout(), rows)),
             "token": Out(token_layout(psum_depth)),
             "running": Out(1),
             "read": Out(1),
@@ -182,22 +186,47 @@ class IssueLogic(wiring.Component):
             m.d.sync += [in_mode[name].eq(beat[name])
                          for name in ("sel", "stype", "mtype", "double", "ftz", "transpose")]
             m.d.sync += in_mode.k.eq(beat_k)
-        # Transpose mode: a row takes part only where its moving element is not +-0 (the
-        # column's selector, a 1 there; golden refuses any other value).
-        narrow = Signal()
-        m.d.comb += narrow.eq(Cat(in_mode.mtype == t for t in NARROW_DTYPES).any())
+        # The skew's lane 0 is a wire: its next value is the lane made from the registers'
+        # next values (they load on a beat and an issue, both only when enabled).
+        vector_next = Signal(data.ArrayLayout(OPERAND_WIDTH, 1))     # row 0 only
+        mode_next = Signal(MODE_LAYOUT)
+        m.d.comb += [
+            vector_next[0].eq(Mux(moving_beat, self.moving.payload.data[0], in_vector[0])),
+            mode_next.k.eq(Mux(issue, beat_k, in_mode.k)),
+        ]
+        m.d.comb += [mode_next[name].eq(Mux(issue, beat[name], in_mode[name]))
+                     for name in ("sel", "stype", "mtype", "double", "ftz", "transpose")]
+        m.d.comb += _lane(skew.i_next[0], 0, rows, vector_next, mode_next,
+                          _narrow(m, mode_next, "next_"), "next_")
+        narrow = _narrow(m, in_mode)
         for k in range(rows):
-            picked = Signal(name=f"picked_{k}")
-            m.d.comb += [
-                picked.eq(Mux(narrow, in_vector[k][:7].any(), in_vector[k][:15].any())),
-                skew.i[k].value.eq(in_vector[k]),
-                skew.i[k].sel.eq(in_mode.sel),
-                skew.i[k].active.eq((in_mode.k > k) & (~in_mode.transpose | picked)),
-                skew.i[k].transpose.eq(in_mode.transpose),
-                skew.i[k].hi.eq(in_mode.double & (in_mode.k > k + rows)),
-                skew.i[k].stype.eq(in_mode.stype),
-                skew.i[k].mtype.eq(in_mode.mtype),
-                skew.i[k].ftz.eq(in_mode.ftz),
-                self.operands[k].eq(skew.o[k]),
-            ]
+            m.d.comb += _lane(skew.i[k], k, rows, in_vector, in_mode, narrow)
+            m.d.comb += [self.operands[k].eq(skew.o[k]),
+                         self.operands_next[k].eq(skew.o_next[k])]
         return m
+
+
+def _narrow(m, mode, prefix=""):
+    """A signal, high when ``mode``'s moving type is an 8-bit one."""
+    narrow = Signal(name=f"{prefix}narrow")
+    m.d.comb += narrow.eq(Cat(mode.mtype == t for t in NARROW_DTYPES).any())
+    return narrow
+
+
+def _lane(lane, k, rows, vector, mode, narrow, prefix=""):
+    """The statements that make partition row ``k``'s skew input ``lane`` from the operand
+    vector and mode registers (or their next values)."""
+    # Transpose mode: a row takes part only where its moving element is not +-0 (the
+    # column's selector, a 1 there; golden refuses any other value).
+    picked = Signal(name=f"{prefix}picked_{k}")
+    return [
+        picked.eq(Mux(narrow, vector[k][:7].any(), vector[k][:15].any())),
+        lane.value.eq(vector[k]),
+        lane.sel.eq(mode.sel),
+        lane.active.eq((mode.k > k) & (~mode.transpose | picked)),
+        lane.transpose.eq(mode.transpose),
+        lane.hi.eq(mode.double & (mode.k > k + rows)),
+        lane.stype.eq(mode.stype),
+        lane.mtype.eq(mode.mtype),
+        lane.ftz.eq(mode.ftz),
+    ]

@@ -358,7 +358,7 @@ _HI_WHY = ("multiplier_hi's product reaches an output only on double-row beats (
            "`result.eq(Mux(self.hi_in, adder_hi.sum, first))`); hi_in is set only for a "
            "matmul that passed the DOUBLE_ROW_TYPE check (command_queue.py "
            "`with m.Elif(~is_read & command.double_row & ~fp8_pair):`: both types E4M3 (3) "
-           "or E5M2 (4); issue.py `skew.i[k].hi.eq(in_mode.double & (in_mode.k > k + rows))`), "
+           "or E5M2 (4); issue.py `lane.hi.eq(mode.double & (mode.k > k + rows))`), "
            "whose type codes travel with the operand (pe.py `for name in TRAVELLING]`)")
 #: Wire values known by argument (see each ``why``).
 VALUE_RANGES = (

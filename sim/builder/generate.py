@@ -168,7 +168,8 @@ def generate_verilog(config, block=None):
     rows, cols = _check_config(config).rows, config.cols
     parts = [_to_verilog(pe_for(config), PE_MODULE, AMARANTH_PASSES)]
     if block is not None:
-        parts.append(_to_verilog(SystolicArray(block, block, pe_module=PE_MODULE),
+        parts.append(_to_verilog(SystolicArray(block, block, pe_module=PE_MODULE,
+                                               edge_registers=True),
                                  BLOCK_MODULE))
     tile = Tile(config, pe_module=PE_MODULE, block=block,
                 block_module=None if block is None else BLOCK_MODULE)
