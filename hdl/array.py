@@ -53,10 +53,17 @@ class SystolicArray(wiring.Component):
     tile uses this to reload a buffer right behind its last matmul.
 
     With ``block = B`` the grid is built from ``(rows / B) x (cols / B)`` sub-arrays of
-    ``B x B`` PEs (themselves :class:`SystolicArray` s), chained through ``psum_in``,
-    ``chain_start`` and ``moving_out``: the same cells, cycle for cycle, in a hierarchy a
-    simulator can compile once per block (Verilator's hierarchical blocks) instead of once
-    per PE or once for the whole grid.
+    ``B x B`` PEs (themselves :class:`SystolicArray` s, with ``edge_registers``): the same
+    cells, cycle for cycle, in a hierarchy a simulator can compile once per block
+    (Verilator's hierarchical blocks) instead of once per PE or once for the whole grid.
+    A sub-array's column 0 and row 0 do not read their neighbours' output registers but
+    their own copies of them, loaded on each advance from the neighbour's ``moving_out_next``
+    and ``psum_next`` (what those registers load), so no sub-array input reaches a
+    multiplier or adder combinationally: Verilator evaluates whatever a hierarchical
+    block's inputs reach on every ``eval()`` of the block, four times a clock cycle, and
+    the rest once. The sub-arrays of the left column and top row take the grid's
+    ``moving_next`` and ``psum_in_next``, which a blocked grid reads instead of ``moving``
+    and ``psum_in``.
 
     PEs are submodules named ``pe_<row>_<col>`` (inside ``block_<row>_<col>`` sub-arrays when
     blocked), so waveforms show ``pe_<row>_<col>.weight_0`` and friends.
@@ -84,6 +91,12 @@ class SystolicArray(wiring.Component):
         Makes one Amaranth PE (default :class:`ProcessingElement`, every type): the tile
         passes the PE generated for its type set (``tile.pe_for``). Unused with
         ``pe_module``.
+    edge_registers : bool
+        The sub-array form (default ``False``; flat grids only): column 0's moving lanes and
+        row 0's partial sums are registers loaded from ``moving_next`` and ``psum_in_next``
+        on each advance, ``chain_start`` is registered every cycle (it must be constant: it
+        settles on the first clock edge), and the ports ``moving`` and ``psum_in`` are left
+        out.
 
     Members
     -------
@@ -94,25 +107,36 @@ class SystolicArray(wiring.Component):
         and the ``value`` (operand bits).
     moving : In(ArrayLayout(operand_lane_layout(), rows))
         Skewed moving operands, one per partition row, entering column 0, each with its mode
-        (:func:`operand_lane_layout`).
+        (:func:`operand_lane_layout`). Read by a flat grid.
+    moving_next : In(ArrayLayout(operand_lane_layout(), rows))
+        The value ``moving`` holds after the next advance. Read by a blocked grid and with
+        ``edge_registers``.
     psum_in : In(ArrayLayout(32, cols))
-        Partial sums entering the top row (ignored where ``chain_start`` is high).
+        Partial sums entering the top row (ignored where ``chain_start`` is high). Read by a
+        flat grid.
+    psum_in_next : In(ArrayLayout(32, cols))
+        The value ``psum_in`` holds after the next advance. Read by a blocked grid and
+        with ``edge_registers``.
     chain_start : In(1)
         Row 0 starts each column's sum with its own product instead of adding ``psum_in``.
     psum : Out(ArrayLayout(32, cols))
         Partial sums leaving the bottom row (still skewed by column).
+    psum_next : Out(ArrayLayout(32, cols))
+        The value ``psum`` takes at the next advance (combinational).
     moving_out : Out(ArrayLayout(operand_lane_layout(), rows))
         The moving operands leaving the last column (for an array to the right).
+    moving_out_next : Out(ArrayLayout(operand_lane_layout(), rows))
+        The value ``moving_out`` takes at the next advance (the last column's inputs).
 
     Raises
     ------
     ValueError
-        If a module name is not a Verilog identifier, or ``block`` is not a power of two
-        dividing ``rows`` and ``cols``.
+        If a module name is not a Verilog identifier, ``block`` is not a power of two
+        dividing ``rows`` and ``cols``, or ``edge_registers`` is asked for with ``block``.
     """
 
     def __init__(self, rows, cols, *, pe_module=None, block=None, block_module=None,
-                 pe=ProcessingElement):
+                 pe=ProcessingElement, edge_registers=False):
         _identifier("pe_module", pe_module)
         _identifier("block_module", block_module)
         if block is not None:
@@ -122,13 +146,16 @@ class SystolicArray(wiring.Component):
                                  f"cols = {cols}, not {block}")
         elif block_module is not None:
             raise ValueError("block_module needs block (the side of the sub-arrays)")
+        if edge_registers and block is not None:
+            raise ValueError("edge_registers is for a flat grid (a sub-array), not with block")
         self._rows = rows
         self._cols = cols
         self._pe_module = pe_module
         self._pe = pe
         self._block = block
         self._block_module = block_module
-        super().__init__(array_signature(rows, cols))
+        self._edge_registers = bool(edge_registers)
+        super().__init__(array_signature(rows, cols, edge_registers=self._edge_registers))
 
     @property
     def rows(self):
@@ -150,6 +177,11 @@ class SystolicArray(wiring.Component):
         """Side of the sub-arrays, or ``None`` for a flat grid (read-only)."""
         return self._block
 
+    @property
+    def edge_registers(self):
+        """Whether column 0 and row 0 read registered copies of their inputs (bool)."""
+        return self._edge_registers
+
     def elaborate(self, platform):
         if self._block is not None:
             return self._elaborate_blocks()
@@ -162,6 +194,7 @@ class SystolicArray(wiring.Component):
                   for port in [f"{name}_out" for name in travelling] + ["psum_out"]}
                  for c in range(cols)] for k in range(rows)]
         lane_field = {"moving": "value", **{name: name for name in TRAVELLING}}
+        moving, psum_in, chain_start = self._edge_inputs(m)
         for k in range(rows):
             for c in range(cols):
                 load = self.load[c]
@@ -170,12 +203,18 @@ class SystolicArray(wiring.Component):
                     "load_en": self.en & load.valid & (load.row == k),
                     "load_buf": load.buf,
                     "load_data": load.value,
-                    "chain_start": self.chain_start if k == 0 else Const(0, 1),
-                    "psum_in": self.psum_in[c] if k == 0 else outs[k - 1][c]["psum_out"],
+                    "chain_start": chain_start if k == 0 else Const(0, 1),
+                    "psum_in": psum_in[c] if k == 0 else outs[k - 1][c]["psum_out"],
                 }
                 for name in travelling:
-                    inputs[f"{name}_in"] = (self.moving[k][lane_field[name]] if c == 0
+                    inputs[f"{name}_in"] = (moving[k][lane_field[name]] if c == 0
                                             else outs[k][c - 1][f"{name}_out"])
+                if k == rows - 1:
+                    outs[k][c]["psum_next"] = Signal(PSUM_WIDTH, name=f"pe_{k}_{c}_psum_next")
+                if c == cols - 1:       # what the last column's outputs load next
+                    out = self.moving_out_next[k]
+                    m.d.comb += [getattr(out, lane_field[name]).eq(inputs[f"{name}_in"])
+                                 for name in travelling]
                 name = f"pe_{k}_{c}"
                 if self._pe_module is None:
                     pe = m.submodules[name] = self._pe()
@@ -187,7 +226,8 @@ class SystolicArray(wiring.Component):
                     kwargs.update({f"o_{port}": sig for port, sig in outs[k][c].items()})
                     m.submodules[name] = Instance(self._pe_module, **kwargs)
         for c in range(cols):
-            m.d.comb += self.psum[c].eq(outs[rows - 1][c]["psum_out"])
+            m.d.comb += [self.psum[c].eq(outs[rows - 1][c]["psum_out"]),
+                         self.psum_next[c].eq(outs[rows - 1][c]["psum_next"])]
         for k in range(rows):
             out = self.moving_out[k]
             last = outs[k][cols - 1]
@@ -195,16 +235,33 @@ class SystolicArray(wiring.Component):
                 getattr(out, name).eq(last[f"{name}_out"]) for name in travelling[1:]]
         return m
 
+    def _edge_inputs(self, m):
+        """Column 0's moving lanes, row 0's partial sums and chain start: the inputs, or
+        with ``edge_registers`` registers loaded from ``moving_next`` and ``psum_in_next``
+        on each advance (so equal to what ``moving`` and ``psum_in`` would be) and
+        ``chain_start`` registered every cycle (constant in a grid: it settles on the
+        first clock edge, before any operand is active)."""
+        if not self._edge_registers:
+            return self.moving, self.psum_in, self.chain_start
+        moving = Signal(data.ArrayLayout(operand_lane_layout(), self._rows), name="moving_reg")
+        psum_in = Signal(data.ArrayLayout(PSUM_WIDTH, self._cols), name="psum_in_reg")
+        chain_start = Signal(name="chain_start_reg", reset_less=True)
+        with m.If(self.en):
+            m.d.sync += [moving.eq(self.moving_next), psum_in.eq(self.psum_in_next)]
+        m.d.sync += chain_start.eq(self.chain_start)
+        return moving, psum_in, chain_start
+
     def _sub_array(self, m, name):
         """One ``B x B`` sub-array: an Amaranth submodule, or an Instance of
         ``block_module`` behind signals shaped as its ports."""
         b = self._block
         if self._block_module is None:
-            m.submodules[name] = sub = SystolicArray(b, b, pe_module=self._pe_module, pe=self._pe)
+            m.submodules[name] = sub = SystolicArray(b, b, pe_module=self._pe_module, pe=self._pe,
+                                                     edge_registers=True)
             return sub
         ports = {}
         kwargs = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
-        for port, member in array_signature(b, b).members.items():
+        for port, member in array_signature(b, b, edge_registers=True).members.items():
             ports[port] = Signal(member.shape, name=f"{name}_{port}")
             kwargs[f"{'i' if member.flow == In else 'o'}_{port}"] = ports[port]
         m.submodules[name] = Instance(self._block_module, **kwargs)
@@ -227,28 +284,42 @@ class SystolicArray(wiring.Component):
                         sub.load[c].row.eq(load.row[:shift] if shift else 0),
                         sub.load[c].buf.eq(load.buf),
                         sub.load[c].value.eq(load.value),
-                        sub.psum_in[c].eq(self.psum_in[bc * b + c] if br == 0
-                                          else grid[br - 1][bc].psum[c]),
+                        sub.psum_in_next[c].eq(self.psum_in_next[bc * b + c] if br == 0
+                                               else grid[br - 1][bc].psum_next[c]),
                     ]
                 for k in range(b):
-                    m.d.comb += sub.moving[k].eq(self.moving[br * b + k] if bc == 0
-                                                 else line[bc - 1].moving_out[k])
+                    m.d.comb += sub.moving_next[k].eq(self.moving_next[br * b + k] if bc == 0
+                                                      else line[bc - 1].moving_out_next[k])
                 if br == len(grid) - 1:
                     m.d.comb += [self.psum[bc * b + c].eq(sub.psum[c]) for c in range(b)]
+                    m.d.comb += [self.psum_next[bc * b + c].eq(sub.psum_next[c])
+                                 for c in range(b)]
             m.d.comb += [self.moving_out[br * b + k].eq(line[-1].moving_out[k])
+                         for k in range(b)]
+            m.d.comb += [self.moving_out_next[br * b + k].eq(line[-1].moving_out_next[k])
                          for k in range(b)]
         return m
 
 
-def array_signature(rows, cols):
-    """Port signature of a ``rows x cols`` :class:`SystolicArray` (wiring.Signature)."""
+def array_signature(rows, cols, *, edge_registers=False):
+    """Port signature of a ``rows x cols`` :class:`SystolicArray` (wiring.Signature);
+    with ``edge_registers`` (a sub-array) without ``moving`` and ``psum_in``, which such an
+    array does not read."""
     lanes = data.ArrayLayout(operand_lane_layout(), rows)
-    return wiring.Signature({
+    sums = data.ArrayLayout(PSUM_WIDTH, cols)
+    members = {
         "en": In(1),
         "load": In(data.ArrayLayout(load_lane_layout(rows), cols)),
         "moving": In(lanes),
-        "psum_in": In(data.ArrayLayout(PSUM_WIDTH, cols)),
+        "moving_next": In(lanes),
+        "psum_in": In(sums),
+        "psum_in_next": In(sums),
         "chain_start": In(1),
-        "psum": Out(data.ArrayLayout(PSUM_WIDTH, cols)),
+        "psum": Out(sums),
+        "psum_next": Out(sums),
         "moving_out": Out(lanes),
-    })
+        "moving_out_next": Out(lanes),
+    }
+    if edge_registers:
+        del members["moving"], members["psum_in"]
+    return wiring.Signature(members)

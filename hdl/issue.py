@@ -76,6 +76,9 @@ class IssueLogic(wiring.Component):
         Matmul starts and buffer releases to the loader (``sel`` from it).
     operands : Out(ArrayLayout(operand_lane_layout(), rows))
         The array's skewed moving lanes.
+    operands_next : Out(ArrayLayout(operand_lane_layout(), rows))
+        The value ``operands`` holds after the next enabled cycle (a blocked array keeps a
+        registered copy of its lanes: :class:`~.array.SystolicArray`).
     token : Out(token_layout(psum_depth))
         The beat issued this cycle (combinational; ``valid`` low when none).
     running : Out(1)
@@ -97,6 +100,7 @@ class IssueLogic(wiring.Component):
             "moving": In(stream.Signature(moving_layout(rows))),
             "buffers": Out(buffer_control_signature()),
             "operands": Out(data.ArrayLayout(operand_lane_layout(), rows)),
+            "operands_next": Out(data.ArrayLayout(operand_lane_layout(), rows)),
             "token": Out(token_layout(psum_depth)),
             "running": Out(1),
             "read": Out(1),
@@ -215,34 +219,70 @@ class IssueLogic(wiring.Component):
                          for name in ("sel", "stype", "mtype", "double", "ftz", "transpose")]
             m.d.sync += in_mode.k.eq(beat_k)
             m.d.sync += [in_mode.row0.eq(beat_row0), in_mode.trows.eq(beat_trows)]
-        # Transpose mode: a row takes part only where its moving element is not +-0 (the
-        # column's selector, a 1 there; golden refuses any other value).
-        narrow = Signal()
-        m.d.comb += narrow.eq(is_narrow(in_mode.mtype))
-        # Rows row0 .. act_end - 1 take part (K of them, the tile's rows in double-row mode),
-        # and rows row0 .. hi_end - 1 also carry element k + trows (double-row, K > trows).
-        act_end, hi_end = Signal(SIZE_WIDTH + 1), Signal(SIZE_WIDTH + 1)
-        over = Signal()
+        # The skew's lane 0 is a wire: its next value is the lane made from the registers'
+        # next values (they load on a beat and an issue, both only when enabled).
+        vector_next = Signal(data.ArrayLayout(OPERAND_WIDTH, 1))     # row 0 only
+        mode_next = Signal(MODE_LAYOUT)
         m.d.comb += [
-            over.eq(in_mode.k > in_mode.trows),
-            act_end.eq(in_mode.row0 + Mux(over, in_mode.trows, in_mode.k)),
-            hi_end.eq(Mux(in_mode.double & over, in_mode.row0 + in_mode.k - in_mode.trows, 0)),
+            vector_next[0].eq(Mux(moving_beat, self.moving.payload.data[0], in_vector[0])),
+            mode_next.k.eq(Mux(issue, beat_k, in_mode.k)),
+            mode_next.row0.eq(Mux(issue, beat_row0, in_mode.row0)),
+            mode_next.trows.eq(Mux(issue, beat_trows, in_mode.trows)),
         ]
+        m.d.comb += [mode_next[name].eq(Mux(issue, beat[name], in_mode[name]))
+                     for name in ("sel", "stype", "mtype", "double", "ftz", "transpose")]
+        m.d.comb += _lane(skew.i_next[0], 0, vector_next, mode_next,
+                          _narrow(m, mode_next, "next_"),
+                          _rows_taking_part(m, mode_next, "next_"), "next_")
+        narrow, ends = _narrow(m, in_mode), _rows_taking_part(m, in_mode)
         for k in range(rows):
-            picked = Signal(name=f"picked_{k}")
-            inside = Signal(name=f"inside_{k}")
-            m.d.comb += [
-                picked.eq(Mux(narrow, in_vector[k][:7].any(), in_vector[k][:15].any())),
-                inside.eq(in_mode.row0 <= k),
-                skew.i[k].value.eq(in_vector[k]),
-                skew.i[k].sel.eq(in_mode.sel),
-                skew.i[k].active.eq(inside & (act_end > k) & (~in_mode.transpose | picked)),
-                skew.i[k].transpose.eq(in_mode.transpose),
-                skew.i[k].first.eq(in_mode.row0 == k),
-                skew.i[k].hi.eq(inside & (hi_end > k)),
-                skew.i[k].stype.eq(in_mode.stype),
-                skew.i[k].mtype.eq(in_mode.mtype),
-                skew.i[k].ftz.eq(in_mode.ftz),
-                self.operands[k].eq(skew.o[k]),
-            ]
+            m.d.comb += _lane(skew.i[k], k, in_vector, in_mode, narrow, ends)
+            m.d.comb += [self.operands[k].eq(skew.o[k]),
+                         self.operands_next[k].eq(skew.o_next[k])]
         return m
+
+
+def _narrow(m, mode, prefix=""):
+    """A signal, high when ``mode``'s moving type is an 8-bit one."""
+    narrow = Signal(name=f"{prefix}narrow")
+    m.d.comb += narrow.eq(is_narrow(mode.mtype))
+    return narrow
+
+
+def _rows_taking_part(m, mode, prefix=""):
+    """``(act_end, hi_end)``: rows ``row0 .. act_end - 1`` take part (K of them, the tile's
+    rows in double-row mode), and rows ``row0 .. hi_end - 1`` also carry element
+    ``k + trows`` (double-row, K > trows)."""
+    act_end = Signal(SIZE_WIDTH + 1, name=f"{prefix}act_end")
+    hi_end = Signal(SIZE_WIDTH + 1, name=f"{prefix}hi_end")
+    over = Signal(name=f"{prefix}over")
+    m.d.comb += [
+        over.eq(mode.k > mode.trows),
+        act_end.eq(mode.row0 + Mux(over, mode.trows, mode.k)),
+        hi_end.eq(Mux(mode.double & over, mode.row0 + mode.k - mode.trows, 0)),
+    ]
+    return act_end, hi_end
+
+
+def _lane(lane, k, vector, mode, narrow, ends, prefix=""):
+    """The statements that make partition row ``k``'s skew input ``lane`` from the operand
+    vector and mode registers (or their next values); ``ends`` from
+    :func:`_rows_taking_part`."""
+    act_end, hi_end = ends
+    # Transpose mode: a row takes part only where its moving element is not +-0 (the
+    # column's selector, a 1 there; golden refuses any other value).
+    picked = Signal(name=f"{prefix}picked_{k}")
+    inside = Signal(name=f"{prefix}inside_{k}")
+    return [
+        picked.eq(Mux(narrow, vector[k][:7].any(), vector[k][:15].any())),
+        inside.eq(mode.row0 <= k),
+        lane.value.eq(vector[k]),
+        lane.sel.eq(mode.sel),
+        lane.active.eq(inside & (act_end > k) & (~mode.transpose | picked)),
+        lane.transpose.eq(mode.transpose),
+        lane.first.eq(mode.row0 == k),
+        lane.hi.eq(inside & (hi_end > k)),
+        lane.stype.eq(mode.stype),
+        lane.mtype.eq(mode.mtype),
+        lane.ftz.eq(mode.ftz),
+    ]

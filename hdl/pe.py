@@ -35,6 +35,7 @@ PE_SIGNATURE = wiring.Signature({
     "transpose_out": Out(1),
     "first_out": Out(1),
     "psum_out": Out(PSUM_WIDTH),
+    "psum_next": Out(PSUM_WIDTH),
 })
 
 #: The mode bits that travel with a moving operand from PE to PE (``<name>_in`` ->
@@ -119,6 +120,10 @@ class ProcessingElement(wiring.Component):
     moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, transpose_out,
     first_out, psum_out : Out
         Registered operand, its mode bits, and the partial sum.
+    psum_next : Out(32)
+        The value ``psum_out`` takes at the next advance (combinational from the inputs): a
+        sub-array's bottom row hands it to the sub-array below, which keeps its own copy of
+        ``psum_out`` (:class:`~.array.SystolicArray`, ``edge_registers``).
 
     Raises
     ------
@@ -226,11 +231,12 @@ class ProcessingElement(wiring.Component):
             m.d.sync += [self.moving_out.eq(self.moving_in)]
             m.d.sync += [getattr(self, f"{name}_out").eq(getattr(self, f"{name}_in"))
                          for name in TRAVELLING]
-            with m.If(~self.active_in):
-                m.d.sync += self.psum_out.eq(self.psum_in)
-            with m.Elif(self.transpose_in):     # a PE of 8-bit types only passes 8 bits
-                narrow = set(self._float_dtypes) <= set(NARROW_DTYPES)
-                m.d.sync += self.psum_out.eq(weight[:8] if narrow else weight)
-            with m.Else():
-                m.d.sync += self.psum_out.eq(result)
+            m.d.sync += self.psum_out.eq(self.psum_next)
+        narrow = set(self._float_dtypes) <= set(NARROW_DTYPES)  # 8-bit types pass 8 bits
+        with m.If(~self.active_in):
+            m.d.comb += self.psum_next.eq(self.psum_in)
+        with m.Elif(self.transpose_in):
+            m.d.comb += self.psum_next.eq(weight[:8] if narrow else weight)
+        with m.Else():
+            m.d.comb += self.psum_next.eq(result)
         return m

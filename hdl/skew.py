@@ -11,7 +11,10 @@ class SkewBuffer(wiring.Component):
     With ``delays = [0, 1, ..., n-1]`` this skews an unskewed vector into a systolic
     wavefront (lane ``i`` of beat ``t`` leaves at advance ``t + i``); with
     ``delays = [n-1, ..., 1, 0]`` it de-skews a wavefront back into one vector. A lane with
-    delay 0 is a wire. All registers advance together when ``en`` is high.
+    delay 0 is a wire. All registers advance together when ``en`` is high. ``o_next`` is
+    each lane's value after the next advance (what its last register loads; ``i_next``, the
+    input's own next value, for a lane without delay), for a consumer that keeps a
+    registered copy of ``o`` (:class:`~.array.SystolicArray`'s sub-arrays).
 
     Parameters
     ----------
@@ -26,8 +29,12 @@ class SkewBuffer(wiring.Component):
         Advance.
     i : In(ArrayLayout(shape, len(delays)))
         Input vector.
+    i_next : In(ArrayLayout(shape, len(delays)))
+        The value ``i`` holds after the next advance (read only for lanes of delay 0).
     o : Out(ArrayLayout(shape, len(delays)))
         Output vector, lane ``i`` delayed by ``delays[i]``.
+    o_next : Out(ArrayLayout(shape, len(delays)))
+        The value ``o`` holds after the next advance.
 
     Raises
     ------
@@ -45,7 +52,8 @@ class SkewBuffer(wiring.Component):
         self._shape = shape
         self._delays = tuple(delays)
         layout = data.ArrayLayout(shape, len(delays))
-        super().__init__({"en": In(1), "i": In(layout), "o": Out(layout)})
+        super().__init__({"en": In(1), "i": In(layout), "i_next": In(layout),
+                          "o": Out(layout), "o_next": Out(layout)})
 
     @property
     def delays(self):
@@ -64,7 +72,8 @@ class SkewBuffer(wiring.Component):
         where = {lane: lane * width for lane in range(len(self._delays))}   # offset in source
         for lane, delay in enumerate(self._delays):
             if delay == 0:
-                m.d.comb += Value.cast(self.o[lane]).eq(source[where[lane]:where[lane] + width])
+                m.d.comb += [Value.cast(self.o[lane]).eq(source[where[lane]:where[lane] + width]),
+                             self.o_next[lane].eq(self.i_next[lane])]
         for d in range(1, max(self._delays) + 1):
             lanes = [lane for lane, delay in enumerate(self._delays) if delay >= d]
             runs = []                           # [start offset, length] in source
@@ -76,6 +85,10 @@ class SkewBuffer(wiring.Component):
             stage = Signal(width * len(lanes), name=f"stage{d}")
             with m.If(self.en):
                 m.d.sync += stage.eq(Cat(source[start:start + length] for start, length in runs))
+            for lane in lanes:      # what the lane's last stage loads on the advance
+                if self._delays[lane] == d:
+                    m.d.comb += Value.cast(self.o_next[lane]).eq(
+                        source[where[lane]:where[lane] + width])
             source, where = stage, {lane: i * width for i, lane in enumerate(lanes)}
             for lane in lanes:
                 if self._delays[lane] == d:

@@ -309,6 +309,7 @@ class Tile(wiring.Component):
             array.chain_start.eq(1),     # psum_in stays 0: the tile's row 0 starts
             array.load.eq(loader.load),
             array.moving.eq(issue.operands),
+            array.moving_next.eq(issue.operands_next),     # what a blocked array reads
             result.token.eq(issue.token),
             result.column.eq(array.psum),
             array.en.eq(result.advance),

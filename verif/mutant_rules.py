@@ -358,8 +358,8 @@ _HI_WHY = ("multiplier_hi's product reaches an output only on double-row beats (
            "`result.eq(Mux(self.hi_in, adder_hi.sum, first))`); hi_in is set only for a "
            "matmul that passed the DOUBLE_ROW_TYPE check (command_queue.py "
            "`with m.Elif(~is_read & command.double_row & ~fp8_pair):`: both types E4M3 (3) "
-           "or E5M2 (4); issue.py `hi_end.eq(Mux(in_mode.double & over, in_mode.row0 + "
-           "in_mode.k - in_mode.trows, 0))`, `skew.i[k].hi.eq(inside & (hi_end > k))`), "
+           "or E5M2 (4); issue.py `hi_end.eq(Mux(mode.double & over, mode.row0 + "
+           "mode.k - mode.trows, 0))`, `lane.hi.eq(inside & (hi_end > k))`), "
            "whose type codes travel with the operand (pe.py `for name in TRAVELLING]`)")
 #: Wire values known by argument (see each ``why``).
 VALUE_RANGES = (

@@ -25,6 +25,7 @@ RTL over the double-row peak ``2 * rows * cols``, checked against the cycle mode
 import argparse
 import contextlib
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -36,12 +37,18 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
+from systolica.cli.docs_table import checkout_commit
 from systolica.golden import program_cycles
 from systolica.hdl.config import TileConfig
 from systolica.scaling.tilemodel import nki_matmul_cycles, scalesim_ws_fold_cycles
 from systolica.sim.api.runs import Matmul, run_program
 from systolica.sim.builder.errors import SystolicaError
-from systolica.sim.builder.generate import BLOCKED_PES, grid_block, write_configuration
+from systolica.sim.builder.generate import (
+    BLOCKED_PES,
+    bench_netlist,
+    grid_block,
+    write_configuration,
+)
 from systolica.sim.builder.runner import verilog_folder
 from systolica.sim.builder.toolchain import SIMULATORS
 from systolica.sim.options import OneLineParser, env_types, integer, parse_tile_sizes
@@ -491,7 +498,8 @@ def _run(p, args):
         except (json.JSONDecodeError, AttributeError):
             rows_out = []
     out.write_text(json.dumps({
-        "date": time.strftime("%Y-%m-%d"), "machine": platform.platform(),
+        "date": time.strftime("%Y-%m-%d"), "commit": checkout_commit(), "netlist": bench_netlist(),
+        "load": [round(x, 2) for x in os.getloadavg()], "machine": platform.platform(),
         "processor": platform.processor() or platform.machine(), "results": rows_out,
         "throughput": table, "main_job": job, "nki": nki, "estimates": estimates,
     }, indent=2) + "\n")

@@ -29,6 +29,8 @@ def test_init():
     ((6, 6), {"block": 3}, "block must be a power of two dividing rows = 6 and cols = 6, not 3"),
     ((2, 2), {"block": 0}, "block must be a power of two dividing rows = 2 and cols = 2, not 0"),
     ((2, 2), {"block_module": "blk"}, "block_module needs block (the side of the sub-arrays)"),
+    ((4, 4), {"block": 2, "edge_registers": True},
+     "edge_registers is for a flat grid (a sub-array), not with block"),
 ])
 def test_init_wrong_parameters(args, kwargs, message):
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
@@ -63,6 +65,18 @@ def test_sim_weight_stationary_matmul(rows, cols, block, k, dtype):
     start = k                 # cycle row 0's first moving operand enters
     seen = {}
 
+    def lane(cycle, r):     # row r carries beat cycle - start - r (skewed)
+        beat = cycle - start - r
+        live = 0 <= beat < n and r < k
+        return {"value": int(m_bits[r, beat]) if live else 0, "sel": 0, "active": int(live),
+                "hi": 0, "stype": code if cycle >= start else 0,
+                "mtype": code if cycle >= start else 0, "ftz": 0}
+
+    def drive(ctx, cycle):  # a blocked array reads the lanes one advance early
+        for r in range(rows):
+            ctx.set(dut.moving[r], lane(cycle, r))
+            ctx.set(dut.moving_next[r], lane(cycle + 1, r))
+
     async def bench(ctx):
         ctx.set(dut.en, 1)
         ctx.set(dut.chain_start, 1)
@@ -70,16 +84,12 @@ def test_sim_weight_stationary_matmul(rows, cols, block, k, dtype):
             for c in range(cols):
                 ctx.set(dut.load[c], {"valid": 1, "row": row, "buf": 0,
                                       "value": int(s_bits[row, c])})
+            drive(ctx, row)
             await ctx.tick()
         for c in range(cols):
             ctx.set(dut.load[c].valid, 0)
         for cycle in range(start, start + n + rows + cols):
-            for r in range(rows):   # row r carries beat cycle - start - r (skewed)
-                beat = cycle - start - r
-                live = 0 <= beat < n and r < k
-                ctx.set(dut.moving[r], {
-                    "value": int(m_bits[r, beat]) if live else 0, "sel": 0,
-                    "active": int(live), "hi": 0, "stype": code, "mtype": code, "ftz": 0})
+            drive(ctx, cycle)
             seen[cycle] = [int(v) for v in ctx.get(dut.psum)]
             await ctx.tick()
 

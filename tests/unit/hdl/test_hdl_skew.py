@@ -55,3 +55,29 @@ def test_each_lane_is_delayed_by_its_enabled_cycles(delays):
                 earlier = [s for s in range(t) if enables[s]]
                 want = inputs[earlier[-delay]][lane] if len(earlier) >= delay else 0
             assert seen[t][lane] == want, (t, lane)
+
+
+@pytest.mark.parametrize("delays", [[0, 1, 2, 3], [2, 0, 1, 2, 0], [1]])
+def test_o_next_is_what_o_holds_after_an_advance(delays):
+    rng = np.random.default_rng(10 + len(delays))
+    steps = 24
+    inputs = rng.integers(0, 256, (steps + 1, len(delays)))
+    enables = rng.random(steps) < 0.7
+    dut = SkewBuffer(8, delays)
+    seen, ahead = [], []
+
+    async def bench(ctx):
+        for t in range(steps):
+            for lane in range(len(delays)):     # i_next: what i holds at the next step
+                ctx.set(dut.i[lane], int(inputs[t][lane]))
+                ctx.set(dut.i_next[lane], int(inputs[t + 1][lane]))
+            ctx.set(dut.en, int(enables[t]))
+            seen.append([ctx.get(dut.o[lane]) for lane in range(len(delays))])
+            ahead.append([ctx.get(dut.o_next[lane]) for lane in range(len(delays))])
+            await ctx.tick()
+
+    simulate(dut, bench)
+    advances = [t for t in range(steps - 1) if enables[t]]
+    assert advances
+    for t in advances:
+        assert ahead[t] == seen[t + 1], t
