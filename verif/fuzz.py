@@ -39,7 +39,7 @@ from systolica.golden import FORMATS, Command, command_schedule, operand_formats
 from systolica.golden import tile_sizes as golden_tile_sizes
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH
 from systolica.golden.formats import DOUBLE_ROW_TYPES
-from systolica.hdl.config import TileConfig
+from systolica.hdl.config import TileConfig, parse_types
 from systolica.sim.options import (
     OneLineParser,
     add_json_argument,
@@ -766,6 +766,8 @@ def type_sets(types):
     ValueError
         If ``types`` holds no type set (an empty part between separators included).
     """
+    if isinstance(types, str) and not types.strip():
+        parse_types(types)          # no type set at all: the one message every command gives
     parts = types.split(TYPE_SET_SEPARATOR) if isinstance(types, str) else list(types)
     if not parts or any(not str(part).strip() for part in parts):
         raise ValueError(f"types must be type sets separated by {TYPE_SET_SEPARATOR!r}, "

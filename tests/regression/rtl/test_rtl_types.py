@@ -126,7 +126,7 @@ def test_a_type_the_tile_was_not_generated_for_is_rejected(simulator):
     from systolica.verif import fuzz
 
     # 4 x 4: the INT8-only tile the Dask tests build (an 8 x 8 one was a build of its own).
-    report = fuzz.run_program_index(1, 0, chunk=40, sizes=((4, 4),), simulator=simulator,
+    report = fuzz.run_program_index(1, 0, chunk=100, sizes=((4, 4),), simulator=simulator,
                                     floats=0.3, types="int8")
     assert report.passed, report.errors
     assert report.rejected.get("TYPE_NOT_BUILT", 0) >= 5 and report.matmuls >= 5
