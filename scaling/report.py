@@ -1,5 +1,7 @@
 """Tables, JSON and plots of transformer estimates (:mod:`.llm`) and of the validation."""
 
+import math
+
 from .calibration import FITTED, MEANING
 
 _CAL_FIELDS = (*FITTED, "layer_overhead_s")
@@ -89,6 +91,16 @@ def engine_table(est):
     return table
 
 
+def _chips_text(chips):
+    """``"16 chips"``, or for a layout that fills part of a chip (3 NeuronCores of 2 per
+    chip) the chips it occupies and the share used: ``"2 chips, 1.5 of them used"``."""
+    if float(chips).is_integer():
+        return f"{chips:,.0f} chip{'s' if chips != 1 else ''}"
+    whole = math.ceil(chips)
+    return (f"{whole:,} chips, {chips:,.4g} of them used" if whole > 1
+            else f"1 chip, {chips:.4g} of it used")
+
+
 def print_llm(est, measured=(), elapsed=None, terms=False):
     from rich.console import Console
     from rich.table import Table
@@ -96,7 +108,8 @@ def print_llm(est, measured=(), elapsed=None, terms=False):
     console = Console(width=max(Console().width, 140))
     hw, lay = est.hardware, est.layout
     title = (f"{est.model.title} {est.phase} on {hw.title}: TP {lay.tp} x PP {lay.pp} x DP "
-             f"{lay.dp} = {lay.ranks:,} NeuronCores ({est.chips:,.4g} chips)")
+             f"{lay.dp} = {lay.ranks:,} NeuronCore{'s' if lay.ranks != 1 else ''} "
+             f"({_chips_text(est.chips)})")
     gt = Table(title=f"{title}; GEMMs of one pass on the busiest NeuronCore",
                title_justify="left")
     for col in ("GEMM", "M x K x N", "copies", "GFLOP", "compute", "HBM", "bound"):
@@ -158,7 +171,9 @@ def print_llm(est, measured=(), elapsed=None, terms=False):
         for col in ("chips", "tp", "pp", "dp", "step time", "seq/s", "efficiency", "MFU"):
             sc.add_column(col, justify="right")
         for p in est.scaling:
-            sc.add_row(f"{p['chips']:,.4g}", str(p["tp"]), str(p["pp"]), f"{p['dp']:,}",
+            chips = p["chips"]
+            sc.add_row(f"{chips:,.0f}" if float(chips).is_integer() else f"{chips:,.4g}",
+                       str(p["tp"]), str(p["pp"]), f"{p['dp']:,}",
                        seconds(p["step_s"]), f"{p['seq_per_s']:,.2f}",
                        f"{p['efficiency']:.1%}", f"{p['mfu']:.1%}")
         console.print(sc)

@@ -398,3 +398,25 @@ def test_output_file_in_a_folder_that_takes_no_files_is_refused_up_front(argv, c
     monkeypatch.setattr(runner, "build", _must_not_build)
     status, _, err = _exit(argv, capsys)
     _one_line_error(status, err, "'/proc' is not writable")
+
+
+def test_a_layout_that_fills_part_of_a_chip_names_the_chips_it_occupies(capsys):
+    # trn1: 2 logical NeuronCores per chip, so TP 3 occupies 2 chips and uses 1.5 of them
+    # (the trial's "3 NeuronCores (1.5 chips)" read as half a chip bought).
+    status, out, err = _exit([*ESTIMATE, "--model", "llama2-7b", "--tp", "3"], capsys)
+    assert status == 0, err
+    assert "3 NeuronCores (2 chips, 1.5 of them used)" in " ".join(out.split()), out
+    status, out, err = _exit([*ESTIMATE, "--model", "llama2-7b", "--tp", "2"], capsys)
+    assert "2 NeuronCores (1 chip)" in " ".join(out.split()), out
+    status, out, err = _exit([*ESTIMATE, "--model", "llama2-7b", "--tp", "1"], capsys)
+    assert "1 NeuronCore (1 chip, 0.5 of it used)" in " ".join(out.split()), out
+
+
+def test_the_scaling_table_writes_whole_chip_counts_in_full(capsys):
+    # The trial saw "1.638e+04" in the chips column: counts went through a 4-digit general
+    # format.
+    status, out, err = _exit([*ESTIMATE, "--model", "llama2-7b", "--phase", "train",
+                              "--scaling", "--max-chips", "16384", "--global-batch", "65536"],
+                             capsys)
+    assert status == 0, err
+    assert "16,384" in out and "e+0" not in out, out

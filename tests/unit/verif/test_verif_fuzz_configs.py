@@ -45,3 +45,12 @@ def test_replay_names_every_type_set():
     line = fuzz.replay_command(3, 5, 500, ((16, 16),), "int8/fp8-double-row")
     assert line.endswith("--seed 3 --program 5 --chunk 500 --sizes 16x16 "
                          "--types int8/fp8-double-row --keep")
+
+
+def test_the_summary_gives_harness_time_to_its_precision():
+    # The trial's 4 x 4 run printed "in 0 s of harness runs (X cycles/s)": seconds rounded
+    # to 0 and a rate divided by a floor of 1e-9.
+    from types import SimpleNamespace
+    fast = [SimpleNamespace(seconds=0.0031, cycles=564)]
+    assert fuzz._harness_time(fast, 564) == "0.0031 s of harness runs (182,000 cycles/s)"
+    assert fuzz._harness_time([SimpleNamespace(seconds=0.0)], 10) == "under 1 ms of harness runs"
