@@ -33,13 +33,13 @@ clock cycles.
 A matmul with a tile (``Command.tile_position``) runs alone, as the RTL runs it: its stamps
 follow the rules above, except that a load into a row tile starting at PE row r also waits
 r cycles after its buffer's last moving beat (that beat's operands reach row r r cycles
-after row 0). The tensor-engine instruction's features beyond the RTL (concurrent tiles,
-FP32) have their own functions beside these:
+after row 0; :func:`tiled_schedule` has the same rule). The tensor-engine instruction's
+features beyond the RTL (concurrent tiles, FP32) have their own functions beside these:
 :func:`matmul_passes` (moving beats per moving column), :func:`nc_matmul_cost` (AWS's
 published per-instruction cost) and :func:`tiled_schedule` (several matmuls in flight in
 tiles that share no PE row or column, one LoadStationary port, per-PE weight buffers). On a
-program of whole-array BF16/FP8/INT8 matmuls and READs, :func:`tiled_schedule` gives exactly
-:func:`command_schedule`'s stamps.
+program of BF16/FP8/INT8 matmuls that all run in one tile (the whole array or any other)
+and READs, :func:`tiled_schedule` gives exactly :func:`command_schedule`'s stamps.
 """
 
 from collections import defaultdict
@@ -542,7 +542,9 @@ def tiled_schedule(rows, cols, ops, *, target=None):
       a READ shares with every tile) has issued its last beat;
     - LoadStationary is per tile: every PE has two weight buffers, so a load into a tile
       waits until, in each PE of the tile, the second most recent matmul loaded there has
-      issued its last beat;
+      issued its last beat, and ``r`` cycles more for a tile starting at PE row ``r`` (the
+      skew brings that beat to row ``r`` ``r`` cycles after row 0; :func:`command_schedule`'s
+      rule, so a program whose matmuls share one tile gets its stamps);
     - a matmul issues ``n x passes`` beats (:func:`matmul_passes`: 4 per column with a
       float32 operand, 2 for a 32-bit transpose), and column c's result is offered ``L``
       cycles after that column's last beat, whatever the tile (every tile's results take
@@ -592,7 +594,8 @@ def tiled_schedule(rows, cols, ops, *, target=None):
             check_tile_operands(tile, op.k, 1, cols=cols, perf_mode=op.perf_mode)
             beats = min(op.k, tile.rows) if op.perf_mode == DOUBLE_ROW else op.k
             start = max([accept + 1, prev_load_end + 1] + [
-                loaded[cell][-2] + 1 for cell in _cells(tile, grain) if len(loaded[cell]) > 1])
+                loaded[cell][-2] + 1 + tile.row for cell in _cells(tile, grain)
+                if len(loaded[cell]) > 1])
             prev_load_end = start + beats - 1
             loads = tuple(range(start, prev_load_end + 1))
             first = max(first, prev_load_end + 1)

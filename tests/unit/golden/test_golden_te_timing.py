@@ -4,7 +4,7 @@ published cost formula, and concurrent matmuls in tiles (``tiled_schedule``)."""
 import numpy as np
 import pytest
 
-from systolica.golden import Command, command_schedule
+from systolica.golden import Command, command_schedule, tile_sizes
 from systolica.golden.timing import (
     TileOp,
     matmul_passes,
@@ -60,6 +60,32 @@ def test_whole_array_programs_keep_the_existing_stamps(seed):
         rows, cols = (int(x) for x in rng.integers(1, 9, 2))
         commands, ops = _random_program(rng, rows)
         assert tiled_schedule(rows, cols, ops) == command_schedule(rows, cols, commands)
+
+
+def test_programs_in_one_tile_keep_the_rtl_stamps(seed):
+    """Matmuls that all run in one tile cannot overlap, so the concurrent model must give
+    the stamps of the one-at-a-time model the RTL follows, the row tile's load wait
+    (r cycles for a tile starting at PE row r) included."""
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        rows, cols = (int(x) for x in rng.choice([4, 8, 16], 2))
+        sizes = [(r, c) for r in tile_sizes(rows) for c in tile_sizes(cols)]
+        trows, tcols = sizes[rng.integers(len(sizes))]
+        tile = {"tile_position": (int(rng.integers(rows // trows)) * trows,
+                                  int(rng.integers(cols // tcols)) * tcols),
+                "tile_size": (trows, tcols)}
+        commands, ops = [], []
+        for _ in range(rng.integers(1, 9)):
+            n = int(rng.integers(1, 7))
+            if rng.random() < 0.2:
+                commands.append(Command("read", n=n))
+                ops.append(TileOp("read", n=n))
+                continue
+            k, m = int(rng.integers(1, trows + 1)), int(rng.integers(1, tcols + 1))
+            dtype = ("int8", "bf16", "e4m3")[rng.integers(3)]
+            commands.append(Command("matmul", k=k, m=m, n=n, dtype=dtype, **tile))
+            ops.append(TileOp(k=k, n=n, dtype=dtype, **tile))
+        assert tiled_schedule(rows, cols, ops) == command_schedule(rows, cols, commands), tile
 
 
 def test_stamps_of_three_small_tiles_by_hand():
