@@ -550,7 +550,12 @@ def pattern_sweep(rng, rows, cols, n=3):
       accumulated into the same region, at every exponent, and at every depth 3..20
       (FP16: (1 + 2^-i)(1 + 2^-j) stored, 1 + 2^-i + 2^-j subtracted).
 
-    FTZ is drawn per matmul (a quarter of them), except for the subnormal sweeps.
+    - BF16 and FP16 exponent edges (:func:`_exponent_edges`: exponent 0, all ones, all
+      ones but one bit, one bit alone) in every PE's stationary register and every
+      partition row's moving operand, one partition row at a time (the others' stationary
+      zero), with FTZ off and on.
+
+    FTZ is drawn per matmul (a quarter of them), except for the subnormal and edge sweeps.
     """
     from systolica.golden.formats import FORMATS
 
@@ -656,6 +661,28 @@ def pattern_sweep(rng, rows, cols, n=3):
         v = np.stack([scale, np.exp2(-j) * scale]).astype(half)
         add(s, v, None, ftz=False, accumulate=True)
     for name in ("bf16", "fp16"):
+        edges = _exponent_edges(FORMATS[name])
+        for row in range(rows):
+            # Stationary: partition row ``row`` alone (the others zero, so no other row's
+            # NaN or Inf hides a wrong special), pattern (p + 5 c) at column c in matmul p,
+            # times 1, then two normals of the moving type; FTZ off, then on.
+            for p in range(2 * len(edges)):
+                s_bits = np.zeros((rows, cols), np.int64)
+                s_bits[row] = edges[(p + 5 * np.arange(cols)) % len(edges)]
+                v_bits = _float_bits_exp(rng, FORMATS[name], (rows, n), FORMATS[name].bias)
+                v_bits[:, 0] = int(FORMATS[name].bias) << FORMATS[name].man_bits    # 1.0
+                add(view(s_bits, name), view(v_bits, name), None, ftz=p >= len(edges))
+            # Moving: every pattern in partition row ``row``'s moving operand (one beat
+            # each), the other rows' moving 1.0 times a zero stationary.
+            s_bits = np.zeros((rows, cols), np.int64)
+            s_bits[row] = _float_bits_exp(rng, FORMATS[name], (cols,), FORMATS[name].bias)
+            s_bits[row, 0] = int(FORMATS[name].bias) << FORMATS[name].man_bits
+            v_bits = np.full((rows, len(edges)), int(FORMATS[name].bias)
+                             << FORMATS[name].man_bits, np.int64)
+            v_bits[row] = edges
+            for ftz in (False, True):
+                add(view(s_bits, name), view(v_bits, name), None, ftz=ftz)
+    for name in ("bf16", "fp16"):
         fmt = FORMATS[name]
         count = 1 << (fmt.man_bits + 1)                     # sign and fraction
         b = (np.arange(count)[None, :] + 16 * np.arange(rows)[:, None]) % count
@@ -665,6 +692,19 @@ def pattern_sweep(rng, rows, cols, n=3):
         for start in range(0, count, 256):             # N <= 256 per matmul
             add(view(s_bits, name), view(v[:, start:start + 256], name), None, ftz=False)
     return items
+
+
+def _exponent_edges(fmt):
+    """Bit patterns (int64 array) of ``fmt`` at its exponent field's edges: exponent 0,
+    all ones, all ones but one bit, and one bit alone, each with fraction 0, 1, the top
+    fraction bit alone and all ones, and both signs. A decoder's compare of the exponent
+    with 0 or all ones, with one input bit wrong, gives a wrong class on one of them."""
+    top = (1 << fmt.exp_bits) - 1
+    exps = sorted({0, top} | {top ^ (1 << i) for i in range(fmt.exp_bits)}
+                  | {1 << i for i in range(fmt.exp_bits)})
+    fracs = sorted({0, 1, 1 << (fmt.man_bits - 1), (1 << fmt.man_bits) - 1})
+    return np.array([(sign << (fmt.width - 1)) | (e << fmt.man_bits) | f
+                     for sign in (0, 1) for e in exps for f in fracs], np.int64)
 
 
 #: Moving types paired with a swept stationary FP8 type in single-row matmuls.

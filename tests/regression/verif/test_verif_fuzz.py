@@ -166,6 +166,35 @@ def test_pattern_sweep_cancels_in_every_adder():
     assert set(range(3, 21)) <= depths
 
 
+def test_pattern_sweep_puts_every_16_bit_exponent_edge_alone_in_every_pe():
+    """BF16 and FP16 exponent edges (0, all ones, one bit from either) reach every PE's
+    stationary register and every row's moving operand with every other partition row's
+    stationary zero (a NaN elsewhere in the column would hide a wrong class), FTZ off and
+    on. Before it, a mutant reading a BF16 stationary NaN as a number survived the
+    kill-set."""
+    from systolica.golden.formats import FORMATS
+
+    rows, cols = 3, 3
+    items = fuzz.pattern_sweep(np.random.default_rng(1), rows, cols)
+    for name in ("bf16", "fp16"):
+        fmt = FORMATS[name]
+        top = (1 << fmt.exp_bits) - 1
+        wanted = {(sign << (fmt.width - 1)) | (e << fmt.man_bits) | f
+                  for sign in (0, 1) for e in (0, top, top ^ 1, 1 << (fmt.exp_bits - 1))
+                  for f in (0, 1, (1 << fmt.man_bits) - 1)}
+        for r in range(rows):
+            alone = [(s.view(np.uint16).astype(int), v.view(np.uint16).astype(int), ftz)
+                     for s, v, _, ftz, *_ in items if s.dtype == fmt.dtype
+                     and s.shape == (rows, cols) and not np.delete(s.view(np.uint16), r, axis=0).any()]
+            for c in range(cols):
+                for ftz in (False, True):
+                    seen = {int(s[r, c]) for s, _, z in alone if z == ftz}
+                    assert wanted <= seen, (name, r, c, ftz, sorted(wanted - seen)[:4])
+                    moving = {int(x) for s, v, z in alone if z == ftz and s[r].all()
+                              for x in v[r]}
+                    assert wanted <= moving, (name, r, ftz)
+
+
 def test_random_programs_cover_whole_bank_regions():
     """N's top bit is set only by a region of the whole bank (offset 0, N = the bank's
     entries): the fuzzer's programs hold such READs and such matmuls."""
