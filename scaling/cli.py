@@ -709,7 +709,11 @@ def main(argv=None):
     for i in range(len(argv) - 1):
         if argv[i] == "--gemm" and argv[i + 1][:1] == "-" and argv[i + 1][1:2].isdigit():
             argv[i:i + 2] = [f"--gemm={argv[i + 1]}", ""]
-    args = build_parser().parse_args([a for a in argv if a != ""])
+    parser = build_parser()
+    args, extra = parser.parse_known_args([a for a in argv if a != ""])
+    if extra:       # named by the subcommand ("systolica validate: error: ..."), not "systolica"
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         if args.command == "estimate":
             status = run_estimate(args)

@@ -286,8 +286,8 @@ def _run(parser, args):
           f"{time.perf_counter() - started:.0f} s", flush=True)
     unknown = sorted(set(args.only or ()) - {m.index for m in mutations})
     if unknown:
-        print(f"error: --only {', '.join(map(str, unknown))}: no such mutant; the draw has "
-              f"mutants 1..{len(mutations)}")
+        print(f"{parser.prog}: error: --only {', '.join(map(str, unknown))}: no such mutant; "
+              f"the draw has mutants 1..{len(mutations)}")
         return 2, {"error": f"no mutant {unknown}; the draw has 1..{len(mutations)}"}
     folder = tile.verilog.parent
     if args.reuse_kills:
@@ -295,7 +295,7 @@ def _run(parser, args):
         return _report(args, chosen, folder, started, _reused_kills(folder, chosen))
     _, error = run_mutant(tile, 0, args.seed, args.programs, args.commands)
     if error is not None:
-        print(f"error: the unmutated design fails the kill-set: {error}")
+        print(f"{parser.prog}: error: the unmutated design fails the kill-set: {error}")
         return 2, {"error": f"the unmutated design fails the kill-set: {error}"}
     chosen = [m for m in mutations if not args.only or m.index in args.only]
     survivors, killed, killed_by = [], 0, {}

@@ -103,6 +103,9 @@ def test_every_subcommand_has_help_and_json(name, capsys):
     # An abbreviation is not an option: the real model has --dtypes, not --dtype.
     (["sim", "--workload", "minilm", "--dtype", "bf16"],
      "error: unrecognized arguments: --dtype bf16"),
+    # The scaling commands name themselves, as every other command does (was "systolica:").
+    (["validate", "--bogus"], "systolica validate: error: unrecognized arguments: --bogus"),
+    (["claims", "--hw", "trn1"], "systolica claims: error: unrecognized arguments: --hw trn1"),
 ])
 def test_bad_arguments_are_one_line_exit_2(argv, message, capsys, monkeypatch):
     monkeypatch.delenv("WORKLOAD", raising=False)
