@@ -692,6 +692,7 @@ class Run:
         self.instructions = []
         self.warnings = []
         self.matmuls = []
+        self.transposes = []     # TensorE transposes: operands and words, for the RTL check
         self.loops = []
         self.program_ids = ()
         self.grid = ()

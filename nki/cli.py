@@ -333,8 +333,11 @@ def main(argv=None):
         if result.rtl:
             r = result.rtl
             print(f"RTL tile {r['rows']} x {r['cols']}: {r['matmuls']} matmuls "
-                  f"({r['tile_matmuls']} tile commands), {r['words']} PSUM words compared, "
-                  f"0 mismatches, {r['seconds']:.1f} s")
+                  f"({r['tile_matmuls']} tile commands), {r['words']} PSUM words compared"
+                  + (f"; {r['transposes']} transposes ({r['transpose_commands']} tile "
+                     f"commands), {r['transpose_words']} PSUM elements compared"
+                     if r.get("transposes") else "")
+                  + f"; 0 mismatches, {r['seconds']:.1f} s")
         print("wall: " + ", ".join(f"{k} {v:.2f} s" for k, v in wall.items()))
         print("cpu:  " + ", ".join(f"{k} {v:.2f} s" for k, v in cpu_split.items()))
     if any("error" in row for row in comparison):

@@ -579,7 +579,15 @@ def _transpose_on_pe(opcode, run, kw, stationary, moving, s, m, params):
                    partitions=stationary.shape[0], elements=params["n"],
                    in_dtype=stationary.dtype, out_dtype=dst.dtype,
                    params=dict(params, dtype=dtype_name(stationary.dtype)))
+    _record_transpose(run, index, s, m, words, dst)
     return _finish(index, dst, fresh)
+
+
+def _record_transpose(run, index, stationary, moving, words, dst):
+    """Keep a TensorE transpose's operands and golden PSUM words for the RTL check
+    (:mod:`systolica.nki.rtl`)."""
+    run.transposes.append({"index": index, "stationary": stationary, "moving": moving,
+                           "words": words, "region": dst.access()})
 
 
 def nc_transpose(*args, **kwargs):
@@ -610,8 +618,8 @@ def nc_transpose(*args, **kwargs):
         if dst.memory != "psum":
             raise fail(opcode, "a TensorE transpose writes PSUM; dst is in SBUF")
         run = _core.current(opcode)
-        words = _golden(opcode, run, golden.nc_transpose, _golden_operand(values, data.dtype),
-                        rows=_core.PMAX)
+        operand = _golden_operand(values, data.dtype)
+        words = _golden(opcode, run, golden.nc_transpose, operand, rows=_core.PMAX)
         values = _from_transpose(words, data.dtype)
     else:
         values = np.ascontiguousarray(values.T)
@@ -624,6 +632,8 @@ def nc_transpose(*args, **kwargs):
               "tile_size": None} if eng == "tensor" else {}
     index = record(eng, opcode, [data], [dst], partitions=p, elements=f,
                    in_dtype=data.dtype, out_dtype=dst.dtype, params=params)
+    if eng == "tensor":
+        _record_transpose(run, index, operand, golden.identity(p, operand.dtype), words, dst)
     return _finish(index, dst, fresh)
 
 

@@ -1,5 +1,6 @@
-"""``tensor_engine="rtl"``: every ``nc_matmul`` of a kernel run again on the Verilator tile,
-each PSUM word compared with the golden path.
+"""``tensor_engine="rtl"``: every ``nc_matmul`` of a kernel, and every TensorE transpose
+(``nc_transpose``, ``nc_matmul(is_transpose=True)``), run again on the Verilator tile, each
+PSUM word compared with the golden path.
 
 The matmuls recorded by a run (their SBUF operands) become one tile program per
 ``perf_mode`` (:func:`systolica.sim.api.tiling.run_tiled_program`: one simulator start-up
@@ -7,7 +8,9 @@ for all of them); a tile smaller than 128 x 128 folds each matmul into K-slabs, 
 N-chunks as ``systolica sim`` does, and its golden path is then the same slab-by-slab
 accumulation (:func:`~systolica.sim.api.tiling.golden_tiled_matmul` at the tile's rows),
 which on a 128-row tile is the kernel's own ``nc_matmul`` result. A PSUM word that differs is
-an error naming the instruction, its kernel line and its PSUM region.
+an error naming the instruction, its kernel line and its PSUM region. Transposes run in the
+tile's transpose mode as a second program (:func:`transpose_blocks`); a matmul's
+``tile_position`` is not sent to the tile (its words do not depend on it).
 """
 
 import time
@@ -77,6 +80,8 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
     -------
     dict
         ``matmuls`` (instructions checked), ``tile_matmuls`` (tile commands run),
+        ``transposes`` (TensorE transposes checked, in this process whatever ``workers``),
+        ``transpose_commands``, ``transpose_words`` (PSUM elements compared),
         ``words`` (PSUM words the scoreboard compared), ``mismatches`` (0), ``seconds``
         (wall time of the RTL runs including builds), ``build_seconds``.
 
@@ -87,8 +92,9 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
     """
     start = time.perf_counter()
     summary = {"matmuls": 0, "tile_matmuls": 0, "words": 0, "mismatches": 0,
+               "transposes": 0, "transpose_commands": 0, "transpose_words": 0,
                "build_seconds": 0.0, "rows": rows, "cols": cols}
-    for m in run.matmuls:
+    for m in [*run.matmuls, *run.transposes]:
         if m["stationary"].dtype.itemsize == 4 or m["moving"].dtype.itemsize == 4:
             ins = run.instructions[m["index"]]
             raise NkiError(f"{ins.source}: nc_matmul (instruction {ins.index}): the RTL tile "
@@ -120,5 +126,65 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
         summary["tile_matmuls"] += tile_matmuls
         summary["words"] += words
         summary["build_seconds"] += build
+    if run.transposes:
+        summary.update(_check_transposes(run, rows, cols, simulator))
     summary["seconds"] = time.perf_counter() - start
     return summary
+
+
+def transpose_blocks(stationary, moving, rows, cols):
+    """The tile commands of one transpose on a ``rows x cols`` tile: ``(slab, fold, columns,
+    Matmul)`` per K-slab of ``rows`` partitions and M-fold of ``cols`` elements that the
+    moving selects from. A transpose cannot accumulate across slabs, so each slab runs on
+    the moving columns whose 1 lies in it (each a legal transpose: one 1 per column) and the
+    host places its words: a selection, no arithmetic, so the result is bit for bit the
+    whole transpose's."""
+    from systolica.sim.api.runs import Matmul
+
+    k, m = stationary.shape
+    selected = np.argmax(moving.astype(np.float32) != 0, axis=0)    # the 1 of each column
+    out = []
+    for k0 in range(0, k, rows):
+        columns = np.flatnonzero((selected >= k0) & (selected < k0 + rows))
+        if not columns.size:
+            continue
+        for m0 in range(0, m, cols):
+            out.append((k0, m0, columns, Matmul(
+                np.ascontiguousarray(stationary[k0:k0 + rows, m0:m0 + cols]),
+                np.ascontiguousarray(moving[k0:k0 + rows][:, columns]), is_transpose=True)))
+    return out
+
+
+def _check_transposes(run, rows, cols, simulator):
+    """Run every TensorE transpose of ``run`` on the RTL tile in transpose mode (one program)
+    and compare each PSUM element's bits with the golden words; the summary's
+    ``transposes``, ``transpose_commands`` and ``transpose_words``. NkiError on the first
+    instruction whose words differ."""
+    from systolica.sim.api.runs import run_program
+
+    plans = [transpose_blocks(t["stationary"], t["moving"], rows, cols)
+             for t in run.transposes]
+    config = tile_config(None, rows, cols, {
+        f.name for t in run.transposes
+        for f in operand_formats(t["stationary"].dtype, t["moving"].dtype)}, False)
+    result = run_program([block[3] for plan in plans for block in plan], config=config,
+                         simulator=simulator)
+    psums = iter(result.psums)
+    words = 0
+    for t, plan in zip(run.transposes, plans, strict=True):
+        got = np.zeros_like(t["words"])
+        for k0, m0, columns, matmul in plan:
+            got[m0:m0 + matmul.stationary.shape[1], columns] = next(psums)
+        want, have = (np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
+                      for a in (t["words"], got))
+        if (want != have).any():
+            ins = run.instructions[t["index"]]
+            p, f = (int(v[0]) for v in np.nonzero(want != have))
+            raise NkiError(f"{ins.source}: {ins.opcode} (instruction {ins.index}): the RTL "
+                           f"tile's transpose ({rows} x {cols}) differs from the golden model "
+                           f"in {int((want != have).sum())} PSUM elements, first at [{p}, {f}] "
+                           f"(RTL 0x{int(have[p, f]):x}, golden 0x{int(want[p, f]):x}); "
+                           f"{_region(t['region'])}")
+        words += want.size
+    return {"transposes": len(run.transposes),
+            "transpose_commands": sum(len(plan) for plan in plans), "transpose_words": words}

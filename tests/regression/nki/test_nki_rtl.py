@@ -48,3 +48,58 @@ def test_an_fp32_matmul_is_refused_by_the_rtl_check_in_one_line():
     with pytest.raises(nki.NkiError, match=r"^matmul\.py:\d+: nc_matmul \(instruction 2\): the "
                                            r"RTL tile takes 8/16-bit operands only"):
         nki.run(matmul.matmul_single_tile, a, a, tensor_engine="rtl", rows=4, cols=4)
+
+
+def test_a_kernel_transpose_runs_on_the_rtl_tile_bit_for_bit():
+    """nc_transpose on TensorE goes to the tile in transpose mode: a 128 x 128 BF16 tile of
+    random bit patterns (NaN payloads, -0, subnormals among them) in 4 x 4 blocks, every
+    PSUM element compared, and the kernel's output the input's transpose bit for bit."""
+    from systolica.nki.kernels import transpose
+
+    bits = np.random.default_rng(5).integers(0, 1 << 16, (128, 128), dtype=np.uint16)
+    x = bits.view(BF16)
+    result = nki.run(transpose.transpose_2d, x, tensor_engine="rtl", rows=4, cols=4)
+    assert result.rtl["transposes"] == 1 and result.rtl["mismatches"] == 0
+    assert result.rtl["transpose_commands"] == (128 // 4) * (128 // 4)
+    assert result.rtl["transpose_words"] == 128 * 128
+    assert (result.outputs.view(np.uint16) == bits.T).all()
+
+
+def test_a_transpose_difference_names_the_instruction(monkeypatch):
+    from systolica.nki.kernels import transpose
+    from systolica.sim.api import runs
+
+    real = runs.run_program
+
+    def corrupted(jobs, **kwargs):
+        result = real(jobs, **kwargs)
+        result.psums[3][0, 1] = result.psums[3][0, 1].view(np.uint16) ^ np.uint16(1)
+        return result
+    monkeypatch.setattr(runs, "run_program", corrupted)
+    x = np.arange(128 * 128, dtype=np.float32).reshape(128, 128).astype(BF16)
+    with pytest.raises(nki.NkiError, match=r"^transpose\.py:\d+: nc_transpose \(instruction "
+                                           r"\d+\): the RTL tile's transpose \(4 x 4\) differs "
+                                           r".* in 1 PSUM elements"):
+        nki.run(transpose.transpose_2d, x, tensor_engine="rtl", rows=4, cols=4)
+
+
+def test_transpose_blocks_place_each_slab_on_the_columns_it_selects():
+    """A transpose whose moving picks partitions out of order (K = 10 over 4-row slabs):
+    each slab's command takes the columns whose 1 lies in it, and the placed words are the
+    whole transpose's."""
+    from systolica.golden import nc_matmul
+
+    rng = np.random.default_rng(2)
+    stationary = rng.standard_normal((10, 6)).astype(BF16)
+    pick = rng.permutation(10)[:7]
+    moving = np.zeros((10, 7), BF16)
+    moving[pick, np.arange(7)] = 1
+    want = nc_matmul(stationary, moving, is_transpose=True)
+    got = np.zeros_like(want)
+    blocks = rtl.transpose_blocks(stationary, moving, 4, 4)
+    assert len(blocks) == 3 * 2            # slabs 0, 4, 8 (each picked from) x M-folds 0, 4
+    for k0, m0, columns, matmul in blocks:
+        assert ((matmul.moving == 1).sum(axis=0) == 1).all()
+        got[m0:m0 + matmul.stationary.shape[1], columns] = nc_matmul(
+            matmul.stationary, matmul.moving, is_transpose=True, rows=4)
+    assert (got.view(np.uint16) == want.view(np.uint16)).all()
