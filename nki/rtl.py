@@ -97,7 +97,7 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
     for m in [*run.matmuls, *run.transposes]:
         if m["stationary"].dtype.itemsize == 4 or m["moving"].dtype.itemsize == 4:
             ins = run.instructions[m["index"]]
-            raise NkiError(f"{ins.source}: nc_matmul (instruction {ins.index}): the RTL tile "
+            raise NkiError(f"{ins.source}: {ins.opcode} (instruction {ins.index}): the RTL tile "
                            f"takes 8/16-bit operands only (its command word has no tfloat32 or "
                            f"float32 yet); run it with tensor_engine='golden'")
     groups = {}
