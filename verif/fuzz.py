@@ -1021,12 +1021,14 @@ def totals(reports):
 
 def _harness_time(reports, cycles):
     """The harness runs' seconds and rate, to the precision they have: "0.0031 s of harness
-    runs (182,000 cycles/s)" (three significant figures), or "under 1 ms of harness runs" (no rate from a zero)."""
+    runs (182,000 cycles/s)" (three significant figures, whole seconds from 100 s), or
+    "under 1 ms of harness runs" (no rate from a zero)."""
     harness = sum(r.seconds for r in reports)
     if harness < 1e-3:
         return "under 1 ms of harness runs"
     rate = float(f"{cycles / harness:.3g}")
-    return f"{harness:.3g} s of harness runs ({rate:,.0f} cycles/s)"
+    shown = f"{harness:,.0f}" if harness >= 100 else f"{harness:.3g}"
+    return f"{shown} s of harness runs ({rate:,.0f} cycles/s)"
 
 
 def summarize(reports, seconds):

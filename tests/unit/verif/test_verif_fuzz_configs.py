@@ -54,3 +54,6 @@ def test_the_summary_gives_harness_time_to_its_precision():
     fast = [SimpleNamespace(seconds=0.0031, cycles=564)]
     assert fuzz._harness_time(fast, 564) == "0.0031 s of harness runs (182,000 cycles/s)"
     assert fuzz._harness_time([SimpleNamespace(seconds=0.0)], 10) == "under 1 ms of harness runs"
+    # The 10^4-command 128 x 128 run printed "3.28e+03 s".
+    slow = [SimpleNamespace(seconds=3276.4)]
+    assert fuzz._harness_time(slow, 470537) == "3,276 s of harness runs (144 cycles/s)"
