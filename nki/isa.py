@@ -585,8 +585,12 @@ def _transpose_on_pe(opcode, run, kw, stationary, moving, s, m, params):
 
 def _record_transpose(run, index, stationary, moving, words, dst):
     """Keep a TensorE transpose's operands and golden PSUM words for the RTL check
-    (:mod:`systolica.nki.rtl`)."""
-    run.transposes.append({"index": index, "stationary": stationary, "moving": moving,
+    (:mod:`systolica.nki.rtl`; only in a run that has one). ``moving`` may be a callable
+    that makes the moving operand."""
+    if run.tensor_engine != "rtl":
+        return
+    run.transposes.append({"index": index, "stationary": stationary,
+                           "moving": moving() if callable(moving) else moving,
                            "words": words, "region": dst.access()})
 
 
@@ -633,7 +637,8 @@ def nc_transpose(*args, **kwargs):
     index = record(eng, opcode, [data], [dst], partitions=p, elements=f,
                    in_dtype=data.dtype, out_dtype=dst.dtype, params=params)
     if eng == "tensor":
-        _record_transpose(run, index, operand, golden.identity(p, operand.dtype), words, dst)
+        _record_transpose(run, index, operand, lambda: golden.identity(p, operand.dtype),
+                          words, dst)
     return _finish(index, dst, fresh)
 
 
