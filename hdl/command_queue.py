@@ -69,7 +69,9 @@ class CommandQueue(wiring.Component):
     (N = 0 or ``offset + N`` > ``psum_entries``); for a matmul ``DOUBLE_ROW_TYPE``
     (``double_row`` with an operand type other than E4M3 / E5M2); for a matmul
     ``TYPE_NOT_BUILT`` (an operand type not in ``dtypes``, or ``double_row`` on a queue
-    built without it: the tile was not generated for it); for a matmul with ``transpose``,
+    built without it: the tile was not generated for it; also, on every tile, a type code
+    that is no :class:`~.layouts.DType` or INT8 paired with a float type, which no tile
+    takes and ``golden.Command`` cannot express); for a matmul with ``transpose``,
     ``TRANSPOSE_DOUBLE_ROW``, ``TRANSPOSE_ACCUMULATE`` and ``TRANSPOSE_FTZ`` (transpose mode
     with ``double_row``, ``accumulate`` or ``ftz``); for a ``tiled`` matmul the tiling rule
     (golden: ``tiles.tile_error``), ``TILE_SIZE``, ``TILE_POSITION``, ``TILE_K_RANGE``,
@@ -159,15 +161,15 @@ class CommandQueue(wiring.Component):
             fp8_pair.eq(Cat(command.dtype == t for t in DOUBLE_ROW_DTYPES).any()
                         & Cat(command.moving_dtype == t for t in DOUBLE_ROW_DTYPES).any()),
         ]
-        # The operand types and mode the datapath was generated for (no logic for a tile
-        # generated for all of them).
-        restricted = set(self._dtypes) != set(DType) or not self._double_row
-        if restricted:
-            built = Signal()
-            m.d.comb += built.eq(
-                Cat(command.dtype == t for t in self._dtypes).any()
-                & Cat(command.moving_dtype == t for t in self._dtypes).any()
-                & (1 if self._double_row else ~command.double_row))
+        # The operand types and mode the datapath was generated for, and what no tile takes:
+        # a type code that is no DType (the field has 8 codes, DType 7) or INT8 paired with a
+        # float type (golden: ``operand_formats``, "int8 pairs only with int8").
+        built = Signal()
+        m.d.comb += built.eq(
+            Cat(command.dtype == t for t in self._dtypes).any()
+            & Cat(command.moving_dtype == t for t in self._dtypes).any()
+            & ((command.dtype == DType.INT8) == (command.moving_dtype == DType.INT8))
+            & (1 if self._double_row else ~command.double_row))
         # The tiling rule: sizes and starts are a few constants of the array's extents.
         tiled = ~is_read & command.tiled
         size_ok, start_ok = (Signal(name=f"tile_{n}_ok") for n in ("size", "start"))
@@ -188,9 +190,8 @@ class CommandQueue(wiring.Component):
             m.d.comb += error.eq(ErrorCode.N_RANGE)
         with m.Elif(~is_read & command.double_row & ~fp8_pair):
             m.d.comb += error.eq(ErrorCode.DOUBLE_ROW_TYPE)
-        if restricted:
-            with m.Elif(~is_read & ~built):
-                m.d.comb += error.eq(ErrorCode.TYPE_NOT_BUILT)
+        with m.Elif(~is_read & ~built):
+            m.d.comb += error.eq(ErrorCode.TYPE_NOT_BUILT)
         transpose = ~is_read & command.transpose
         for code, mode in ((ErrorCode.TRANSPOSE_DOUBLE_ROW, command.double_row),
                            (ErrorCode.TRANSPOSE_ACCUMULATE, command.accumulate),

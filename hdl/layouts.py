@@ -72,7 +72,8 @@ class ErrorCode(enum.Enum, shape=4):
     ``M_RANGE``: M = 0 or M > cols (matmul). ``N_RANGE``: N = 0 or offset + N > entries per
     bank (the region leaves its bank). ``DOUBLE_ROW_TYPE``: ``double_row`` set on a matmul
     whose operand types are not both E4M3 or E5M2. ``TYPE_NOT_BUILT``: an operand type (or
-    double-row) the tile was not generated for. ``TRANSPOSE_DOUBLE_ROW``,
+    double-row) the tile was not generated for, a type code that is no :class:`DType`, or
+    INT8 paired with a float type. ``TRANSPOSE_DOUBLE_ROW``,
     ``TRANSPOSE_ACCUMULATE``, ``TRANSPOSE_FTZ``: ``transpose`` set on a matmul together with
     ``double_row``, ``accumulate`` or ``ftz``.
     """

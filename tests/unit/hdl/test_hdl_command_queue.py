@@ -189,3 +189,53 @@ def test_sim_queue_order_depth_and_load_target():
     assert log["freed"] == 1
     assert log["heads"] == [beat(x).as_value().value for x in (a, b, c, read)]
     assert log["empty"] == (0, 0)
+
+
+@pytest.mark.parametrize("dtypes", [tuple(DType), (DType.INT8, DType.BF16)])
+def test_sim_raw_words_with_a_type_no_tile_takes_are_rejected(dtypes):
+    """Words ``golden.Command`` cannot express: an operand type code that is no DType (7)
+    and INT8 paired with a float type (golden: "int8 pairs only with int8"). Before, a tile
+    generated for every type checked no operand type at all and ran them on the array."""
+    layout = command_layout()
+    fields = {name: (f.offset, Shape.cast(f.shape).width) for name, f in layout}
+
+    def word(command, **raw):
+        value = layout.const(command_beat(command)).as_value().value
+        for name, code in raw.items():
+            offset, width = fields[name]
+            value = (value & ~(((1 << width) - 1) << offset)) | (code << offset)
+        return value
+
+    bf16 = Command("matmul", k=1, m=1, n=1, dtype="bf16")
+    int8 = Command("matmul", k=1, m=1, n=1, dtype="int8")
+    transpose = Command("matmul", k=1, m=1, n=1, dtype="int8", is_transpose=True)
+    cases = [(word(bf16, dtype=7), True), (word(bf16, moving_dtype=7), True),
+             (word(bf16, dtype=0), True), (word(bf16, moving_dtype=0), True),
+             (word(transpose, moving_dtype=1), True), (word(int8), False), (word(bf16), False)]
+    dut = queue(dtypes=dtypes, double_row=False)
+    seen = []
+
+    async def bench(ctx):
+        for value, _ in cases:
+            ctx.set(dut.command.payload.as_value(), value)
+            ctx.set(dut.command.valid, 1)
+            await ctx.tick()
+            ctx.set(dut.command.valid, 0)
+            seen.append((ctx.get(dut.status.rejected), ctx.get(dut.status.error),
+                         ctx.get(dut.queued)))
+            ctx.set(dut.load.done, 1)
+            await ctx.tick()
+            ctx.set(dut.load.done, 0)
+            ctx.set(dut.head.ready, 1)
+            await ctx.tick()
+            ctx.set(dut.head.ready, 0)
+
+    simulate(dut, bench)
+    rejected = 0
+    for (value, refused), (count, error, queued) in zip(cases, seen, strict=True):
+        rejected += refused
+        assert count == rejected, (hex(value), count)
+        if refused:
+            assert error == ErrorCode.TYPE_NOT_BUILT and queued == 0, (hex(value), error)
+        else:
+            assert queued != 0, hex(value)
