@@ -447,38 +447,29 @@ def _parser():
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="report the block as JSON on stdout")
+    writes = argparse.ArgumentParser(add_help=False)
+    writes.add_argument("--write", metavar="FILE",
+                        help="replace the block in FILE instead of printing it")
     sub = p.add_subparsers(dest="table", metavar="TABLE", required=True)
-    val = sub.add_parser("validation", parents=[common],
-                         help="the scaling model against the first block of published points "
-                              "(docs/scaling.md)")
-    val.add_argument("--write", metavar="FILE", help="replace the block in FILE "
-                                                     "instead of printing it")
-    bench = sub.add_parser("bench", parents=[common],
+    sub.add_parser("validation", parents=[common, writes],
+                   help="the scaling model against the first block of published points "
+                        "(docs/scaling.md)")
+    bench = sub.add_parser("bench", parents=[common, writes],
                            help="make bench's results (bench/results.json) as markdown tables")
     bench.add_argument("json_file", metavar="JSON", nargs="?", default="bench/results.json")
-    bench.add_argument("--write", metavar="FILE", help="replace the block in FILE "
-                                                       "instead of printing it")
-    exh = sub.add_parser("exhaustive", parents=[common],
+    exh = sub.add_parser("exhaustive", parents=[common, writes],
                          help="make exhaustive's results file as a block with the netlist "
                               "hashes (docs/verification.md)")
     exh.add_argument("json_file", metavar="JSON", nargs="?",
                      default="verif/results/exhaustive.json")
-    exh.add_argument("--write", metavar="FILE", help="replace the block in FILE "
-                                                     "instead of printing it")
-    cla = sub.add_parser("claims", parents=[common],
-                         help="systolica claims' peaks and workload claims (docs/scaling.md)")
-    cla.add_argument("--write", metavar="FILE", help="replace the block in FILE "
-                                                     "instead of printing it")
-    fz = sub.add_parser("fuzz", parents=[common],
+    sub.add_parser("claims", parents=[common, writes],
+                   help="systolica claims' peaks and workload claims (docs/scaling.md)")
+    fz = sub.add_parser("fuzz", parents=[common, writes],
                         help="a fuzz run's results (systolica fuzz --write JSON) as a block "
                              "(docs/verification.md)")
     fz.add_argument("json_file", metavar="JSON")
-    fz.add_argument("--write", metavar="FILE", help="replace the block in FILE "
-                                                    "instead of printing it")
-    est = sub.add_parser("estimate", parents=[common],
-                         help="the Llama-2-70B trn1 estimate's output (docs/scaling.md)")
-    est.add_argument("--write", metavar="FILE", help="replace the block in FILE "
-                                                     "instead of printing it")
+    sub.add_parser("estimate", parents=[common, writes],
+                   help="the Llama-2-70B trn1 estimate's output (docs/scaling.md)")
     wrap = sub.add_parser("wrap", parents=[common],
                           help="wrap a file written whole by a command (after its title line) "
                                "in one block")
