@@ -38,8 +38,13 @@ def test_aws_cost_formula(n_stationary, n_moving, dtype, transpose, cycles):
                           is_transpose=transpose) == cycles
 
 
-def _random_program(rng, rows):
-    """A legal whole-array program as Commands and the equal TileOps."""
+def _random_program(rng, rows, tile=None):
+    """A legal program as Commands and the equal TileOps: READs and whole-array matmuls
+    (M = 1, FP8 double-row among them), or with ``tile`` (``tile_position``, ``tile_size``)
+    matmuls that all run in that tile, K and M up to its size."""
+    tile = tile or {}
+    k_max, m_max = tile.get("tile_size", (rows, 1))
+    modes = [("int8", None), ("bf16", None), ("e4m3", None if tile else "double_row")]
     commands, ops = [], []
     for _ in range(rng.integers(1, 9)):
         n = int(rng.integers(1, 7))
@@ -47,10 +52,11 @@ def _random_program(rng, rows):
             commands.append(Command("read", n=n))
             ops.append(TileOp("read", n=n))
             continue
-        dtype, mode = [("int8", None), ("bf16", None), ("e4m3", "double_row")][rng.integers(3)]
-        k = int(rng.integers(1, (2 if mode else 1) * rows + 1))
-        commands.append(Command("matmul", k=k, m=1, n=n, dtype=dtype, perf_mode=mode))
-        ops.append(TileOp(k=k, n=n, dtype=dtype, perf_mode=mode))
+        dtype, mode = modes[rng.integers(3)]
+        k = int(rng.integers(1, (2 if mode else 1) * k_max + 1))
+        m = int(rng.integers(1, m_max + 1))
+        commands.append(Command("matmul", k=k, m=m, n=n, dtype=dtype, perf_mode=mode, **tile))
+        ops.append(TileOp(k=k, n=n, dtype=dtype, perf_mode=mode, **tile))
     return commands, ops
 
 
@@ -74,17 +80,7 @@ def test_programs_in_one_tile_keep_the_rtl_stamps(seed):
         tile = {"tile_position": (int(rng.integers(rows // trows)) * trows,
                                   int(rng.integers(cols // tcols)) * tcols),
                 "tile_size": (trows, tcols)}
-        commands, ops = [], []
-        for _ in range(rng.integers(1, 9)):
-            n = int(rng.integers(1, 7))
-            if rng.random() < 0.2:
-                commands.append(Command("read", n=n))
-                ops.append(TileOp("read", n=n))
-                continue
-            k, m = int(rng.integers(1, trows + 1)), int(rng.integers(1, tcols + 1))
-            dtype = ("int8", "bf16", "e4m3")[rng.integers(3)]
-            commands.append(Command("matmul", k=k, m=m, n=n, dtype=dtype, **tile))
-            ops.append(TileOp(k=k, n=n, dtype=dtype, **tile))
+        commands, ops = _random_program(rng, rows, tile)
         assert tiled_schedule(rows, cols, ops) == command_schedule(rows, cols, commands), tile
 
 
