@@ -91,14 +91,20 @@ def engine_table(est):
     return table
 
 
+def _chip_count(chips):
+    """A chip count as text: whole counts in full (``"16,384"``), a part of a chip to four
+    figures (``"1.5"``)."""
+    return f"{chips:,.0f}" if float(chips).is_integer() else f"{chips:,.4g}"
+
+
 def _chips_text(chips):
     """``"16 chips"``, or for a layout that fills part of a chip (3 NeuronCores of 2 per
     chip) the chips it occupies and the share used: ``"2 chips, 1.5 of them used"``."""
     if float(chips).is_integer():
-        return f"{chips:,.0f} chip{'s' if chips != 1 else ''}"
+        return f"{_chip_count(chips)} chip{'s' if chips != 1 else ''}"
     whole = math.ceil(chips)
-    return (f"{whole:,} chips, {chips:,.4g} of them used" if whole > 1
-            else f"1 chip, {chips:.4g} of it used")
+    return (f"{whole:,} chips, {_chip_count(chips)} of them used" if whole > 1
+            else f"1 chip, {_chip_count(chips)} of it used")
 
 
 def print_llm(est, measured=(), elapsed=None, terms=False):
@@ -171,9 +177,7 @@ def print_llm(est, measured=(), elapsed=None, terms=False):
         for col in ("chips", "tp", "pp", "dp", "step time", "seq/s", "efficiency", "MFU"):
             sc.add_column(col, justify="right")
         for p in est.scaling:
-            chips = p["chips"]
-            sc.add_row(f"{chips:,.0f}" if float(chips).is_integer() else f"{chips:,.4g}",
-                       str(p["tp"]), str(p["pp"]), f"{p['dp']:,}",
+            sc.add_row(_chip_count(p["chips"]), str(p["tp"]), str(p["pp"]), f"{p['dp']:,}",
                        seconds(p["step_s"]), f"{p['seq_per_s']:,.2f}",
                        f"{p['efficiency']:.1%}", f"{p['mfu']:.1%}")
         console.print(sc)
