@@ -29,6 +29,16 @@ def _region(access):
             f"{access.partitions[1] - 1}, bytes {access.span[0]}..{access.span[1] - 1}")
 
 
+def _tile_for(recorded, rows, cols):
+    """The ``rows x cols`` tile generated for the operand types and modes of ``recorded``
+    (``(matmul or transpose record, perf_mode)`` pairs)."""
+    return tile_config(None, rows, cols, {
+        f.name for r, perf_mode in recorded
+        for f in operand_formats(r["stationary"].dtype, r["moving"].dtype,
+                                 perf_mode=perf_mode)},
+        any(perf_mode for _, perf_mode in recorded))
+
+
 def _run_programs(groups, rows, cols, simulator, workers, scheduler):
     """Per ``perf_mode`` group, ``(outs, mismatches, tile matmuls, words, build seconds)``:
     serially in this process (``workers == 1`` and no scheduler: one tile program per
@@ -44,10 +54,8 @@ def _run_programs(groups, rows, cols, simulator, workers, scheduler):
     from systolica.sim.api.tiling import matmul_count
 
     # One tile for every group: generated for the types and modes the kernel's matmuls use.
-    config = tile_config(None, rows, cols, {
-        f.name for perf_mode, matmuls in groups.items() for m in matmuls
-        for f in operand_formats(m["stationary"].dtype, m["moving"].dtype,
-                                 perf_mode=perf_mode)}, any(groups))
+    config = _tile_for([(m, perf_mode) for perf_mode, matmuls in groups.items()
+                        for m in matmuls], rows, cols)
     with make_engine(workers, scheduler=scheduler) as engine:
         for perf_mode, matmuls in groups.items():
             parts = max(1, min(len(matmuls), 2 * (workers or 2)))
@@ -164,9 +172,7 @@ def _check_transposes(run, rows, cols, simulator):
 
     plans = [transpose_blocks(t["stationary"], t["moving"], rows, cols)
              for t in run.transposes]
-    config = tile_config(None, rows, cols, {
-        f.name for t in run.transposes
-        for f in operand_formats(t["stationary"].dtype, t["moving"].dtype)}, False)
+    config = _tile_for([(t, None) for t in run.transposes], rows, cols)
     result = run_program([block[3] for plan in plans for block in plan], config=config,
                          simulator=simulator)
     psums = iter(result.psums)
