@@ -661,7 +661,9 @@ def pattern_sweep(rng, rows, cols, n=3):
         v = np.stack([scale, np.exp2(-j) * scale]).astype(half)
         add(s, v, None, ftz=False, accumulate=True)
     for name in ("bf16", "fp16"):
-        edges = _exponent_edges(FORMATS[name])
+        fmt = FORMATS[name]
+        edges = _exponent_edges(fmt)
+        one = int(fmt.bias) << fmt.man_bits                  # 1.0
         for row in range(rows):
             # Stationary: partition row ``row`` alone (the others zero, so no other row's
             # NaN or Inf hides a wrong special), pattern (p + 5 c) at column c in matmul p,
@@ -669,16 +671,15 @@ def pattern_sweep(rng, rows, cols, n=3):
             for p in range(2 * len(edges)):
                 s_bits = np.zeros((rows, cols), np.int64)
                 s_bits[row] = edges[(p + 5 * np.arange(cols)) % len(edges)]
-                v_bits = _float_bits_exp(rng, FORMATS[name], (rows, n), FORMATS[name].bias)
-                v_bits[:, 0] = int(FORMATS[name].bias) << FORMATS[name].man_bits    # 1.0
+                v_bits = _float_bits_exp(rng, fmt, (rows, n), fmt.bias)
+                v_bits[:, 0] = one
                 add(view(s_bits, name), view(v_bits, name), None, ftz=p >= len(edges))
             # Moving: every pattern in partition row ``row``'s moving operand (one beat
             # each), the other rows' moving 1.0 times a zero stationary.
             s_bits = np.zeros((rows, cols), np.int64)
-            s_bits[row] = _float_bits_exp(rng, FORMATS[name], (cols,), FORMATS[name].bias)
-            s_bits[row, 0] = int(FORMATS[name].bias) << FORMATS[name].man_bits
-            v_bits = np.full((rows, len(edges)), int(FORMATS[name].bias)
-                             << FORMATS[name].man_bits, np.int64)
+            s_bits[row] = _float_bits_exp(rng, fmt, (cols,), fmt.bias)
+            s_bits[row, 0] = one
+            v_bits = np.full((rows, len(edges)), one, np.int64)
             v_bits[row] = edges
             for ftz in (False, True):
                 add(view(s_bits, name), view(v_bits, name), None, ftz=ftz)
