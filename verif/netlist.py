@@ -26,6 +26,17 @@ def yosys():
     return exe
 
 
+def abc():
+    """The path (str) of ``yosys-abc`` (ABC as Debian's ``yosys`` package ships it: the
+    PDR engine of :mod:`~systolica.verif.equivalence`); OSError naming the install command
+    when it is missing."""
+    exe = shutil.which("yosys-abc")
+    if exe is None:
+        raise OSError("yosys-abc is not installed; the equivalence prover's PDR check needs "
+                      "it (Debian: 'apt-get install yosys')")
+    return exe
+
+
 def run_yosys(script, folder):
     """Run the Yosys ``script`` (str) in ``folder`` quietly; its stdout (str); RuntimeError
     with the end of its output when it fails."""

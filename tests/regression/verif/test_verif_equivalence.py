@@ -4,6 +4,8 @@ check called equivalent although the fuzzer kills it (an adder's output bit 12 f
 -Inf read back as 0xff801000), and prove one known equivalent (an unread low bit of a
 leading-zero stage). ``make mutants`` runs it on every survivor of the 3 x 3 draw."""
 
+import re
+
 import pytest
 
 from systolica.verif import equivalence, mutants, netlist
@@ -48,4 +50,36 @@ def test_prover_rejects_known_non_equivalent_mutants_and_proves_a_known_one(fold
         4, "-mode const0 -module {} -cell {} -port Y -portbit {}".format(
             adder, *_driver(modules, adder, "lz_s8", 12)), ()), folder, levels=1)
     assert proved.verdict == "equivalent", proved
-    assert (folder / "proofs" / "4-0.ys").is_file()
+    # rerunnable: the Yosys script that writes the miter, and ABC's commands beside it
+    assert proved.script == str(folder / "proofs" / "4-0-pdr.ys"), proved
+    assert "pdr" in (folder / "proofs" / "4-0-pdr.abc").read_text()
+
+
+def test_pdr_proves_a_sequential_equivalence_and_names_a_counterexample(tmp_path):
+    """A register that starts at 0 and holds its value masks an input (``y = x & ~stuck``):
+    forcing the mask to 1 is equivalent only because ``stuck`` is 0 in every reachable
+    state, which ABC's PDR proves on a module with registers (where ``equiv_simple`` is not
+    tried); forcing ``stuck``'s next value to 1 is not equivalent, and the counterexample
+    names the input values of the cycles that show it (``x`` = 1 once ``stuck`` is set). A
+mutated clock pin is never proven: neither model has clock edges."""
+    netlist.run_yosys("read_verilog <<END\n"
+                      "module top(input clk, input rst, input x, output y);\n"
+                      "  reg stuck = 1'b0;\n"
+                      "  always @(posedge clk) stuck <= stuck;\n"
+                      "  assign y = x & ~stuck;\n"
+                      "endmodule\nEND\n"
+                      "proc; opt_clean; write_rtlil design.il\n", tmp_path)
+    modules = netlist.parse_rtlil((tmp_path / "design.il").read_text())
+    (mask,) = [n for n, c in modules["top"].cells.items() if c.type == "$not"]
+    (register,) = [n for n, c in modules["top"].cells.items() if "dff" in c.type]
+    proved = equivalence.prove(mutants.Mutation(
+        1, f"-mode const1 -module top -cell {mask} -port Y -portbit 0", ()), tmp_path)
+    assert proved.verdict == "equivalent" and "PDR" in proved.detail, proved
+    wrong = equivalence.prove(mutants.Mutation(
+        2, f"-mode const1 -module top -cell {register} -port D -portbit 0", ()), tmp_path)
+    assert wrong.verdict == "not equivalent", wrong
+    assert re.search(r"t[2-9] x=0x1", wrong.detail), wrong
+    # an inverted clock pin has no exact model (AIGER and sat both ignore clocks): unknown
+    clock = equivalence.prove(mutants.Mutation(
+        3, f"-mode inv -module top -cell {register} -port CLK -portbit 0", ()), tmp_path)
+    assert clock.verdict == "unknown" and "no exact model" in clock.detail, clock
