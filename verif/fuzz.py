@@ -367,6 +367,19 @@ def _illegal(rng, rows, cols):
     return command
 
 
+def _unused_matmul_fields(noise):
+    """Random values for the matmul-only fields of a READ's command word (a READ must
+    ignore them): the moving type, double-row and transpose bits, and half the time the
+    tile fields (``tiled`` set, each start and size any 16-bit value)."""
+    fields = {"moving_dtype": str(noise.choice(list(FORMATS))),
+              "perf_mode": "double_row" if noise.random() < 0.5 else None,
+              "is_transpose": bool(noise.random() < 0.5)}
+    if noise.random() < 0.5:
+        fields["tile_position"], fields["tile_size"] = (
+            tuple(int(v) for v in noise.integers(1 << SIZE_WIDTH, size=2)) for _ in range(2))
+    return fields
+
+
 def _bad_tile(rng, command, rows, cols):
     """``command`` (a matmul) put in a tile the tile's rule refuses (``TILE_*``): a size
     that is not the extent, its half or its quarter; a start off the grid of its size; or,
@@ -485,7 +498,8 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
                           "m": int(noise.integers(1 << SIZE_WIDTH)),
                           "dtype": "bf16" if noise.random() < 0.5 else "int8",
                           "ftz": bool(noise.random() < 0.5),
-                          "accumulate": bool(noise.random() < 0.5)}
+                          "accumulate": bool(noise.random() < 0.5),
+                          **_unused_matmul_fields(noise)}
             out.append(Command("read", n=n, bank=bank, offset=offset, **unused))
             continue
         k, m = int(rng.integers(1, rows + 1)), int(rng.integers(1, cols + 1))
