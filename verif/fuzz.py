@@ -558,10 +558,11 @@ def pattern_sweep(rng, rows, cols, n=3):
       ``b`` holding ``(b + 16 r) mod 256`` in row ``r``; the stationary drawn as above.
     - BF16 and FP16 subnormals (every sign and fraction): matmuls of 256 beats whose beat
       ``b`` holds subnormal ``(b + 16 r)`` in row ``r``, times normals, FTZ off.
-    - The adders' cancellation at every exponent: BF16 matmuls whose rows ``r - 1`` and
-      ``r`` (each row below the first) cancel but for the stationary's last bits, beat
-      ``b`` at about 2^(b - 127); for PSUM's adders, a product then its near negation
-      accumulated into the same region, at every exponent, and at every depth 3..20
+    - The adders' cancellation at every exponent, FTZ off and on (then with K = r + 1, so
+      no lower row's adder reads the sum): BF16 matmuls whose rows ``r - 1`` and ``r``
+      (each row below the first) cancel but for the stationary's last bits, beat ``b`` at
+      about 2^(b - 127); for PSUM's adders, a product then its near
+      negation accumulated into the same region, at every exponent, and at every depth 3..20
       (FP16: (1 + 2^-i)(1 + 2^-j) stored, 1 + 2^-i + 2^-j subtracted).
 
     - BF16 and FP16 exponent edges (:func:`_exponent_edges`: exponent 0, all ones, all
@@ -639,30 +640,33 @@ def pattern_sweep(rng, rows, cols, n=3):
     # The first adder's cancellation at every exponent, in every row's adder: BF16 beats
     # whose partition rows ``row - 1`` and ``row`` hold products of about 2^(b - 127)
     # (beat b) that cancel but for the last bits of the stationary (a different
-    # perturbation per column), the other rows zero.
+    # perturbation per column), the other rows zero; FTZ off, then on with K = row + 1 (a
+    # sum left in the subnormal range must be flushed by this row's adder: a row below
+    # would read it as zero, flushed or not).
     fmt = FORMATS["bf16"]
     for row in range(1, rows):
-        for _ in range(2):
-            s_bits = np.zeros((rows, cols), np.int64)
+        for ftz in (False, True):
+            k = row + 1 if ftz else rows
+            s_bits = np.zeros((k, cols), np.int64)
             s_bits[row - 1] = _float_bits_exp(rng, fmt, (cols,), 127)
             s_bits[row] = s_bits[row - 1] ^ 0x8000 ^ (1 + np.arange(cols) % 7)
-            v_bits = np.zeros((rows, 254), np.int64)
+            v_bits = np.zeros((k, 254), np.int64)
             v_bits[row - 1] = ((rng.integers(0, 2, size=254) << 15) | (np.arange(1, 255) << 7)
                                | rng.integers(0, 128, size=254))
             v_bits[row] = v_bits[row - 1]
-            add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
+            add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=ftz)
     # PSUM's adders: the same cancellation at every exponent between a stored product and
     # an accumulated one (K = 1: the product, then its negation but for the stationary's
     # last bits); then at every depth 3..20: (1 + 2^-i)(1 + 2^-j) stored (FP16, i per
     # column, j per beat), then 1 + 2^-i + 2^-j accumulated negated (K = 2), leaving
-    # 2^-(i + j).
-    for _ in range(2):
+    # 2^-(i + j). The exponent sweep with FTZ off, then on.
+    for ftz in (False, True):
         s_bits = _float_bits_exp(rng, fmt, (1, cols), 127)
         v_bits = ((rng.integers(0, 2, size=(1, 254)) << 15) | (np.arange(1, 255) << 7)
                   | rng.integers(0, 128, size=(1, 254)))
-        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
+        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=ftz)
         s_bits = s_bits ^ 0x8000 ^ (1 + np.arange(cols) % 7)
-        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False, accumulate=True)
+        add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=ftz, accumulate=True)
     half = np.float16
     j = 1 + np.arange(40) % 10
     scale = np.exp2(np.arange(40) // 10 * 3 - 4)

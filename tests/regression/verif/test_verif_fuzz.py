@@ -143,15 +143,18 @@ def test_pattern_sweep_puts_every_fp8_pattern_in_every_pe():
 
 def test_pattern_sweep_cancels_in_every_adder():
     """The sweep's cancellation programs: each row's adder (rows r - 1 and r, the others
-    zero) and PSUM's adders (an accumulate into the region written just before it, at
+    zero), FTZ off and on, and PSUM's adders (an accumulate into the region written just before it, at
     every exponent and, with FP16, at every depth 3..20)."""
     rows, cols = 3, 3
     items = fuzz.pattern_sweep(np.random.default_rng(1), rows, cols)
     for row in range(1, rows):
-        assert any(s.shape == (rows, cols) and s.dtype.name == "bfloat16"
-                   and (s.view(np.uint16)[[row - 1, row]] != 0).all()
-                   and not np.delete(s.view(np.uint16), [row - 1, row], axis=0).any()
-                   for s, v, *_ in items), row
+        for ftz in (False, True):   # with FTZ, K ends at the row: its adder must flush
+            k = row + 1 if ftz else rows
+            assert any(s.shape == (k, cols) and s.dtype.name == "bfloat16"
+                       and (s.view(np.uint16)[[row - 1, row]] != 0).all()
+                       and not np.delete(s.view(np.uint16), [row - 1, row], axis=0).any()
+                       and item_ftz == ftz
+                       for s, v, _, item_ftz, *_ in items), (row, ftz)
     accumulated = [(i, item) for i, item in enumerate(items) if item[2]]
     assert accumulated
     for i, (_, v, _, _, bank, offset, _) in accumulated:
