@@ -565,6 +565,8 @@ def pattern_sweep(rng, rows, cols, n=3):
       negation accumulated into the same region, at every exponent, and at every depth 3..20
       (FP16: (1 + 2^-i)(1 + 2^-j) stored, 1 + 2^-i + 2^-j subtracted).
 
+    - BF16 products in FP32's subnormal range (product exponents -153 .. -110), one
+      partition row at a time, random signs and fractions, FTZ off.
     - BF16 and FP16 exponent edges (:func:`_exponent_edges`: exponent 0, all ones, all
       ones but one bit, one bit alone) in every PE's stationary register and every
       partition row's moving operand, one partition row at a time (the others' stationary
@@ -710,6 +712,20 @@ def pattern_sweep(rng, rows, cols, n=3):
         s_bits = _float_bits_exp(rng, fmt, (rows, cols), big)
         for start in range(0, count, 256):             # N <= 256 per matmul
             add(view(s_bits, name), view(v[:, start:start + 256], name), None, ftz=False)
+    # BF16 products in FP32's subnormal range (the multiplier rounds them to a subnormal):
+    # partition row ``row`` alone, stationary 2^(-63 - c mod 4) at column c, beat b's
+    # moving 2^(-87 + b mod 40): product exponents -150 - (c mod 4) + (b mod 40) (the
+    # lowest round to zero), random signs and fractions, FTZ off; the other rows'
+    # stationary zero adds exact zeros.
+    fmt = FORMATS["bf16"]
+    for row in range(rows):
+        for _ in range(2):
+            s_bits = np.zeros((rows, cols), np.int64)
+            s_bits[row] = ((rng.integers(0, 2, size=cols) << 15)
+                           | ((64 - np.arange(cols) % 4) << 7) | rng.integers(0, 128, size=cols))
+            v_bits = ((rng.integers(0, 2, size=(rows, 256)) << 15)
+                      | ((40 + np.arange(256) % 40) << 7) | rng.integers(0, 128, size=(rows, 256)))
+            add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
     return items
 
 

@@ -211,3 +211,25 @@ def test_random_programs_cover_whole_bank_regions():
     matmuls = [item for item in items if not isinstance(item, Command)
                and item[5] == 0 and item[1].shape[1] == entries]
     assert reads and matmuls
+
+
+def test_pattern_sweep_puts_bf16_products_in_fp32_subnormal_range_at_every_pe():
+    """Every PE multiplies BF16 pairs whose product lies in each binade of FP32's subnormal
+    range (2^-150 .. 2^-127), alone in its column: the multiplier's rounding to a subnormal
+    is seen at each PE and depth, not only when a random draw lands there."""
+    rows, cols = 3, 3
+    items = fuzz.pattern_sweep(np.random.default_rng(1), rows, cols)
+    seen = [[set() for _ in range(cols)] for _ in range(rows)]
+    for s, v, *_ in items:
+        if s.dtype.name != "bfloat16" or s.shape[0] != rows:
+            continue
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            sf, vf = s.astype(np.float64), v.astype(np.float64)
+            alone = ((sf != 0) & np.isfinite(sf)).sum(axis=0) == 1
+            for r in range(rows):
+                for c in np.flatnonzero(alone & (sf[r] != 0) & np.isfinite(sf[r])):
+                    p = np.abs(sf[r, c] * vf[r][np.isfinite(vf[r]) & (vf[r] != 0)])
+                    seen[r][c] |= set(np.floor(np.log2(p[p < 2.0 ** -126])).astype(int))
+    want = set(range(-150, -126))
+    assert all(want <= seen[r][c] for r in range(rows) for c in range(cols)), [
+        sorted(want - seen[r][c]) for r in range(rows) for c in range(cols)]
