@@ -63,8 +63,11 @@ from .mutant_rules import (
 from .netlist import prepare_design, run_yosys
 
 #: Tile of the mutation runs: small enough to flatten and build quickly, K < rows and
-#: M < cols reachable, square (the fuzzer's size rotation is pinned to it).
-ROWS = COLS = 3
+#: M < cols reachable, square (the fuzzer's size rotation is pinned to it), and even, so
+#: that row and column tiles of half and quarter size are legal: on a 3 x 3 tile the only
+#: legal tile is the whole array, and the row/column tile logic (a row tile's first row,
+#: the issue stage's tile spans) is out of the kill-set's reach.
+ROWS = COLS = 4
 #: Kill-set: fuzzed programs of this many commands, run until one fails.
 KILL_PROGRAMS = 8
 KILL_COMMANDS = 300

@@ -2,7 +2,7 @@
 must reject three mutants known not to be equivalent, among them the one the earlier SAT
 check called equivalent although the fuzzer kills it (an adder's output bit 12 forced to 1:
 -Inf read back as 0xff801000), and prove one known equivalent (an unread low bit of a
-leading-zero stage). ``make mutants`` runs it on every survivor of the 3 x 3 draw."""
+leading-zero stage). ``make mutants`` runs it on every survivor of the 4 x 4 draw."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""Mutation testing (``make mutants`` draws 240 mutants of a 3 x 3 tile): here a seeded
+"""Mutation testing (``make mutants`` draws 240 mutants of a 4 x 4 tile): here a seeded
 sample of a 2 x 2 tile's mutants in one netlist, the unmutated design passing the kill-set,
 at least one mutant killed, the equivalence prover rejecting the killed ones on their own
 module, and the structural check (outside every output's fan-in cone) against the killed
