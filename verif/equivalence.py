@@ -43,6 +43,16 @@ steps); a base-case failure is a real counterexample on that scope.
 Outputs of a scope that its parent reads nowhere (:func:`unread_outputs`: the last PE
 column's travelling outputs) are left out of every check on that scope.
 
+On the tile's top, whose PSUM memory no model here covers and whose PE grid is too large
+for any check, PDR runs on the control with the datapath *cut* (:data:`CUT`): each of the
+array and the result path that does not hold the mutation is removed from both copies by
+``expose -evert``, its inputs becoming outputs that the miter compares and its outputs
+inputs that both copies share. The cut is sound: the removed instance is the same in both
+copies, so as long as its input histories are equal (which the miter requires) its outputs
+are too, and any output sequence it can give is among the free inputs'. A mutant of the
+queue, loader or issue stage is proven this way when the tile's control never lets it
+change what reaches the datapath or the ports.
+
 ``python -m systolica.verif.equivalence --folder F --mutant N`` reruns one proof
 (``F``: the mutation run's folder holding ``design.il`` and ``mutations.json``) and
 writes its Yosys scripts to ``F/proofs/`` (``N-S-identity.ys``, ``N-S-equiv.ys``,
@@ -73,6 +83,9 @@ TIMEOUT = 60
 #: Scopes where only the identity check runs, not SAT: the tile's top (PSUM's memory has
 #: no SAT model) and the array (all PEs; measured on the 3 x 3 tile: no answer in 180 s).
 NO_SAT = ("systolica_tile", "systolica_tile.array")
+#: Datapath instances cut at a scope's top when they do not hold the mutation (see the
+#: module docstring): the PE grid and the result path with PSUM's memory.
+CUT = {"systolica_tile": ("array", "result")}
 #: Killed mutants the prover is tried on before the survivors (seeded by the draw): it must
 #: reject each (a proof of a killed mutant would be a prover fault); the module and its
 #: parent only, to keep the run short.
@@ -98,18 +111,26 @@ def scopes(module):
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
-def _miter_designs(mutation_args, module, scope, unread):
+def cut_instances(module, scope):
+    """The instances of ``scope`` that :func:`pdr_script` cuts for a mutation of
+    ``module``: those of :data:`CUT` that do not hold ``module``."""
+    return tuple(c for c in CUT.get(scope, ())
+                 if not (module == f"{scope}.{c}" or module.startswith(f"{scope}.{c}.")))
+
+
+def _miter_designs(mutation_args, module, scope, unread, cut=()):
     """Script lines: ``gold`` (``scope`` as written) and ``uut`` (``scope`` with
     ``mutation_args`` applied to ``module`` before flattening), both flattened without the
-    ``unread`` outputs, side by side in one design."""
+    ``unread`` outputs and without the ``cut`` instances of ``scope`` (``expose -evert``),
+    side by side in one design."""
     if not (scope == module or module.startswith(scope + ".")):
         raise ValueError(f"scope {scope} does not hold module {module}")
     args = re.sub(r" -src \S+", "", mutation_args)
     return [
         "# gold: the scope as written, flattened",
-        *_flattened(scope, None, unread), f"rename \\{scope} gold", "design -stash gold",
+        *_flattened(scope, None, unread, cut), f"rename \\{scope} gold", "design -stash gold",
         "# uut: the same scope with the mutation applied to its module before flattening",
-        *_flattened(scope, args, unread), f"rename \\{scope} uut",
+        *_flattened(scope, args, unread, cut), f"rename \\{scope} uut",
         "design -copy-from gold -as gold gold",
     ]
 
@@ -129,7 +150,7 @@ def script(mutation_args, module, scope, unread=(), maxsteps=MAXSTEPS, timeout=T
     ]) + "\n"
 
 
-def pdr_script(mutation_args, module, scope, unread, name):
+def pdr_script(mutation_args, module, scope, unread, name, cut=()):
     """The Yosys script that writes the miter of :func:`script` as an AIGER model
     (``proofs/NAME.aig``, its one output ``trigger``; ``proofs/NAME.aim`` names its
     inputs) for ABC's property-directed reachability (:func:`pdr_command`).
@@ -139,9 +160,10 @@ def pdr_script(mutation_args, module, scope, unread, name):
     after ``dffunmap`` (enables and synchronous resets become logic): no asynchronous
     reset, latch or memory, and no mutation on a clock pin. ``write_aiger -zinit`` keeps
     each register's initial value (a register without one gets a free initial value);
-    every input, undriven wires included, is free in every cycle."""
+    every input, undriven wires included, is free in every cycle. ``cut``: instances of
+    ``scope`` replaced by free shared outputs and compared inputs (:data:`CUT`)."""
     return "\n".join([
-        *_miter_designs(mutation_args, module, scope, unread),
+        *_miter_designs(mutation_args, module, scope, unread, cut),
         "miter -equiv -flatten gold uut miter", "hierarchy -top miter",
         "opt_merge -share_all", "opt_clean", "dffunmap",
         "# one clock, one edge: every register a rising-edge $dff on clk",
@@ -158,8 +180,10 @@ def pdr_command(name, timeout=TIMEOUT):
     """ABC's commands for ``proofs/NAME.aig`` (:func:`pdr_script`): ``pdr`` proves the
     output 0 in every state reachable from the initial one (it finds an inductive
     invariant, where :func:`script`'s k-induction needs the property itself to be
-    inductive) or finds a counterexample trace, which ``write_cex`` keeps."""
-    return (f"read_aiger proofs/{name}.aig; strash; pdr -T {timeout}; "
+    inductive) or finds a counterexample trace, which ``write_cex`` keeps. ``scorr`` first
+    merges the registers that induction proves equal in both copies (all but the mutated
+    cone's, most often), which leaves PDR a fraction of the model."""
+    return (f"read_aiger proofs/{name}.aig; strash; scorr; pdr -T {timeout}; "
             f"write_cex -n proofs/{name}.cex")
 
 
@@ -276,12 +300,15 @@ def unread_outputs(scope, design_text):
     return unread
 
 
-def _flattened(scope, mutation_args=None, unread=()):
-    """Script lines: ``scope`` flattened (after ``mutate mutation_args`` when given), its
-    unread outputs no longer ports, undriven wires exposed as inputs."""
+def _flattened(scope, mutation_args=None, unread=(), cut=()):
+    """Script lines: ``scope`` flattened (after ``mutate mutation_args`` when given, and
+    without its ``cut`` instances, whose ports become the scope's), its unread outputs no
+    longer ports, undriven wires exposed as inputs."""
     lines = ["read_rtlil design.il", f"hierarchy -top \\{scope}"]
     if mutation_args:
         lines.append(f"mutate {mutation_args}")
+    if cut:
+        lines.append("expose -evert " + " ".join(f"{scope}/{c}" for c in cut))
     lines += ["flatten", *(f"delete -output w:{name}" for name in unread),
               "setundef -undriven -expose"]
     return lines
@@ -326,6 +353,11 @@ def _refused(text, scope, name):
         raise RuntimeError(f"yosys refused the miter of {name} on {scope}: {error.group(1)}")
 
 
+def _unread(unread):
+    """A proof detail's note of the outputs left out (:func:`unread_outputs`)."""
+    return f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""
+
+
 def _hex(bits):
     """A binary string of the solver's model as hex (``x`` bits read as 0)."""
     return hex(int(bits.replace("x", "0"), 2))
@@ -346,16 +378,21 @@ def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeo
         gold, uut = (folder / "proofs" / f"{name}-{side}.il" for side in ("gold", "uut"))
         if done[0] == 0 and canonical_rtlil(gold.read_text()) == canonical_rtlil(
                 uut.read_text()):
-            return "equivalent", "identical netlist after opt_clean" + (
-                f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+            return "equivalent", "identical netlist after opt_clean" + _unread(unread), path
+    cut = cut_instances(module, scope)
     if scope in NO_SAT:
+        if cut:
+            pdr = _pdr_attempt(mutation_args, module, scope, folder, name, unread, timeout,
+                               cut)
+            if pdr is not None:
+                return pdr
+            return "unknown", f"PDR with {', '.join(cut)} cut: no answer in time", path
         return "unknown", "not identical; no SAT on this scope", path
     path = folder / "proofs" / f"{name}-equiv.ys"
     path.write_text(equiv_script(mutation_args, module, scope, unread))
     done = _run(folder, path, timeout * 2 + 60)
     if done is not None and done[0] == 0 and "Equivalence successfully proven!" in done[1]:
-        return "equivalent", "every net pair proven by equiv_simple" + (
-            f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+        return "equivalent", "every net pair proven by equiv_simple" + _unread(unread), path
     pdr = _pdr_attempt(mutation_args, module, scope, folder, name, unread, timeout)
     if pdr is not None:
         return pdr
@@ -370,8 +407,7 @@ def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeo
         return "unknown", f"{scope} holds a cell sat does not model (a memory)", path
     _refused(text, scope, name)
     if code == 0 and "Induction step proven: SUCCESS!" in text:
-        return "equivalent", "SAT: induction closed" + (
-            f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""), path
+        return "equivalent", "SAT: induction closed" + _unread(unread), path
     if "model found for base case: FAIL!" in text:
         # -show-inputs rows: time, \in_<port>, decimal, hex, binary ('--' when wide)
         inputs = {}
@@ -385,14 +421,14 @@ def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeo
     return "unknown", f"induction did not close in {maxsteps} steps", path
 
 
-def _pdr_attempt(mutation_args, module, scope, folder, name, unread, timeout):
+def _pdr_attempt(mutation_args, module, scope, folder, name, unread, timeout, cut=()):
     """The PDR check of one scope (:func:`pdr_script`, :func:`pdr_command`):
     ``(verdict, detail, script path)`` when ABC proves the miter or finds a counterexample,
     or when the scope has no exact model (registers not all on ``clk``'s rising edge, a
     memory or a latch: ``unknown``, and no SAT miter either, whose ``sat`` ignores clocks
     just as the AIGER model does); None when PDR gives no answer in time."""
     path = folder / "proofs" / f"{name}-pdr.ys"
-    path.write_text(pdr_script(mutation_args, module, scope, unread, f"{name}-pdr"))
+    path.write_text(pdr_script(mutation_args, module, scope, unread, f"{name}-pdr", cut))
     done = _run(folder, path, timeout * 2 + 60)
     if done is None:
         return None
@@ -410,9 +446,9 @@ def _pdr_attempt(mutation_args, module, scope, folder, name, unread, timeout):
     except subprocess.TimeoutExpired:
         return None
     path.with_suffix(".log").write_text(path.with_suffix(".log").read_text() + answer)
-    suffix = f" (outputs {', '.join(unread)} read by nothing outside)" if unread else ""
     if "Property proved" in answer:
-        return "equivalent", "PDR: inductive invariant found" + suffix, path
+        return "equivalent", "PDR: inductive invariant found" + (
+            f" ({', '.join(cut)} cut)" if cut else "") + _unread(unread), path
     frame = re.search(r"asserted in frame (\d+)", answer)
     if frame is None:
         return None

@@ -96,7 +96,9 @@ left out), the mutated netlist is identical to the one as written once `opt_clea
 removed what nothing reads, or (on a module without registers) `equiv_simple` proves every
 named net pair, outputs included, or the miter of the two (compared bit for bit from the
 registers' initial values, every input free) is proven by ABC's PDR or, when PDR gives no
-answer in time, by a Yosys SAT miter whose k-induction closes. Each
+answer in time, by a Yosys SAT miter whose k-induction closes. On the tile's top, PDR runs
+with the array and the result path cut where they do not hold the mutation (their inputs
+compared, their outputs free and shared by both copies). Each
 proof is rerun by the command in its row. Otherwise it is **open**, with the prover's answer (a
 counterexample on the module: the stimulus a new test needs, if the tile can deliver it).
 Before the survivors, the prover is run on a sample of killed mutants and must reject each.

@@ -2,23 +2,27 @@
 must reject three mutants known not to be equivalent, among them the one the earlier SAT
 check called equivalent although the fuzzer kills it (an adder's output bit 12 forced to 1:
 -Inf read back as 0xff801000), and prove one known equivalent (an unread low bit of a
-leading-zero stage). ``make mutants`` runs it on every survivor of the 4 x 4 draw."""
+leading-zero stage); on the tile's top with the datapath cut, prove a queue mutant that
+only the tile's own rules make equivalent and reject two whose effect reaches only the cut
+datapath or a port. ``make mutants`` runs it on every survivor of the 4 x 4 draw."""
 
 import re
 
 import pytest
 
+from systolica.hdl import layouts
 from systolica.verif import equivalence, mutants, netlist
 
 PE = "systolica_tile.array.pe_1_0"
 
 
-def _driver(modules, module, wire, bit):
-    """``(cell, Y bit)`` of the cell of ``module`` whose output Y drives ``wire[bit]``."""
+def _driver(modules, module, wire, bit, port="Y"):
+    """``(cell, bit)`` of the cell of ``module`` whose output ``port`` (``Y``, or ``Q`` of a
+    register) drives ``wire[bit]``."""
     m = modules[module]
     for name, cell in m.cells.items():
-        if cell.type.startswith("$") and "Y" in cell.conns:
-            ys = netlist.sig_bits(cell.conns["Y"], m.wires)
+        if cell.type.startswith("$") and port in cell.conns:
+            ys = netlist.sig_bits(cell.conns[port], m.wires)
             if ("\\" + wire, bit) in ys:
                 return name, ys.index(("\\" + wire, bit))
     raise LookupError(f"no cell drives {wire}[{bit}] in {module}")
@@ -83,3 +87,30 @@ mutated clock pin is never proven: neither model has clock edges."""
     clock = equivalence.prove(mutants.Mutation(
         3, f"-mode inv -module top -cell {register} -port CLK -portbit 0", ()), tmp_path)
     assert clock.verdict == "unknown" and "no exact model" in clock.detail, clock
+
+
+def test_tile_scope_cuts_the_datapath_and_still_compares_what_reaches_it(folder):
+    """The queue's second entry: its ``tile_col`` bit 1 forced to 0 is equivalent on the
+    2 x 2 tile (a tiled command starts at column 0 or 1, and the bit is read only for a
+    tiled one) but not on the queue (its head port shows the raw field), so only the
+    tile's top proves it, with the array and result path cut. Bit 0 forced to 0 moves a
+    column tile's writes (the head entry's bit, the register behind ``head__payload``): only the cut datapath's inputs show it, and the miter must
+    compare them. The type check switched off shows at a port (``status``)."""
+    modules = netlist.parse_rtlil((folder / "design.il").read_text())
+    queue = "systolica_tile.queue"
+    offset = {name: f.offset for name, f in layouts.command_layout()}["tile_col"]
+    args = {}
+    for index, (entry, bit) in {5: ("queue_1", 1), 6: ("head__payload", 0)}.items():
+        cell, port_bit = _driver(modules, queue, entry, offset + bit, port="Q")
+        args[index] = (f"-mode const0 -module {queue} -cell {cell} -port Q "
+                       f"-portbit {port_bit}")
+    args[7] = "-mode const0 -module {} -cell {} -port Y -portbit {}".format(
+        queue, *_driver(modules, queue, "built", 0))
+    proved = equivalence.prove(mutants.Mutation(5, args[5], ()), folder)
+    assert proved.verdict == "equivalent", proved
+    assert proved.scope == "systolica_tile" and "array, result cut" in proved.detail, proved
+    assert "pdr" in (folder / "proofs" / "5-1-pdr.abc").read_text()
+    for index in (6, 7):
+        verdict = equivalence.prove(mutants.Mutation(index, args[index], ()), folder)
+        assert verdict.verdict == "not equivalent", (args[index], verdict)
+        assert "systolica_tile: not equivalent" in verdict.detail, verdict
