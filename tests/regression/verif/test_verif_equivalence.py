@@ -93,9 +93,10 @@ def test_tile_scope_cuts_the_datapath_and_still_compares_what_reaches_it(folder)
     """The queue's second entry: its ``tile_col`` bit 1 forced to 0 is equivalent on the
     2 x 2 tile (a tiled command starts at column 0 or 1, and the bit is read only for a
     tiled one) but not on the queue (its head port shows the raw field), so only the
-    tile's top proves it, with the array and result path cut. Bit 0 forced to 0 moves a
-    column tile's writes (the head entry's bit, the register behind ``head__payload``): only the cut datapath's inputs show it, and the miter must
-    compare them. The type check switched off shows at a port (``status``)."""
+    tile's top proves it, with the array and result path cut. Bit 0 of the head entry
+    (the register behind ``head__payload``) forced to 0 moves a column tile's writes: only
+    the cut datapath's inputs show it, and the miter must compare them. The type check
+    switched off shows at a port (``status``)."""
     modules = netlist.parse_rtlil((folder / "design.il").read_text())
     queue = "systolica_tile.queue"
     offset = {name: f.offset for name, f in layouts.command_layout()}["tile_col"]
