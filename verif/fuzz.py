@@ -556,21 +556,20 @@ def pattern_sweep(rng, rows, cols, n=3):
       depth.
     - Moving sweep, per type (and per double-row type): one matmul of 256 beats, beat
       ``b`` holding ``(b + 16 r) mod 256`` in row ``r``; the stationary drawn as above.
-    - BF16 and FP16 subnormals (every sign and fraction): matmuls of 256 beats whose beat
-      ``b`` holds subnormal ``(b + 16 r)`` in row ``r``, times normals, FTZ off.
     - The adders' cancellation at every exponent, FTZ off and on (then with K = r + 1, so
       no lower row's adder reads the sum): BF16 matmuls whose rows ``r - 1`` and ``r``
       (each row below the first) cancel but for the stationary's last bits, beat ``b`` at
       about 2^(b - 127); for PSUM's adders, a product then its near
       negation accumulated into the same region, at every exponent, and at every depth 3..20
       (FP16: (1 + 2^-i)(1 + 2^-j) stored, 1 + 2^-i + 2^-j subtracted).
-
-    - BF16 products in FP32's subnormal range (product exponents -153 .. -110), one
-      partition row at a time, random signs and fractions, FTZ off.
     - BF16 and FP16 exponent edges (:func:`_exponent_edges`: exponent 0, all ones, all
       ones but one bit, one bit alone) in every PE's stationary register and every
       partition row's moving operand, one partition row at a time (the others' stationary
       zero), with FTZ off and on.
+    - BF16 and FP16 subnormals (every sign and fraction): matmuls of 256 beats whose beat
+      ``b`` holds subnormal ``(b + 16 r)`` in row ``r``, times normals, FTZ off.
+    - BF16 products in FP32's subnormal range (product exponents -153 .. -110), one
+      partition row at a time, random signs and fractions, FTZ off.
 
     FTZ is drawn per matmul (a quarter of them), except for the subnormal and edge sweeps.
     """
