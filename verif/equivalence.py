@@ -550,7 +550,8 @@ def load_mutations(folder):
     path = Path(folder) / "mutations.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: give the folder of a mutation run "
-                                "(build/mutants/seed<S>-n<N>/<R>x<C>/verilog)")
+                                "(build/mutants/seed<S>-n<N>/<R>x<C>/verilog; on a fresh "
+                                "checkout 'systolica mutants --seed S --only N' writes it)")
     return [Drawn(d["index"], d["args"]) for d in json.loads(path.read_text())]
 
 
