@@ -179,7 +179,7 @@ def _check_transposes(run, rows, cols, simulator):
     words = 0
     for t, plan in zip(run.transposes, plans, strict=True):
         got = np.zeros_like(t["words"])
-        for k0, m0, columns, matmul in plan:
+        for _k0, m0, columns, matmul in plan:
             got[m0:m0 + matmul.stationary.shape[1], columns] = next(psums)
         want, have = (np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}")
                       for a in (t["words"], got))

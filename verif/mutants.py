@@ -17,7 +17,8 @@
    stamp and the status checked. A mutant is **killed** when any check fails or the run
    gets stuck, **survives** otherwise. Mutant 0 must pass.
 4. Each survivor is **equivalent** only when :mod:`~systolica.verif.equivalence`
-   proves it (the mutated netlist identical after ``opt_clean``, or a SAT miter whose
+   proves it (the mutated netlist identical after ``opt_clean``, ``equiv_simple``, ABC's
+   PDR on the miter, on the tile's top with the datapath cut, or a SAT miter whose
    induction closes), else **open**. The prover is first run on a seeded sample of killed
    mutants and must reject every one. The structural check, the hand arguments and the class
    rules (:mod:`systolica.verif.mutant_rules`) only name candidates and the
@@ -27,7 +28,8 @@
 ``systolica mutants --count 240`` prints the score both ways (killed /
 all, killed / (all - proven equivalent)) and every survivor with its mutation, source line,
 disposition and the command that reruns its proof (``--doc FILE``: as a markdown table);
-exit status 0 when the second score reaches ``--target``.
+exit status 0 when the second score reaches ``--target`` (a run whose every mutant is
+proven equivalent, ``--only N`` on one, has none to kill: 0), 1 when it does not.
 """
 
 import argparse
@@ -446,11 +448,13 @@ def score_report(chosen, survivors, killed_by, folder, jobs=1):
                      + (f": {reason}" if reason else "") + f"\n    mutate {bare}")
     total = len(chosen)
     all_score = 100.0 * killed / max(1, total)
-    net_score = 100.0 * killed / max(1, total - equivalent)
+    # every mutant proven equivalent (a run of --only N on one): none left to kill, 100 %
+    net_score = 100.0 * killed / (total - equivalent) if total > equivalent else 100.0
+    net = (f"{killed} / {total - equivalent} = {net_score:.1f} % of the non-equivalent"
+           if total > equivalent else "no non-equivalent mutant (every one proven)")
     head = (f"mutants {total}: killed {killed}, survived {len(survivors)} ({equivalent} "
             f"proven equivalent, {len(survivors) - equivalent} open)\n"
-            f"score {killed} / {total} = {all_score:.1f} % of all; {killed} / "
-            f"{total - equivalent} = {net_score:.1f} % of the non-equivalent; proven "
+            f"score {killed} / {total} = {all_score:.1f} % of all; {net}; proven "
             f"equivalent {equivalent} / {total}")
     return {"text": "\n".join([head, *lines]), "total": total, "killed": killed,
             "equivalent": equivalent, "score_all": all_score,

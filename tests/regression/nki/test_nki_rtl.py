@@ -98,8 +98,8 @@ def test_transpose_blocks_place_each_slab_on_the_columns_it_selects():
     got = np.zeros_like(want)
     blocks = rtl.transpose_blocks(stationary, moving, 4, 4)
     assert len(blocks) == 3 * 2            # slabs 0, 4, 8 (each picked from) x M-folds 0, 4
-    for k0, m0, columns, matmul in blocks:
-        assert ((matmul.moving == 1).sum(axis=0) == 1).all()
-        got[m0:m0 + matmul.stationary.shape[1], columns] = nc_matmul(
-            matmul.stationary, matmul.moving, is_transpose=True, rows=4)
+    for _k0, m0, columns, block in blocks:
+        assert ((block.moving == 1).sum(axis=0) == 1).all()
+        got[m0:m0 + block.stationary.shape[1], columns] = nc_matmul(
+            block.stationary, block.moving, is_transpose=True, rows=4)
     assert (got.view(np.uint16) == want.view(np.uint16)).all()

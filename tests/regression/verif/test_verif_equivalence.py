@@ -115,3 +115,26 @@ def test_tile_scope_cuts_the_datapath_and_still_compares_what_reaches_it(folder)
         verdict = equivalence.prove(mutants.Mutation(index, args[index], ()), folder)
         assert verdict.verdict == "not equivalent", (args[index], verdict)
         assert "systolica_tile: not equivalent" in verdict.detail, verdict
+
+
+def test_prover_cli_bad_folders_are_one_line_errors(tmp_path, capsys):
+    """``python -m systolica.verif.equivalence``: a folder without the run's files, a
+    corrupt ``mutations.json`` and a mutant the run does not hold each end with exit
+    status 2 and one line that says what was wrong."""
+    def error(*argv):
+        with pytest.raises(SystemExit) as ended:
+            equivalence.main(list(argv))
+        assert ended.value.code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        return lines[0]
+
+    assert "mutations.json not found" in error("--folder", str(tmp_path), "--mutant", "1")
+    (tmp_path / "mutations.json").write_text('[{"index": 1, "args": "-mode inv"}]')
+    assert "design.il not found" in error("--folder", str(tmp_path), "--mutant", "1")
+    (tmp_path / "design.il").write_text("")
+    assert "no such mutant; the run has 1..1" in error("--folder", str(tmp_path),
+                                                       "--mutant", "2")
+    (tmp_path / "mutations.json").write_text('{"index": ')
+    assert "is not a mutation run's list" in error("--folder", str(tmp_path),
+                                                   "--mutant", "1")

@@ -143,8 +143,8 @@ def test_pattern_sweep_puts_every_fp8_pattern_in_every_pe():
 
 def test_pattern_sweep_cancels_in_every_adder():
     """The sweep's cancellation programs: each row's adder (rows r - 1 and r, the others
-    zero), FTZ off and on, and PSUM's adders (an accumulate into the region written just before it, at
-    every exponent and, with FP16, at every depth 3..20)."""
+    zero), FTZ off and on, and PSUM's adders (an accumulate into the region written just
+    before it, at every exponent and, with FP16, at every depth 3..20)."""
     rows, cols = 3, 3
     items = fuzz.pattern_sweep(np.random.default_rng(1), rows, cols)
     for row in range(1, rows):
@@ -188,7 +188,8 @@ def test_pattern_sweep_puts_every_16_bit_exponent_edge_alone_in_every_pe():
         for r in range(rows):
             alone = [(s.view(np.uint16).astype(int), v.view(np.uint16).astype(int), ftz)
                      for s, v, _, ftz, *_ in items if s.dtype == fmt.dtype
-                     and s.shape == (rows, cols) and not np.delete(s.view(np.uint16), r, axis=0).any()]
+                     and s.shape == (rows, cols)
+                     and not np.delete(s.view(np.uint16), r, axis=0).any()]
             for c in range(cols):
                 for ftz in (False, True):
                     seen = {int(s[r, c]) for s, _, z in alone if z == ftz}
