@@ -112,11 +112,15 @@ def scopes(module):
     return [".".join(parts[:n]) for n in range(len(parts), 0, -1)]
 
 
+def _holds(scope, module):
+    """Whether ``module`` is ``scope`` or lies inside it."""
+    return module == scope or module.startswith(scope + ".")
+
+
 def cut_instances(module, scope):
     """The instances of ``scope`` that :func:`pdr_script` cuts for a mutation of
     ``module``: those of :data:`CUT` that do not hold ``module``."""
-    return tuple(c for c in CUT.get(scope, ())
-                 if not (module == f"{scope}.{c}" or module.startswith(f"{scope}.{c}.")))
+    return tuple(c for c in CUT.get(scope, ()) if not _holds(f"{scope}.{c}", module))
 
 
 def _miter_designs(mutation_args, module, scope, unread, cut=()):
@@ -124,7 +128,7 @@ def _miter_designs(mutation_args, module, scope, unread, cut=()):
     ``mutation_args`` applied to ``module`` before flattening), both flattened without the
     ``unread`` outputs and without the ``cut`` instances of ``scope`` (``expose -evert``),
     side by side in one design."""
-    if not (scope == module or module.startswith(scope + ".")):
+    if not _holds(scope, module):
         raise ValueError(f"scope {scope} does not hold module {module}")
     args = re.sub(r" -src \S+", "", mutation_args)
     return [
@@ -209,7 +213,7 @@ def identity_script(mutation_args, module, scope, unread, name):
     each flattened without its ``unread`` outputs and cleaned by ``opt_clean -purge`` (which
     removes only cells and wires that nothing reads), written to ``proofs/NAME-gold.il``
     and ``proofs/NAME-uut.il``; :func:`canonical_rtlil` compares them."""
-    if not (scope == module or module.startswith(scope + ".")):
+    if not _holds(scope, module):
         raise ValueError(f"scope {scope} does not hold module {module}")
     args = re.sub(r" -src \S+", "", mutation_args)
     lines = []
@@ -380,8 +384,8 @@ def attempt(mutation_args, module, scope, folder, name, maxsteps=MAXSTEPS, timeo
         if done[0] == 0 and canonical_rtlil(gold.read_text()) == canonical_rtlil(
                 uut.read_text()):
             return "equivalent", "identical netlist after opt_clean" + _unread(unread), path
-    cut = cut_instances(module, scope)
     if scope in NO_SAT:
+        cut = cut_instances(module, scope)
         if cut:
             pdr = _pdr_attempt(mutation_args, module, scope, folder, name, unread, timeout,
                                cut)

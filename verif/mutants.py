@@ -448,10 +448,11 @@ def score_report(chosen, survivors, killed_by, folder, jobs=1):
                      + (f": {reason}" if reason else "") + f"\n    mutate {bare}")
     total = len(chosen)
     all_score = 100.0 * killed / max(1, total)
-    # every mutant proven equivalent (a run of --only N on one): none left to kill, 100 %
-    net_score = 100.0 * killed / (total - equivalent) if total > equivalent else 100.0
-    net = (f"{killed} / {total - equivalent} = {net_score:.1f} % of the non-equivalent"
-           if total > equivalent else "no non-equivalent mutant (every one proven)")
+    if total > equivalent:
+        net_score = 100.0 * killed / (total - equivalent)
+        net = f"{killed} / {total - equivalent} = {net_score:.1f} % of the non-equivalent"
+    else:   # every mutant proven equivalent (--only N on one): none left to kill
+        net_score, net = 100.0, "no non-equivalent mutant (every one proven)"
     head = (f"mutants {total}: killed {killed}, survived {len(survivors)} ({equivalent} "
             f"proven equivalent, {len(survivors) - equivalent} open)\n"
             f"score {killed} / {total} = {all_score:.1f} % of all; {net}; proven "
