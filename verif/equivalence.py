@@ -608,4 +608,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Ctrl-C: one line and status 130, as every systolica command
+    from systolica.cli.main import quiet_broken_pipe
+    sys.exit(quiet_broken_pipe(main))
