@@ -29,7 +29,8 @@ short names (``systolica.golden.formats.FORMATS``: ``int8``, ``bf16``, ``fp16``,
 import hashlib
 from dataclasses import dataclass
 
-__all__ = ["DOUBLE_ROW", "TYPE_SETS", "TileConfig", "parse_types"]
+__all__ = ["DOUBLE_ROW", "TYPE_SETS", "TYPE_SET_SEPARATOR", "TileConfig", "parse_types",
+           "type_sets"]
 
 #: The type-set names and the operand types (golden short names) each adds, in the order a
 #: set's name lists them.
@@ -54,6 +55,9 @@ _BANK_WIDTH, _SIZE_WIDTH = 8, 16
 #: Default command-queue depth (``hdl.command_queue.COMMAND_QUEUE_DEPTH``).
 _QUEUE_DEPTH = 3
 _ALLOWED = ", ".join([*TYPE_SETS, "all"])
+#: Separator of several type sets in one ``--types`` (``+`` and ``,`` join the names of one
+#: set): the fuzzer and ``systolica bench`` take every set in turn.
+TYPE_SET_SEPARATOR = "/"
 
 
 def parse_types(types):
@@ -91,6 +95,26 @@ def parse_types(types):
     if DOUBLE_ROW in chosen:
         chosen.add("fp8")
     return tuple(name for name in TYPE_SETS if name in chosen)
+
+
+def type_sets(types):
+    """The type sets of ``types`` as a tuple of str: ``types`` is one type set (a str, names
+    joined with ``+`` or ``,``, see :func:`~systolica.hdl.config.parse_types`), several
+    separated by :data:`TYPE_SET_SEPARATOR` (``"int8/bf16+fp16/all"``), or a sequence of
+    them.
+
+    Raises
+    ------
+    ValueError
+        If ``types`` holds no type set (an empty part between separators included).
+    """
+    if isinstance(types, str) and not types.strip():
+        parse_types(types)          # no type set at all: the one message every command gives
+    parts = types.split(TYPE_SET_SEPARATOR) if isinstance(types, str) else list(types)
+    if not parts or any(not str(part).strip() for part in parts):
+        raise ValueError(f"types must be type sets separated by {TYPE_SET_SEPARATOR!r}, "
+                         f"none of them empty, not {types!r}")
+    return tuple(str(part).strip() for part in parts)
 
 
 def _check_int(name, value, low, high=None):

@@ -39,7 +39,7 @@ from systolica.golden import FORMATS, Command, command_schedule, operand_formats
 from systolica.golden import tile_sizes as golden_tile_sizes
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH
 from systolica.golden.formats import DOUBLE_ROW_TYPES
-from systolica.hdl.config import TileConfig, parse_types
+from systolica.hdl.config import TYPE_SET_SEPARATOR, TileConfig, type_sets
 from systolica.sim.options import (
     OneLineParser,
     add_json_argument,
@@ -54,8 +54,6 @@ from systolica.tb.harness import HarnessRun, level
 #: Tile sizes the fuzzer cycles through (rows x cols), one per program in turn: square,
 #: more columns than rows, more rows than columns.
 SIZES = ((4, 4), (3, 4), (5, 3))
-#: Separator of the type sets in ``--types`` (``+`` and ``,`` join the names of one set).
-TYPE_SET_SEPARATOR = "/"
 #: Commands per program (one simulator run).
 CHUNK = 2000
 #: Backpressure probabilities drawn per program.
@@ -827,26 +825,6 @@ def _submit(program, items):
             batch.append(item)
     if batch:
         program.submit_many(batch)
-
-
-def type_sets(types):
-    """The type sets of ``types`` as a tuple of str: ``types`` is one type set (a str, names
-    joined with ``+`` or ``,``, see :func:`~systolica.hdl.config.parse_types`), several
-    separated by :data:`TYPE_SET_SEPARATOR` (``"int8/bf16+fp16/all"``), or a sequence of
-    them.
-
-    Raises
-    ------
-    ValueError
-        If ``types`` holds no type set (an empty part between separators included).
-    """
-    if isinstance(types, str) and not types.strip():
-        parse_types(types)          # no type set at all: the one message every command gives
-    parts = types.split(TYPE_SET_SEPARATOR) if isinstance(types, str) else list(types)
-    if not parts or any(not str(part).strip() for part in parts):
-        raise ValueError(f"types must be type sets separated by {TYPE_SET_SEPARATOR!r}, "
-                         f"none of them empty, not {types!r}")
-    return tuple(str(part).strip() for part in parts)
 
 
 def program_config(index, sizes=SIZES, types="all"):

@@ -1,9 +1,10 @@
 """``systolica bench`` (``make bench``; ``python -m systolica.cli.bench`` too): how fast the
 RTL tile simulates.
 
-For each simulator, tile size and data type: Verilog generation time, simulator build time
-and peak memory (a fresh build folder, so both are really measured; one build serves INT8
-and BF16, whose type is chosen per matmul), then back-to-back matmuls with every result
+For each simulator, type set (``--types``, several separated by ``/``), tile size and data
+type: Verilog generation time, simulator build time and peak memory (a fresh build folder
+and no ccache, so both are a first build's; one build serves INT8 and BF16, whose type is
+chosen per matmul), then back-to-back matmuls with every result
 checked, through the bulk-stimulus harness (Python wakes once per program) and through the
 per-cycle driver (Python wakes every cycle), and the same harness build's free-running rate
 over the same stimulus (clock only, no Python at all) as the limit. Prints a table and writes JSON
@@ -39,7 +40,7 @@ import numpy as np
 
 from systolica.cli.docs_table import checkout_commit
 from systolica.golden import program_cycles
-from systolica.hdl.config import TileConfig
+from systolica.hdl.config import TYPE_SET_SEPARATOR, TileConfig, type_sets
 from systolica.scaling.tilemodel import nki_matmul_cycles, scalesim_ws_fold_cycles
 from systolica.sim.api.runs import Matmul, run_program
 from systolica.sim.builder.errors import SystolicaError
@@ -53,8 +54,11 @@ from systolica.sim.builder.runner import verilog_folder
 from systolica.sim.builder.toolchain import SIMULATORS
 from systolica.sim.options import OneLineParser, env_types, integer, parse_tile_sizes
 
-#: Type set of the speed table's tiles by default: the INT8 and BF16 it times.
+#: Type set of one speed measurement by default (``--one``): the INT8 and BF16 it times.
 BENCH_TYPES = "int8+bf16"
+#: Type sets of the speed table's tiles by default, each size built for each in turn: the
+#: INT8 and BF16 the table times; MiniLM's (``make sim``'s workload); every type.
+SPEED_TYPES = TYPE_SET_SEPARATOR.join((BENCH_TYPES, "int8+bf16+fp8-double-row", "all"))
 #: Largest tile Icarus is benchmarked on (it is an event-driven interpreter).
 ICARUS_MAX_PES = 32 * 32
 
@@ -374,10 +378,12 @@ def main(argv=None):
     p.add_argument("--sim", "--sims", dest="sims", default=",".join(SIMULATORS),
                    help="simulator, or several comma-separated (default: icarus,verilator; "
                         f"Icarus only up to {ICARUS_MAX_PES} PEs)")
-    p.add_argument("--types", default=env_types(BENCH_TYPES),
-                   help="type set of the speed table's tiles (int8, bf16, fp16, fp8, "
-                        "fp8-double-row, all; joined with + or ,); its INT8 and BF16 matmuls "
-                        f"are timed (default: $TYPES or {BENCH_TYPES})")
+    p.add_argument("--types", default=env_types(SPEED_TYPES),
+                   help="type sets of the speed table's tiles, separated by "
+                        f"{TYPE_SET_SEPARATOR!r}; each size is built for each set in turn "
+                        "(a set: int8, bf16, fp16, fp8, fp8-double-row, all, joined with + "
+                        "or ,); the INT8 and BF16 matmuls a set holds are timed (default: "
+                        f"$TYPES or {SPEED_TYPES})")
     p.add_argument("--matmuls", type=integer(1), default=8,
                    help="matmuls per run (default: 8)")
     p.add_argument("--n", type=integer(1), default=512,
@@ -423,7 +429,8 @@ def _run(p, args):
     except ValueError as error:
         p.error(f"--sizes {error}")
     try:     # TileConfig checks every size and the type set before anything runs
-        configs = [TileConfig(rows, cols, args.types) for rows, cols in sizes]
+        configs = [TileConfig(rows, cols, types) for types in type_sets(args.types)
+                   for rows, cols in sizes]
         if throughput_tile:
             TileConfig(*throughput_tile)
     except ValueError as error:
@@ -451,7 +458,8 @@ def _run(p, args):
         estimates = estimate_rows()
         _print_estimate_rows(estimates)
         print(flush=True)
-    header = (f"{'sim':<9} {'tile':>7} {'dtype':>5} {'gen s':>6} {'build s':>8} {'peak MB':>8} "
+    width = max(len(c.types_name) for c in configs)
+    header = (f"{'sim':<9} {'tile':>7} {'types':<{width}} {'dtype':>5} {'gen s':>6} {'build s':>8} {'peak MB':>8} "
               f"{'cycles':>7} {'bulk c/s':>9} {'MACs/s':>12} {'cycle c/s':>9} "
               f"{'free c/s':>9} {'bulk/free':>9} {'mism':>4}")
     if sims:
@@ -470,15 +478,18 @@ def _run(p, args):
                        str(cols), str(matmuls), str(n), "--types", config.types_name]
             if small or full_size:
                 command.append("--no-cycle")
-            done = subprocess.run(command, capture_output=True, text=True)
+            # OBJCACHE empty: no ccache, so the build time is a first build's on any machine.
+            done = subprocess.run(command, capture_output=True, text=True,
+                                  env={**os.environ, "OBJCACHE": ""})
             if done.returncode != 0:
-                print(f"error: {sim} {rows}x{cols}: {done.stderr.strip().splitlines()[-1:]}")
+                last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                print(f"error: {sim} {rows}x{cols} {config.types_name}: {last}")
                 return 2
             for r in json.loads(done.stdout.strip().splitlines()[-1]):
                 rows_out.append(r)
                 cycle = r.get("cycle_cycles_per_s")
-                print(f"{sim:<9} {f'{rows}x{cols}':>7} {r['dtype']:>5} {r['generate_s']:>6.1f} "
-                      f"{r['build_s']:>8.1f} {r['build_peak_mb']:>8} {r['cycles']:>7} "
+                print(f"{sim:<9} {f'{rows}x{cols}':>7} {r['types']:<{width}} {r['dtype']:>5} "
+                      f"{r['generate_s']:>6.1f} {r['build_s']:>8.1f} {r['build_peak_mb']:>8} {r['cycles']:>7} "
                       f"{r['bulk_cycles_per_s']:>9,} {r['bulk_macs_per_s']:>12,} "
                       f"{cycle if cycle is not None else '-':>9} "
                       f"{r['free_cycles_per_s']:>9,} {r['bulk_vs_free']:>9.2f} "

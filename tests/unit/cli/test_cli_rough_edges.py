@@ -126,6 +126,16 @@ def test_empty_types_is_refused(command, capsys, monkeypatch):
     _one_line_error(status, err, NO_TYPE_SET)
 
 
+@pytest.mark.parametrize("command", [["bench"], ["fuzz"]], ids=lambda c: "-".join(c))
+@pytest.mark.parametrize("types", ["int8/", "int8//all", "int8/bogus"])
+def test_a_bad_type_set_among_several_is_refused(command, types, capsys, monkeypatch):
+    # bench and fuzz take several type sets separated by '/': each is checked before a build.
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit([*command, "--types", types], capsys)
+    _one_line_error(status, err, "unknown type set 'bogus'" if "bogus" in types
+                    else "none of them empty")
+
+
 @pytest.mark.parametrize("command", [["sim", "--workload", "random"], ["waves"], ["bench"]],
                          ids=lambda c: "-".join(c))
 def test_empty_types_environment_variable_is_refused(command, capsys, monkeypatch):

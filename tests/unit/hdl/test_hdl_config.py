@@ -8,7 +8,7 @@ import pytest
 from amaranth.back import rtlil
 
 from systolica.hdl import DType, Tile
-from systolica.hdl.config import TYPE_SETS, TileConfig, parse_types
+from systolica.hdl.config import TYPE_SETS, TileConfig, parse_types, type_sets
 from systolica.hdl.tile import pe_for
 
 
@@ -111,3 +111,20 @@ def test_a_smaller_type_set_generates_less_logic():
 def test_largest_sizes_the_command_fields_hold_are_accepted():
     config = TileConfig(32767, 65535)      # nothing is generated: only the description
     assert (config.rows, config.cols) == (32767, 65535)
+
+
+def test_type_sets_from_a_sequence_equal_the_separated_string():
+    assert type_sets(["int8", " bf16+fp16 "]) == type_sets("int8/bf16+fp16")
+    assert type_sets("int8,bf16") == ("int8,bf16",)    # ',' joins names of one set
+
+
+@pytest.mark.parametrize("types", ["int8/", "/all", "int8/ /all", []])
+def test_an_empty_type_set_is_refused(types):
+    with pytest.raises(ValueError, match="none of them empty"):
+        type_sets(types)
+
+
+@pytest.mark.parametrize("types", ["", "  "])
+def test_no_type_set_at_all_gets_the_message_every_command_gives(types):
+    with pytest.raises(ValueError, match="types must name at least one type set"):
+        type_sets(types)

@@ -24,23 +24,6 @@ def test_type_sets_take_every_size_then_the_next_set():
         (16, 16, "int8"), (4, 3, "int8")]
 
 
-def test_type_sets_from_a_sequence_equal_the_separated_string():
-    assert fuzz.type_sets(["int8", " bf16+fp16 "]) == fuzz.type_sets("int8/bf16+fp16")
-    assert fuzz.type_sets("int8,bf16") == ("int8,bf16",)    # ',' joins names of one set
-
-
-@pytest.mark.parametrize("types", ["int8/", "/all", "int8/ /all", []])
-def test_an_empty_type_set_is_refused(types):
-    with pytest.raises(ValueError, match="none of them empty"):
-        fuzz.type_sets(types)
-
-
-@pytest.mark.parametrize("types", ["", "  "])
-def test_no_type_set_at_all_gets_the_message_every_command_gives(types):
-    with pytest.raises(ValueError, match="types must name at least one type set"):
-        fuzz.type_sets(types)
-
-
 def test_replay_names_every_type_set():
     line = fuzz.replay_command(3, 5, 500, ((16, 16),), "int8/fp8-double-row")
     assert line.endswith("--seed 3 --program 5 --chunk 500 --sizes 16x16 "
