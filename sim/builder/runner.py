@@ -166,7 +166,7 @@ class Build:
         Simulator build folder (named by :meth:`~systolica.hdl.config.TileConfig.folder_name`).
     seconds : float
         Wall time this call spent generating and building, or waiting while another process
-        did (0 when the build was there), in seconds.
+        generated or built it (0 when the build was there), in seconds.
     wave_format : str
         ``"fst"`` or ``"vcd"``: what a waves build writes.
     harness_depth : int or None
@@ -262,7 +262,7 @@ def build(config, simulator="verilator", *, waves=False, build_root=None,
     started = time.perf_counter()
     block = grid_block(config.rows, config.cols)
     generated = verilog_folder(config, root, block)
-    with locked(generated / ".lock"):
+    with locked(generated / ".lock") as generation_waited:
         verilog, ports = write_configuration(config, generated, block)
     public = hashlib.sha256(_public_control_for(verilog, harness_depth).encode())
     options = {"simulator": simulator, "waves": waves, "wave_format": wave_format,
@@ -278,8 +278,11 @@ def build(config, simulator="verilator", *, waves=False, build_root=None,
         # The folder's name holds every option; the stamp says the build in it finished.
         stamp = directory / "systolica.stamp"
         if stamp.is_file():
-            # Another process's build of it (a worker beside this one) is build time here too.
-            return replace(result, seconds=waited)
+            # Another process's generation and build of it (a worker beside this one), waited
+            # for on the two locks, is build time here too (it was counted as host time, and
+            # made the first time-left estimate of a fresh `make sim` six times too long).
+            waited = generation_waited or waited
+            return replace(result, seconds=time.perf_counter() - started if waited else 0.0)
         # A build takes seconds at 8 x 8 and minutes at full size: say so instead of a silence.
         print(f"systolica: building the {config.describe()} for {simulator} in {directory} "
               f"(first use of this configuration; later runs reuse it) ...", file=sys.stderr,

@@ -26,3 +26,31 @@ def test_waiting_for_another_holder_is_measured(tmp_path):
     with locked(tmp_path / ".lock") as waited:
         assert 0.3 <= waited < 5
     thread.join()
+
+
+def test_waiting_for_another_process_generating_the_verilog_counts_as_build(tmp_path,
+                                                                             monkeypatch):
+    """A worker that waits while the other generates the tile's Verilog, and then finds the
+    build done, reports the wait as build seconds (it was host time, and made a fresh
+    `make sim`'s first time-left estimate six times too long)."""
+    from systolica.hdl.config import TileConfig
+    from systolica.sim.builder import runner
+
+    monkeypatch.setattr(runner, "_run_build", lambda *args, **kwargs: None)   # no compiler
+    config = TileConfig(1, 1, "int8")
+    first = runner.build(config, "icarus", build_root=tmp_path)
+    assert (first.directory / "systolica.stamp").is_file()
+    assert runner.build(config, "icarus", build_root=tmp_path).seconds == 0.0   # there
+    held, release = threading.Event(), threading.Event()
+
+    def other_generation():
+        with locked(runner.verilog_folder(config, tmp_path, None) / ".lock"):
+            held.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=other_generation)
+    thread.start()
+    held.wait(5)
+    threading.Timer(0.4, release.set).start()
+    assert 0.3 <= runner.build(config, "icarus", build_root=tmp_path).seconds < 5
+    thread.join()
