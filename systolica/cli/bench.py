@@ -458,9 +458,10 @@ def _run(p, args):
         estimates = estimate_rows()
         _print_estimate_rows(estimates)
         print(flush=True)
-    width = max(len(c.types_name) for c in configs)
-    header = (f"{'sim':<9} {'tile':>7} {'types':<{width}} {'dtype':>5} {'gen s':>6} {'build s':>8} {'peak MB':>8} "
-              f"{'cycles':>7} {'bulk c/s':>9} {'MACs/s':>12} {'cycle c/s':>9} "
+    width = max((len(c.types_name) for c in configs), default=5)
+    header = (f"{'sim':<9} {'tile':>7} {'types':<{width}} {'dtype':>5} {'gen s':>6} "
+              f"{'build s':>8} {'peak MB':>8} {'cycles':>7} {'bulk c/s':>9} {'MACs/s':>12} "
+              f"{'cycle c/s':>9} "
               f"{'free c/s':>9} {'bulk/free':>9} {'mism':>4}")
     if sims:
         print(header)
@@ -489,7 +490,8 @@ def _run(p, args):
                 rows_out.append(r)
                 cycle = r.get("cycle_cycles_per_s")
                 print(f"{sim:<9} {f'{rows}x{cols}':>7} {r['types']:<{width}} {r['dtype']:>5} "
-                      f"{r['generate_s']:>6.1f} {r['build_s']:>8.1f} {r['build_peak_mb']:>8} {r['cycles']:>7} "
+                      f"{r['generate_s']:>6.1f} {r['build_s']:>8.1f} {r['build_peak_mb']:>8} "
+                      f"{r['cycles']:>7} "
                       f"{r['bulk_cycles_per_s']:>9,} {r['bulk_macs_per_s']:>12,} "
                       f"{cycle if cycle is not None else '-':>9} "
                       f"{r['free_cycles_per_s']:>9,} {r['bulk_vs_free']:>9.2f} "

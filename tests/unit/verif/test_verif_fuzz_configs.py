@@ -1,8 +1,6 @@
 """The fuzzer's configurations: the tile of each program from ``--sizes`` and the type
 sets of ``--types`` (``make fuzz SIZES=... TYPES=...``), without building anything."""
 
-import pytest
-
 from systolica.verif import fuzz
 
 
