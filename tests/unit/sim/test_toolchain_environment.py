@@ -3,6 +3,7 @@ Verilator build (PATH, VERILATOR_ROOT, the PCH make flag, the compiler cache).""
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -11,7 +12,7 @@ from systolica.sim.builder import toolchain
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in ("OBJCACHE", "MAKEFLAGS"):
+    for name in ("OBJCACHE", "MAKEFLAGS", "CCACHE_SLOPPINESS"):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -59,6 +60,32 @@ def test_clang_compiles_the_model_when_it_is_installed(clean_env):
     toolchain.prepare_environment("verilator")
     assert toolchain.cxx_compiler() == "clang++"
     assert "CXX=clang++ LINK=clang++ LOADLIBES=-latomic" in os.environ["MAKEFLAGS"]
+
+
+def test_clang_pch_files_do_not_record_header_times(clean_env, tmp_path):
+    # A PCH that ccache hands back from an earlier checkout of the same folder carried the
+    # old header's mtime, and clang refused it (a CI run, 2026-12-03). make must see the
+    # whole flag, space included, in the variable Verilator's makefiles add to every compile.
+    clean_env.delenv("CXX", raising=False)
+    clean_env.setattr(toolchain.shutil, "which", _which_with_clang(shutil.which, True))
+    toolchain.prepare_environment("verilator")
+    (tmp_path / "Makefile").write_text("all:\n\t@echo '$(USER_CPPFLAGS)|$(CXX)'\n")
+    out = subprocess.run(["make", "-s", "-C", str(tmp_path)], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "-Xclang -fno-pch-timestamp|clang++"
+
+
+def test_ccache_caches_compiles_that_use_a_pch(clean_env):
+    real = shutil.which
+    clean_env.setattr(toolchain.shutil, "which",
+                      lambda tool, *a, **k: "/usr/bin/ccache" if tool == "ccache"
+                      else real(tool, *a, **k))
+    toolchain.prepare_environment("verilator")
+    assert os.environ["CCACHE_SLOPPINESS"] == "pch_defines,time_macros"
+    clean_env.delenv("OBJCACHE")
+    clean_env.setenv("CCACHE_SLOPPINESS", "include_file_mtime")     # the user's is kept
+    toolchain.prepare_environment("verilator")
+    assert os.environ["CCACHE_SLOPPINESS"] == "include_file_mtime"
 
 
 def test_without_clang_make_keeps_its_own_compiler(clean_env):
