@@ -49,11 +49,11 @@ def default_workers():
         return os.cpu_count() or 1
 
 
-#: Default tile side per simulator: the largest square tile whose first ``make sim`` (build
-#: included) takes at most 10 minutes on the project's 2-core machine (docs/benchmarks.md,
-#: "`make sim`'s default tile"): 112 x 112 since the all-types, double-row PE and the FP8
-#: run (7 min 57 s; 128 x 128 took 12 min 20 s); Icarus, about 100x slower, stays at 8 x 8.
-TILE_SIZES = {"icarus": 8, "verilator": 112}
+#: Default tile side per simulator: the largest square tile whose first ``make sim`` on a
+#: fresh clone (set-up and build included) takes at most 6 minutes and a repeat at most 2 on
+#: the project's 2-core machine (issue 27; the figures: docs/benchmarks.md, "`make sim`'s
+#: default tile"). 96 x 96 repeated in 2 min 3 s; Icarus, about 100x slower, stays at 8 x 8.
+TILE_SIZES = {"icarus": 8, "verilator": 80}
 
 
 def _article(number):
