@@ -35,7 +35,12 @@ from systolica.sim.options import (
     resolve_config,
     resolve_tile,
 )
-from systolica.workloads.minilm.report import format_report, plot_utilisation, report_json
+from systolica.workloads.minilm.report import (
+    article,
+    format_report,
+    plot_utilisation,
+    report_json,
+)
 from systolica.workloads.minilm.run import PRECISION_TYPES, TARGETS, parse_layers, run_model
 from systolica.workloads.minilm.weights import DEFAULT_SENTENCES, GEMMS
 
@@ -54,12 +59,6 @@ def default_workers():
 #: the project's 2-core machine (issue 27; the figures: docs/benchmarks.md, "`make sim`'s
 #: default tile"). 96 x 96 repeated in 2 min 3 s; Icarus, about 100x slower, stays at 8 x 8.
 TILE_SIZES = {"icarus": 8, "verilator": 80}
-
-
-def _article(number):
-    """"a" or "an" before a number said in English ("an 8", "an 11", "an 18", "a 64")."""
-    text = str(number)
-    return "an" if text[0] == "8" or len(text) in (2, 5) and text[:2] in ("11", "18") else "a"
 
 
 def parser():
@@ -210,7 +209,7 @@ def main(argv=None):
     workers = args.workers or default_workers()
     if rtl_folds == 0 and args.scheduler is None:
         workers = 1                 # nothing runs on the tile: no cluster to start
-    print(f"systolica: all-MiniLM-L6-v2 on {_article(args.rows)} {args.config.describe()}, "
+    print(f"systolica: all-MiniLM-L6-v2 on {article(args.rows)} {args.config.describe()}, "
           f"{args.sim}: "
           f"{', '.join(dtypes)}, layer{'s' if len(layers) > 1 else ''} "
           f"{','.join(map(str, layers))}; "

@@ -11,6 +11,12 @@ from systolica.workloads.minilm.run import TARGETS
 from systolica.workloads.minilm.weights import ATTENTION_GEMMS, GEMMS, PACKAGE
 
 
+def article(number):
+    """"a" or "an" before a number said in English ("an 8", "an 11", "an 18", "a 64")."""
+    text = str(number)
+    return "an" if text[0] == "8" or len(text) in (2, 5) and text[:2] in ("11", "18") else "a"
+
+
 def neuroncore_estimates(gemm_shapes):
     """What the scaling layer estimates the GEMMs take on one NeuronCore-v2 and -v3.
 
@@ -71,7 +77,8 @@ def format_report(run):
     """The report of a :class:`~systolica.workloads.minilm.run.ModelRun` as text lines (list of
     str)."""
     peak = run.rows * run.cols
-    lines = [f"all-MiniLM-L6-v2 (real weights, {PACKAGE}) on a {run.rows} x {run.cols} tile, "
+    lines = [f"all-MiniLM-L6-v2 (real weights, {PACKAGE}) on {article(run.rows)} {run.rows} x "
+             f"{run.cols} tile, "
              f"{run.simulator}; programs ran on: {run.engine}",
              f"  sentences: {len(run.sentences)}, {sum(run.tokens)} tokens "
              f"({', '.join(map(str, run.tokens))}); linear GEMMs take all tokens as N, "
@@ -314,7 +321,8 @@ def plot_utilisation(run, path):
                        ha="right", fontsize=8)
     ax.set_ylabel(f"utilisation, % of {peak} MACs/cycle")
     ax.set_ylim(0, 105)
-    ax.set_title(f"all-MiniLM-L6-v2 GEMMs on a {run.rows} x {run.cols} tile ({run.simulator})",
+    ax.set_title(f"all-MiniLM-L6-v2 GEMMs on {article(run.rows)} {run.rows} x {run.cols} tile "
+                 f"({run.simulator})",
                  fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(axis="y", linestyle=":", linewidth=0.5)

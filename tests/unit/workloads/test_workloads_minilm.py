@@ -584,3 +584,11 @@ def test_speedup_reports_cpu_seconds_and_accuracy():
     assert bf16.split() == ["bf16", "0.999950", "0.9999", "1.00e-03", "[1", "0]", "same",
                             "yes", "yes"]
     assert int8.split()[-2:] == ["NO", "NO"] and int8.split()[1] == "0.980000"
+
+
+@pytest.mark.parametrize("side,word", [(8, "an"), (11, "an"), (18, "an"), (80, "an"),
+                                       (64, "a"), (96, "a"), (112, "a"), (128, "a"), (1, "a")])
+def test_the_report_says_an_before_sides_said_with_a_vowel(side, word):
+    # The 80 x 80 default's report said "on a 80 x 80 tile".
+    from systolica.workloads.minilm.report import article
+    assert article(side) == word
