@@ -443,6 +443,11 @@ def _run(p, args):
     try:     # TileConfig checks every size and the type set before anything runs
         configs = [TileConfig(rows, cols, types) for types in type_sets(args.types)
                    for rows, cols in sizes]
+        for config in configs:
+            if not {"int8", "bf16"} & set(config.dtypes):
+                raise ValueError(f"type set {config.types_name!r} holds neither INT8 nor BF16, "
+                                 "the matmuls the speed table times; allowed: sets with int8 "
+                                 "or bf16 (e.g. int8+fp8, all)")
         if throughput_tile:
             TileConfig(*throughput_tile)
     except ValueError as error:

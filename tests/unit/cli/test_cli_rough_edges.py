@@ -136,6 +136,12 @@ def test_a_bad_type_set_among_several_is_refused(command, types, capsys, monkeyp
                     else "none of them empty")
 
 
+def test_bench_refuses_a_type_set_without_the_types_it_times(capsys, monkeypatch):
+    monkeypatch.setattr(runner, "build", _must_not_build)
+    status, _, err = _exit(["bench", "--types", "int8+bf16/fp8"], capsys)
+    _one_line_error(status, err, "type set 'fp8' holds neither INT8 nor BF16")
+
+
 @pytest.mark.parametrize("command", [["sim", "--workload", "random"], ["waves"], ["bench"]],
                          ids=lambda c: "-".join(c))
 def test_empty_types_environment_variable_is_refused(command, capsys, monkeypatch):
