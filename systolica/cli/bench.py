@@ -164,10 +164,11 @@ def main_job(rows=None, cols=None, simulator="verilator"):
     """
     rows = rows or TILE_SIZES[simulator]
     cols = cols or TILE_SIZES[simulator]
-    from systolica.workloads.minilm import run_model
+    from systolica.workloads.minilm import TARGETS, run_model
 
     with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
-        run = run_model(rows=rows, cols=cols, simulator=simulator, build_root=root)
+        run = run_model(dtypes=tuple(TARGETS), rows=rows, cols=cols, simulator=simulator,
+                        build_root=root)
     out = []
     for dtype, prec in run.runs.items():
         build, sim, clock, host = prec.time_split()
