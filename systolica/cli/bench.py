@@ -38,7 +38,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from systolica.cli.docs_table import checkout_commit
+from systolica.cli.docs_table import checkout_commit, host_share
 from systolica.cli.minilm import TILE_SIZES
 from systolica.golden import program_cycles
 from systolica.hdl.config import TYPE_SET_SEPARATOR, TileConfig, type_sets
@@ -181,13 +181,6 @@ def main_job(rows=None, cols=None, simulator="verilator"):
               "mismatches")}
     total.update(dtype="total", wall_s=round(run.seconds, 2))
     return [dict(r, rows=rows, cols=cols) for r in out + [total]]
-
-
-def host_share(row):
-    """Host seconds over the workers' simulator and host seconds of a main-job row (float,
-    0..1): issue 27's "host side at most a quarter of the summed worker time" (the build,
-    once per configuration, left out)."""
-    return row["host_s"] / max(row["simulator_s"] + row["host_s"], 1e-9)
 
 
 def _print_main_job(rows_out):

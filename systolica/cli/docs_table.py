@@ -211,6 +211,13 @@ def _table(header, rows):
             *(f"| {' | '.join(row)} |" for row in rows)]
 
 
+def host_share(row):
+    """Host seconds over the workers' simulator and host seconds of a main-job row (float,
+    0..1): issue 27's "host side at most a quarter of the summed worker time" (the build,
+    once per configuration, left out)."""
+    return row["host_s"] / max(row["simulator_s"] + row["host_s"], 1e-9)
+
+
 def bench_stale_line(recorded, today):
     """The line a generated bench block carries when the tile's netlist changed since the
     run (str; hashes as 16 hex digits)."""
@@ -240,8 +247,6 @@ def bench_markdown(results, today=None):
             if results["netlist"] != today:
                 out += [f"**{bench_stale_line(results['netlist'], today)}**", ""]
         if results.get("main_job"):
-            from systolica.cli.bench import host_share
-
             out += ["**Main job** (`make sim`'s workload, MiniLM layer 0, on a "
                     f"{results['main_job'][0]['rows']} x {results['main_job'][0]['cols']} "
                     "tile from a fresh build; seconds summed over the workers, the total's "
