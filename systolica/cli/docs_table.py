@@ -247,8 +247,11 @@ def bench_markdown(results, today=None):
             if results["netlist"] != today:
                 out += [f"**{bench_stale_line(results['netlist'], today)}**", ""]
         if results.get("main_job"):
-            out += ["**Main job** (`make sim`'s workload, MiniLM layer 0, on a "
-                    f"{results['main_job'][0]['rows']} x {results['main_job'][0]['cols']} "
+            from systolica.workloads.minilm.report import article
+
+            rows = results["main_job"][0]["rows"]
+            out += ["**Main job** (`make sim`'s workload, MiniLM layer 0, on "
+                    f"{article(rows)} {rows} x {results['main_job'][0]['cols']} "
                     "tile from a fresh build; seconds summed over the workers, the total's "
                     "wall time the whole run's; host % of simulator + host):", ""]
             out += _table(["precision", "wall s>", "build s>", "sim s>", "clock s>", "host s>",
