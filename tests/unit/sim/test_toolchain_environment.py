@@ -21,11 +21,12 @@ def _which_without_ccache(real):
     return lambda tool, *a, **k: None if tool == "ccache" else real(tool, *a, **k)
 
 
+def _which_with_ccache(real):
+    return lambda tool, *a, **k: "/usr/bin/ccache" if tool == "ccache" else real(tool, *a, **k)
+
+
 def test_verilator_compiles_go_through_ccache_when_it_is_installed(clean_env):
-    real = shutil.which
-    clean_env.setattr(toolchain.shutil, "which",
-                      lambda tool, *a, **k: "/usr/bin/ccache" if tool == "ccache"
-                      else real(tool, *a, **k))
+    clean_env.setattr(toolchain.shutil, "which", _which_with_ccache(shutil.which))
     toolchain.prepare_environment("verilator")
     assert os.environ["OBJCACHE"] == "ccache"
     assert "CFG_CXXFLAGS_PCH_I=-include" in os.environ["MAKEFLAGS"]
@@ -76,10 +77,7 @@ def test_clang_pch_files_do_not_record_header_times(clean_env, tmp_path):
 
 
 def test_ccache_caches_compiles_that_use_a_pch(clean_env):
-    real = shutil.which
-    clean_env.setattr(toolchain.shutil, "which",
-                      lambda tool, *a, **k: "/usr/bin/ccache" if tool == "ccache"
-                      else real(tool, *a, **k))
+    clean_env.setattr(toolchain.shutil, "which", _which_with_ccache(shutil.which))
     toolchain.prepare_environment("verilator")
     assert os.environ["CCACHE_SLOPPINESS"] == "pch_defines,time_macros"
     clean_env.delenv("OBJCACHE")
