@@ -127,7 +127,7 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 
 clean:
-	rm -rf build build-wheel bench .pytest_cache .ruff_cache .hypothesis
+	rm -rf build build-wheel .pytest_cache .ruff_cache .hypothesis
 	find . -name __pycache__ -not -path './$(VENV)/*' -prune -exec rm -rf {} +
 
 distclean: clean
