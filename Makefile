@@ -89,10 +89,10 @@ waves: $(STAMP)
 	FORMAT=$(or $(FORMAT),fst) $(PY) -m systolica waves
 
 test: $(STAMP)
-	$(PY) -m pytest -n auto -v --durations=20 tests/
+	$(PY) -m pytest -n auto --dist worksteal -v --durations=20 tests/
 
 test-unit: $(STAMP)
-	$(PY) -m pytest -n auto tests/unit
+	$(PY) -m pytest -n auto --dist worksteal tests/unit
 
 check-types: $(STAMP)
 	SYSTOLICA_EXHAUSTIVE=1 $(PY) -m pytest -p no:xdist tests/unit/golden/test_golden_types.py -k fp8_with_bf16
