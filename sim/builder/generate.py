@@ -24,11 +24,21 @@ PE_MODULE = "systolica_pe"
 BLOCK_MODULE = "systolica_block"
 #: From this many PEs on, a tile is generated as a grid of B x B sub-array modules, which
 #: Verilator compiles once as a hierarchical block: a flat build of 128 x 128 BF16 PEs
-#: needs more memory than a 24 GB machine has.
-BLOCKED_PES = 64 * 64
-#: Side of the sub-arrays of blocked tiles, chosen by measurement (``make bench``,
-#: docs/benchmarks.md): the largest block that still verilates and compiles in about a minute.
-BLOCK_SIDE = 16
+#: needs more memory than a 24 GB machine has, and from 16 x 16 on the blocked build is
+#: the faster to build and to run (docs/benchmarks.md, "Block size").
+BLOCKED_PES = 16 * 16
+#: Side of the sub-arrays of blocked tiles, chosen by measurement (docs/benchmarks.md,
+#: "Block size"): 8 x 8 blocks built and ran faster than 16 x 16 ones from 32 x 32 to
+#: 128 x 128 (Verilator writes a block's code once per PE inside it; a smaller block's code
+#: stays in the caches), and 8 x 8 tiles run faster flat than in 4 x 4 blocks.
+BLOCK_SIDE = 8
+#: Blocks of fewer PEs than this side's square are not worth a hierarchical block below
+#: :data:`FLAT_LIMIT_PES` PEs: such a tile (say 17 x 16, whose sizes no power of two from
+#: 2 up divides) is built flat.
+MIN_BLOCK_SIDE = 4
+#: From this many PEs on a tile is built in blocks whatever their size: a flat build of a
+#: 64 x 64 tile of every type needs about 11 GB (four times the 2.8 GB of 32 x 32).
+FLAT_LIMIT_PES = 64 * 64
 
 #: The HDL sources (the ``systolica.hdl`` package's folder).
 _HDL_DIR = Path(hdl_package.__file__).resolve().parent
@@ -92,7 +102,9 @@ def grid_block(rows, cols):
 
     ``$SYSTOLICA_BLOCK`` forces it (``0``: flat; ``B``: blocks of ``B x B``, a power of two
     dividing both sizes). Otherwise tiles of :data:`BLOCKED_PES` PEs or more use the largest
-    power of two up to :data:`BLOCK_SIDE` that divides both sizes.
+    power of two up to :data:`BLOCK_SIDE` that divides both sizes, unless that is smaller
+    than :data:`MIN_BLOCK_SIDE` and the tile has fewer than :data:`FLAT_LIMIT_PES` PEs
+    (flat then).
 
     Raises
     ------
@@ -116,6 +128,8 @@ def grid_block(rows, cols):
     block = BLOCK_SIDE
     while rows % block or cols % block:
         block //= 2
+    if block < MIN_BLOCK_SIDE and rows * cols < FLAT_LIMIT_PES:
+        return None
     return block
 
 

@@ -46,7 +46,7 @@ from systolica.scaling.tilemodel import nki_matmul_cycles, scalesim_ws_fold_cycl
 from systolica.sim.api.runs import Matmul, run_program
 from systolica.sim.builder.errors import SystolicaError
 from systolica.sim.builder.generate import (
-    BLOCKED_PES,
+    FLAT_LIMIT_PES,
     bench_netlist,
     grid_block,
     write_configuration,
@@ -366,9 +366,9 @@ def main(argv=None):
                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", default="8x8,16x16,32x32,64x64,128x128",
                    help="comma-separated tile sizes ROWSxCOLS (default: "
-                        "8x8,16x16,32x32,64x64,128x128; from 64x64 the tile is built as "
-                        "16x16 blocks, minutes each, and runs 2 matmuls without the "
-                        "per-cycle driver)")
+                        "8x8,16x16,32x32,64x64,128x128; from 16x16 the tile is built in "
+                        "8x8 blocks; from 64x64 a build takes minutes and the tile runs "
+                        "2 matmuls without the per-cycle driver)")
     p.add_argument("--main-job", choices=("yes", "no"), default="yes",
                    help="time make sim's default workload (MiniLM layer 0 on make sim's "
                         "default tile, BF16, INT8 and FP8) from a fresh build, split into "
@@ -484,7 +484,7 @@ def _run(p, args):
             if sim == "icarus" and rows * cols > ICARUS_MAX_PES:
                 continue
             small = sim == "icarus" and rows * cols > 8 * 8
-            full_size = rows * cols >= BLOCKED_PES   # blocked build, minutes; 2 matmuls
+            full_size = rows * cols >= FLAT_LIMIT_PES   # minutes to build; 2 matmuls
             matmuls, n = (2, 64) if small else (2, args.n) if full_size else (args.matmuls,
                                                                               args.n)
             command = [sys.executable, "-m", "systolica.cli.bench", "--one", sim, str(rows),
