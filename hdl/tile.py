@@ -3,7 +3,7 @@ connected, and the probes that name its internal signals for waveforms."""
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Shape
+from amaranth.hdl import ClockSignal, Instance, Module, ResetSignal, Shape, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -214,6 +214,11 @@ class Tile(wiring.Component):
     pe_module, block, block_module : optional
         Passed to :class:`SystolicArray`: how the PE grid is built (Amaranth submodules, or
         Verilog ``Instance`` s of a PE module or of ``block x block`` sub-array modules).
+    component_modules : dict of str to str, optional
+        Components (``"queue"``, ``"loader"``, ``"issue"``, ``"result"``) to instance as a
+        Verilog module of that name instead of elaborating them here; the module must be
+        generated beside the tile from :meth:`component` (Verilog generation does this to
+        convert the largest parts in parallel). Same ports, same instance names.
 
     Members
     -------
@@ -233,13 +238,19 @@ class Tile(wiring.Component):
         If a grid option is bad (:class:`SystolicArray`).
     """
 
-    def __init__(self, config, *, pe_module=None, block=None, block_module=None):
+    def __init__(self, config, *, pe_module=None, block=None, block_module=None,
+                 component_modules=None):
         self._config = _check_config(config)
         rows, cols = config.rows, config.cols
         # Built here so that a bad grid option is refused by the constructor.
         self._array = SystolicArray(rows, cols, pe_module=pe_module, block=block,
                                     block_module=block_module, pe=lambda: pe_for(config))
         self._components = _components(config)
+        self._component_modules = dict(component_modules or {})
+        unknown = set(self._component_modules) - set(self._components)
+        if unknown:
+            raise ValueError(f"component_modules names {sorted(unknown)}; the components "
+                             f"are {', '.join(self._components)}")
         super().__init__({
             "command": In(stream.Signature(command_layout())),
             "stationary": In(stream.Signature(stationary_layout(cols))),
@@ -252,6 +263,17 @@ class Tile(wiring.Component):
     def config(self):
         """The configuration the tile is built from (:class:`~.config.TileConfig`)."""
         return self._config
+
+    def component(self, name):
+        """The control component ``name`` of this tile (``"queue"``, ``"loader"``,
+        ``"issue"`` or ``"result"``; a fresh one, to convert on its own).
+
+        Raises
+        ------
+        KeyError
+            If ``name`` is not a component.
+        """
+        return _components(self._config)[name]
 
     @property
     def rows(self):
@@ -288,7 +310,8 @@ class Tile(wiring.Component):
         m = Module()
         m.submodules.array = array = self._array
         for name, component in self._components.items():
-            m.submodules[name] = component
+            module = self._component_modules.get(name)
+            m.submodules[name] = component if module is None else _instance(module, component)
         queue, loader, issue, result = (self._components[name] for name in (
             "queue", "loader", "issue", "result"))
 
@@ -317,3 +340,15 @@ class Tile(wiring.Component):
             issue.en.eq(result.advance),
         ]
         return m
+
+
+def _instance(module, component):
+    """An ``Instance`` of Verilog module ``module`` generated from a component like
+    ``component``, wired to ``component``'s members (which the tile then uses as it would
+    the component's own); ``component`` itself is not elaborated."""
+    component._MustUse__silence = True
+    ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
+    for path, member, value in component.signature.flatten(component):
+        name = "__".join(str(part) for part in path)
+        ports[f"{'i' if member.flow == In else 'o'}_{name}"] = Value.cast(value)
+    return Instance(module, **ports)

@@ -22,6 +22,10 @@ TOPLEVEL = "systolica_tile"
 PE_MODULE = "systolica_pe"
 #: Name of the B x B sub-array module of blocked tiles (see :func:`grid_block`).
 BLOCK_MODULE = "systolica_block"
+#: Name of the result path's module (PSUM and the de-skew) in tiles of
+#: :data:`FLAT_LIMIT_PES` PEs or more, which convert it in a second process beside the rest
+#: of the top: at 128 x 128 it is about half of the top's generation time.
+RESULT_MODULE = "systolica_result"
 #: From this many PEs on, a tile is generated as a grid of B x B sub-array modules, which
 #: Verilator compiles once as a hierarchical block: a flat build of 128 x 128 BF16 PEs
 #: needs more memory than a 24 GB machine has, and from 16 x 16 on the blocked build is
@@ -180,13 +184,16 @@ def generate_verilog(config, block=None):
         If ``block`` is not a power of two dividing both sizes.
     """
     rows, cols = _check_config(config).rows, config.cols
+    split = rows * cols >= FLAT_LIMIT_PES
+    child = _start_result_module(config) if split else None
     parts = [_to_verilog(pe_for(config), PE_MODULE, AMARANTH_PASSES)]
     if block is not None:
         parts.append(_to_verilog(SystolicArray(block, block, pe_module=PE_MODULE,
                                                edge_registers=True),
                                  BLOCK_MODULE))
     tile = Tile(config, pe_module=PE_MODULE, block=block,
-                block_module=None if block is None else BLOCK_MODULE)
+                block_module=None if block is None else BLOCK_MODULE,
+                component_modules={"result": RESULT_MODULE} if split else None)
     ports = {"clk": {"direction": "in", "width": 1}, "rst": {"direction": "in", "width": 1}}
     for path, member, _ in tile.signature.flatten(tile):
         ports["__".join(str(part) for part in path)] = {
@@ -197,9 +204,46 @@ def generate_verilog(config, block=None):
             "psum_banks": config.psum_banks, "psum_entries": config.psum_entries,
             "queue_depth": config.queue_depth, "block": block,
             "latency": tile.latency, "hdl": hdl_fingerprint(), "ports": ports}
-    with _zero_init_as_loop():
-        parts.append(_add_zero_init(_to_verilog(tile, TOPLEVEL)))
+    try:
+        parts.append(_top_verilog(tile, TOPLEVEL))
+    finally:
+        if child is not None:
+            parts.append(_finish_result_module(child))
     return "\n".join(parts), meta
+
+
+def _top_verilog(elaboratable, name):
+    """Verilog of a component holding the PSUM memory, initialised by a loop."""
+    with _zero_init_as_loop():
+        return _add_zero_init(_to_verilog(elaboratable, name))
+
+
+def _start_result_module(config):
+    """Start converting ``config``'s result path into :data:`RESULT_MODULE` in a child
+    process (a subprocess, so that it also works inside a Dask worker); returns it."""
+    import subprocess
+
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, "result", str(config.rows), str(config.cols),
+         config.types_name, str(config.psum_banks), str(config.psum_entries),
+         str(config.queue_depth)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _finish_result_module(child):
+    """The Verilog the child of :func:`_start_result_module` wrote (str).
+
+    Raises
+    ------
+    RuntimeError
+        If the child failed (its last lines of stderr in the message).
+    """
+    out, err = child.communicate()
+    if child.returncode != 0:
+        tail = " | ".join(err.strip().splitlines()[-3:])
+        raise RuntimeError(f"generating the result path's Verilog failed "
+                           f"(status {child.returncode}): {tail}")
+    return out
 
 
 def bench_netlist():
@@ -244,3 +288,20 @@ def write_configuration(config, directory, block=None):
         verilog_path.write_text(text)
     ports_path.write_text(json.dumps(meta, indent=2) + "\n")
     return verilog_path, ports_path
+
+
+def _main(argv):
+    """``python -m systolica.sim.builder.generate result ROWS COLS TYPES BANKS ENTRIES
+    QUEUE``: the result path's Verilog module on stdout (the child process of
+    :func:`generate_verilog`)."""
+    part, rows, cols, types, banks, entries, queue = argv
+    if part != "result":
+        raise SystemExit(f"unknown part {part!r}; the parts are: result")
+    config = TileConfig(int(rows), int(cols), types, psum_banks=int(banks),
+                        psum_entries=int(entries), queue_depth=int(queue))
+    sys.stdout.write(_top_verilog(Tile(config).component("result"), RESULT_MODULE))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -16,7 +16,13 @@ import numpy as np
 from systolica.golden import nc_matmul, program_cycles
 from systolica.hdl.layouts import command_layout
 from systolica.sim import Matmul, run_program
-from systolica.sim.builder.generate import BLOCK_MODULE, PE_MODULE, TOPLEVEL, grid_block
+from systolica.sim.builder.generate import (
+    BLOCK_MODULE,
+    PE_MODULE,
+    RESULT_MODULE,
+    TOPLEVEL,
+    grid_block,
+)
 
 
 def test_full_size_tile_runs_bf16_and_int8_matmuls_bit_exact_and_on_the_model(seed):
@@ -54,4 +60,7 @@ def _check_grid_of_blocks(text, meta):
     assert len(re.findall(rf"^\s*{PE_MODULE} ", text, re.M)) == block * block
     assert len(re.findall(rf"^\s*{BLOCK_MODULE} ", text, re.M)) == (128 // block) ** 2
     assert f"module {TOPLEVEL}(" in text
+    # The result path, converted in a second process, instanced once by the top.
+    assert text.count(f"module {RESULT_MODULE}(") == 1
+    assert len(re.findall(rf"^\s*{RESULT_MODULE} result \(", text, re.M)) == 1
     assert "memory__init_i < 4096" in text      # 8 banks x 512 entries, all zero

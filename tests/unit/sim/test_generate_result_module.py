@@ -1,0 +1,52 @@
+"""Large tiles' Verilog: the result path converted in a second process and instanced by the
+top (``sim/builder/generate.py``, ``RESULT_MODULE``; ``hdl.Tile(component_modules=...)``)."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+from amaranth.back import rtlil
+
+from systolica.hdl import Tile
+from systolica.hdl.config import TileConfig
+from systolica.sim.builder import generate
+
+
+def test_a_component_module_is_an_instance_with_every_port_of_the_component():
+    config = TileConfig(2, 2, "int8")
+    tile = Tile(config, component_modules={"result": "stand_in"})
+    text = rtlil.convert(tile, name="top", emit_src=False)
+    cell = re.search(r"cell \\stand_in \\result\n(.*?)\n  end", text, re.S)
+    assert cell, "no instance of the stand-in module named result"
+    connected = set(re.findall(r"connect \\(\w+)", cell.group(1)))
+    component = tile.component("result")
+    want = {"__".join(map(str, path)) for path, _, _ in component.signature.flatten(component)}
+    assert connected == want | {"clk", "rst"}
+    # And the elaborated result path is gone from the top: no PSUM memory left in it.
+    assert "memory" not in text
+
+
+def test_an_unknown_component_is_refused():
+    with pytest.raises(ValueError, match=r"component_modules names \['psum'\]; the "
+                                         r"components are queue, loader, issue, result"):
+        Tile(TileConfig(2, 2, "int8"), component_modules={"psum": "x"})
+
+
+def test_the_child_writes_the_result_module_and_refuses_another_part():
+    done = subprocess.run([sys.executable, "-m", generate.__name__, "result", "2", "3",
+                           "int8", "8", "512", "4"], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"module {generate.RESULT_MODULE}(" in done.stdout
+    assert "memory__init_i < 4096" in done.stdout        # PSUM, zeroed by a loop
+    bad = subprocess.run([sys.executable, "-m", generate.__name__, "psum", "2", "3", "int8",
+                          "8", "512", "4"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "unknown part 'psum'; the parts are: result" in bad.stderr
+
+
+def test_a_failing_child_is_reported_in_one_message():
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit('boom')"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with pytest.raises(RuntimeError, match="result path's Verilog failed .status 1.: boom"):
+        generate._finish_result_module(child)
