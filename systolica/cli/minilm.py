@@ -54,11 +54,11 @@ def default_workers():
         return os.cpu_count() or 1
 
 
-#: Default tile side per simulator: the largest square tile whose first ``make sim`` on a
-#: fresh clone (set-up and build included) takes at most 6 minutes and a repeat at most 2 on
-#: the project's 2-core machine (issue 27; the figures: docs/benchmarks.md, "`make sim`'s
-#: default tile"). 96 x 96 repeated in 2 min 3 s; Icarus, about 100x slower, stays at 8 x 8.
-TILE_SIZES = {"icarus": 8, "verilator": 80}
+#: Default tile side per simulator: on Verilator the real 128 x 128, whose first ``make
+#: sim`` on a fresh clone (set-up and build included) takes at most 6 minutes and a repeat
+#: at most 2 on the project's 2-core machine (issue 27; the figures: docs/benchmarks.md,
+#: "`make sim`'s default tile"); Icarus, about 100x slower, stays at 8 x 8.
+TILE_SIZES = {"icarus": 8, "verilator": 128}
 
 
 def parser():
