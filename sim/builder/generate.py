@@ -206,9 +206,13 @@ def generate_verilog(config, block=None):
             "latency": tile.latency, "hdl": hdl_fingerprint(), "ports": ports}
     try:
         parts.append(_top_verilog(tile, TOPLEVEL))
-    finally:
-        if child is not None:
-            parts.append(_finish_result_module(child))
+    except BaseException:
+        if child is not None:        # the top failed or was interrupted: stop the child too
+            child.kill()
+            child.communicate()
+        raise
+    if child is not None:
+        parts.append(_finish_result_module(child))
     return "\n".join(parts), meta
 
 
@@ -230,15 +234,28 @@ def _start_result_module(config):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _finish_result_module(child):
+#: Seconds the result path's child may take (128 x 128: about a minute).
+RESULT_TIMEOUT_S = 1800
+
+
+def _finish_result_module(child, timeout=RESULT_TIMEOUT_S):
     """The Verilog the child of :func:`_start_result_module` wrote (str).
 
     Raises
     ------
     RuntimeError
-        If the child failed (its last lines of stderr in the message).
+        If the child failed (its last lines of stderr in the message) or took longer than
+        ``timeout`` seconds (it is then stopped).
     """
-    out, err = child.communicate()
+    import subprocess
+
+    try:
+        out, err = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise RuntimeError(f"generating the result path's Verilog took more than {timeout} s; "
+                           f"stopped it") from None
     if child.returncode != 0:
         tail = " | ".join(err.strip().splitlines()[-3:])
         raise RuntimeError(f"generating the result path's Verilog failed "

@@ -50,3 +50,30 @@ def test_a_failing_child_is_reported_in_one_message():
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     with pytest.raises(RuntimeError, match="result path's Verilog failed .status 1.: boom"):
         generate._finish_result_module(child)
+
+
+def test_a_stuck_child_times_out_with_a_message():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with pytest.raises(RuntimeError, match="took more than 1 s; stopped it"):
+        generate._finish_result_module(child, timeout=1)
+    assert child.poll() is not None
+
+
+def test_a_failing_top_stops_the_child(monkeypatch):
+    started = []
+    real_start = generate._start_result_module
+
+    def start(config):
+        started.append(real_start(config))
+        return started[-1]
+
+    def fail(elaboratable, name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate, "_start_result_module", start)
+    monkeypatch.setattr(generate, "_top_verilog", fail)
+    monkeypatch.setattr(generate, "FLAT_LIMIT_PES", 4)      # split a 2 x 2 tile
+    with pytest.raises(KeyboardInterrupt):
+        generate.generate_verilog(TileConfig(2, 2, "int8"))
+    assert started and started[0].poll() is not None       # killed, not left running
