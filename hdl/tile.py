@@ -27,7 +27,7 @@ from .pe import PE_SIGNATURE, ProcessingElement
 from .result import ResultPath
 
 __all__ = ["COMMAND_QUEUE_DEPTH", "PE_PROBES", "PROBES", "Probe", "Tile", "pe_probes",
-           "tile_probes", "token_layout"]
+           "tile_component", "tile_probes", "token_layout", "verilog_ports"]
 
 
 #: The tile's internal signals that waveforms show, each a port of one of its components:
@@ -137,19 +137,53 @@ def pe_for(config):
                              double_row=config.double_row, int8=DType.INT8 in dtypes)
 
 
-def _components(config):
-    """The tile's control components, by submodule name (dict)."""
+def _component_makers(config):
+    """How to build each of the tile's control components, by submodule name (dict of
+    name to a callable without arguments)."""
     rows, cols = config.rows, config.cols
     entries = config.psum_entries
     depth = config.psum_banks * entries
     return {
-        "queue": CommandQueue(rows, cols, psum_banks=config.psum_banks, psum_entries=entries,
-                              depth=config.queue_depth, dtypes=config_dtypes(config),
-                              double_row=config.double_row),
-        "loader": StationaryLoader(rows, cols),
-        "issue": IssueLogic(rows, psum_entries=entries, psum_depth=depth, cols=cols),
-        "result": ResultPath(cols, rows + cols, psum_depth=depth),
+        "queue": lambda: CommandQueue(rows, cols, psum_banks=config.psum_banks,
+                                      psum_entries=entries, depth=config.queue_depth,
+                                      dtypes=config_dtypes(config),
+                                      double_row=config.double_row),
+        "loader": lambda: StationaryLoader(rows, cols),
+        "issue": lambda: IssueLogic(rows, psum_entries=entries, psum_depth=depth, cols=cols),
+        "result": lambda: ResultPath(cols, rows + cols, psum_depth=depth),
     }
+
+
+def _components(config):
+    """The tile's control components, by submodule name (dict)."""
+    return {name: make() for name, make in _component_makers(config).items()}
+
+
+def tile_component(config, name):
+    """The control component ``name`` (``"queue"``, ``"loader"``, ``"issue"`` or
+    ``"result"``) of the tile of ``config`` (a :class:`~.config.TileConfig`), as the tile
+    builds it: to convert on its own for ``Tile(..., component_modules=...)``.
+
+    Raises
+    ------
+    TypeError
+        If ``config`` is not a TileConfig.
+    ValueError
+        If ``name`` is not a component.
+    """
+    makers = _component_makers(_check_config(config))
+    if name not in makers:
+        raise ValueError(f"no tile component {name!r}; the components are "
+                         f"{', '.join(makers)}")
+    return makers[name]()
+
+
+def verilog_ports(component):
+    """The Verilog ports Amaranth gives a component converted on its own: ``(name, member,
+    value)`` per member of its flattened signature, ``name`` the path joined by ``__``
+    (iterator). Also the tile's ``ports.json`` names."""
+    for path, member, value in component.signature.flatten(component):
+        yield "__".join(str(part) for part in path), member, value
 
 
 def _probes(components):
@@ -217,7 +251,7 @@ class Tile(wiring.Component):
     component_modules : dict of str to str, optional
         Components (``"queue"``, ``"loader"``, ``"issue"``, ``"result"``) to instance as a
         Verilog module of that name instead of elaborating them here; the module must be
-        generated beside the tile from :meth:`component` (Verilog generation does this to
+        generated beside the tile from :func:`tile_component` (Verilog generation does this to
         convert the largest parts in parallel). Same ports, same instance names.
 
     Members
@@ -263,17 +297,6 @@ class Tile(wiring.Component):
     def config(self):
         """The configuration the tile is built from (:class:`~.config.TileConfig`)."""
         return self._config
-
-    def component(self, name):
-        """The control component ``name`` of this tile (``"queue"``, ``"loader"``,
-        ``"issue"`` or ``"result"``; a fresh one, to convert on its own).
-
-        Raises
-        ------
-        KeyError
-            If ``name`` is not a component.
-        """
-        return _components(self._config)[name]
 
     @property
     def rows(self):
@@ -348,7 +371,6 @@ def _instance(module, component):
     the component's own); ``component`` itself is not elaborated."""
     component._MustUse__silence = True
     ports = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
-    for path, member, value in component.signature.flatten(component):
-        name = "__".join(str(part) for part in path)
+    for name, member, value in verilog_ports(component):
         ports[f"{'i' if member.flow == In else 'o'}_{name}"] = Value.cast(value)
     return Instance(module, **ports)

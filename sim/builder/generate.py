@@ -14,7 +14,7 @@ from amaranth.lib import wiring
 from systolica import hdl as hdl_package
 from systolica.hdl import SystolicArray, Tile
 from systolica.hdl.config import TileConfig
-from systolica.hdl.tile import pe_for
+from systolica.hdl.tile import pe_for, tile_component, verilog_ports
 
 #: Name of the tile's top-level Verilog module.
 TOPLEVEL = "systolica_tile"
@@ -195,8 +195,8 @@ def generate_verilog(config, block=None):
                 block_module=None if block is None else BLOCK_MODULE,
                 component_modules={"result": RESULT_MODULE} if split else None)
     ports = {"clk": {"direction": "in", "width": 1}, "rst": {"direction": "in", "width": 1}}
-    for path, member, _ in tile.signature.flatten(tile):
-        ports["__".join(str(part) for part in path)] = {
+    for name, member, _ in verilog_ports(tile):
+        ports[name] = {
             "direction": "in" if member.flow == wiring.In else "out",
             "width": Shape.cast(member.shape).width,
         }
@@ -222,15 +222,23 @@ def _top_verilog(elaboratable, name):
         return _add_zero_init(_to_verilog(elaboratable, name))
 
 
+def result_module_verilog(config):
+    """Verilog (str) of the result path of the tile of ``config`` (a
+    :class:`~systolica.hdl.config.TileConfig`) as module :data:`RESULT_MODULE`, which
+    large tiles instance (:func:`generate_verilog`)."""
+    return _top_verilog(tile_component(_check_config(config), "result"), RESULT_MODULE)
+
+
 def _start_result_module(config):
-    """Start converting ``config``'s result path into :data:`RESULT_MODULE` in a child
-    process (a subprocess, so that it also works inside a Dask worker); returns it."""
+    """Start :func:`result_module_verilog` for ``config`` in a child process
+    (``python -m systolica.sim.builder.result_child``; a subprocess, so that it also works
+    inside a Dask worker); returns it."""
     import subprocess
 
     return subprocess.Popen(
-        [sys.executable, "-m", __name__, "result", str(config.rows), str(config.cols),
-         config.types_name, str(config.psum_banks), str(config.psum_entries),
-         str(config.queue_depth)],
+        [sys.executable, "-m", "systolica.sim.builder.result_child", str(config.rows),
+         str(config.cols), config.types_name, str(config.psum_banks),
+         str(config.psum_entries), str(config.queue_depth)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -306,19 +314,3 @@ def write_configuration(config, directory, block=None):
     ports_path.write_text(json.dumps(meta, indent=2) + "\n")
     return verilog_path, ports_path
 
-
-def _main(argv):
-    """``python -m systolica.sim.builder.generate result ROWS COLS TYPES BANKS ENTRIES
-    QUEUE``: the result path's Verilog module on stdout (the child process of
-    :func:`generate_verilog`)."""
-    part, rows, cols, types, banks, entries, queue = argv
-    if part != "result":
-        raise SystemExit(f"unknown part {part!r}; the parts are: result")
-    config = TileConfig(int(rows), int(cols), types, psum_banks=int(banks),
-                        psum_entries=int(entries), queue_depth=int(queue))
-    sys.stdout.write(_top_verilog(Tile(config).component("result"), RESULT_MODULE))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

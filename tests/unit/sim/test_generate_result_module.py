@@ -1,5 +1,6 @@
 """Large tiles' Verilog: the result path converted in a second process and instanced by the
-top (``sim/builder/generate.py``, ``RESULT_MODULE``; ``hdl.Tile(component_modules=...)``)."""
+top (``sim/builder/generate.py``, ``RESULT_MODULE``, ``sim/builder/result_child.py``;
+``hdl.Tile(component_modules=...)``, ``hdl.tile.tile_component``)."""
 
 import re
 import subprocess
@@ -10,6 +11,7 @@ from amaranth.back import rtlil
 
 from systolica.hdl import Tile
 from systolica.hdl.config import TileConfig
+from systolica.hdl.tile import tile_component, verilog_ports
 from systolica.sim.builder import generate
 
 
@@ -20,8 +22,7 @@ def test_a_component_module_is_an_instance_with_every_port_of_the_component():
     cell = re.search(r"cell \\stand_in \\result\n(.*?)\n  end", text, re.S)
     assert cell, "no instance of the stand-in module named result"
     connected = set(re.findall(r"connect \\(\w+)", cell.group(1)))
-    component = tile.component("result")
-    want = {"__".join(map(str, path)) for path, _, _ in component.signature.flatten(component)}
+    want = {name for name, _, _ in verilog_ports(tile_component(config, "result"))}
     assert connected == want | {"clk", "rst"}
     # And the elaborated result path is gone from the top: no PSUM memory left in it.
     assert "memory" not in text
@@ -33,16 +34,24 @@ def test_an_unknown_component_is_refused():
         Tile(TileConfig(2, 2, "int8"), component_modules={"psum": "x"})
 
 
-def test_the_child_writes_the_result_module_and_refuses_another_part():
-    done = subprocess.run([sys.executable, "-m", generate.__name__, "result", "2", "3",
-                           "int8", "8", "512", "4"], capture_output=True, text=True,
-                          timeout=120)
+def test_the_child_writes_the_result_module_and_refuses_bad_arguments():
+    child = [sys.executable, "-m", "systolica.sim.builder.result_child"]
+    done = subprocess.run([*child, "2", "3", "int8", "8", "512", "4"], capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"module {generate.RESULT_MODULE}(" in done.stdout
     assert "memory__init_i < 4096" in done.stdout        # PSUM, zeroed by a loop
-    bad = subprocess.run([sys.executable, "-m", generate.__name__, "psum", "2", "3", "int8",
-                          "8", "512", "4"], capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "unknown part 'psum'; the parts are: result" in bad.stderr
+    assert done.stderr == ""                             # no unused-elaboratable warnings
+    bad = subprocess.run([*child, "2", "3", "int8"], capture_output=True, text=True,
+                         timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert bad.stderr.startswith("usage: python -m systolica.sim.builder.result_child ROWS")
+
+
+def test_an_unknown_component_name_is_refused():
+    with pytest.raises(ValueError, match=r"no tile component 'psum'; the components are "
+                                         r"queue, loader, issue, result"):
+        tile_component(TileConfig(2, 2, "int8"), "psum")
 
 
 def test_a_failing_child_is_reported_in_one_message():
