@@ -21,6 +21,7 @@ from .formats import (
     WIDE_FORMATS,
     check_k,
     check_perf_mode,
+    format_of,
     max_k,
     operand_formats,
 )
@@ -68,8 +69,9 @@ FIELD_WIDTHS = {"bank": BANK_WIDTH, "offset": SIZE_WIDTH, "k": SIZE_WIDTH, "m": 
                 "n": SIZE_WIDTH}
 #: Command opcodes.
 OPS = ("matmul", "read")
-#: Operand data types of a matmul command (short names of :data:`~.formats.FORMATS`).
-DTYPES = tuple(FORMATS)
+#: Operand data types of a matmul command (short names of :data:`~.formats.FORMATS` and
+#: :data:`~.formats.WIDE_FORMATS`, in code order).
+DTYPES = tuple(FORMATS) + tuple(WIDE_FORMATS)
 #: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
 ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT",
           "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ") + TILE_ERRORS
@@ -90,9 +92,9 @@ class Command:
     bank, offset : int
         PSUM region: first entry ``offset`` of bank ``bank``.
     dtype : str
-        The stationary operand's type, a short name of :data:`~.formats.FORMATS`
+        The stationary operand's type, a short name of :data:`DTYPES`
         (``"int8"``, ``"bf16"``, ``"fp16"``, ``"e4m3"``, ``"e5m2"``, ``"e3m4"``,
-        ``"e4m3fn"``; matmul only).
+        ``"e4m3fn"``, ``"tf32"``, ``"fp32"``; matmul only).
     moving_dtype : str or None
         The moving operand's type; ``None`` (default) means the same as ``dtype``.
     perf_mode : None or "double_row"
@@ -145,14 +147,11 @@ class Command:
                                  f"({width}-bit field), not {value!r}")
         for name in ("dtype", "moving_dtype"):
             value = getattr(self, name)
-            if value in WIDE_FORMATS:
-                raise ValueError(f"{name} {value!r} is not in the tile's command word yet (no "
-                                 f"TF32/FP32 datapath in the RTL); golden.nc_matmul takes it")
             if value not in DTYPES and (name == "dtype" or value is not None):
                 raise ValueError(f"{name} must be one of {', '.join(DTYPES)}, not {value!r}")
         check_perf_mode(self.perf_mode)
         if self.op == "matmul":     # the double-row pair is command_error's to judge
-            operand_formats(FORMATS[self.dtype].dtype, FORMATS[self.mtype].dtype)
+            operand_formats(format_of(self.dtype).dtype, format_of(self.mtype).dtype)
         for name in ("ftz", "accumulate", "is_transpose"):
             check_bool(name, getattr(self, name))
         if (self.tile_position is None) != (self.tile_size is None):

@@ -7,11 +7,11 @@ each input decodes *exactly* into FP32; the product of two decoded inputs of the
 leaves the normal range. One table per 8/16-bit type maps every bit pattern to its FP32
 value (built once with ``ml_dtypes``, whose widening casts are exact).
 
-:data:`FORMATS` holds the types of the tile's command word (its 3-bit ``dtype`` fields);
-:data:`WIDE_FORMATS` the two 32-bit types the golden model also takes, ``tfloat32``
-(:data:`TFLOAT32`) and ``float32``, which the command word does not carry yet: an FP32
-product has up to 48 significant bits and is rounded once to FP32 (``docs/numerics.md``,
-"The tensor-engine instruction").
+:data:`FORMATS` holds the 8- and 16-bit types, :data:`WIDE_FORMATS` the two 32-bit types,
+``tfloat32`` (:data:`TFLOAT32`) and ``float32`` (codes 7 and 8 of the command word's 4-bit
+``dtype`` fields; a tile takes them when generated with them): an FP32 product has up to 48
+significant bits and is rounded once to FP32 (``docs/numerics.md``, "The tensor-engine
+instruction").
 
 The rules about types live here and nowhere else: :func:`operand_formats` (which pairs are
 allowed), :func:`check_perf_mode` and :func:`check_k` (how large K may be on a tile of
@@ -123,10 +123,11 @@ FORMATS = {f.name: f for f in (
     OperandFormat("e3m4", np.dtype(ml_dtypes.float8_e3m4), 5, 8, 3, 4, 3),
     OperandFormat("e4m3fn", np.dtype(ml_dtypes.float8_e4m3fn), 6, 8, 4, 3, 7, has_inf=False),
 )}
-#: The 32-bit operand types (golden model only: ``code`` None, not in the command word yet).
+#: The 32-bit operand types, in ``code`` order after :data:`FORMATS` (a tile takes them when
+#: generated with the ``fp32`` type set: 32-bit operand lanes).
 WIDE_FORMATS = {f.name: f for f in (
-    OperandFormat("tf32", TFLOAT32, None, 32, 8, 10, 127, label="tfloat32"),
-    OperandFormat("fp32", np.dtype(np.float32), None, 32, 8, 23, 127),
+    OperandFormat("tf32", TFLOAT32, 7, 32, 8, 10, 127, label="tfloat32"),
+    OperandFormat("fp32", np.dtype(np.float32), 8, 32, 8, 23, 127),
 )}
 _ALL = {**FORMATS, **WIDE_FORMATS}
 _BY_DTYPE = {f.dtype: f for f in _ALL.values()}

@@ -33,8 +33,11 @@ clock cycles.
 A matmul with a tile (``Command.tile_position``) runs alone, as the RTL runs it: its stamps
 follow the rules above, except that a load into a row tile starting at PE row r also waits
 r cycles after its buffer's last moving beat (that beat's operands reach row r r cycles
-after row 0; :func:`tiled_schedule` has the same rule). The tensor-engine instruction's
-features beyond the RTL (concurrent tiles, FP32) have their own functions beside these:
+after row 0; :func:`tiled_schedule` has the same rule). A matmul with a float32 operand
+issues each moving beat on four consecutive cycles (a 32-bit transpose on two): its moving
+beat is taken on the first, its result offered ``L`` cycles after the last
+(:func:`matmul_passes`). The tensor-engine instruction's features beyond the RTL
+(concurrent tiles) have their own functions beside these:
 :func:`matmul_passes` (moving beats per moving column), :func:`nc_matmul_cost` (AWS's
 published per-instruction cost) and :func:`tiled_schedule` (several matmuls in flight in
 tiles that share no PE row or column, one LoadStationary port, per-PE weight buffers). On a
@@ -184,13 +187,23 @@ def _recurrence(commands, errors, latency, rows):
             prev_load_end = load_start + command.load_beats(rows) - 1
             loads = tuple(range(load_start, prev_load_end + 1))
             first = max(first, prev_load_end + 1)
-        last = prev_issue = first + command.n - 1
-        results = tuple(range(first + latency, last + latency + 1))
+        passes = _command_passes(command)
+        last = prev_issue = first + command.n * passes - 1
+        issues = tuple(range(first, last + 1, passes))
+        results = tuple(t + passes - 1 + latency for t in issues)
         if command.op == "matmul":
             matmul_issues.append(last)
         started.append(first)
-        out.append(CommandTiming(accept, None, loads, tuple(range(first, last + 1)), results))
+        out.append(CommandTiming(accept, None, loads, issues, results))
     return out
+
+
+def _command_passes(command):
+    """Cycles a command spends on each beat (int): :func:`matmul_passes` of a matmul, 1 for
+    a READ."""
+    if command.op == "read":
+        return 1
+    return matmul_passes(command.dtype, command.mtype, is_transpose=command.is_transpose)
 
 
 def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=None):
@@ -232,8 +245,8 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
                 issue = running
             elif head is not None and head[1]:
                 j = head[0]
-                issue = [j, commands[j].n - 1, use_buf]
-            if (issue is not None and commands[issue[0]].op == "matmul"
+                issue = [j, commands[j].n - 1, use_buf, 0]
+            if (issue is not None and commands[issue[0]].op == "matmul" and issue[3] == 0
                     and not drivers["moving"].valid):
                 issue = None        # the moving stream idles: a bubble
         # Sequential update.
@@ -244,9 +257,10 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
             token = None
             since = [min(x + 1, rows) for x in since]
             if issue is not None:
-                j, left, sel = issue
+                j, left, sel, step = issue
                 read = commands[j].op == "read"
-                token = j
+                done = step == _command_passes(commands[j]) - 1     # the beat's last pass
+                token = j if done else None
                 if not stamps[j]["issues"]:
                     queue.pop(0)
                     if target is not None:
@@ -255,11 +269,15 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
                         full[use_buf] = False
                         busy[use_buf] = True
                         use_buf ^= 1
-                if left == 0 and not read:
+                if left == 0 and done and not read:
                     busy[sel] = False
                     since[sel] = 0
-                stamps[j]["issues"].append(cycle)
-                running = None if left == 0 else [j, left - 1, sel]
+                if step == 0:
+                    stamps[j]["issues"].append(cycle)
+                if not done:
+                    running = [j, left, sel, step + 1]
+                else:
+                    running = None if left == 0 else [j, left - 1, sel, 0]
             tokens = [token] + tokens[:-1]
         if load:
             j = queue[target][0]
@@ -275,7 +293,7 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
             if errors[offered] is None:
                 queue.append([offered, commands[offered].op == "read"])
             offered += 1
-        moved = issue is not None and commands[issue[0]].op == "matmul"
+        moved = issue is not None and commands[issue[0]].op == "matmul" and issue[3] == 0
         for name, taken in (("command", take_command), ("stationary", load), ("moving", moved)):
             drivers[name].step(taken, offer is None or offer(name, cycle + 1))
         cycle += 1

@@ -5,6 +5,8 @@ Blocks, one module each:
 - :mod:`systolica.hdl.layouts`: stream payload layouts shared with the testbench.
 - :mod:`systolica.hdl.float_mul`: the shared float x float -> FP32 multiplier (every type).
 - :mod:`systolica.hdl.fp32_add`: FP32 adder, round-to-nearest-even.
+- :mod:`systolica.hdl.fp32_mul`: the TF32 / FP32 multiplier (four 12-bit partial products
+  over four passes, rounded once), built into PEs of a tile with the ``fp32`` type set.
 - :mod:`systolica.hdl.pe`: the processing element (PE), INT8 and every float type.
 - :mod:`systolica.hdl.skew`: triangular delay lines that skew and de-skew vectors.
 - :mod:`systolica.hdl.array`: the ``rows x cols`` weight-stationary PE grid.
@@ -25,6 +27,7 @@ from .array import SystolicArray
 from .command_queue import COMMAND_QUEUE_DEPTH, CommandQueue
 from .float_mul import FLOAT_FIELDS, FloatMultiplier
 from .fp32_add import Fp32Adder
+from .fp32_mul import Fp32Multiplier
 from .issue import IssueLogic
 from .layouts import (
     DType,
@@ -53,6 +56,7 @@ __all__ = [
     "ErrorCode",
     "FloatMultiplier",
     "Fp32Adder",
+    "Fp32Multiplier",
     "IssueLogic",
     "Op",
     "ProcessingElement",

@@ -7,25 +7,29 @@ from amaranth.hdl import ClockSignal, Const, Instance, Module, ResetSignal, Sign
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import OPERAND_WIDTH, PSUM_WIDTH, DType
-from .pe import PE_SIGNATURE, TRAVELLING, ProcessingElement
+from .layouts import OPERAND_WIDTH, PSUM_WIDTH, WIDE_WIDTH, lane_dtype
+from .pe import ProcessingElement, pe_signature, travelling
 
 
-def operand_lane_layout():
-    """One partition row's moving operand with its matmul's mode (StructLayout): ``value``,
-    ``sel``, ``active``, ``hi`` (double-row second element inside K), ``stype``, ``mtype``
-    (stationary and moving :class:`~.layouts.DType`), ``ftz``, ``transpose`` (transpose
-    mode: an active row passes its stationary bits down instead of adding a product),
-    ``first`` (the row is its row tile's first: its sum starts with its product)."""
-    return data.StructLayout({"value": OPERAND_WIDTH, "sel": 1, "active": 1, "hi": 1,
-                              "stype": DType, "mtype": DType, "ftz": 1, "transpose": 1,
-                              "first": 1})
+def operand_lane_layout(width=OPERAND_WIDTH):
+    """One partition row's moving operand with its matmul's mode (StructLayout): ``value``
+    (``width`` bits), ``sel``, ``active``, ``hi`` (double-row second element inside K),
+    ``stype``, ``mtype`` (stationary and moving type codes, :func:`~.layouts.lane_dtype`),
+    ``ftz``,
+    ``transpose`` (transpose mode: an active row passes its stationary bits down instead of
+    adding a product), ``first`` (the row is its row tile's first: its sum starts with its
+    product), and with 32-bit lanes ``step`` (which pass of its moving column the operand
+    is: :class:`~.fp32_mul.Fp32Multiplier`)."""
+    fields = {"value": width, "sel": 1, "active": 1, "hi": 1, "stype": lane_dtype(width),
+              "mtype": lane_dtype(width), "ftz": 1, "transpose": 1, "first": 1}
+    if width == WIDE_WIDTH:
+        fields["step"] = 2
+    return data.StructLayout(fields)
 
 
-def load_lane_layout(rows):
+def load_lane_layout(rows, width=OPERAND_WIDTH):
     """One column's stationary write: ``valid``, ``row``, ``buf``, ``value`` (StructLayout)."""
-    return data.StructLayout({"valid": 1, "row": range(rows), "buf": 1,
-                              "value": OPERAND_WIDTH})
+    return data.StructLayout({"valid": 1, "row": range(rows), "buf": 1, "value": width})
 
 
 def _identifier(name, value):
@@ -136,7 +140,7 @@ class SystolicArray(wiring.Component):
     """
 
     def __init__(self, rows, cols, *, pe_module=None, block=None, block_module=None,
-                 pe=ProcessingElement, edge_registers=False):
+                 pe=ProcessingElement, edge_registers=False, width=OPERAND_WIDTH):
         _identifier("pe_module", pe_module)
         _identifier("block_module", block_module)
         if block is not None:
@@ -155,7 +159,9 @@ class SystolicArray(wiring.Component):
         self._block = block
         self._block_module = block_module
         self._edge_registers = bool(edge_registers)
-        super().__init__(array_signature(rows, cols, edge_registers=self._edge_registers))
+        self._width = width
+        super().__init__(array_signature(rows, cols, edge_registers=self._edge_registers,
+                                         width=width))
 
     @property
     def rows(self):
@@ -187,13 +193,14 @@ class SystolicArray(wiring.Component):
             return self._elaborate_blocks()
         m = Module()
         rows, cols = self._rows, self._cols
-        members = PE_SIGNATURE.members
+        members = pe_signature(self._width).members
         # Outputs of every PE, named so waveforms read pe_<row>_<col>_<port>.
-        travelling = ("moving",) + TRAVELLING
+        bits = travelling(self._width)
+        lanes = ("moving",) + bits
         outs = [[{port: Signal(members[port].shape, name=f"pe_{k}_{c}_{port}")
-                  for port in [f"{name}_out" for name in travelling] + ["psum_out"]}
+                  for port in [f"{name}_out" for name in lanes] + ["psum_out"]}
                  for c in range(cols)] for k in range(rows)]
-        lane_field = {"moving": "value", **{name: name for name in TRAVELLING}}
+        lane_field = {"moving": "value", **{name: name for name in bits}}
         moving, psum_in, chain_start = self._edge_inputs(m)
         for k in range(rows):
             for c in range(cols):
@@ -206,7 +213,7 @@ class SystolicArray(wiring.Component):
                     "chain_start": chain_start if k == 0 else Const(0, 1),
                     "psum_in": psum_in[c] if k == 0 else outs[k - 1][c]["psum_out"],
                 }
-                for name in travelling:
+                for name in lanes:
                     inputs[f"{name}_in"] = (moving[k][lane_field[name]] if c == 0
                                             else outs[k][c - 1][f"{name}_out"])
                 if k == rows - 1:
@@ -214,7 +221,7 @@ class SystolicArray(wiring.Component):
                 if c == cols - 1:       # what the last column's outputs load next
                     out = self.moving_out_next[k]
                     m.d.comb += [getattr(out, lane_field[name]).eq(inputs[f"{name}_in"])
-                                 for name in travelling]
+                                 for name in lanes]
                 name = f"pe_{k}_{c}"
                 if self._pe_module is None:
                     pe = m.submodules[name] = self._pe()
@@ -232,7 +239,7 @@ class SystolicArray(wiring.Component):
             out = self.moving_out[k]
             last = outs[k][cols - 1]
             m.d.comb += [out.value.eq(last["moving_out"])] + [
-                getattr(out, name).eq(last[f"{name}_out"]) for name in travelling[1:]]
+                getattr(out, name).eq(last[f"{name}_out"]) for name in bits]
         return m
 
     def _edge_inputs(self, m):
@@ -243,7 +250,8 @@ class SystolicArray(wiring.Component):
         first clock edge, before any operand is active)."""
         if not self._edge_registers:
             return self.moving, self.psum_in, self.chain_start
-        moving = Signal(data.ArrayLayout(operand_lane_layout(), self._rows), name="moving_reg")
+        moving = Signal(data.ArrayLayout(operand_lane_layout(self._width), self._rows),
+                        name="moving_reg")
         psum_in = Signal(data.ArrayLayout(PSUM_WIDTH, self._cols), name="psum_in_reg")
         chain_start = Signal(name="chain_start_reg", reset_less=True)
         with m.If(self.en):
@@ -257,11 +265,12 @@ class SystolicArray(wiring.Component):
         b = self._block
         if self._block_module is None:
             m.submodules[name] = sub = SystolicArray(b, b, pe_module=self._pe_module, pe=self._pe,
-                                                     edge_registers=True)
+                                                     edge_registers=True, width=self._width)
             return sub
         ports = {}
         kwargs = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
-        for port, member in array_signature(b, b, edge_registers=True).members.items():
+        for port, member in array_signature(b, b, edge_registers=True,
+                                            width=self._width).members.items():
             ports[port] = Signal(member.shape, name=f"{name}_{port}")
             kwargs[f"{'i' if member.flow == In else 'o'}_{port}"] = ports[port]
         m.submodules[name] = Instance(self._block_module, **kwargs)
@@ -301,15 +310,15 @@ class SystolicArray(wiring.Component):
         return m
 
 
-def array_signature(rows, cols, *, edge_registers=False):
-    """Port signature of a ``rows x cols`` :class:`SystolicArray` (wiring.Signature);
-    with ``edge_registers`` (a sub-array) without ``moving`` and ``psum_in``, which such an
-    array does not read."""
-    lanes = data.ArrayLayout(operand_lane_layout(), rows)
+def array_signature(rows, cols, *, edge_registers=False, width=OPERAND_WIDTH):
+    """Port signature of a ``rows x cols`` :class:`SystolicArray` with ``width``-bit operand
+    lanes (wiring.Signature); with ``edge_registers`` (a sub-array) without ``moving`` and
+    ``psum_in``, which such an array does not read."""
+    lanes = data.ArrayLayout(operand_lane_layout(width), rows)
     sums = data.ArrayLayout(PSUM_WIDTH, cols)
     members = {
         "en": In(1),
-        "load": In(data.ArrayLayout(load_lane_layout(rows), cols)),
+        "load": In(data.ArrayLayout(load_lane_layout(rows, width), cols)),
         "moving": In(lanes),
         "moving_next": In(lanes),
         "psum_in": In(sums),

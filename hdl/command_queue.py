@@ -11,6 +11,8 @@ from .layouts import (
     Op,
     command_layout,
     is_narrow,
+    is_wide,
+    operand_types,
     status_layout,
     tile_sizes,
 )
@@ -37,6 +39,9 @@ def load_request_signature():
     narrow : Out(1)
         Its stationary type is 8 bits wide and it is not double-row: bits [15:8] of each
         lane are ignored, and loaded as zeros (so a transpose passes only bits [7:0] on).
+    wide : Out(1)
+        Its stationary type is TF32 or FP32: the whole 32-bit lane is loaded (else, on a
+        tile with 32-bit lanes, bits [31:16] are ignored and loaded as zeros).
     row, col : Out(SIZE_WIDTH)
         Its tile's first PE row and column (0, 0 for the whole array): beat ``j`` writes PE
         row ``row + j``, and lanes ``col .. col + M - 1`` are its columns.
@@ -45,7 +50,8 @@ def load_request_signature():
         loaded at the clock edge.
     """
     return wiring.Signature({"valid": Out(1), "beats": Out(SIZE_WIDTH), "m": Out(SIZE_WIDTH),
-                             "narrow": Out(1), "row": Out(SIZE_WIDTH), "col": Out(SIZE_WIDTH),
+                             "narrow": Out(1), "wide": Out(1), "row": Out(SIZE_WIDTH),
+                             "col": Out(SIZE_WIDTH),
                              "done": In(1)})
 
 
@@ -156,19 +162,21 @@ class CommandQueue(wiring.Component):
         error = Signal(ErrorCode)
         k_limit = Signal(SIZE_WIDTH + 1)
         fp8_pair = Signal()
+        stype, mtype = operand_types(command)
         m.d.comb += [
             k_limit.eq(Mux(command.double_row, 2 * rows, rows)),
-            fp8_pair.eq(Cat(command.dtype == t for t in DOUBLE_ROW_DTYPES).any()
-                        & Cat(command.moving_dtype == t for t in DOUBLE_ROW_DTYPES).any()),
+            fp8_pair.eq(Cat(stype == t for t in DOUBLE_ROW_DTYPES).any()
+                        & Cat(mtype == t for t in DOUBLE_ROW_DTYPES).any()),
         ]
         # The operand types and mode the datapath was generated for, and what no tile takes:
-        # a type code that is no DType (the field has 8 codes, DType 7) or INT8 paired with a
-        # float type (golden: ``operand_formats``, "int8 pairs only with int8").
+        # a type code that is no DType (the field has 16 codes, DType 9), INT8 paired with a
+        # float type or a 32-bit type with an 8/16-bit one (golden: ``operand_formats``).
         built = Signal()
         m.d.comb += built.eq(
-            Cat(command.dtype == t for t in self._dtypes).any()
-            & Cat(command.moving_dtype == t for t in self._dtypes).any()
-            & ((command.dtype == DType.INT8) == (command.moving_dtype == DType.INT8))
+            Cat(stype == t for t in self._dtypes).any()
+            & Cat(mtype == t for t in self._dtypes).any()
+            & ((stype == DType.INT8) == (mtype == DType.INT8))
+            & (is_wide(stype) == is_wide(mtype))
             & (1 if self._double_row else ~command.double_row))
         # The tiling rule: sizes and starts are a few constants of the array's extents.
         tiled = ~is_read & command.tiled
@@ -236,7 +244,9 @@ class CommandQueue(wiring.Component):
                 entry = queue[i]
                 tile_rows = Mux(entry.tiled, entry.tile_rows, rows)
                 m.d.comb += [target.eq(i), self.load.m.eq(entry.m),
-                             self.load.narrow.eq(~entry.double_row & is_narrow(entry.dtype)),
+                             self.load.narrow.eq(~entry.double_row
+                                                 & is_narrow(operand_types(entry)[0])),
+                             self.load.wide.eq(is_wide(operand_types(entry)[0])),
                              self.load.beats.eq(Mux(entry.double_row & (entry.k > tile_rows),
                                                     tile_rows, entry.k)),
                              self.load.row.eq(Mux(entry.tiled, entry.tile_row, 0)),

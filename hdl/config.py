@@ -18,19 +18,25 @@ make's ``TYPES=``):
 ``fp16``           FP16
 ``fp8``            the FP8 family the golden model knows: e4m3, e5m2, e3m4, e4m3fn
 ``fp8-double-row`` FP8 double-row matmuls (e4m3 / e5m2, K up to ``2 * rows``); implies ``fp8``
-``all``            every one of the above (the default)
+``fp32``           TF32 and FP32 (with each other only): 32-bit operand lanes and a four-pass
+                   FP32 multiplier in every PE (``docs/numerics.md``, FP32 and TF32)
+``all``            every one of the above except ``fp32`` (the default): the 8- and 16-bit
+                   types on 16-bit lanes
 ================== ===========================================================================
+
+``fp32`` is never implied: it doubles the width of every operand lane and register, so a
+tile generated without it keeps its size and speed.
 
 The operand type names inside a set (:attr:`TileConfig.dtypes`) are the golden model's
 short names (``systolica.golden.formats.FORMATS``: ``int8``, ``bf16``, ``fp16``, ``e4m3``,
-``e5m2``, ``e3m4``, ``e4m3fn``), the same as the CLI's ``--dtypes``.
+``e5m2``, ``e3m4``, ``e4m3fn``, ``tf32``, ``fp32``), the same as the CLI's ``--dtypes``.
 """
 
 import hashlib
 from dataclasses import dataclass
 
-__all__ = ["DOUBLE_ROW", "TYPE_SETS", "TYPE_SET_SEPARATOR", "TileConfig", "parse_types",
-           "type_sets"]
+__all__ = ["DOUBLE_ROW", "TYPE_SETS", "TYPE_SET_SEPARATOR", "WIDE", "TileConfig",
+           "parse_types", "type_sets"]
 
 #: The type-set names and the operand types (golden short names) each adds, in the order a
 #: set's name lists them.
@@ -40,12 +46,15 @@ TYPE_SETS = {
     "fp16": ("fp16",),
     "fp8": ("e4m3", "e5m2", "e3m4", "e4m3fn"),
     "fp8-double-row": (),
+    "fp32": ("tf32", "fp32"),
 }
+#: The type-set name of the 32-bit types (not in ``all``: it widens every operand lane).
+WIDE = "fp32"
 #: The type-set name of the FP8 double-row mode.
 DOUBLE_ROW = "fp8-double-row"
 #: Every operand type the tile's command word carries, in code order (the golden model's
 #: ``DTYPES``; ``tests/unit/test_hdl_golden_constants.py`` checks they are equal).
-ALL_DTYPES = ("int8", "bf16", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
+ALL_DTYPES = ("int8", "bf16", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn", "tf32", "fp32")
 #: Operand types of a double-row matmul (golden: ``formats.DOUBLE_ROW_TYPES``).
 DOUBLE_ROW_DTYPES = ("e4m3", "e5m2")
 #: PSUM banks and entries per bank of the NeuronCore (the defaults; ``hdl.layouts``).
@@ -86,7 +95,7 @@ def parse_types(types):
     chosen = set()
     for name in names:
         if name == "all":
-            chosen.update(TYPE_SETS)
+            chosen.update(set(TYPE_SETS) - {WIDE})
         elif name in TYPE_SETS:
             chosen.add(name)
         else:
@@ -201,10 +210,8 @@ class TileConfig:
         for dtype in dtypes:
             found = [name for name, members in TYPE_SETS.items() if dtype in members]
             if not found:
-                # fp32 / tf32 are golden-model and NKI types the RTL has no datapath for
-                raise ValueError(f"the RTL tile has no datapath for operand type {dtype!r} "
-                                 f"(the golden model may take it); allowed on the tile: "
-                                 f"{', '.join(ALL_DTYPES)}")
+                raise ValueError(f"the RTL tile has no datapath for operand type {dtype!r}; "
+                                 f"allowed on the tile: {', '.join(ALL_DTYPES)}")
             names.update(found)
         if double_row:
             names.add(DOUBLE_ROW)
@@ -222,11 +229,22 @@ class TileConfig:
         return DOUBLE_ROW in self.types
 
     @property
+    def wide(self):
+        """Whether the TF32 / FP32 datapath is generated, with 32-bit operand lanes (bool)."""
+        return WIDE in self.types
+
+    @property
+    def operand_width(self):
+        """Bits of one operand lane (int): 32 with the ``fp32`` type set, else 16."""
+        return 32 if self.wide else 16
+
+    @property
     def types_name(self):
         """The type set as users type it (str): ``"all"``, or names joined with ``+``
         (``fp8`` left out when ``fp8-double-row`` implies it): ``"int8+bf16"``."""
-        if self.types == tuple(TYPE_SETS):
-            return "all"
+        narrow = tuple(name for name in self.types if name != WIDE)
+        if narrow == parse_types("all"):
+            return "+".join(("all", WIDE)) if self.wide else "all"
         shown = [name for name in self.types if not (name == "fp8" and self.double_row)]
         return "+".join(shown)
 

@@ -6,12 +6,12 @@ multiplier sized for the widest type (FP16's 11 bits) forms the exact product, a
 normalise-and-round stage turns it into FP32.
 """
 
-from amaranth.hdl import C, Cat, Module, Mux, Signal, signed
+from amaranth.hdl import C, Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .fp32_add import CANONICAL_NAN, INF_MAGNITUDE, leading_zeros
-from .layouts import DType
+from .layouts import DType, NarrowDType
 
 #: Floating-point fields of each float operand type: (exponent bits, fraction bits, bias,
 #: has Inf). The golden model's ``systolica.golden.formats.FORMATS`` holds the same (a unit
@@ -49,8 +49,8 @@ class FloatMultiplier(wiring.Component):
     -------
     a, b : In(16)
         Operands (bit patterns; 8-bit types in bits [7:0]).
-    a_type, b_type : In(DType)
-        Each operand's type.
+    a_type, b_type : In(NarrowDType)
+        Each operand's type (the 3-bit codes of the 8/16-bit types).
     ftz : In(1)
         Flush-to-zero mode.
     product : Out(32)
@@ -68,7 +68,8 @@ class FloatMultiplier(wiring.Component):
             names = ", ".join(t.name for t in FLOAT_FIELDS)
             raise ValueError(f"dtypes must be float DTypes ({names}), not {dtypes!r}")
         self._dtypes = dtypes
-        super().__init__({"a": In(16), "a_type": In(DType), "b": In(16), "b_type": In(DType),
+        super().__init__({"a": In(16), "a_type": In(NarrowDType), "b": In(16),
+                          "b_type": In(NarrowDType),
                           "ftz": In(1), "product": Out(32)})
 
     @property
@@ -108,8 +109,8 @@ class FloatMultiplier(wiring.Component):
                             m.d.comb += nan.eq((e == top) & (f == (1 << mbits) - 1))
             return sign, exp, sig, nan, inf, zero
 
-        a_sign, a_exp, a_sig, a_nan, a_inf, a_zero = decode(self.a, self.a_type, "a")
-        b_sign, b_exp, b_sig, b_nan, b_inf, b_zero = decode(self.b, self.b_type, "b")
+        a_sign, a_exp, a_sig, a_nan, a_inf, a_zero = decode(self.a, Value.cast(self.a_type), "a")
+        b_sign, b_exp, b_sig, b_nan, b_inf, b_zero = decode(self.b, Value.cast(self.b_type), "b")
         sign = Signal()
         m.d.comb += sign.eq(a_sign ^ b_sign)
 
@@ -145,12 +146,22 @@ class FloatMultiplier(wiring.Component):
         with m.Else():
             m.d.comb += magnitude.eq(tiny)
 
-        with m.If(a_nan | b_nan | (a_inf & b_zero) | (b_inf & a_zero)):
-            m.d.comb += self.product.eq(CANONICAL_NAN)
-        with m.Elif(a_inf | b_inf):
-            m.d.comb += self.product.eq(Cat(C(INF_MAGNITUDE, 31), sign))
-        with m.Elif(a_zero | b_zero):
-            m.d.comb += self.product.eq(Cat(C(0, 31), sign))
-        with m.Else():
-            m.d.comb += self.product.eq(Cat(magnitude, sign))
+        product_specials(m, self.product, sign, magnitude, (a_nan, a_inf, a_zero),
+                         (b_nan, b_inf, b_zero))
         return m
+
+
+def product_specials(m, product, sign, magnitude, a_flags, b_flags):
+    """Drive ``product`` (FP32 bits) of a multiplier: the canonical NaN for a NaN operand
+    or 0 x Inf, +-Inf for an Inf operand, a zero of the product's ``sign`` for a zero one,
+    else ``sign`` and ``magnitude``; ``a_flags``, ``b_flags`` are each operand's (NaN, Inf,
+    zero)."""
+    (a_nan, a_inf, a_zero), (b_nan, b_inf, b_zero) = a_flags, b_flags
+    with m.If(a_nan | b_nan | (a_inf & b_zero) | (b_inf & a_zero)):
+        m.d.comb += product.eq(CANONICAL_NAN)
+    with m.Elif(a_inf | b_inf):
+        m.d.comb += product.eq(Cat(C(INF_MAGNITUDE, 31), sign))
+    with m.Elif(a_zero | b_zero):
+        m.d.comb += product.eq(Cat(C(0, 31), sign))
+    with m.Else():
+        m.d.comb += product.eq(Cat(magnitude, sign))

@@ -10,6 +10,25 @@ CANONICAL_NAN = 0x7FC00000
 INF_MAGNITUDE = 0x7F800000
 
 
+def rounded_magnitude(m, sig, exp, round_up, ftz):
+    """Return the 31-bit magnitude (exponent and fraction) of a rounded FP32 result: the
+    24-bit significand ``sig`` (its top bit the hidden one; 0 there for a subnormal) and
+    biased exponent ``exp`` packed, plus ``round_up`` (so a carry out of the fraction moves
+    into the exponent: subnormal -> normal, max finite -> Inf); +Inf from exponent 255 up;
+    zero when ``ftz`` and the rounded result is subnormal (flush-to-zero tests the rounded
+    value, ``docs/numerics.md``)."""
+    packed = Signal(31)
+    m.d.comb += packed.eq(Cat(sig[0:23], Mux(sig[23], exp[0:8], 0)) + round_up)
+    magnitude = Signal(31)
+    with m.If(exp >= 255):
+        m.d.comb += magnitude.eq(INF_MAGNITUDE)
+    with m.Elif(ftz & (packed[23:31] == 0)):
+        m.d.comb += magnitude.eq(0)
+    with m.Else():
+        m.d.comb += magnitude.eq(packed)
+    return magnitude
+
+
 def leading_zeros(m, value, name):
     """Return a signal counting the leading zeros of ``value`` (``len(value)`` if zero).
 
@@ -132,16 +151,7 @@ class Fp32Adder(wiring.Component):
         sig = norm[3:27]
         round_up = Signal()
         m.d.comb += round_up.eq(norm[2] & (norm[1] | norm[0] | sig[0]))
-        packed = Signal(31)
-        m.d.comb += packed.eq(Cat(sig[0:23], Mux(sig[23], exp[0:8], 0)) + round_up)
-
-        magnitude = Signal(31)
-        with m.If(exp >= 255):
-            m.d.comb += magnitude.eq(INF_MAGNITUDE)
-        with m.Elif(self.ftz & (packed[23:31] == 0)):
-            m.d.comb += magnitude.eq(0)
-        with m.Else():
-            m.d.comb += magnitude.eq(packed)
+        magnitude = rounded_magnitude(m, sig, exp, round_up, self.ftz)
         sign = Signal()
         m.d.comb += sign.eq(Mux(subtract & (raw == 0), 0, l_sign))
 

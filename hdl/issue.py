@@ -1,6 +1,6 @@
 """The tile's issue logic: a matmul's moving beats, or a READ's beats, in command order."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import C, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -8,11 +8,15 @@ from .array import operand_lane_layout
 from .layouts import (
     OPERAND_WIDTH,
     SIZE_WIDTH,
+    WIDE_WIDTH,
     DType,
+    NarrowDType,
     Op,
     command_layout,
     is_narrow,
+    is_wide,
     moving_layout,
+    operand_types,
     tile_sizes,
     token_layout,
 )
@@ -22,9 +26,14 @@ from .skew import SkewBuffer
 #: The mode of the moving vector being issued (register ``in_mode``): what each row's lane
 #: takes into the skew, K, and the row tile's first row and rows (which rows take part).
 #: verif.mutant_rules reads K's bit position from it (K stays before the tile fields).
-MODE_LAYOUT = data.StructLayout({"sel": 1, "stype": DType, "mtype": DType, "double": 1,
-                                 "ftz": 1, "transpose": 1, "k": SIZE_WIDTH,
+MODE_LAYOUT = data.StructLayout({"sel": 1, "stype": NarrowDType, "mtype": NarrowDType,
+                                 "double": 1, "ftz": 1, "transpose": 1, "k": SIZE_WIDTH,
                                  "row0": SIZE_WIDTH, "trows": SIZE_WIDTH})
+#: :data:`MODE_LAYOUT` of 32-bit lanes: 4-bit type codes and the pass of the moving column.
+WIDE_MODE_LAYOUT = data.StructLayout({**dict(MODE_LAYOUT.members), "stype": DType,
+                                      "mtype": DType, "step": 2})
+#: Passes of one moving column (golden: ``timing.FP32_PASSES``, ``WIDE_TRANSPOSE_PASSES``).
+FP32_PASSES, WIDE_TRANSPOSE_PASSES = 4, 2
 
 
 class IssueLogic(wiring.Component):
@@ -49,9 +58,16 @@ class IssueLogic(wiring.Component):
     With the matmul's row tile (first row ``r0`` and ``R`` rows; 0 and ``rows`` for the whole
     array), row ``k`` is ``active`` when ``r0 <= k < r0 + min(K, R)`` (and, in transpose
     mode, its moving element is not +-0: bits [6:0] of an 8-bit type, [14:0] of a 16-bit
-    one), ``first`` when ``k == r0``, and ``hi`` (its bits [15:8] are element
-    ``k - r0 + R``) when double-row and ``K > k - r0 + R``; ``transpose`` travels with the
-    operand. The token also carries the column tile (``span``, ``part``).
+    one, [30:0] of a 32-bit one), ``first`` when ``k == r0``, and ``hi`` (its bits [15:8]
+    are element ``k - r0 + R``) when double-row and ``K > k - r0 + R``; ``transpose``
+    travels with the operand. The token also carries the column tile (``span``, ``part``).
+
+    With 32-bit lanes (``width`` 32, a tile with TF32 / FP32) a moving beat is issued in
+    several passes on consecutive enabled cycles (``step`` 0, 1, ... travels with it): four
+    for a matmul with an FP32 operand (``FP32_PASSES``, one per 12-bit partial product of
+    :class:`~.fp32_mul.Fp32Multiplier`), two for a transpose of TF32 / FP32 elements, one
+    otherwise. ``moving`` transfers on the first pass only; the token, the address, the
+    beat count and the buffer release follow the last pass.
 
     Parameters
     ----------
@@ -63,6 +79,8 @@ class IssueLogic(wiring.Component):
         PSUM entries per bank, >= 1 (the flat address's bank stride).
     psum_depth : int
         Flat PSUM addresses (banks x entries), >= 1 (the token's address range).
+    width : int
+        Bits of an operand lane: 16, or 32 on a tile with TF32 / FP32.
 
     Members
     -------
@@ -91,16 +109,18 @@ class IssueLogic(wiring.Component):
     component); they are not checked again here.
     """
 
-    def __init__(self, rows, *, psum_entries, psum_depth, cols=1):
+    def __init__(self, rows, *, psum_entries, psum_depth, cols=1, width=OPERAND_WIDTH):
         self._rows, self._cols = rows, cols
         self._entries, self._depth = psum_entries, psum_depth
+        self._width = width
+        lanes = data.ArrayLayout(operand_lane_layout(width), rows)
         super().__init__({
             "en": In(1),
             "head": In(stream.Signature(command_layout())),
-            "moving": In(stream.Signature(moving_layout(rows))),
+            "moving": In(stream.Signature(moving_layout(rows, width))),
             "buffers": Out(buffer_control_signature()),
-            "operands": Out(data.ArrayLayout(operand_lane_layout(), rows)),
-            "operands_next": Out(data.ArrayLayout(operand_lane_layout(), rows)),
+            "operands": Out(lanes),
+            "operands_next": Out(lanes),
             "token": Out(token_layout(psum_depth)),
             "running": Out(1),
             "read": Out(1),
@@ -108,8 +128,12 @@ class IssueLogic(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        rows, entries, depth = self._rows, self._entries, self._depth
-        m.submodules.skew = skew = SkewBuffer(operand_lane_layout(), range(rows))
+        rows, entries, depth, width = self._rows, self._entries, self._depth, self._width
+        wide = width == WIDE_WIDTH
+        mode_layout = WIDE_MODE_LAYOUT if wide else MODE_LAYOUT
+        mode_bits = ("sel", "stype", "mtype", "double", "ftz", "transpose") + (
+            ("step",) if wide else ())
+        m.submodules.skew = skew = SkewBuffer(operand_lane_layout(width), range(rows))
         m.d.comb += skew.en.eq(self.en)
 
         head = self.head.payload
@@ -124,20 +148,25 @@ class IssueLogic(wiring.Component):
         cur_addr = Signal(range(depth))
         cur_left = Signal(SIZE_WIDTH)   # beats left after the current one
         cur_k = Signal(SIZE_WIDTH)      # partition rows of the current matmul (0 for a READ)
+        # With 32-bit lanes: the pass of the current moving column (0 between columns).
+        step = Signal(2) if wide else C(0, 2)
         m.d.comb += [
             head_read.eq(head.op == Op.READ),
             can_start.eq(~running & self.head.valid),
             self.head.ready.eq(~running & self.en & (head_read | self.moving.valid)),
-            self.moving.ready.eq(self.en & Mux(running, ~cur_read, can_start & ~head_read)),
+            self.moving.ready.eq(self.en & Mux(running, ~cur_read & (step == 0),
+                                               can_start & ~head_read)),
         ]
         moving_beat = Signal()
         read_issue = Signal()
+        pass_issue = Signal()       # a later pass of the moving beat held in in_vector
         issue = Signal()
         start = Signal()
         m.d.comb += [
             moving_beat.eq(self.moving.valid & self.moving.ready),
             read_issue.eq(self.en & Mux(running, cur_read, can_start & head_read)),
-            issue.eq(moving_beat | read_issue),
+            pass_issue.eq(self.en & running & (step != 0)),
+            issue.eq(moving_beat | read_issue | pass_issue),
             start.eq(issue & ~running),     # the head's transfer
         ]
         beat = {name: Signal(name=f"beat_{name}") for name in (
@@ -172,8 +201,8 @@ class IssueLogic(wiring.Component):
             beat_k.eq(Mux(running, cur_k, Mux(head_read, 0, head.k))),
             beat["read"].eq(Mux(running, cur_read, head_read)),
             beat["sel"].eq(Mux(running, cur_sel, self.buffers.sel)),
-            beat["stype"].eq(Mux(running, cur_stype, head.dtype)),
-            beat["mtype"].eq(Mux(running, cur_mtype, head.moving_dtype)),
+            beat["stype"].eq(Mux(running, cur_stype, operand_types(head)[0])),
+            beat["mtype"].eq(Mux(running, cur_mtype, operand_types(head)[1])),
             beat["double"].eq(Mux(running, cur_double, head.double_row)),
             beat["ftz"].eq(Mux(running, cur_ftz, head.ftz)),
             beat["accumulate"].eq(Mux(running, cur_acc, head.accumulate)),
@@ -182,23 +211,39 @@ class IssueLogic(wiring.Component):
             beat_left.eq(Mux(running, cur_left, head.n - 1)),
             beat["last"].eq(beat_left == 0),
         ]
+        # The column's last pass (every issue on 16-bit lanes): it moves to the next column.
+        col_done = Signal()
+        if wide:
+            passes = Signal(3)
+            fp32 = (beat["stype"] == DType.FP32) | (beat["mtype"] == DType.FP32)
+            m.d.comb += [
+                passes.eq(Mux(beat["read"], 1, Mux(
+                    beat["transpose"], Mux(is_wide(beat["stype"]), WIDE_TRANSPOSE_PASSES, 1),
+                    Mux(fp32, FP32_PASSES, 1)))),
+                col_done.eq(step == passes - 1),
+            ]
+            with m.If(issue):
+                m.d.sync += step.eq(Mux(col_done, 0, step + 1))
+        else:
+            m.d.comb += col_done.eq(1)
         with m.If(issue):
             m.d.sync += [
-                running.eq(~beat["last"]),
+                running.eq(~(beat["last"] & col_done)),
                 cur_read.eq(beat["read"]), cur_sel.eq(beat["sel"]),
                 cur_stype.eq(beat["stype"]), cur_mtype.eq(beat["mtype"]),
                 cur_double.eq(beat["double"]), cur_ftz.eq(beat["ftz"]),
                 cur_acc.eq(beat["accumulate"]), cur_transpose.eq(beat["transpose"]),
-                cur_addr.eq(beat_addr + 1), cur_left.eq(beat_left - 1), cur_k.eq(beat_k),
+                cur_addr.eq(beat_addr + col_done), cur_left.eq(beat_left - col_done),
+                cur_k.eq(beat_k),
                 cur_row0.eq(beat_row0), cur_trows.eq(beat_trows),
                 cur_span.eq(beat_span), cur_part.eq(beat_part),
             ]
         # A buffer is free once its matmul has sent its last moving beat.
         m.d.comb += [
             self.buffers.start.eq(start & ~head_read),
-            self.buffers.release.eq(issue & beat["last"] & ~beat["read"]),
+            self.buffers.release.eq(issue & beat["last"] & col_done & ~beat["read"]),
             self.buffers.release_sel.eq(beat["sel"]),
-            self.token.valid.eq(issue),
+            self.token.valid.eq(issue & col_done),
             self.token.addr.eq(beat_addr),
             self.token.fp32.eq(beat["stype"] != DType.INT8),
             self.token.span.eq(beat_span),
@@ -210,19 +255,20 @@ class IssueLogic(wiring.Component):
         # The operand vector and its mode only change on a real beat, so bubbles do not
         # toggle the array (this also keeps event-driven simulators such as Icarus from
         # evaluating garbage).
-        in_vector = Signal(data.ArrayLayout(OPERAND_WIDTH, rows))
-        in_mode = Signal(MODE_LAYOUT)
+        in_vector = Signal(data.ArrayLayout(width, rows))
+        in_mode = Signal(mode_layout)
+        if wide:
+            beat["step"] = step
         with m.If(moving_beat):
             m.d.sync += in_vector.eq(self.moving.payload.data)
         with m.If(issue):
-            m.d.sync += [in_mode[name].eq(beat[name])
-                         for name in ("sel", "stype", "mtype", "double", "ftz", "transpose")]
+            m.d.sync += [in_mode[name].eq(beat[name]) for name in mode_bits]
             m.d.sync += in_mode.k.eq(beat_k)
             m.d.sync += [in_mode.row0.eq(beat_row0), in_mode.trows.eq(beat_trows)]
         # The skew's lane 0 is a wire: its next value is the lane made from the registers'
         # next values (they load on a beat and an issue, both only when enabled).
-        vector_next = Signal(data.ArrayLayout(OPERAND_WIDTH, 1))     # row 0 only
-        mode_next = Signal(MODE_LAYOUT)
+        vector_next = Signal(data.ArrayLayout(width, 1))     # row 0 only
+        mode_next = Signal(mode_layout)
         m.d.comb += [
             vector_next[0].eq(Mux(moving_beat, self.moving.payload.data[0], in_vector[0])),
             mode_next.k.eq(Mux(issue, beat_k, in_mode.k)),
@@ -230,7 +276,7 @@ class IssueLogic(wiring.Component):
             mode_next.trows.eq(Mux(issue, beat_trows, in_mode.trows)),
         ]
         m.d.comb += [mode_next[name].eq(Mux(issue, beat[name], in_mode[name]))
-                     for name in ("sel", "stype", "mtype", "double", "ftz", "transpose")]
+                     for name in mode_bits]
         m.d.comb += _lane(skew.i_next[0], 0, vector_next, mode_next,
                           _narrow(m, mode_next, "next_"),
                           _rows_taking_part(m, mode_next, "next_"), "next_")
@@ -273,8 +319,13 @@ def _lane(lane, k, vector, mode, narrow, ends, prefix=""):
     # column's selector, a 1 there; golden refuses any other value).
     picked = Signal(name=f"{prefix}picked_{k}")
     inside = Signal(name=f"{prefix}inside_{k}")
-    return [
-        picked.eq(Mux(narrow, vector[k][:7].any(), vector[k][:15].any())),
+    if len(vector[k]) > OPERAND_WIDTH:      # 32-bit lanes: TF32 / FP32 and the step
+        nonzero = Mux(is_wide(mode.mtype), vector[k][:31].any(), vector[k][:15].any())
+        extra = [lane.step.eq(mode.step)]
+    else:
+        nonzero, extra = vector[k][:15].any(), []
+    return extra + [
+        picked.eq(Mux(narrow, vector[k][:7].any(), nonzero)),
         inside.eq(mode.row0 <= k),
         lane.value.eq(vector[k]),
         lane.sel.eq(mode.sel),

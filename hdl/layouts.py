@@ -10,17 +10,21 @@ bank and offset, K, M, N), so data beats carry only data.
 
 Operand lanes are 16 raw bits: a BF16 or FP16 value's bit pattern, or an INT8 or FP8 value in
 bits [7:0] (bits [15:8] are ignored), or in FP8 double-row mode two FP8 values: partition
-row r's element k = r in bits [7:0] and k = r + rows in bits [15:8]. PSUM lanes are 32 raw
-bits: an INT32 (two's complement) or an FP32 bit pattern, by the data type of the matmul
-that wrote them, or a transposed element in bits [15:0] (8-bit types in bits [7:0]), the
-other bits zero.
+row r's element k = r in bits [7:0] and k = r + rows in bits [15:8]. A tile generated with
+TF32 / FP32 has 32-bit operand lanes: a TF32 or FP32 word, or any of the above in its low 16
+bits. PSUM lanes are 32 raw bits: an INT32 (two's complement) or an FP32 bit pattern, by the
+data type of the matmul that wrote them, or a transposed element in bits [15:0] (8-bit
+types in bits [7:0]; a 32-bit type's whole word), the other bits zero.
 """
 
-from amaranth.hdl import Cat, unsigned
+from amaranth.hdl import Cat, Value, unsigned
 from amaranth.lib import data, enum
 
-#: Width of one operand lane in bits (BF16, or INT8 in the low byte).
+#: Width of one operand lane in bits (BF16, or INT8 in the low byte) on a tile generated
+#: without the 32-bit types; with them (``TileConfig.wide``) lanes are :data:`WIDE_WIDTH`.
 OPERAND_WIDTH = 16
+#: Width of one operand lane of a tile generated with TF32 / FP32.
+WIDE_WIDTH = 32
 #: Width of one PSUM word in bits (INT32 or FP32).
 PSUM_WIDTH = 32
 #: PSUM banks per column (NeuronCore: 8 banks of 2 KiB per partition; NKI programming
@@ -34,9 +38,10 @@ BANK_WIDTH = 8
 SIZE_WIDTH = 16
 
 
-class DType(enum.Enum, shape=3):
-    """Data type of an operand: INT8 (with INT8 only, INT32 PSUM) or a float type (any pair,
-    FP32 PSUM). Codes equal ``systolica.golden.formats.FORMATS[...].code``."""
+class DType(enum.Enum, shape=4):
+    """Data type of an operand: INT8 (with INT8 only, INT32 PSUM), a float type of 8 or 16
+    bits (any pair, FP32 PSUM), or TF32 / FP32 (32-bit lanes, with each other only, FP32
+    PSUM). Codes equal ``systolica.golden.formats``' ``code`` of each format."""
 
     INT8 = 0
     BF16 = 1
@@ -45,6 +50,8 @@ class DType(enum.Enum, shape=3):
     E5M2 = 4
     E3M4 = 5
     E4M3FN = 6
+    TF32 = 7
+    FP32 = 8
 
 
 #: Operand types 8 bits wide, carried in bits [7:0] of a lane (the others are 16 bits;
@@ -52,10 +59,35 @@ class DType(enum.Enum, shape=3):
 NARROW_DTYPES = (DType.INT8, DType.E4M3, DType.E5M2, DType.E3M4, DType.E4M3FN)
 
 
+#: The 8- and 16-bit operand types' codes (:class:`DType`'s first seven) in 3 bits: the type
+#: codes of a tile with 16-bit lanes and of the 8/16-bit float multiplier, so those have the
+#: registers and the netlist they had before TF32 / FP32 existed. It is named ``DType`` (the
+#: netlist names an enum by its name): it is the 3-bit DType of before, and the name keeps the
+#: 8/16-bit multipliers' Verilog byte for byte what `make exhaustive` verified
+#: (``verif.exhaustive.netlist_hash``).
+NarrowDType = enum.Enum("DType", [(t.name, t.value) for t in DType if t.value < 7])
+
+
+def lane_dtype(width):
+    """Shape of the operand type codes that travel with a ``width``-bit moving lane: the
+    4-bit :class:`DType` with 32-bit lanes, else :class:`NarrowDType` (the command check
+    keeps TF32 / FP32 off such a tile)."""
+    return DType if width == WIDE_WIDTH else NarrowDType
+
+
+#: Operand types 32 bits wide (only on a tile generated with them: 32-bit lanes).
+WIDE_DTYPES = (DType.TF32, DType.FP32)
+
+
+def is_wide(dtype):
+    """A 1-bit value: 1 when ``dtype`` (a :class:`DType` code) is TF32 or FP32."""
+    return Cat(Value.cast(dtype) == t for t in WIDE_DTYPES).any()
+
+
 def is_narrow(dtype):
     """A 1-bit value: 1 when ``dtype`` (a :class:`DType`-shaped value) is one of
     :data:`NARROW_DTYPES`, whose operand sits in bits [7:0] of its 16-bit lane."""
-    return Cat(dtype == t for t in NARROW_DTYPES).any()
+    return Cat(Value.cast(dtype) == t for t in NARROW_DTYPES).any()
 
 
 class Op(enum.Enum, shape=1):
@@ -72,10 +104,10 @@ class ErrorCode(enum.Enum, shape=4):
     ``M_RANGE``: M = 0 or M > cols (matmul). ``N_RANGE``: N = 0 or offset + N > entries per
     bank (the region leaves its bank). ``DOUBLE_ROW_TYPE``: ``double_row`` set on a matmul
     whose operand types are not both E4M3 or E5M2. ``TYPE_NOT_BUILT``: an operand type (or
-    double-row) the tile was not generated for, a type code that is no :class:`DType`, or
-    INT8 paired with a float type. ``TRANSPOSE_DOUBLE_ROW``,
-    ``TRANSPOSE_ACCUMULATE``, ``TRANSPOSE_FTZ``: ``transpose`` set on a matmul together with
-    ``double_row``, ``accumulate`` or ``ftz``.
+    double-row) the tile was not generated for, a type code that is no :class:`DType`,
+    INT8 paired with a float type, or TF32 / FP32 paired with an 8- or 16-bit type.
+    ``TRANSPOSE_DOUBLE_ROW``, ``TRANSPOSE_ACCUMULATE``, ``TRANSPOSE_FTZ``: ``transpose`` set
+    on a matmul together with ``double_row``, ``accumulate`` or ``ftz``.
     """
 
     NONE = 0
@@ -95,29 +127,32 @@ class ErrorCode(enum.Enum, shape=4):
     TILE_DOUBLE_ROW = 14
 
 
-def stationary_layout(cols):
+def stationary_layout(cols, width=OPERAND_WIDTH):
     """Layout of one LoadStationary beat: one partition row of the stationary matrix.
 
-    Beat ``k`` of a load carries ``stationary[k, :]`` (``cols`` 16-bit operand lanes) in the
+    Beat ``k`` of a load carries ``stationary[k, :]`` (``cols`` operand lanes of ``width``
+    bits: 16, or 32 on a tile with TF32 / FP32) in the
     data type of the matmul that will use it. A load is ``K`` beats (``K`` from the command);
     lanes ``>= M`` are ignored (loaded as zeros), and partition rows ``>= K`` are marked
     inactive and pass partial sums through unchanged.
 
     """
     return data.StructLayout({
-        "data": data.ArrayLayout(unsigned(OPERAND_WIDTH), cols),
+        "data": data.ArrayLayout(unsigned(width), cols),
     })
 
 
-def moving_layout(rows):
+def moving_layout(rows, width=OPERAND_WIDTH):
     """Layout of one MultiplyMoving beat: one unskewed K-vector of the moving matrix.
 
-    Beat ``n`` of a matmul carries ``moving[:, n]`` (``rows`` 16-bit operand lanes, lanes
-    ``>= K`` padded with zeros). A matmul is ``N`` beats (``N`` from the command).
+    Beat ``n`` of a matmul carries ``moving[:, n]`` (``rows`` operand lanes of ``width``
+    bits, lanes ``>= K`` padded with zeros). A matmul is ``N`` beats (``N`` from the
+    command); the tile spends several cycles on one beat of a matmul with an FP32 operand
+    (``docs/numerics.md``, FP32 passes).
 
     """
     return data.StructLayout({
-        "data": data.ArrayLayout(unsigned(OPERAND_WIDTH), rows),
+        "data": data.ArrayLayout(unsigned(width), rows),
     })
 
 
@@ -139,8 +174,11 @@ def result_layout(cols):
 def command_layout():
     """Layout of one command beat (the same for every tile size).
 
-    Fields: ``op`` (:class:`Op`), ``dtype`` and ``moving_dtype`` (:class:`DType` of the
-    stationary and of the moving operand), ``double_row`` (FP8 double-row: K up to
+    Fields: ``op`` (:class:`Op`), ``dtype`` and ``moving_dtype`` (bits [2:0] of the
+    :class:`DType` code of the stationary and of the moving operand; bit 3 of each is
+    ``dtype_hi`` / ``moving_dtype_hi`` at the end of the word, so that TF32 = 7 and
+    FP32 = 8 left every published position where it was: :func:`operand_types`),
+    ``double_row`` (FP8 double-row: K up to
     2 x rows, ``min(K, rows)`` stationary beats), ``ftz`` (flush subnormal inputs, products
     and sums to zero; float only), ``accumulate`` (add into PSUM instead of
     overwriting it), ``transpose`` (transpose mode: each moving column selects one partition
@@ -149,13 +187,13 @@ def command_layout():
     in the bank), ``k``, ``m``, ``n`` (``SIZE_WIDTH`` bits each: partition rows of the
     stationary, its free size, moving beats), then the tile (NKI's ``tile_position`` /
     ``tile_size``): ``tiled`` (0: the whole array, the other tile fields ignored),
-    ``tile_row``, ``tile_col``, ``tile_rows``, ``tile_cols`` (``SIZE_WIDTH`` bits each). A
-    READ uses ``bank``, ``offset`` and ``n`` only.
+    ``tile_row``, ``tile_col``, ``tile_rows``, ``tile_cols`` (``SIZE_WIDTH`` bits each), then
+    ``dtype_hi`` and ``moving_dtype_hi``. A READ uses ``bank``, ``offset`` and ``n`` only.
     """
     return data.StructLayout({
         "op": Op,
-        "dtype": DType,
-        "moving_dtype": DType,
+        "dtype": unsigned(3),
+        "moving_dtype": unsigned(3),
         "double_row": 1,
         "ftz": 1,
         "accumulate": 1,
@@ -170,7 +208,16 @@ def command_layout():
         "tile_col": unsigned(SIZE_WIDTH),
         "tile_rows": unsigned(SIZE_WIDTH),
         "tile_cols": unsigned(SIZE_WIDTH),
+        "dtype_hi": 1,      # the type codes' bit 3 (TF32 / FP32 came after the tile fields)
+        "moving_dtype_hi": 1,
     })
+
+
+def operand_types(command):
+    """The 4-bit :class:`DType` codes ``(stationary, moving)`` of a :func:`command_layout`
+    view (Values: each field's bits [2:0] with its ``_hi`` bit)."""
+    return (Cat(command.dtype, command.dtype_hi),
+            Cat(command.moving_dtype, command.moving_dtype_hi))
 
 
 def status_layout():

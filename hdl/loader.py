@@ -45,7 +45,8 @@ class StationaryLoader(wiring.Component):
 
     Each beat is registered once (lanes outside ``request.col .. request.col + M - 1``
     zeroed, and bits [15:8] of every
-    lane when ``request.narrow``: an 8-bit type outside double-row mode) and enters a
+    lane when ``request.narrow``: an 8-bit type outside double-row mode; with 32-bit lanes,
+    bits [31:16] unless ``request.wide``) and enters a
     column-skewed lane per column: the write reaches column ``c`` of the array ``1 + c``
     enabled cycles after its beat, like the moving data, so it only overwrites PEs that the
     previous matmul's last beat has passed. Everything but the buffer state and the row count
@@ -55,18 +56,20 @@ class StationaryLoader(wiring.Component):
     ----------
     rows, cols : int
         The tile's partition rows and columns, >= 1.
+    width : int
+        Bits of an operand lane: 16, or 32 on a tile with TF32 / FP32.
 
     Members
     -------
     en : In(1)
         The tile's pipeline advance.
-    stationary : In(stream.Signature(stationary_layout(cols)))
+    stationary : In(stream.Signature(stationary_layout(cols, width)))
         LoadStationary beats from the tile's ``stationary`` stream.
     request : In(:func:`~.command_queue.load_request_signature`)
         The load the command queue waits for (and ``done`` back to it).
     buffers : In(:func:`buffer_control_signature`)
         Matmul starts and buffer releases from the issue logic (and ``sel`` back to it).
-    load : Out(ArrayLayout(load_lane_layout(rows), cols))
+    load : Out(ArrayLayout(load_lane_layout(rows, width), cols))
         The array's skewed stationary write lanes.
     load_buf : Out(1)
         The buffer the next load writes (registered; observation).
@@ -84,14 +87,14 @@ class StationaryLoader(wiring.Component):
     component); they are not checked again here.
     """
 
-    def __init__(self, rows, cols):
-        self._rows, self._cols = rows, cols
+    def __init__(self, rows, cols, width=OPERAND_WIDTH):
+        self._rows, self._cols, self._width = rows, cols, width
         super().__init__({
             "en": In(1),
-            "stationary": In(stream.Signature(stationary_layout(cols))),
+            "stationary": In(stream.Signature(stationary_layout(cols, width))),
             "request": In(load_request_signature()),
             "buffers": In(buffer_control_signature()),
-            "load": Out(data.ArrayLayout(load_lane_layout(rows), cols)),
+            "load": Out(data.ArrayLayout(load_lane_layout(rows, width), cols)),
             "load_buf": Out(1),
             "load_row": Out(range(rows)),
             "full": Out(2),
@@ -101,7 +104,8 @@ class StationaryLoader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         rows, cols = self._rows, self._cols
-        m.submodules.load_skew = load_skew = SkewBuffer(load_lane_layout(rows), range(cols))
+        lane = load_lane_layout(rows, self._width)
+        m.submodules.load_skew = load_skew = SkewBuffer(lane, range(cols))
         m.d.comb += load_skew.en.eq(self.en)
 
         load_buf = self.load_buf         # buffer the next LoadStationary writes
@@ -144,8 +148,8 @@ class StationaryLoader(wiring.Component):
 
         # The load enters a column-skewed lane per column, one register behind the stream
         # like the moving operands, and writes PE[row][c] as it passes column c.
-        load_in = Signal(load_lane_layout(rows))
-        load_values = Signal(data.ArrayLayout(OPERAND_WIDTH, cols))
+        load_in = Signal(lane)
+        load_values = Signal(data.ArrayLayout(self._width, cols))
         with m.If(self.en):
             m.d.sync += load_in.valid.eq(load_beat)
         col_end = Signal(SIZE_WIDTH + 1)    # lanes col .. col_end - 1 are the stationary's
@@ -156,7 +160,8 @@ class StationaryLoader(wiring.Component):
                 value = self.stationary.payload.data[c]
                 m.d.sync += load_values[c].eq(Mux(
                     (col_end > c) & (self.request.col <= c),
-                    Mux(self.request.narrow, value[:8], value), 0))
+                    Mux(self.request.narrow, value[:8],
+                        Mux(self.request.wide, value, value[:OPERAND_WIDTH])), 0))
         for c in range(cols):
             m.d.comb += [
                 load_skew.i[c].valid.eq(load_in.valid),

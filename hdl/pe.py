@@ -1,46 +1,51 @@
 """The processing element (PE) of the weight-stationary array: INT8 and float datapaths."""
 
-from amaranth.hdl import Module, Mux, Signal, signed
+from amaranth.hdl import Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .float_mul import DOUBLE_ROW_DTYPES, FLOAT_FIELDS, FloatMultiplier
 from .fp32_add import Fp32Adder
-from .layouts import NARROW_DTYPES, OPERAND_WIDTH, PSUM_WIDTH, DType
-
-#: Port signature of :class:`ProcessingElement` (also the port list of its Verilog module).
-PE_SIGNATURE = wiring.Signature({
-    "en": In(1),
-    "load_en": In(1),
-    "load_buf": In(1),
-    "load_data": In(OPERAND_WIDTH),
-    "chain_start": In(1),
-    "moving_in": In(OPERAND_WIDTH),
-    "sel_in": In(1),
-    "active_in": In(1),
-    "hi_in": In(1),
-    "stype_in": In(DType),
-    "mtype_in": In(DType),
-    "ftz_in": In(1),
-    "transpose_in": In(1),
-    "first_in": In(1),
-    "psum_in": In(PSUM_WIDTH),
-    "moving_out": Out(OPERAND_WIDTH),
-    "sel_out": Out(1),
-    "active_out": Out(1),
-    "hi_out": Out(1),
-    "stype_out": Out(DType),
-    "mtype_out": Out(DType),
-    "ftz_out": Out(1),
-    "transpose_out": Out(1),
-    "first_out": Out(1),
-    "psum_out": Out(PSUM_WIDTH),
-    "psum_next": Out(PSUM_WIDTH),
-})
+from .fp32_mul import Fp32Multiplier
+from .layouts import (
+    NARROW_DTYPES,
+    OPERAND_WIDTH,
+    PSUM_WIDTH,
+    WIDE_WIDTH,
+    DType,
+    is_wide,
+    lane_dtype,
+)
 
 #: The mode bits that travel with a moving operand from PE to PE (``<name>_in`` ->
-#: ``<name>_out``), in the order of the array's operand lane layout.
+#: ``<name>_out``), in the order of the array's operand lane layout (16-bit lanes).
 TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz", "transpose", "first")
+_SHAPES = {"sel": 1, "active": 1, "hi": 1, "ftz": 1, "transpose": 1, "first": 1, "step": 2}
+
+
+def travelling(width=OPERAND_WIDTH):
+    """The mode bits that travel with a moving operand of a ``width``-bit lane (tuple of str):
+    :data:`TRAVELLING`, and ``step`` with 32-bit lanes (which pass of its moving column)."""
+    return TRAVELLING + (("step",) if width == WIDE_WIDTH else ())
+
+
+def pe_signature(width=OPERAND_WIDTH):
+    """Port signature of a :class:`ProcessingElement` with ``width``-bit operand lanes (also
+    the port list of its Verilog module; wiring.Signature)."""
+    bits = travelling(width)
+    shapes = {**_SHAPES, "stype": lane_dtype(width), "mtype": lane_dtype(width)}
+    return wiring.Signature({
+        "en": In(1), "load_en": In(1), "load_buf": In(1), "load_data": In(width),
+        "chain_start": In(1), "moving_in": In(width),
+        **{f"{name}_in": In(shapes[name]) for name in bits},
+        "psum_in": In(PSUM_WIDTH), "moving_out": Out(width),
+        **{f"{name}_out": Out(shapes[name]) for name in bits},
+        "psum_out": Out(PSUM_WIDTH), "psum_next": Out(PSUM_WIDTH),
+    })
+
+
+#: Port signature of a :class:`ProcessingElement` with 16-bit lanes.
+PE_SIGNATURE = pe_signature()
 
 
 class ProcessingElement(wiring.Component):
@@ -63,6 +68,7 @@ class ProcessingElement(wiring.Component):
         psum_out   <- s + p1 if hi_in else s                 (active_in)
         psum_out   <- w, zero-extended                       (active_in and transpose_in)
         psum_out   <- psum_in                                (row inactive: pass-through)
+        psum_out   <- psum_in                  (wide: an FP32 product's steps 0-2, see below)
         moving_out and the mode bits <- the same inputs
 
     INT8 (``stype_in = INT8``): operands are bits [7:0], the product is exact and the sum
@@ -75,7 +81,9 @@ class ProcessingElement(wiring.Component):
     the rows above pass down. In transpose mode (``transpose_in``) nothing is multiplied or added:
     the one active row of a column (the issue logic activates the row its moving column
     selects) puts its stationary bits on the chain, and every other row passes them down, so
-    NaN payloads, Inf, -0 and subnormals arrive unchanged. When ``en`` is low the datapath
+    NaN payloads, Inf, -0 and subnormals arrive unchanged. TF32 / FP32 (``wide``): ``p0``
+    is the :class:`~.fp32_mul.Fp32Multiplier`'s product, formed over the passes of one
+    moving column and complete on its last. When ``en`` is low the datapath
     registers hold; a load into stationary register ``load_buf`` happens whenever
     ``load_en`` is high.
 
@@ -92,20 +100,26 @@ class ProcessingElement(wiring.Component):
         Build the INT8 datapath (default). ``False`` leaves a float-only PE (an INT8
         operand then goes through the float datapath: the tile's command check keeps such
         matmuls out, :class:`~.command_queue.CommandQueue`).
+    wide : bool
+        Build the TF32 / FP32 datapath (default ``False``): 32-bit operand lanes and
+        stationary registers, the ``step`` mode bits, and a :class:`~.fp32_mul.Fp32Multiplier`
+        whose product of a matmul with an FP32 operand is complete at step 3 (four passes of
+        the same moving column; steps 0-2 pass ``psum_in`` down unchanged), of TF32 x TF32
+        at step 0. The 8/16-bit types then use bits [15:0] of each lane.
 
     Members
     -------
     en : In(1)
         Pipeline advance (clock enable of the datapath registers).
-    load_en, load_buf, load_data : In(1), In(1), In(16)
+    load_en, load_buf, load_data : In(1), In(1), In(16) (In(32) with ``wide``)
         Write ``load_data`` into stationary register ``load_buf``.
     chain_start : In(1)
         This PE is in partition row 0: its sum starts with its own product.
-    moving_in, sel_in : In(16), In(1)
+    moving_in, sel_in : In(16) (In(32) with ``wide``), In(1)
         Moving operand from the left neighbour (or the skew buffer) and its buffer select.
     active_in, hi_in : In(1)
         The operand's partition row is inside K; its second (double-row) element is.
-    stype_in, mtype_in : In(DType)
+    stype_in, mtype_in : In(NarrowDType), or In(DType) with ``wide``
         Data types of the stationary and of the moving operand.
     ftz_in : In(1)
         The matmul flushes subnormals.
@@ -114,12 +128,17 @@ class ProcessingElement(wiring.Component):
         (as ``chain_start``).
     transpose_in : In(1)
         Transpose mode: an active row outputs ``w`` (bits unchanged, upper 16 bits zero;
-        a PE without 16-bit types passes bits [7:0], the loader's zeroes above them).
+        a PE without 16-bit types passes bits [7:0], the loader's zeroes above them; with
+        ``wide`` all 32 bits, the loader zeroing those above an 8/16-bit type's).
     psum_in : In(32)
         Partial sum from the PE above (INT32 or FP32 bits).
     moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, transpose_out,
     first_out, psum_out : Out
         Registered operand, its mode bits, and the partial sum.
+    step_in, step_out : In(2), Out(2)
+        With ``wide`` only: the pass of the operand's moving column (0-3; the issue logic
+        sends a column four times for a matmul with an FP32 operand, twice for a 32-bit
+        transpose).
     psum_next : Out(32)
         The value ``psum_out`` takes at the next advance (combinational from the inputs): a
         sub-array's bottom row hands it to the sub-array below, which keeps its own copy of
@@ -132,17 +151,20 @@ class ProcessingElement(wiring.Component):
         asked for without e4m3 and e5m2, or the PE would have no datapath.
     """
 
-    def __init__(self, *, float_dtypes=tuple(FLOAT_FIELDS), double_row=True, int8=True):
+    def __init__(self, *, float_dtypes=tuple(FLOAT_FIELDS), double_row=True, int8=True,
+                 wide=False):
         self._float_dtypes = tuple(float_dtypes)
         self._double_row = bool(double_row)
         self._int8 = bool(int8)
-        if not (self._int8 or self._float_dtypes):
-            raise ValueError("a PE needs int8 or at least one float type")
+        self._wide = bool(wide)
+        if not (self._int8 or self._float_dtypes or self._wide):
+            raise ValueError("a PE needs int8, wide or at least one float type")
         if any(t not in FLOAT_FIELDS for t in self._float_dtypes):
             raise ValueError(f"float_dtypes must be float DTypes, not {float_dtypes!r}")
         if self._double_row and not set(DOUBLE_ROW_DTYPES) <= set(self._float_dtypes):
             raise ValueError("double_row needs E4M3 and E5M2 among float_dtypes")
-        super().__init__(PE_SIGNATURE)
+        self._width = WIDE_WIDTH if self._wide else OPERAND_WIDTH
+        super().__init__(pe_signature(self._width))
 
     @property
     def float_dtypes(self):
@@ -155,6 +177,11 @@ class ProcessingElement(wiring.Component):
         return self._int8
 
     @property
+    def has_wide(self):
+        """Whether the TF32 / FP32 datapath (32-bit lanes) is built (bool, read-only)."""
+        return self._wide
+
+    @property
     def has_double_row(self):
         """Whether the FP8 double-row datapath is built (bool, read-only)."""
         return self._double_row
@@ -162,17 +189,20 @@ class ProcessingElement(wiring.Component):
     def elaborate(self, platform):
         m = Module()
 
-        weight_0 = Signal(OPERAND_WIDTH)
-        weight_1 = Signal(OPERAND_WIDTH)
+        width = self._width
+        weight_0 = Signal(width)
+        weight_1 = Signal(width)
         with m.If(self.load_en):
             with m.If(self.load_buf):
                 m.d.sync += weight_1.eq(self.load_data)
             with m.Else():
                 m.d.sync += weight_0.eq(self.load_data)
 
-        weight = Signal(OPERAND_WIDTH)     # a probe (tile.PE_PROBES): keep its name
+        weight = Signal(width)     # a probe (tile.PE_PROBES): keep its name
         m.d.comb += weight.eq(Mux(self.sel_in, weight_1, weight_0))
 
+        # The operand types as codes (3 bits on 16-bit lanes, 4 with TF32 / FP32)
+        stype, mtype = Value.cast(self.stype_in), Value.cast(self.mtype_in)
         products, totals = {}, {}     # by datapath: "int" and "float"
         if self._int8:
             int_product = Signal(signed(PSUM_WIDTH))
@@ -184,24 +214,43 @@ class ProcessingElement(wiring.Component):
             products["int"], totals["int"] = int_product.as_unsigned(), int_sum
         if self._float_dtypes:
             m.submodules.multiplier = multiplier = FloatMultiplier(self._float_dtypes)
-            m.submodules.adder = adder = Fp32Adder()
             m.d.comb += [
-                multiplier.a.eq(self.moving_in),
-                multiplier.a_type.eq(self.mtype_in),
-                multiplier.b.eq(weight),
-                multiplier.b_type.eq(self.stype_in),
+                multiplier.a.eq(self.moving_in[:OPERAND_WIDTH]),
+                multiplier.a_type.eq(mtype[:3]),
+                multiplier.b.eq(weight[:OPERAND_WIDTH]),
+                multiplier.b_type.eq(stype[:3]),
                 multiplier.ftz.eq(self.ftz_in),
-                adder.a.eq(self.psum_in),
-                adder.b.eq(multiplier.product),
-                adder.ftz.eq(self.ftz_in),
             ]
-            products["float"], totals["float"] = multiplier.product, adder.sum
+        if self._float_dtypes or self._wide:
+            m.submodules.adder = adder = Fp32Adder()
+            float_product = Signal(PSUM_WIDTH)
+            m.d.comb += [adder.a.eq(self.psum_in), adder.b.eq(float_product),
+                         adder.ftz.eq(self.ftz_in)]
+            products["float"], totals["float"] = float_product, adder.sum
+        if self._wide:
+            m.submodules.multiplier_fp32 = wide_mul = Fp32Multiplier()
+            m.d.comb += [
+                wide_mul.en.eq(self.en),
+                wide_mul.a.eq(self.moving_in),
+                wide_mul.a_type.eq(mtype),
+                wide_mul.b.eq(weight),
+                wide_mul.b_type.eq(stype),
+                wide_mul.ftz.eq(self.ftz_in),
+                wide_mul.step.eq(self.step_in),
+            ]
+        if self._float_dtypes and self._wide:
+            m.d.comb += float_product.eq(Mux(is_wide(stype), wide_mul.product,
+                                             multiplier.product))
+        elif self._float_dtypes:
+            m.d.comb += float_product.eq(multiplier.product)
+        elif self._wide:
+            m.d.comb += float_product.eq(wide_mul.product)
         product = Signal(PSUM_WIDTH)
         total = Signal(PSUM_WIDTH)
         if len(products) == 2:
             is_float = Signal()
             m.d.comb += [
-                is_float.eq(self.stype_in != DType.INT8),
+                is_float.eq(stype != DType.INT8),
                 product.eq(Mux(is_float, products["float"], products["int"])),
                 total.eq(Mux(is_float, totals["float"], totals["int"])),
             ]
@@ -217,9 +266,9 @@ class ProcessingElement(wiring.Component):
             result = Signal(PSUM_WIDTH)
             m.d.comb += [
                 multiplier_hi.a.eq(self.moving_in[8:16]),
-                multiplier_hi.a_type.eq(self.mtype_in),
+                multiplier_hi.a_type.eq(mtype[:3]),
                 multiplier_hi.b.eq(weight[8:16]),
-                multiplier_hi.b_type.eq(self.stype_in),
+                multiplier_hi.b_type.eq(stype[:3]),
                 multiplier_hi.ftz.eq(self.ftz_in),
                 adder_hi.a.eq(first),
                 adder_hi.b.eq(multiplier_hi.product),
@@ -230,13 +279,21 @@ class ProcessingElement(wiring.Component):
         with m.If(self.en):
             m.d.sync += [self.moving_out.eq(self.moving_in)]
             m.d.sync += [getattr(self, f"{name}_out").eq(getattr(self, f"{name}_in"))
-                         for name in TRAVELLING]
+                         for name in travelling(width)]
             m.d.sync += self.psum_out.eq(self.psum_next)
-        narrow = set(self._float_dtypes) <= set(NARROW_DTYPES)  # 8-bit types pass 8 bits
+        # 8-bit types pass 8 bits
+        narrow = not self._wide and set(self._float_dtypes) <= set(NARROW_DTYPES)
+        waiting = 0     # a step of an FP32 product before its last: the chain passes
+        if self._wide:
+            waiting = Signal()
+            m.d.comb += waiting.eq(((stype == DType.FP32) | (mtype == DType.FP32))
+                                   & (self.step_in != 3))
         with m.If(~self.active_in):
             m.d.comb += self.psum_next.eq(self.psum_in)
         with m.Elif(self.transpose_in):
             m.d.comb += self.psum_next.eq(weight[:8] if narrow else weight)
+        with m.Elif(waiting):
+            m.d.comb += self.psum_next.eq(self.psum_in)
         with m.Else():
             m.d.comb += self.psum_next.eq(result)
         return m

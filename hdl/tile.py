@@ -23,7 +23,7 @@ from .layouts import (
     token_layout,
 )
 from .loader import StationaryLoader
-from .pe import PE_SIGNATURE, ProcessingElement
+from .pe import ProcessingElement, pe_signature
 from .result import ResultPath
 
 __all__ = ["COMMAND_QUEUE_DEPTH", "PE_PROBES", "PROBES", "Probe", "Tile", "pe_probes",
@@ -100,7 +100,7 @@ class Probe:
 #: Per-PE signals waveforms show, for arrays built of Amaranth PEs or of PE instances
 #: (:class:`~.array.SystolicArray` names PE ``(k, c)`` ``pe_<k>_<c>``):
 #: ``{key: (signal in the PE, meaning)}``. ``weight`` is the PE's named internal signal
-#: (``weight[sel_in]``); the others are ports of :data:`~.pe.PE_SIGNATURE`.
+#: (``weight[sel_in]``); the others are ports of :func:`~.pe.pe_signature`.
 PE_PROBES = {
     "weight": ("weight", "the stationary value the current operand multiplies"),
     "operand": ("moving_in", "the moving operand"),
@@ -108,11 +108,11 @@ PE_PROBES = {
 }
 
 
-def pe_probes(k, c):
-    """The :data:`PE_PROBES` of PE ``(k, c)`` of a tile's array (dict of str to
-    :class:`Probe`; instance ``array.pe_<k>_<c>``)."""
-    shapes = {"weight": OPERAND_WIDTH, **{name: member.shape
-                                          for name, member in PE_SIGNATURE.members.items()}}
+def pe_probes(k, c, width=OPERAND_WIDTH):
+    """The :data:`PE_PROBES` of PE ``(k, c)`` of a tile's array with ``width``-bit operand
+    lanes (dict of str to :class:`Probe`; instance ``array.pe_<k>_<c>``)."""
+    shapes = {"weight": width, **{name: member.shape
+                                  for name, member in pe_signature(width).members.items()}}
     return {key: Probe(key, f"array.pe_{k}_{c}", (signal,), shapes[signal], doc)
             for key, (signal, doc) in PE_PROBES.items()}
 
@@ -131,10 +131,12 @@ def config_dtypes(config):
 def pe_for(config):
     """The :class:`~.pe.ProcessingElement` generated for ``config``'s type set: the INT8
     datapath if ``int8`` is in it, a float multiplier for its float types, and the FP8
-    double-row datapath with ``fp8-double-row``."""
+    double-row datapath with ``fp8-double-row``, the TF32 / FP32 datapath (32-bit lanes)
+    with ``fp32``."""
     dtypes = config_dtypes(_check_config(config))
     return ProcessingElement(float_dtypes=tuple(t for t in dtypes if t in FLOAT_FIELDS),
-                             double_row=config.double_row, int8=DType.INT8 in dtypes)
+                             double_row=config.double_row, int8=DType.INT8 in dtypes,
+                             wide=config.wide)
 
 
 def _component_makers(config):
@@ -148,8 +150,9 @@ def _component_makers(config):
                                       psum_entries=entries, depth=config.queue_depth,
                                       dtypes=config_dtypes(config),
                                       double_row=config.double_row),
-        "loader": lambda: StationaryLoader(rows, cols),
-        "issue": lambda: IssueLogic(rows, psum_entries=entries, psum_depth=depth, cols=cols),
+        "loader": lambda: StationaryLoader(rows, cols, config.operand_width),
+        "issue": lambda: IssueLogic(rows, psum_entries=entries, psum_depth=depth, cols=cols,
+                                    width=config.operand_width),
         "result": lambda: ResultPath(cols, rows + cols, psum_depth=depth),
     }
 
@@ -257,8 +260,8 @@ class Tile(wiring.Component):
     Members
     -------
     command : In(stream.Signature(command_layout()))
-    stationary : In(stream.Signature(stationary_layout(cols)))
-    moving : In(stream.Signature(moving_layout(rows)))
+    stationary : In(stream.Signature(stationary_layout(cols, config.operand_width)))
+    moving : In(stream.Signature(moving_layout(rows, config.operand_width)))
     result : Out(stream.Signature(result_layout(cols)))
     status : Out(status_layout())
         Driven by ``queue``: rejected-command count and the latest
@@ -278,7 +281,8 @@ class Tile(wiring.Component):
         rows, cols = config.rows, config.cols
         # Built here so that a bad grid option is refused by the constructor.
         self._array = SystolicArray(rows, cols, pe_module=pe_module, block=block,
-                                    block_module=block_module, pe=lambda: pe_for(config))
+                                    block_module=block_module, pe=lambda: pe_for(config),
+                                    width=config.operand_width)
         self._components = _components(config)
         self._component_modules = dict(component_modules or {})
         unknown = set(self._component_modules) - set(self._components)
@@ -287,8 +291,8 @@ class Tile(wiring.Component):
                              f"are {', '.join(self._components)}")
         super().__init__({
             "command": In(stream.Signature(command_layout())),
-            "stationary": In(stream.Signature(stationary_layout(cols))),
-            "moving": In(stream.Signature(moving_layout(rows))),
+            "stationary": In(stream.Signature(stationary_layout(cols, config.operand_width))),
+            "moving": In(stream.Signature(moving_layout(rows, config.operand_width))),
             "result": Out(stream.Signature(result_layout(cols))),
             "status": Out(status_layout()),
         })

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from amaranth.lib import enum
 
-from systolica.hdl.layouts import command_layout, status_layout
+from systolica.hdl.layouts import DType, command_layout, status_layout
 
 #: The checkout's ``docs/rules.md`` (the file is not installed with the package).
 RULES_DOC = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
@@ -32,8 +32,13 @@ END = "<!-- END generated -->"
 #: Meaning of each field of the command and status words (the layouts name no meanings).
 FIELD_MEANINGS = {
     "op": "opcode",
-    "dtype": "stationary operand type",
-    "moving_dtype": "moving operand type",
+    "dtype": "stationary operand type: bits [2:0] of its `DType` code (" + ", ".join(
+        f"{t.name} = {t.value}" for t in DType) + "), bit 3 in dtype_hi",
+    "moving_dtype": "moving operand type: bits [2:0] of its `DType` code, bit 3 in "
+                    "moving_dtype_hi",
+    "dtype_hi": "bit 3 of the stationary operand's `DType` code (1: FP32; after the tile "
+                "fields, so the published positions stay)",
+    "moving_dtype_hi": "bit 3 of the moving operand's `DType` code",
     "double_row": "FP8 double-row matmul: K up to 2 x rows, min(K, rows) stationary beats",
     "ftz": "flush subnormal inputs, products and sums to signed zero (float matmuls)",
     "accumulate": "add into the PSUM region instead of overwriting it (matmul)",

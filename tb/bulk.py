@@ -23,7 +23,7 @@ from systolica.hdl.layouts import (
     stationary_layout,
 )
 
-from .model import TileModel
+from .model import TileModel, lane_width
 from .packing import LayoutPacker
 from .scoreboard import Scoreboard
 
@@ -46,9 +46,10 @@ def harness_depth(beats):
     return max(MIN_DEPTH, 1 << math.ceil(math.log2(max(1, beats))))
 
 
-def resident_depth(rows, cols, command_width):
+def resident_depth(rows, cols, command_width, lane_width=16):
     """The largest power-of-two memory depth whose harness memories fit in
-    :data:`RESIDENT_BYTES` for a ``rows x cols`` tile (int, at least :data:`MIN_DEPTH`).
+    :data:`RESIDENT_BYTES` for a ``rows x cols`` tile with ``lane_width``-bit operand lanes
+    (int, at least :data:`MIN_DEPTH`).
 
     Per beat the harness holds a command, a stationary row, a moving vector and a result,
     each rounded up to 32-bit words as Verilator stores them, plus three 32-bit stamps.
@@ -56,7 +57,7 @@ def resident_depth(rows, cols, command_width):
     def words(bits):
         return (bits + 31) // 32
 
-    per_beat = 4 * (words(command_width) + words(16 * cols) + words(16 * rows)
+    per_beat = 4 * (words(command_width) + words(lane_width * cols) + words(lane_width * rows)
                     + words(32 * cols + 1) + 3)
     return max(MIN_DEPTH, 1 << int(math.log2(RESIDENT_BYTES // per_beat)))
 
@@ -85,17 +86,18 @@ class BulkProgram:
     def __init__(self, config, log=None, noise=None):
         self.rows, self.cols = rows, cols = config.rows, config.cols
         self._noise = noise
+        self.width = width = lane_width(config.dtypes)
         self.scoreboard = Scoreboard(log=log)
         self.model = TileModel(rows, cols, self.scoreboard, config.psum_banks,
                                config.psum_entries, dtypes=config.dtypes,
                                double_row=config.double_row)
         self._packers = {"commands": LayoutPacker(command_layout()),
-                         "stationary": LayoutPacker(stationary_layout(cols)),
-                         "moving": LayoutPacker(moving_layout(rows)),
+                         "stationary": LayoutPacker(stationary_layout(cols, width)),
+                         "moving": LayoutPacker(moving_layout(rows, width)),
                          "results": LayoutPacker(result_layout(cols))}
         self._commands = []              # command beats (dicts of ints)
-        self._stationary = []            # uint16 [K, cols] per matmul
-        self._moving = []                # uint16 [N, rows] per matmul
+        self._stationary = []            # uint16 (uint32: 32-bit lanes) [K, cols] per matmul
+        self._moving = []                # uint16 (uint32: 32-bit lanes) [N, rows] per matmul
         self.stationary_count = self.moving_count = 0
         #: Status the harness reported: (rejected count, last error code), after check().
         self.status = None
@@ -143,7 +145,7 @@ class BulkProgram:
 
     def _scribble(self, command, s_bits, m_bits):
         """Random bits where the tile must ignore them (see ``noise``)."""
-        from systolica.golden.formats import FORMATS
+        from systolica.golden.formats import format_of
 
         rng = self._noise
         s_bits, m_bits = s_bits.copy(), m_bits.copy()
@@ -151,13 +153,13 @@ class BulkProgram:
         rows = command.tile_size[0] if command.tile_size else self.rows
         outside = np.ones(self.cols, bool)
         outside[col:col + command.m] = False
-        s_bits[:, outside] = rng.integers(0, 1 << 16, size=s_bits[:, outside].shape)
+        s_bits[:, outside] = rng.integers(0, 1 << self.width, size=s_bits[:, outside].shape)
         if not command.double_row:      # there the high byte holds partition row r + rows
             lanes = ((s_bits[:, col:col + command.m], command.dtype),
                      (m_bits[:, row:row + min(command.k, rows)], command.mtype))
             for bits, name in lanes:
-                if FORMATS[name].width == 8:
-                    bits |= (rng.integers(0, 256, size=bits.shape) << 8).astype(np.uint16)
+                if format_of(name).width == 8:
+                    bits |= (rng.integers(0, 256, size=bits.shape) << 8).astype(bits.dtype)
         return s_bits, m_bits
 
     def commit_staged(self):

@@ -122,7 +122,8 @@ def harness_depth_for(program, simulator):
 
     depth = program.depth
     if simulator == "verilator":
-        depth = max(depth, resident_depth(program.rows, program.cols, command_layout().size))
+        depth = max(depth, resident_depth(program.rows, program.cols, command_layout().size,
+                                          program.width))
     return depth
 
 

@@ -16,7 +16,8 @@ module systolica_harness #(
     parameter integer ROWS = 8,
     parameter integer COLS = 8,
     parameter integer DEPTH = 4096,
-    parameter integer CW = 77           // command_layout().size
+    parameter integer CW = 77,          // command_layout().size
+    parameter integer LW = 16           // operand lane width (32 with TF32 / FP32)
 ) (
     input  wire clk,
     input  wire rst,
@@ -30,8 +31,8 @@ module systolica_harness #(
     output wire [15:0] rejected,
     output wire [3:0]  error
 );
-    localparam integer SW = COLS * 16;
-    localparam integer MW = ROWS * 16;
+    localparam integer SW = COLS * LW;
+    localparam integer MW = ROWS * LW;
     localparam integer RW = COLS * 32 + 1;
 
     reg [CW-1:0] c_mem [0:DEPTH-1];

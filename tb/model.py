@@ -76,15 +76,22 @@ def transposed_words(stationary, moving):
     is_transpose=True)``'s elements zero-extended, as the tile stores them."""
     k, m = stationary.shape
     out = nc_matmul(stationary, moving, rows=max(k, m), is_transpose=True)
-    return out.view(np.uint16).astype(np.uint32)
+    return out.view(f"u{out.dtype.itemsize}").astype(np.uint32)
+
+
+def lane_width(dtypes):
+    """Bits of an operand lane of a tile generated for the operand types ``dtypes`` (golden
+    short names; int): 32 when TF32 or FP32 is among them (the ``fp32`` type set), else 16
+    (``systolica.hdl.config.TileConfig.operand_width``, the same rule)."""
+    return 32 if {"tf32", "fp32"} & set(dtypes) else 16
 
 
 def operand_bits(array):
-    """Raw 16-bit lane values of an operand array (uint16 ndarray): 16-bit types' bit
-    patterns, 8-bit types' (INT8, FP8) in bits [7:0]."""
+    """Raw lane values of an operand array: 16-bit types' bit patterns and 8-bit types'
+    (INT8, FP8) in bits [7:0] (uint16 ndarray), TF32 / FP32 words (uint32 ndarray)."""
     if array.dtype.itemsize == 1:
         return array.view(np.uint8).astype(np.uint16)
-    return array.view(np.uint16)
+    return array.view(f"u{array.dtype.itemsize}")
 
 
 def lane_bits(array, rows, double_row):
@@ -101,9 +108,10 @@ def lane_bits(array, rows, double_row):
 
 def command_beat(command):
     """The command stream beat (dict for ``command_layout()``) of a :class:`Command`."""
+    stype, mtype = DType[command.dtype.upper()].value, DType[command.mtype.upper()].value
     return {"op": Op.READ if command.op == "read" else Op.MATMUL,
-            "dtype": DType[command.dtype.upper()],
-            "moving_dtype": DType[command.mtype.upper()],
+            "dtype": stype & 7, "dtype_hi": stype >> 3,
+            "moving_dtype": mtype & 7, "moving_dtype_hi": mtype >> 3,
             "double_row": int(command.double_row),
             "ftz": int(command.ftz), "accumulate": int(command.accumulate),
             "transpose": int(command.is_transpose),
@@ -170,6 +178,12 @@ class TileModel:
         #: Result beats the commands so far expect (int).
         self.result_count = 0
         self._matmul_count = 0
+
+    @property
+    def lane_dtype(self):
+        """numpy dtype of the operand lanes: uint32 on a tile with TF32 / FP32 (32-bit
+        lanes), else uint16."""
+        return np.dtype(f"u{lane_width(self.dtypes) // 8}")
 
     @property
     def matmuls(self):
@@ -269,11 +283,11 @@ class TileModel:
         """``(command_beat, stationary_bits, moving_bits)`` of a prepared matmul, as
         :meth:`submit` returns them (nothing is modelled)."""
         command, tile = item["command"], item["tile"]
-        m_bits = np.zeros((command.n, self.rows), np.uint16)
+        m_bits = np.zeros((command.n, self.rows), self.lane_dtype)
         moving_lanes = lane_bits(item["moving"], tile.rows, command.double_row)
         m_bits[:, tile.row:tile.row + len(moving_lanes)] = moving_lanes.T
-        return (command_beat(command), lane_bits(item["padded"], tile.rows, command.double_row),
-                m_bits)
+        s_bits = lane_bits(item["padded"], tile.rows, command.double_row)
+        return command_beat(command), s_bits.astype(self.lane_dtype), m_bits
 
     def _accumulated(self, prepared, columns):
         """What each prepared matmul leaves in its PSUM region (``[cols, N]`` per matmul,
@@ -546,7 +560,8 @@ class TileModel:
         """The PSUM the RTL produced for ``record``: [M, N] (matmul) or [cols, N] (READ),
         int32 (INT8) or float32 (a float type; a READ uses the dtype of its first entry's
         writer); a transpose's [M, N] in its PSUM element type
-        (``OperandFormat.transpose_dtype``, the low 16 bits of each word), and a READ of
+        (``OperandFormat.transpose_dtype``, the low 16 bits of each word, a 32-bit type's
+        whole word), and a READ of
         transposed entries the uint32 words."""
         lanes = self._lanes(record)
         bits = np.asarray(record.results, dtype=np.uint32).reshape(
@@ -554,5 +569,6 @@ class TileModel:
         if record.psum_dtype == TRANSPOSED:
             if record.op == "read":
                 return bits
-            return bits.astype(np.uint16).view(format_of(record.dtype).transpose_dtype)
+            element = format_of(record.dtype).transpose_dtype
+            return bits.astype(f"u{element.itemsize}").view(element)
         return bits.view(np.int32 if record.psum_dtype == "int8" else np.float32)

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from systolica.golden import FORMATS
+from systolica.golden.command import DTYPES
 
 #: Data types the scoreboard counts MACs for (names used in reports): the stationary
 #: operand's type of each matmul.
-DTYPE_NAMES = tuple(FORMATS)
+DTYPE_NAMES = tuple(DTYPES)
 #: ``dtype`` of the PSUM words a transpose writes (raw bits, no value to show).
 TRANSPOSED = "transposed"
 

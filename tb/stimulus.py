@@ -1,4 +1,4 @@
-"""Stimulus classes for the tile: random INT8 and BF16 matrices, specials, directed values."""
+"""Stimulus for the tile: random INT8, BF16 and FP32 matrices, specials, directed values."""
 
 import ml_dtypes
 import numpy as np
@@ -33,6 +33,24 @@ def special_grids(width, rows, cols):
     p = len(specials)
     return [[[specials[(k + m + shift) % p] for m in range(cols)] for k in range(rows)]
             for shift in range(p)]
+
+
+def fp32_words(rng, shape, dtype="fp32", specials=0.25):
+    """Random FP32 words for TF32 / FP32 matmuls, viewed as ``dtype`` (``"fp32"``: float32,
+    ``"tf32"``: ``golden.TFLOAT32``): exponents near 1.0 (products and sums in range), near
+    0 (subnormal operands and products) and near 64 (products at the FP32 subnormal
+    boundary), about ``specials`` of them replaced by :data:`SPECIAL_PATTERNS` ``[32]`` or
+    the pair whose product is the tie that rounds up to 2^-126 (0x207FFFFF, 0x1F800000)."""
+    from systolica.golden import TFLOAT32
+
+    exponent = rng.choice(np.stack([rng.integers(110, 145, shape), rng.integers(0, 20, shape),
+                                    rng.integers(60, 70, shape)]), axis=0)
+    bits = ((rng.integers(0, 2, shape) << 31) | (exponent.astype(np.int64) << 23)
+            | rng.integers(0, 1 << 23, shape)).astype(np.uint32)
+    special = rng.random(shape) < specials
+    pool = np.array(SPECIAL_PATTERNS[32] + [0x207FFFFF, 0x1F800000], np.uint32)
+    bits[special] = rng.choice(pool, size=int(special.sum()))
+    return bits.view(TFLOAT32 if dtype == "tf32" else np.float32)
 
 
 def from_bits(bits):

@@ -19,7 +19,7 @@ from systolica.hdl.layouts import (
 )
 
 from . import protocol
-from .model import TileModel
+from .model import TileModel, lane_width
 from .packing import LayoutPacker
 from .scoreboard import Scoreboard
 from .streams import StreamDriver, StreamMonitor
@@ -85,9 +85,10 @@ class TileTB:
         self.scoreboard = Scoreboard(log=self.log)
         self.command = StreamDriver(dut, "command", command_layout(),
                                     random.Random(rng.random()), idle)
-        self.stationary = StreamDriver(dut, "stationary", stationary_layout(self.cols),
+        width = lane_width(config["dtypes"])
+        self.stationary = StreamDriver(dut, "stationary", stationary_layout(self.cols, width),
                                        random.Random(rng.random()), idle)
-        self.moving = StreamDriver(dut, "moving", moving_layout(self.rows),
+        self.moving = StreamDriver(dut, "moving", moving_layout(self.rows, width),
                                    random.Random(rng.random()), idle)
         self.result = StreamMonitor(dut, "result", result_layout(self.cols),
                                     random.Random(rng.random()), backpressure, self._on_result)
@@ -96,7 +97,8 @@ class TileTB:
                                  **{key: config[key] for key in (
                                      "banks", "entries", "dtypes", "double_row")})
         self._packers = {name: LayoutPacker(layout) for name, layout in (
-            ("stationary", stationary_layout(self.cols)), ("moving", moving_layout(self.rows)),
+            ("stationary", stationary_layout(self.cols, width)),
+            ("moving", moving_layout(self.rows, width)),
             ("result", result_layout(self.cols)))}
         self._idle, self._backpressure = idle, backpressure
         #: Operands of each accepted matmul by record index, kept only for the coverage dump

@@ -360,7 +360,7 @@ _HI_WHY = ("multiplier_hi's product reaches an output only on double-row beats (
            "`with m.Elif(~is_read & command.double_row & ~fp8_pair):`: both types E4M3 (3) "
            "or E5M2 (4); issue.py `hi_end.eq(Mux(mode.double & over, mode.row0 + "
            "mode.k - mode.trows, 0))`, `lane.hi.eq(inside & (hi_end > k))`), "
-           "whose type codes travel with the operand (pe.py `for name in TRAVELLING]`)")
+           "whose type codes travel with the operand (pe.py `for name in travelling(width)]`)")
 #: Wire values known by argument (see each ``why``).
 VALUE_RANGES = (
     ValueRange(_FP32_ADDERS, "diff", values=tuple(range(255)), view=lambda d: min(d, 31),
@@ -371,7 +371,7 @@ VALUE_RANGES = (
                    "s_exp lies in 0..254 (the $sub's bits 8 and up are 0), and its only "
                    "reader is fp32_add.py `shift.eq(Mux(diff > 31, 31, diff))`"),
     ValueRange(("multiplier_hi",), "exp", values=tuple(range(93, 161)),
-               why=_HI_WHY + "; its magnitude (float_mul.py `self.product.eq(Cat(magnitude, "
+               why=_HI_WHY + "; its magnitude (float_mul.py `product.eq(Cat(magnitude, "
                    "sign))`) only when both operands decode (FloatMultiplier's decode) as "
                    "non-zero finite e4m3 / e5m2 (any other type decodes as zero): "
                    "exponents -6..8 and -14..16, so exp (float_mul.py `exp.eq(a_exp + b_exp "

@@ -238,7 +238,8 @@ def _check_built(command, config):
         mode = " double-row" if command.double_row else ""
         raise ValueError(f"the tile was generated for types {config.types_name}, not for a"
                          f"{mode} {command.dtype} x {command.mtype} matmul; allowed: a "
-                         f"TileConfig whose types include it (types='all' has every one)")
+                         f"TileConfig whose types include it (types='all' has every 8/16-bit "
+                         f"one, 'all+fp32' every one)")
 
 
 def _job_list(jobs):

@@ -363,7 +363,7 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
         sources.append(HARNESS)
         toplevel = HARNESS_TOPLEVEL
         parameters = {"ROWS": config.rows, "COLS": config.cols, "DEPTH": harness_depth,
-                      "CW": command_layout().size}
+                      "CW": command_layout().size, "LW": config.operand_width}
     args = (list(verilator_args()) + list(extra_args)) if simulator == "verilator" else []
     if simulator == "verilator":
         from cocotb_tools.runner import VerilatorControlFile

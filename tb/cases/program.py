@@ -11,7 +11,7 @@ import time
 
 import cocotb
 
-from systolica.golden import FORMATS
+from systolica.golden import format_of
 
 from .. import protocol
 from ..tile_tb import TileTB
@@ -30,7 +30,7 @@ async def run_program(dut):
         if "read" in c:
             records.append(tb.read(n=c["read"], **region))
         else:
-            operands = (c[role].view(FORMATS[c[f"{role}_type"]].dtype)
+            operands = (c[role].view(format_of(c[f"{role}_type"]).dtype)
                         for role in ("stationary", "moving"))
             records.append(tb.submit(*operands, accumulate=c["accumulate"], ftz=c["ftz"],
                                      perf_mode=c["perf_mode"],

@@ -48,7 +48,8 @@ def test_double_row_types():
     assert [d.name.lower() for d in command_queue.DOUBLE_ROW_DTYPES] == list(
         formats.DOUBLE_ROW_TYPES)
     assert {d.name: d.value for d in layouts.DType} == {
-        name.upper(): fmt.code for name, fmt in formats.FORMATS.items()}
+        name.upper(): fmt.code for name, fmt in {**formats.FORMATS,
+                                                 **formats.WIDE_FORMATS}.items()}
 
 
 def test_narrow_dtypes_are_the_8_bit_types():

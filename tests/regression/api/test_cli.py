@@ -46,7 +46,8 @@ def test_cli_fp8_double_row_run():
     (["--n", "600"], "--n must be at most the PSUM bank size 512, not 600"),
     (["--rows", "0"], "systolica sim: error: rows must be a positive integer, not 0"),
     (["--types", "int8+e4m3"], "unknown type set 'e4m3'; allowed: int8, bf16, fp16, fp8, "
-                               "fp8-double-row, all (joined with '+' or ',') (--types or TYPES)"),
+                               "fp8-double-row, fp32, all (joined with '+' or ',') "
+                               "(--types or TYPES)"),
     (["--seed", "-1"], "argument --seed: must be an integer >= 0"),
     (["--sim", "xsim"], "invalid choice: 'xsim'"),
     (["--idle", "1.5"], "--idle must be a probability in [0, 1), not 1.5"),

@@ -6,7 +6,7 @@ from systolica.cli.cells import VARIANTS, cell_stats, main
 
 def test_each_datapath_costs_more_cells():
     assert VARIANTS == ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8",
-                        "int8+bf16+fp8-double-row", "all")
+                        "int8+bf16+fp8-double-row", "all", "fp32", "all+fp32")
     stats = dict(zip(VARIANTS, (cell_stats(types) for types in VARIANTS), strict=True))
     int8_total, int8_kinds = stats["int8"]
     assert int8_total == sum(int8_kinds.values())
@@ -16,11 +16,15 @@ def test_each_datapath_costs_more_cells():
     flops = {types: sum(v for k, v in kinds.items() if "DFF" in k)
              for types, (_, kinds) in stats.items()}
     assert flops["int8"] == 2 * 8 + 16 + 12 + 32
-    assert set(list(flops.values())[1:]) == {2 * 16 + 16 + 12 + 32}
+    assert set(list(flops.values())[1:6]) == {2 * 16 + 16 + 12 + 32}
+    # TF32 / FP32: 32-bit weights and moving lane, 4-bit types and the 2-bit pass (step) in
+    # the mode, and the 48-bit partial-product sum of the FP32 multiplier
+    assert flops["fp32"] == flops["all+fp32"] == 2 * 32 + 32 + 16 + 32 + 48
     total = {types: count for types, (count, _) in stats.items()}
     assert total["bf16"] > 2 * total["int8"]
     assert total["bf16"] < total["int8+bf16"] < total["int8+bf16+fp16+fp8"] < total["all"]
     assert total["int8+bf16"] < total["int8+bf16+fp8-double-row"] < total["all"]
+    assert total["bf16"] < total["fp32"] < total["all"] < total["all+fp32"]
 
 
 def test_cells_report_prints_every_variant(capsys):

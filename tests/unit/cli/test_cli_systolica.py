@@ -51,9 +51,9 @@ def test_every_subcommand_has_help_and_json(name, capsys):
      "systolica sim: error: rows must be a positive integer, not 0"),
     (["regress", "--rows", "x"], "systolica regress: error: rows must be a positive integer, "
                                  "not 'x'"),
-    (["sim", "--workload", "random", "--types", "fp32"],
-     "systolica sim: error: unknown type set 'fp32'; allowed: int8, bf16, fp16, fp8, "
-     "fp8-double-row, all (joined with '+' or ',') (--types or TYPES)"),
+    (["sim", "--workload", "random", "--types", "fp64"],
+     "systolica sim: error: unknown type set 'fp64'; allowed: int8, bf16, fp16, fp8, "
+     "fp8-double-row, fp32, all (joined with '+' or ',') (--types or TYPES)"),
     (["bench", "--n", "0"], "systolica bench: error: argument --n: must be a positive integer"),
     (["bench", "--sim", "questa", "--main-job", "no", "--throughput-tile", "none"],
      "systolica bench: error: unknown simulator 'questa' in --sims; choose from icarus, "
@@ -84,7 +84,7 @@ def test_every_subcommand_has_help_and_json(name, capsys):
                                     "not ''"),
     (["fuzz", "--types", "int8//all"], "systolica fuzz: error: types must be type sets "
                                        "separated by '/', none of them empty, not 'int8//all'"),
-    (["fuzz", "--types", "int8/fp32"], "systolica fuzz: error: unknown type set 'fp32'"),
+    (["fuzz", "--types", "int8/fp64"], "systolica fuzz: error: unknown type set 'fp64'"),
     (["exhaustive", "--adder-pairs", "0"], "systolica exhaustive: error: argument "
                                            "--adder-pairs: must be a positive integer"),
     # From the new-user trial: a score over 100 %, a missing dumps folder, a GEMM size

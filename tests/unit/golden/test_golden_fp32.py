@@ -16,6 +16,8 @@ from systolica.golden import (
     TFLOAT32,
     Command,
     as_tfloat32,
+    command_error,
+    command_schedule,
     nc_matmul,
     nc_matmul_batch,
 )
@@ -186,8 +188,32 @@ def test_double_row_refuses_fp32():
                   perf_mode="double_row")
 
 
-def test_the_command_word_does_not_take_32_bit_types_yet():
-    with pytest.raises(ValueError, match="dtype 'fp32' is not in the tile's command word yet"):
-        Command("matmul", dtype="fp32")
-    with pytest.raises(ValueError, match="moving_dtype 'tf32' is not in the tile's command"):
+def test_the_command_word_takes_32_bit_types_only_with_each_other():
+    assert Command("matmul", dtype="fp32", moving_dtype="tf32").mtype == "tf32"
+    with pytest.raises(TypeError, match="tfloat32 and float32 pair only with"):
         Command("matmul", dtype="bf16", moving_dtype="tf32")
+
+
+def test_a_tile_without_the_32_bit_types_rejects_them():
+    command = Command("matmul", k=2, m=2, n=2, dtype="tf32")
+    narrow = ("int8", "bf16", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn")
+    assert command_error(command, rows=4, cols=4, dtypes=narrow) == "TYPE_NOT_BUILT"
+    assert command_error(command, rows=4, cols=4, dtypes=("tf32", "fp32")) is None
+
+
+@pytest.mark.parametrize(("dtype", "mtype", "transpose", "passes"), [
+    ("fp32", "fp32", False, 4), ("tf32", "fp32", False, 4), ("tf32", "tf32", False, 1),
+    ("fp32", "fp32", True, 2), ("bf16", "bf16", False, 1)])
+def test_the_cycle_model_spends_passes_on_each_moving_column(dtype, mtype, transpose, passes):
+    # Back-to-back: the second matmul's beats follow the first's last pass; a moving beat
+    # is taken on its first pass and its result leaves latency cycles after its last.
+    rows = cols = 4
+    command = Command("matmul", k=2, m=2, n=3, dtype=dtype, moving_dtype=mtype,
+                      is_transpose=transpose)
+    first, second = command_schedule(rows, cols, [command, command])
+    start = first.issues[0]
+    assert first.issues == tuple(start + passes * j for j in range(3))
+    assert first.results == tuple(t + passes - 1 + rows + cols for t in first.issues)
+    assert second.issues[0] == start + 3 * passes
+    stepped = command_schedule(rows, cols, [command, command], result_ready=lambda c: True)
+    assert stepped == [first, second]

@@ -180,7 +180,7 @@ def test_a_type_the_tile_was_not_generated_for_is_rejected(command, dtypes, doub
     ({"n": 1 << 16}, "n must be an integer in 0..65535"),
     ({"bank": 256}, r"bank must be an integer in 0..255 \(8-bit field\)"),
     ({"dtype": "fp8"}, "dtype must be one of int8, bf16, fp16, e4m3, e5m2, e3m4, e4m3fn, "
-                       "not 'fp8'"),
+                       "tf32, fp32, not 'fp8'"),
     ({"dtype": "bf16", "moving_dtype": "int8"}, "int8 pairs only with int8"),
     ({"ftz": 1}, "ftz must be a bool, not int"),
 ])

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from systolica.golden import nc_matmul
-from systolica.hdl import DType, SystolicArray
+from systolica.hdl import SystolicArray
+from systolica.hdl.layouts import NarrowDType
 from systolica.hdl.streams import simulate
 
 
@@ -60,7 +61,7 @@ def test_sim_weight_stationary_matmul(rows, cols, block, k, dtype):
         stationary[:, 0] = -abs(stationary[:, 0])
         moving[:, 0] = 0
     s_bits, m_bits = _bits(stationary), _bits(moving)
-    code = DType[dtype.upper()]
+    code = NarrowDType[dtype.upper()].value     # 16-bit lanes carry 3-bit type codes
     dut = SystolicArray(rows, cols, block=block)
     start = k                 # cycle row 0's first moving operand enters
     seen = {}

@@ -28,11 +28,11 @@ from systolica.hdl.tile import pe_for
     ({"psum_entries": 1 << 16}, "psum_entries must be an integer in 1..65535, not 65536"),
     ({"queue_depth": 0}, "queue_depth must be a positive integer, not 0"),
     ({"types": "int4"}, "unknown type set 'int4'; allowed: int8, bf16, fp16, fp8, "
-                        "fp8-double-row, all (joined with '+' or ',')"),
+                        "fp8-double-row, fp32, all (joined with '+' or ',')"),
     ({"types": ""}, "types must name at least one type set (int8, bf16, fp16, fp8, "
-                    "fp8-double-row, all), not ''"),
+                    "fp8-double-row, fp32, all), not ''"),
     ({"types": 3}, "types must be type-set names (int8, bf16, fp16, fp8, fp8-double-row, "
-                   "all), not 3"),
+                   "fp32, all), not 3"),
 ])
 def test_bad_configuration_is_one_line(kwargs, message):
     args = {"rows": 4, "cols": 4, **kwargs}
@@ -45,7 +45,9 @@ def test_frozen_and_normalised():
     assert config.types == ("int8", "bf16") and config == TileConfig(4, 2, ["bf16", "int8"])
     with pytest.raises(AttributeError):
         config.rows = 8
-    assert TileConfig(1, 1).types == tuple(TYPE_SETS) == parse_types("all")
+    # "all" is every set but fp32, which widens every operand lane
+    assert TileConfig(1, 1).types == tuple(TYPE_SETS)[:-1] == parse_types("all")
+    assert "fp32" not in parse_types("all") and TYPE_SETS["fp32"] == ("tf32", "fp32")
     assert parse_types("fp8-double-row") == ("fp8", "fp8-double-row")
 
 
@@ -56,10 +58,15 @@ def test_frozen_and_normalised():
     ("int8+bf16+fp8-double-row", ("int8", "bf16", "e4m3", "e5m2", "e3m4", "e4m3fn"), True,
      "int8+bf16+fp8-double-row"),
     ("all", ("int8", "bf16", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn"), True, "all"),
+    ("fp32", ("tf32", "fp32"), False, "fp32"),
+    ("all+fp32", ("int8", "bf16", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn", "tf32", "fp32"),
+     True, "all+fp32"),
+    ("int8+fp32", ("int8", "tf32", "fp32"), False, "int8+fp32"),
 ])
 def test_type_sets(types, dtypes, double_row, name):
     config = TileConfig(8, 8, types)
     assert (config.dtypes, config.double_row, config.types_name) == (dtypes, double_row, name)
+    assert config.operand_width == (32 if "fp32" in dtypes else 16)
     assert config.label == f"8x8-{name}"
 
 
@@ -67,9 +74,10 @@ def test_for_dtypes_takes_the_smallest_set():
     assert TileConfig.for_dtypes(2, 2, ["bf16"]).types == ("bf16",)
     assert TileConfig.for_dtypes(2, 2, ["e4m3", "int8"], double_row=True).types == (
         "int8", "fp8", "fp8-double-row")
-    with pytest.raises(ValueError, match="^the RTL tile has no datapath for operand type 'fp32' "
-                       r"\(the golden model may take it\); allowed on the tile: int8, "):
-        TileConfig.for_dtypes(2, 2, ["fp32"])
+    assert TileConfig.for_dtypes(2, 2, ["tf32"]).types == ("fp32",)
+    with pytest.raises(ValueError, match="^the RTL tile has no datapath for operand type 'fp64'; "
+                       "allowed on the tile: int8, "):
+        TileConfig.for_dtypes(2, 2, ["fp64"])
 
 
 def test_label_shows_the_geometry_when_not_the_default():

@@ -8,7 +8,8 @@ operand lanes (row ``k`` of a beat ``1 + k`` cycles after it, ``active`` for ``k
 from amaranth.hdl import Shape
 
 from systolica.golden import Command
-from systolica.hdl import DType, IssueLogic, command_layout, moving_layout
+from systolica.hdl import IssueLogic, command_layout, moving_layout
+from systolica.hdl.layouts import NarrowDType
 from systolica.hdl.streams import simulate, stream_source
 from systolica.tb.model import command_beat
 
@@ -115,6 +116,7 @@ def test_sim_issues_every_beat_in_order_with_its_token_and_lanes():
         double = c.perf_mode == "double_row"
         for k in range(ROWS):
             lane = (data[k], sels[w[0]], int(c.k > k), int(double and c.k > k + ROWS),
-                    DType[c.dtype.upper()], DType[c.mtype.upper()], int(c.ftz))
+                    NarrowDType[c.dtype.upper()].value, NarrowDType[c.mtype.upper()].value,
+                    int(c.ftz))
             got = record[t + 1 + k][2][k]
             assert got == lane, (t, k, got, lane)

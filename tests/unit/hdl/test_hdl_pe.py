@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from systolica.hdl import FLOAT_FIELDS, DType, ProcessingElement, streams
+from systolica.hdl.layouts import NarrowDType
 
 MASK32 = 0xFFFFFFFF
 
@@ -74,7 +75,8 @@ def test_int8_mac_uses_selected_weight_and_wraps():
         await ctx.tick()
         assert ctx.get(dut.psum_out) == (-5 + 7 * -128) & MASK32
         assert ctx.get(dut.sel_out) == 1
-        assert (ctx.get(dut.active_out), ctx.get(dut.stype_out)) == (1, DType.INT8)
+        # 16-bit lanes carry the type as a 3-bit code (layouts.lane_dtype)
+        assert (ctx.get(dut.active_out), ctx.get(dut.stype_out)) == (1, NarrowDType.INT8.value)
     simulate(bench)
 
 
@@ -90,7 +92,8 @@ def test_chain_start_takes_the_product_alone():
         ctx.set(dut.psum_in, 0)           # +0 would turn the -0 product into +0
         await ctx.tick()
         assert ctx.get(dut.psum_out) == 0x80000000   # -0 stays -0
-        assert ctx.get(dut.stype_out) == DType.BF16   # the mode travels with the operand
+        # the mode travels with the operand
+        assert ctx.get(dut.stype_out) == NarrowDType.BF16.value
     simulate(bench)
 
 
@@ -136,8 +139,8 @@ def test_transpose_passes_the_weight_bits_and_nothing_else(kwargs, kept, stype):
     async def bench(ctx, dut):
         ctx.set(dut.en, 1)
         ctx.set(dut.transpose_in, 1)
-        ctx.set(dut.stype_in, stype)
-        ctx.set(dut.mtype_in, DType.E4M3)
+        ctx.set(dut.stype_in, NarrowDType[stype.name].value)
+        ctx.set(dut.mtype_in, NarrowDType.E4M3.value)
         for weight in (0x7F81, 0xFFC5, 0x8000, 0x0001, 0xFF80):
             await load(ctx, dut, 0, weight)
             for start, moving, psum in ((1, 0x38, 0x12345678), (0, 0x7F, 0xDEADBEEF)):

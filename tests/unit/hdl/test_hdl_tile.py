@@ -278,7 +278,8 @@ def test_default_psum_geometry_is_the_neuroncore_one():
     # is_transpose, the tile fields its tile_position and tile_size.
     tile_fields = {"tiled", "tile_row", "tile_col", "tile_rows", "tile_cols"}
     assert set(Command.__dataclass_fields__) >= (set(command_layout().members)
-                                                 - {"double_row", "transpose"} - tile_fields
+                                                 - {"double_row", "transpose", "dtype_hi",
+                                                    "moving_dtype_hi"} - tile_fields
                                                  | {"perf_mode", "is_transpose",
                                                     "tile_position", "tile_size"})
     assert [e.name for e in ErrorCode if e.name != "NONE"] == [

@@ -28,11 +28,15 @@ def every_tile(rows, cols):
             yield (r, c), (rs, cs)
 
 
-def run(rows, cols, matmuls, reads=()):
+def run(rows, cols, matmuls, reads=(), types="all"):
     """Model ``matmuls`` (dicts of :meth:`TileModel.submit` arguments) and then ``reads``
     (dicts of :meth:`TileModel.read` arguments) on a TileModel, run their beats through a
-    Tile in amaranth.sim, and check every result word and every stamp."""
-    model = TileModel(rows, cols, Scoreboard(), banks=BANKS, entries=ENTRIES)
+    Tile of the type set ``types`` in amaranth.sim, and check every result word and every
+    stamp."""
+    config = TileConfig(rows, cols, types, psum_banks=BANKS, psum_entries=ENTRIES)
+    width = config.operand_width
+    model = TileModel(rows, cols, Scoreboard(), banks=BANKS, entries=ENTRIES,
+                      dtypes=config.dtypes, double_row=config.double_row)
     commands, s_beats, m_beats = [], [], []
     for args in matmuls:
         record, beat, s_bits, m_bits = model.submit(**args)
@@ -41,16 +45,16 @@ def run(rows, cols, matmuls, reads=()):
         m_beats += [{"data": [int(v) for v in row]} for row in m_bits]
     for args in reads:
         commands.append(model.read(**args)[1])
-    dut = Tile(TileConfig(rows, cols, psum_banks=BANKS, psum_entries=ENTRIES))
+    dut = Tile(config)
     stamps = {"command": [], "stationary": [], "moving": [], "result": []}
     beats = []
     expected = sum(r.n for r in model.records)
     sources = [
         stream_source(dut.command, [command_layout().const(c) for c in commands],
                       cycles=stamps["command"]),
-        stream_source(dut.stationary, [stationary_layout(cols).const(b) for b in s_beats],
+        stream_source(dut.stationary, [stationary_layout(cols, width).const(b) for b in s_beats],
                       cycles=stamps["stationary"]),
-        stream_source(dut.moving, [moving_layout(rows).const(b) for b in m_beats],
+        stream_source(dut.moving, [moving_layout(rows, width).const(b) for b in m_beats],
                       cycles=stamps["moving"])]
     simulate(dut, stream_sink(dut.result, expected, beats, cycles=stamps["result"],
                               max_cycles=20_000), background=sources)
@@ -61,7 +65,8 @@ def run(rows, cols, matmuls, reads=()):
         np.testing.assert_array_equal(got, record.expected.T, err_msg=str(record.command))
         position += record.n
     schedule = command_schedule(rows, cols, [r.command for r in model.records], banks=BANKS,
-                                entries=ENTRIES)
+                                entries=ENTRIES, dtypes=config.dtypes,
+                                double_row=config.double_row)
     assert stamps["command"] == [t.accept for t in schedule]
     assert stamps["stationary"] == [c for t in schedule for c in t.loads]
     assert stamps["moving"] == [c for t in schedule if t.loads for c in t.issues]

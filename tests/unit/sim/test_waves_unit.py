@@ -214,8 +214,10 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
             assert width == field.width and filter_file, name
     assert _table(traces["op"][2]) == {"0": "MATMUL", "1": "READ"}
     types = {"0": "INT8", "1": "BF16", "2": "FP16", "3": "E4M3", "4": "E5M2", "5": "E3M4",
-             "6": "E4M3FN"}
+             "6": "E4M3FN", "7": "TF32", "8": "FP32"}
     assert _table(traces["dtype"][2]) == _table(traces["moving_dtype"][2]) == types
+    assert _table(traces["dtype_hi"][2]) == _table(traces["moving_dtype_hi"][2]) == {
+        "0": "code 0-7", "1": "code + 8 (FP32)"}
     assert _table(traces["double_row"][2]) == {"0": "single row", "1": "double row"}
     assert _table(traces["accumulate"][2]) == {"0": "overwrite", "1": "accumulate"}
     assert _table(traces["transpose"][2]) == {"0": "matmul", "1": "transpose"}
@@ -350,7 +352,7 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
     assert ("systolica_tile.queue.queued", 3, None) in signals
-    assert ("systolica_tile.command__payload", 148, 1) in signals          # dtype LSB
+    assert ("systolica_tile.command__payload", 150, 1) in signals          # dtype LSB
     assert ("systolica_tile.status", 20, 19) in signals                   # error MSB
     assert ("systolica_tile.result.out_token", 22, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
@@ -461,7 +463,8 @@ def test_open_without_gtkwave_is_a_one_line_error(tmp_path, monkeypatch):
     (["--rows", "0"], {}, "rows must be a positive integer, not 0"),
     ([], {"COLS": "x"}, "cols must be a positive integer, not 'x'"),
     (["--types", "int4"], {}, "unknown type set 'int4'; allowed: int8, bf16, fp16, fp8, "
-                              "fp8-double-row, all (joined with '+' or ',') (--types or TYPES)"),
+                              "fp8-double-row, fp32, all (joined with '+' or ',') "
+                              "(--types or TYPES)"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, env, message, monkeypatch, capsys):
     for key, value in env.items():

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from systolica.golden import Command
+from systolica.golden import TFLOAT32, Command
 from systolica.hdl.layouts import DType, Op
 from systolica.tb.model import TileModel
 from systolica.tb.scoreboard import Scoreboard
@@ -28,11 +28,21 @@ def test_matmul_beat_carries_the_command_fields():
     s = np.ones((1, 2), np.int8)
     record, beat, s_beats, m_beats = tm.submit(s, np.ones((1, 3), np.int8), bank=1, offset=5,
                                                accumulate=False)
-    assert beat == {"op": Op.MATMUL, "dtype": DType.INT8, "moving_dtype": DType.INT8,
-                    "double_row": 0, "ftz": 0, "accumulate": 0, "transpose": 0,
+    assert beat == {"op": Op.MATMUL, "dtype": DType.INT8.value, "moving_dtype": 0,
+                    "dtype_hi": 0, "moving_dtype_hi": 0, "double_row": 0, "ftz": 0,
+                    "accumulate": 0, "transpose": 0,
                     "bank": 1, "offset": 5, "k": 1, "m": 2, "n": 3, "tiled": 0, "tile_row": 0,
                     "tile_col": 0, "tile_rows": 0, "tile_cols": 0}
     assert len(s_beats) == 1 and len(m_beats) == 3 and record.error is None
+
+
+def test_fp32_splits_its_type_code_over_the_low_field_and_the_hi_bit():
+    tm = TileModel(4, 4, Scoreboard(), dtypes=("tf32", "fp32"))
+    words = np.ones((2, 2), np.float32)
+    _, beat, s_bits, m_bits = tm.submit(words, words.view(TFLOAT32))
+    assert (beat["dtype"], beat["dtype_hi"]) == (DType.FP32.value & 7, 1)
+    assert (beat["moving_dtype"], beat["moving_dtype_hi"]) == (DType.TF32.value, 0)
+    assert s_bits.dtype == m_bits.dtype == np.uint32 and m_bits[0, 0] == 0x3F800000
 
 
 def test_illegal_command_is_predicted_rejected_without_results():
@@ -135,8 +145,8 @@ def test_mixed_and_double_row_beats():
     s = np.arange(k * 2).reshape(k, 2).astype(np.uint8).view(ml_dtypes.float8_e4m3)
     mv = np.arange(k * 3).reshape(k, 3).astype(np.uint8).view(ml_dtypes.float8_e5m2)
     record, beat, s_beats, m_beats = tm.submit(s, mv, perf_mode="double_row")
-    assert (beat["dtype"], beat["moving_dtype"], beat["double_row"]) == (DType.E4M3,
-                                                                         DType.E5M2, 1)
+    assert (beat["dtype"], beat["moving_dtype"], beat["double_row"]) == (DType.E4M3.value,
+                                                                         DType.E5M2.value, 1)
     # Row r carries k = r in bits [7:0] and k = r + rows in bits [15:8] (none past K).
     bits = s.view(np.uint8).astype(np.uint16)
     assert len(s_beats) == rows
