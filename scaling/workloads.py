@@ -228,8 +228,14 @@ def load_scalesim_topology(path, fmt=None):
 
 # ----- transformer models (Hugging Face config.json) -------------------------------------------
 
-#: model_type -> (architecture family, FFN kind, decoder): the config families that are read.
-MODEL_TYPES = {"llama": "gated", "mistral": "gated", "gpt2": "mlp", "bert": "mlp"}
+#: model_type -> FFN kind: the config families that are read.
+MODEL_TYPES = {"llama": "gated", "mistral": "gated", "gpt2": "mlp", "bert": "mlp",
+               "roberta": "mlp"}
+#: Encoder families: BERT, and RoBERTa, which keeps BERT's architecture and changes its
+#: pre-training and vocabulary (Liu et al. 2019, 'RoBERTa', arXiv:1907.11692: its analysis
+#: runs the BERT-Base configuration, L = 12, H = 768, A = 12, and RoBERTa itself follows
+#: BERT-Large, L = 24, H = 1024, A = 16); its config.json carries BERT's field names.
+ENCODER_TYPES = ("bert", "roberta")
 
 
 @dataclass(frozen=True)
@@ -324,8 +330,8 @@ def parse_hf_config(data, source, name=None):
     ``intermediate_size``, ``num_hidden_layers``, ``num_attention_heads``,
     ``num_key_value_heads``, ``head_dim``, ``vocab_size``, ``max_position_embeddings``,
     ``tie_word_embeddings``), GPT-2/GPT-3 (``n_embd``, ``n_layer``, ``n_head``, ``n_inner``,
-    ``n_positions``) and ``BertModel`` (as Llama's names, MLP FFN, no LM head). An optional
-    ``_systolica`` block holds ``title``, ``published_params`` and ``source``.
+    ``n_positions``) and ``BertModel`` / RoBERTa (as Llama's names, MLP FFN, no LM head). An
+    optional ``_systolica`` block holds ``title``, ``published_params`` and ``source``.
 
     Raises
     ------
@@ -344,7 +350,7 @@ def parse_hf_config(data, source, name=None):
     d = _cfg_int(source, data, "n_embd" if gpt2 else "hidden_size")
     layers = _cfg_int(source, data, "n_layer" if gpt2 else "num_hidden_layers")
     heads = _cfg_int(source, data, "n_head" if gpt2 else "num_attention_heads")
-    kv_heads = heads if gpt2 or model_type == "bert" else _cfg_int(
+    kv_heads = heads if gpt2 or model_type in ENCODER_TYPES else _cfg_int(
         source, data, "num_key_value_heads", default=heads)
     if heads % kv_heads:
         raise SpecError(source, "num_key_value_heads", f"{kv_heads} does not divide "
@@ -378,7 +384,8 @@ def parse_hf_config(data, source, name=None):
         name=stem, title=str(meta.get("title", stem)), published_params=published,
         layers=layers, d_model=d, heads=heads, kv_heads=kv_heads, d_head=d_head, ffn=ffn,
         ffn_kind=MODEL_TYPES[model_type], vocab=vocab, context=context, tied=tied,
-        decoder=model_type != "bert", learned_positions=model_type in ("gpt2", "bert"),
+        decoder=model_type not in ENCODER_TYPES,
+        learned_positions=model_type == "gpt2" or model_type in ENCODER_TYPES,
         source_file=str(source), source=str(meta.get("source", "")))
 
 

@@ -161,8 +161,35 @@ def test_hf_config_fields_of_each_family():
     assert abs(bert.params - 110e6) / 110e6 < 0.03
 
 
+@pytest.mark.parametrize("name, params", [
+    # the model cards' counts: RoBERTa 125M / 355M, BERT (cased) 110M / 340M
+    ("roberta-base", 125e6), ("roberta-large", 355e6),
+    ("bert-base-cased", 110e6), ("bert-large-cased", 340e6),
+])
+def test_bert_architecture_encoders_are_read_as_encoders(name, params):
+    m = load_transformer(name)
+    assert not m.decoder and m.learned_positions and m.ffn_kind == "mlp"
+    assert m.kv_heads == m.heads                      # no grouped-query attention
+    assert abs(m.params - params) / params < 0.03
+
+
+def test_a_roberta_config_reads_like_bert_but_for_its_vocabulary():
+    # RoBERTa-base's config.json fields (BERT-base's shape, 50,265-token BPE vocabulary)
+    roberta = parse_hf_config({"model_type": "roberta", "hidden_size": 768,
+                               "num_hidden_layers": 12, "num_attention_heads": 12,
+                               "intermediate_size": 3072, "vocab_size": 50265,
+                               "max_position_embeddings": 514}, "roberta.json")
+    bert = load_transformer("bert-base")
+    same = ("layers", "d_model", "heads", "kv_heads", "d_head", "ffn", "ffn_kind", "decoder",
+            "learned_positions")
+    assert [getattr(roberta, f) for f in same] == [getattr(bert, f) for f in same]
+    # embeddings: (50265 - 30522) more rows of 768
+    assert roberta.params - bert.params == pytest.approx((50265 - 30522 + 514 - 512) * 768,
+                                                         abs=768 * 3)
+
+
 @pytest.mark.parametrize("change, field, allowed", [
-    ({"model_type": "falcon"}, "model_type", "'llama', 'mistral', 'gpt2', 'bert'"),
+    ({"model_type": "falcon"}, "model_type", "'llama', 'mistral', 'gpt2', 'bert', 'roberta'"),
     ({"hidden_size": None}, "hidden_size", "a value must be given"),
     ({"num_hidden_layers": 0}, "num_hidden_layers", "an integer >= 1"),
     ({"num_attention_heads": 24}, "num_attention_heads", "a divisor of 4096"),
