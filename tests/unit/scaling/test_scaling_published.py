@@ -102,9 +102,10 @@ def test_the_tables_are_held_out_versioned_and_sourced():
     points = load_points()
     added = [p for p in points if "@" in p.key]
     assert len(added) >= 250
+    # held out, but for the long-context TPOT issue 28 calibrates on (an inf2 2.18.0 row)
+    assert [p.key for p in added if p.calibration] == ["llama2-13b.inf2.8192-8192.tpot@2.18.0"]
     for p in added:
         version = p.key.split("@")[1]
-        assert not p.calibration, p.key
         assert f"Neuron {version}, row " in p.source, p.key
         assert re.search(r"table (general|about-neuron)/benchmarks/(trn1|inf2)/\w+\.csv "
                          r"\(aws-neuron-sdk commit [0-9a-f]{8}\)", p.source), p.key
