@@ -501,6 +501,14 @@ def transformer_workload(model, phase, batch, seq, tp=1, dp=1, dtype_bytes=2, lm
     if model.decoder and lm_head:
         head_n = tokens if phase == "train" else seqs     # logits of the last token only
         block.append(Gemm("lm_head", m=vocab, k=d, n=head_n, weight=True))
+    elif phase == "train" and lm_head:
+        # An encoder trains as BERT pre-training does (AWS's BERT rows: the Neuron "Hugging
+        # Face BERT Pretraining Tutorial", model BertForPreTraining): the masked-LM prediction
+        # head runs on every position, a d x d transform (GELU, LayerNorm) and a decoder onto
+        # the vocabulary tied to the word embeddings; the next-sentence head (d x 2 on one
+        # token per sequence) is left out. Inference ("Raw Output (AutoModel)") has no head.
+        block += [Gemm("mlm.transform", m=d, k=d, n=tokens, weight=True),
+                  Gemm("mlm.decoder", m=vocab, k=d, n=tokens, weight=True)]
     gemms = list(block)
     if phase == "train":
         for g in block:

@@ -202,3 +202,21 @@ def test_hf_config_errors_name_the_field(change, field, allowed):
         parse_hf_config(data, "config.json")
     assert str(info.value).startswith(f"config.json: field {field}:")
     assert allowed in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_encoder_trains_with_the_masked_lm_head_on_every_position():
+    bert = load_transformer("bert-large")
+    train = transformer_workload(bert, "train", 16, 128)
+    infer = transformer_workload(bert, "prefill", 16, 128)
+    heads = {g.name: g for g in train.gemms if g.name.startswith("mlm.")}
+    # BertForPreTraining's prediction head: a 1,024 x 1,024 transform and a decoder onto the
+    # 30,522-token vocabulary, each on all 16 x 128 tokens, forward and two backward GEMMs
+    assert set(heads) == {"mlm.transform", "mlm.decoder", "mlm.transform.dX",
+                          "mlm.transform.dW", "mlm.decoder.dX", "mlm.decoder.dW"}
+    forward = heads["mlm.transform"].flop + heads["mlm.decoder"].flop
+    assert forward == 2 * 2048 * 1024 * (1024 + 30522)
+    assert sum(g.flop for g in heads.values()) == 3 * forward
+    # inference ("Raw Output (AutoModel)") has no head, and a decoder keeps its LM head only
+    assert not any(g.name.startswith(("mlm.", "lm_head")) for g in infer.gemms)
+    llama = transformer_workload(load_transformer("llama2-7b"), "train", 1, 128)
+    assert not any(g.name.startswith("mlm.") for g in llama.gemms)
