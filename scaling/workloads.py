@@ -230,12 +230,23 @@ def load_scalesim_topology(path, fmt=None):
 
 #: model_type -> FFN kind: the config families that are read.
 MODEL_TYPES = {"llama": "gated", "mistral": "gated", "gpt2": "mlp", "bert": "mlp",
-               "roberta": "mlp"}
-#: Encoder families: BERT, and RoBERTa, which keeps BERT's architecture and changes its
-#: pre-training and vocabulary (Liu et al. 2019, 'RoBERTa', arXiv:1907.11692: its analysis
-#: runs the BERT-Base configuration, L = 12, H = 768, A = 12, and RoBERTa itself follows
-#: BERT-Large, L = 24, H = 1024, A = 16); its config.json carries BERT's field names.
-ENCODER_TYPES = ("bert", "roberta")
+               "roberta": "mlp", "camembert": "mlp", "electra": "mlp", "distilbert": "mlp"}
+#: Encoder families, each BERT's layer (post-LayerNorm attention and GELU MLP, learned
+#: positions): BERT; RoBERTa, which keeps BERT's architecture and changes its pre-training and
+#: vocabulary (Liu et al. 2019, 'RoBERTa', arXiv:1907.11692: its analysis runs the BERT-Base
+#: configuration, L = 12, H = 768, A = 12, and RoBERTa itself follows BERT-Large), and
+#: CamemBERT, RoBERTa trained on French (Martin et al. 2020, arXiv:1911.03894); ELECTRA's
+#: discriminator, a BERT encoder (Clark et al. 2020, arXiv:2003.10555; its config's
+#: ``embedding_size`` equals ``hidden_size`` for the base model, so no projection is left
+#: out); DistilBERT, BERT-Base with every other layer (Sanh et al. 2019, arXiv:1910.01108,
+#: 6 layers). All but DistilBERT carry BERT's field names.
+ENCODER_TYPES = ("bert", "roberta", "camembert", "electra", "distilbert")
+#: model_type -> its config.json's names for (hidden size, layers, heads, FFN width, positions),
+#: where they are not Llama's and BERT's (``hidden_size``, ``num_hidden_layers``,
+#: ``num_attention_heads``, ``intermediate_size``, ``max_position_embeddings``).
+FIELD_NAMES = {"gpt2": ("n_embd", "n_layer", "n_head", "n_inner", "n_positions"),
+               "distilbert": ("dim", "n_layers", "n_heads", "hidden_dim",
+                              "max_position_embeddings")}
 
 
 @dataclass(frozen=True)
@@ -347,9 +358,12 @@ def parse_hf_config(data, source, name=None):
         raise SpecError(source, "model_type", f"{model_type!r} is not allowed",
                         ", ".join(repr(t) for t in MODEL_TYPES))
     gpt2 = model_type == "gpt2"
-    d = _cfg_int(source, data, "n_embd" if gpt2 else "hidden_size")
-    layers = _cfg_int(source, data, "n_layer" if gpt2 else "num_hidden_layers")
-    heads = _cfg_int(source, data, "n_head" if gpt2 else "num_attention_heads")
+    hidden_key, layers_key, heads_key, ffn_key, positions_key = FIELD_NAMES.get(
+        model_type, ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings"))
+    d = _cfg_int(source, data, hidden_key)
+    layers = _cfg_int(source, data, layers_key)
+    heads = _cfg_int(source, data, heads_key)
     kv_heads = heads if gpt2 or model_type in ENCODER_TYPES else _cfg_int(
         source, data, "num_key_value_heads", default=heads)
     if heads % kv_heads:
@@ -358,15 +372,14 @@ def parse_hf_config(data, source, name=None):
     if "head_dim" in data and data["head_dim"] is not None:
         d_head = _cfg_int(source, data, "head_dim")
     elif d % heads:
-        raise SpecError(source, "n_head" if gpt2 else "num_attention_heads",
+        raise SpecError(source, heads_key,
                         f"{heads} does not divide the hidden size {d} (and no head_dim)",
                         f"a divisor of {d}, or a head_dim field")
     else:
         d_head = d // heads
-    ffn = _cfg_int(source, data, "n_inner", default=4 * d) if gpt2 else \
-        _cfg_int(source, data, "intermediate_size")
+    ffn = _cfg_int(source, data, ffn_key, default=4 * d if gpt2 else None)
     vocab = _cfg_int(source, data, "vocab_size")
-    context = _cfg_int(source, data, "n_positions" if gpt2 else "max_position_embeddings")
+    context = _cfg_int(source, data, positions_key)
     tied = data.get("tie_word_embeddings", gpt2)
     if not isinstance(tied, bool):
         raise SpecError(source, "tie_word_embeddings", f"{tied!r} is not allowed",

@@ -220,3 +220,24 @@ def test_an_encoder_trains_with_the_masked_lm_head_on_every_position():
     assert not any(g.name.startswith(("mlm.", "lm_head")) for g in infer.gemms)
     llama = transformer_workload(load_transformer("llama2-7b"), "train", 1, 128)
     assert not any(g.name.startswith("mlm.") for g in llama.gemms)
+
+
+def test_a_distilbert_config_is_read_with_its_own_field_names():
+    data = {"model_type": "distilbert", "dim": 768, "n_layers": 6, "n_heads": 12,
+            "hidden_dim": 3072, "vocab_size": 30522, "max_position_embeddings": 512}
+    distil = parse_hf_config(data, "distil.json")
+    bert = load_transformer("bert-base")
+    # BERT-Base's layer, half the layers (Sanh et al. 2019)
+    assert (distil.layers, distil.d_model, distil.heads, distil.ffn) == (6, 768, 12, 3072)
+    assert not distil.decoder and distil.learned_positions and distil.ffn_kind == "mlp"
+    assert distil.block_params == bert.block_params
+    with pytest.raises(SpecError, match=r"^distil.json: field dim: missing"):
+        parse_hf_config({k: v for k, v in data.items() if k != "dim"}, "distil.json")
+
+
+@pytest.mark.parametrize("name, like", [("camembert-base", "roberta-base"),
+                                        ("electra-base-discriminator", "bert-base")])
+def test_camembert_and_electra_have_the_bert_base_layer(name, like):
+    m, ref = load_transformer(name), load_transformer(like)
+    assert not m.decoder and (m.layers, m.d_model, m.heads, m.ffn) == (12, 768, 12, 3072)
+    assert m.block_params == ref.block_params
