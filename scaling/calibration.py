@@ -5,6 +5,10 @@ configuration, value, source and whether it is a *calibration* point (the five c
 issue 17 names: eight figures) or *held out* (used only to check). A point the model cannot
 predict yet (a model without a preset, a metric the page does not define, FP32 training)
 carries ``not_predicted = "<why>"``: it is loaded and listed, never predicted, never fitted.
+A held-out point whose published row contradicts itself or its neighbours (its columns imply
+different request times, or its configuration is not the one the page states) carries
+``ambiguous = "<why>"``: it is predicted and counted with every other held-out point, and the
+summary also gives the held-out figures without the flagged rows.
 :func:`fit` chooses the calibrated parameters of :class:`~systolica.scaling.llm.Calibration`
 that minimise the sum of squared log errors over the calibration points only, by Nelder-Mead
 on transformed parameters that keep them physical: efficiencies in (0, 1], latencies >= 0 and
@@ -54,7 +58,8 @@ class Point:
     ``text`` is the figure as written in the file; ``metric`` is one of :data:`METRICS`;
     ``phase`` one of :data:`PHASES` (``encode``: one forward pass of an encoder over ``batch``
     sequences of ``input_len`` tokens); ``not_predicted`` is empty, or why the model does not
-    predict the point.
+    predict the point; ``ambiguous`` is empty, or why the published figure may not measure
+    the configuration the row states (held-out points only).
     """
 
     key: str
@@ -74,6 +79,7 @@ class Point:
     global_batch: int = 0
     seq: int = 0
     not_predicted: str = ""
+    ambiguous: str = ""
 
     @property
     def sdk(self):
@@ -128,7 +134,8 @@ def load_points(path=None):
         common = {"key": t.str("key"), "hw": t.str("hw"), "model": t.str("model"),
                   "phase": phase, "metric": t.str("metric", choices=tuple(METRICS)),
                   "source": t.str("source"), "calibration": t._get("calibration", True),
-                  "not_predicted": reason}
+                  "not_predicted": reason,
+                  "ambiguous": t.str("ambiguous", required=False) or ""}
         common["published"], common["text"] = _parse_value(t, "published")
         if not isinstance(common["calibration"], bool):
             raise t.error("calibration", f"{common['calibration']!r} is not allowed",
@@ -140,6 +147,9 @@ def load_points(path=None):
         if common["calibration"] and reason:
             raise t.error("not_predicted", "set on a calibration point",
                           "calibration = false for a point the model does not predict")
+        if common["calibration"] and common["ambiguous"]:
+            raise t.error("ambiguous", "set on a calibration point",
+                          "calibration = false for a row that may not measure what it states")
         if phase == "decode":
             # A table that gives no prompt/output split is kept only as a not-predicted point.
             point = Point(**common, layout=Layout(tp=t.int("tp")), batch=t.int("batch"),

@@ -211,21 +211,33 @@ def validation_json(rows, cal, rms=None):
                         "published_text": r.point.text, "source": r.point.source,
                         "predicted": r.predicted, "error": r.error,
                         "calibration": r.point.calibration,
-                        "not_predicted": r.point.not_predicted or None} for r in rows],
+                        "not_predicted": r.point.not_predicted or None,
+                        "ambiguous": r.point.ambiguous or None} for r in rows],
             "summary": validation_summary(rows)}
 
 
+def _held_out_figures(errors, prefix):
+    """Count, median, largest |error| and the counts within 10 % and 25 % of sorted
+    ``errors``, under keys starting with ``prefix``."""
+    return {f"{prefix}points": len(errors),
+            f"{prefix}median_abs_error": errors[len(errors) // 2] if errors else None,
+            f"{prefix}max_abs_error": errors[-1] if errors else None,
+            f"{prefix}within_10pct": sum(e <= 0.10 for e in errors),
+            f"{prefix}within_25pct": sum(e <= 0.25 for e in errors)}
+
+
 def validation_summary(rows):
-    """Largest |error| over the calibration points; median and largest |error| held out;
-    the count of points not predicted."""
+    """Largest |error| over the calibration points; count, median and largest |error| held
+    out and how many are within 10 % and 25 % (all held-out points, and again without the
+    rows flagged ``ambiguous``); the count of points not predicted."""
     cal = [abs(r.error) for r in rows if r.point.calibration]
-    held = sorted(abs(r.error) for r in rows
-                  if not r.point.calibration and r.error is not None)
+    held = [r for r in rows if not r.point.calibration and r.error is not None]
     return {"calibration_points": len(cal), "calibration_max_abs_error": max(cal, default=None),
             "not_predicted_points": sum(r.error is None for r in rows),
-            "held_out_points": len(held),
-            "held_out_median_abs_error": held[len(held) // 2] if held else None,
-            "held_out_max_abs_error": held[-1] if held else None}
+            **_held_out_figures(sorted(abs(r.error) for r in held), "held_out_"),
+            "ambiguous_points": sum(bool(r.point.ambiguous) for r in held),
+            **_held_out_figures(sorted(abs(r.error) for r in held if not r.point.ambiguous),
+                                "held_out_unflagged_")}
 
 
 def print_validation(rows, cal, rms=None):
@@ -240,6 +252,8 @@ def print_validation(rows, cal, rms=None):
     for r in rows:
         p = r.point
         used = "calibration" if p.calibration else "held out"
+        if p.ambiguous and r.error is not None:
+            used = f"held out; ambiguous: {p.ambiguous}"
         if r.error is None:
             used = f"not predicted: {p.not_predicted}"
         table.add_row(p.describe(), p.metric, _value(p, p.published), _value(p, r.predicted),
@@ -260,10 +274,18 @@ def print_validation(rows, cal, rms=None):
     if rms is not None:
         console.print(f"RMS log error over the fitted figures: {rms:.4f}", highlight=False)
     held = (f"held out ({s['held_out_points']}): median |error| "
-            f"{s['held_out_median_abs_error']:.1%}, largest {s['held_out_max_abs_error']:.1%}"
+            f"{s['held_out_median_abs_error']:.1%}, largest {s['held_out_max_abs_error']:.1%}, "
+            f"{s['held_out_within_10pct']} within 10 %, {s['held_out_within_25pct']} within 25 %"
             if s["held_out_points"] else "no held-out point predicted")
     console.print(f"calibration points: largest |error| {s['calibration_max_abs_error']:.1%}; "
                   f"{held}; not predicted: {s['not_predicted_points']}", highlight=False)
+    if s["ambiguous_points"] and s["held_out_unflagged_points"]:
+        console.print(f"held out without the {s['ambiguous_points']} rows flagged ambiguous "
+                      f"({s['held_out_unflagged_points']}): median |error| "
+                      f"{s['held_out_unflagged_median_abs_error']:.1%}, largest "
+                      f"{s['held_out_unflagged_max_abs_error']:.1%}, "
+                      f"{s['held_out_unflagged_within_10pct']} within 10 %, "
+                      f"{s['held_out_unflagged_within_25pct']} within 25 %", highlight=False)
 
 
 def plot_validation(rows, path):

@@ -228,8 +228,25 @@ def load_scalesim_topology(path, fmt=None):
 
 # ----- transformer models (Hugging Face config.json) -------------------------------------------
 
-#: model_type -> (architecture family, FFN kind, decoder): the config families that are read.
-MODEL_TYPES = {"llama": "gated", "mistral": "gated", "gpt2": "mlp", "bert": "mlp"}
+#: model_type -> FFN kind: the config families that are read.
+MODEL_TYPES = {"llama": "gated", "mistral": "gated", "gpt2": "mlp", "bert": "mlp",
+               "roberta": "mlp", "camembert": "mlp", "electra": "mlp", "distilbert": "mlp"}
+#: Encoder families, each BERT's layer (post-LayerNorm attention and GELU MLP, learned
+#: positions): BERT; RoBERTa, which keeps BERT's architecture and changes its pre-training and
+#: vocabulary (Liu et al. 2019, 'RoBERTa', arXiv:1907.11692: its analysis runs the BERT-Base
+#: configuration, L = 12, H = 768, A = 12, and RoBERTa itself follows BERT-Large), and
+#: CamemBERT, RoBERTa trained on French (Martin et al. 2020, arXiv:1911.03894); ELECTRA's
+#: discriminator, a BERT encoder (Clark et al. 2020, arXiv:2003.10555; its config's
+#: ``embedding_size`` equals ``hidden_size`` for the base model, so no projection is left
+#: out); DistilBERT, BERT-Base with every other layer (Sanh et al. 2019, arXiv:1910.01108,
+#: 6 layers). All but DistilBERT carry BERT's field names.
+ENCODER_TYPES = ("bert", "roberta", "camembert", "electra", "distilbert")
+#: model_type -> its config.json's names for (hidden size, layers, heads, FFN width, positions),
+#: where they are not Llama's and BERT's (``hidden_size``, ``num_hidden_layers``,
+#: ``num_attention_heads``, ``intermediate_size``, ``max_position_embeddings``).
+FIELD_NAMES = {"gpt2": ("n_embd", "n_layer", "n_head", "n_inner", "n_positions"),
+               "distilbert": ("dim", "n_layers", "n_heads", "hidden_dim",
+                              "max_position_embeddings")}
 
 
 @dataclass(frozen=True)
@@ -324,8 +341,8 @@ def parse_hf_config(data, source, name=None):
     ``intermediate_size``, ``num_hidden_layers``, ``num_attention_heads``,
     ``num_key_value_heads``, ``head_dim``, ``vocab_size``, ``max_position_embeddings``,
     ``tie_word_embeddings``), GPT-2/GPT-3 (``n_embd``, ``n_layer``, ``n_head``, ``n_inner``,
-    ``n_positions``) and ``BertModel`` (as Llama's names, MLP FFN, no LM head). An optional
-    ``_systolica`` block holds ``title``, ``published_params`` and ``source``.
+    ``n_positions``) and ``BertModel`` / RoBERTa (as Llama's names, MLP FFN, no LM head). An
+    optional ``_systolica`` block holds ``title``, ``published_params`` and ``source``.
 
     Raises
     ------
@@ -341,10 +358,13 @@ def parse_hf_config(data, source, name=None):
         raise SpecError(source, "model_type", f"{model_type!r} is not allowed",
                         ", ".join(repr(t) for t in MODEL_TYPES))
     gpt2 = model_type == "gpt2"
-    d = _cfg_int(source, data, "n_embd" if gpt2 else "hidden_size")
-    layers = _cfg_int(source, data, "n_layer" if gpt2 else "num_hidden_layers")
-    heads = _cfg_int(source, data, "n_head" if gpt2 else "num_attention_heads")
-    kv_heads = heads if gpt2 or model_type == "bert" else _cfg_int(
+    hidden_key, layers_key, heads_key, ffn_key, positions_key = FIELD_NAMES.get(
+        model_type, ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings"))
+    d = _cfg_int(source, data, hidden_key)
+    layers = _cfg_int(source, data, layers_key)
+    heads = _cfg_int(source, data, heads_key)
+    kv_heads = heads if gpt2 or model_type in ENCODER_TYPES else _cfg_int(
         source, data, "num_key_value_heads", default=heads)
     if heads % kv_heads:
         raise SpecError(source, "num_key_value_heads", f"{kv_heads} does not divide "
@@ -352,15 +372,14 @@ def parse_hf_config(data, source, name=None):
     if "head_dim" in data and data["head_dim"] is not None:
         d_head = _cfg_int(source, data, "head_dim")
     elif d % heads:
-        raise SpecError(source, "n_head" if gpt2 else "num_attention_heads",
+        raise SpecError(source, heads_key,
                         f"{heads} does not divide the hidden size {d} (and no head_dim)",
                         f"a divisor of {d}, or a head_dim field")
     else:
         d_head = d // heads
-    ffn = _cfg_int(source, data, "n_inner", default=4 * d) if gpt2 else \
-        _cfg_int(source, data, "intermediate_size")
+    ffn = _cfg_int(source, data, ffn_key, default=4 * d if gpt2 else None)
     vocab = _cfg_int(source, data, "vocab_size")
-    context = _cfg_int(source, data, "n_positions" if gpt2 else "max_position_embeddings")
+    context = _cfg_int(source, data, positions_key)
     tied = data.get("tie_word_embeddings", gpt2)
     if not isinstance(tied, bool):
         raise SpecError(source, "tie_word_embeddings", f"{tied!r} is not allowed",
@@ -378,7 +397,8 @@ def parse_hf_config(data, source, name=None):
         name=stem, title=str(meta.get("title", stem)), published_params=published,
         layers=layers, d_model=d, heads=heads, kv_heads=kv_heads, d_head=d_head, ffn=ffn,
         ffn_kind=MODEL_TYPES[model_type], vocab=vocab, context=context, tied=tied,
-        decoder=model_type != "bert", learned_positions=model_type in ("gpt2", "bert"),
+        decoder=model_type not in ENCODER_TYPES,
+        learned_positions=model_type == "gpt2" or model_type in ENCODER_TYPES,
         source_file=str(source), source=str(meta.get("source", "")))
 
 
@@ -494,6 +514,14 @@ def transformer_workload(model, phase, batch, seq, tp=1, dp=1, dtype_bytes=2, lm
     if model.decoder and lm_head:
         head_n = tokens if phase == "train" else seqs     # logits of the last token only
         block.append(Gemm("lm_head", m=vocab, k=d, n=head_n, weight=True))
+    elif phase == "train" and lm_head:
+        # An encoder trains as BERT pre-training does (AWS's BERT rows: the Neuron "Hugging
+        # Face BERT Pretraining Tutorial", model BertForPreTraining): the masked-LM prediction
+        # head runs on every position, a d x d transform (GELU, LayerNorm) and a decoder onto
+        # the vocabulary tied to the word embeddings; the next-sentence head (d x 2 on one
+        # token per sequence) is left out. Inference ("Raw Output (AutoModel)") has no head.
+        block += [Gemm("mlm.transform", m=d, k=d, n=tokens, weight=True),
+                  Gemm("mlm.decoder", m=vocab, k=d, n=tokens, weight=True)]
     gemms = list(block)
     if phase == "train":
         for g in block:

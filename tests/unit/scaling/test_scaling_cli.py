@@ -128,7 +128,8 @@ def test_claims(capsys):
     (["estimate", "--hw", "inf2", "--gemm", "1,1,1", "--dtype", "fp8"],
      "error: --dtype fp8: hardware 'inf2' has no fp8 rate; allowed: bf16"),
     (["estimate", "--hw", "inf2", "--model", "llama3"],
-     "allowed: bert-base, bert-large, codellama-13b, gpt3-175b"),
+     "allowed: bert-base, bert-base-cased, bert-base-cased-finetuned-mrpc, bert-large, "
+     "bert-large-cased, camembert-base, codellama-13b, distilbert-base-cased"),
     (["estimate", "--hw", "inf2", "--model", "llama2-70b", "--tp", "48"],
      "48 NeuronCores is more than inf2 describes; allowed: 1 to 24"),
     (["estimate", "--hw", "trn1", "--model", "llama2-7b", "--tp", "64"],

@@ -161,8 +161,35 @@ def test_hf_config_fields_of_each_family():
     assert abs(bert.params - 110e6) / 110e6 < 0.03
 
 
+@pytest.mark.parametrize("name, params", [
+    # the model cards' counts: RoBERTa 125M / 355M, BERT (cased) 110M / 340M
+    ("roberta-base", 125e6), ("roberta-large", 355e6),
+    ("bert-base-cased", 110e6), ("bert-large-cased", 340e6),
+])
+def test_bert_architecture_encoders_are_read_as_encoders(name, params):
+    m = load_transformer(name)
+    assert not m.decoder and m.learned_positions and m.ffn_kind == "mlp"
+    assert m.kv_heads == m.heads                      # no grouped-query attention
+    assert abs(m.params - params) / params < 0.03
+
+
+def test_a_roberta_config_reads_like_bert_but_for_its_vocabulary():
+    # RoBERTa-base's config.json fields (BERT-base's shape, 50,265-token BPE vocabulary)
+    roberta = parse_hf_config({"model_type": "roberta", "hidden_size": 768,
+                               "num_hidden_layers": 12, "num_attention_heads": 12,
+                               "intermediate_size": 3072, "vocab_size": 50265,
+                               "max_position_embeddings": 514}, "roberta.json")
+    bert = load_transformer("bert-base")
+    same = ("layers", "d_model", "heads", "kv_heads", "d_head", "ffn", "ffn_kind", "decoder",
+            "learned_positions")
+    assert [getattr(roberta, f) for f in same] == [getattr(bert, f) for f in same]
+    # embeddings: (50265 - 30522) more rows of 768
+    assert roberta.params - bert.params == pytest.approx((50265 - 30522 + 514 - 512) * 768,
+                                                         abs=768 * 3)
+
+
 @pytest.mark.parametrize("change, field, allowed", [
-    ({"model_type": "falcon"}, "model_type", "'llama', 'mistral', 'gpt2', 'bert'"),
+    ({"model_type": "falcon"}, "model_type", "'llama', 'mistral', 'gpt2', 'bert', 'roberta'"),
     ({"hidden_size": None}, "hidden_size", "a value must be given"),
     ({"num_hidden_layers": 0}, "num_hidden_layers", "an integer >= 1"),
     ({"num_attention_heads": 24}, "num_attention_heads", "a divisor of 4096"),
@@ -175,3 +202,42 @@ def test_hf_config_errors_name_the_field(change, field, allowed):
         parse_hf_config(data, "config.json")
     assert str(info.value).startswith(f"config.json: field {field}:")
     assert allowed in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_encoder_trains_with_the_masked_lm_head_on_every_position():
+    bert = load_transformer("bert-large")
+    train = transformer_workload(bert, "train", 16, 128)
+    infer = transformer_workload(bert, "prefill", 16, 128)
+    heads = {g.name: g for g in train.gemms if g.name.startswith("mlm.")}
+    # BertForPreTraining's prediction head: a 1,024 x 1,024 transform and a decoder onto the
+    # 30,522-token vocabulary, each on all 16 x 128 tokens, forward and two backward GEMMs
+    assert set(heads) == {"mlm.transform", "mlm.decoder", "mlm.transform.dX",
+                          "mlm.transform.dW", "mlm.decoder.dX", "mlm.decoder.dW"}
+    forward = heads["mlm.transform"].flop + heads["mlm.decoder"].flop
+    assert forward == 2 * 2048 * 1024 * (1024 + 30522)
+    assert sum(g.flop for g in heads.values()) == 3 * forward
+    # inference ("Raw Output (AutoModel)") has no head, and a decoder keeps its LM head only
+    assert not any(g.name.startswith(("mlm.", "lm_head")) for g in infer.gemms)
+    llama = transformer_workload(load_transformer("llama2-7b"), "train", 1, 128)
+    assert not any(g.name.startswith("mlm.") for g in llama.gemms)
+
+
+def test_a_distilbert_config_is_read_with_its_own_field_names():
+    data = {"model_type": "distilbert", "dim": 768, "n_layers": 6, "n_heads": 12,
+            "hidden_dim": 3072, "vocab_size": 30522, "max_position_embeddings": 512}
+    distil = parse_hf_config(data, "distil.json")
+    bert = load_transformer("bert-base")
+    # BERT-Base's layer, half the layers (Sanh et al. 2019)
+    assert (distil.layers, distil.d_model, distil.heads, distil.ffn) == (6, 768, 12, 3072)
+    assert not distil.decoder and distil.learned_positions and distil.ffn_kind == "mlp"
+    assert distil.block_params == bert.block_params
+    with pytest.raises(SpecError, match=r"^distil.json: field dim: missing"):
+        parse_hf_config({k: v for k, v in data.items() if k != "dim"}, "distil.json")
+
+
+@pytest.mark.parametrize("name, like", [("camembert-base", "roberta-base"),
+                                        ("electra-base-discriminator", "bert-base")])
+def test_camembert_and_electra_have_the_bert_base_layer(name, like):
+    m, ref = load_transformer(name), load_transformer(like)
+    assert not m.decoder and (m.layers, m.d_model, m.heads, m.ffn) == (12, 768, 12, 3072)
+    assert m.block_params == ref.block_params
