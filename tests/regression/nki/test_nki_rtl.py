@@ -43,11 +43,13 @@ def test_a_psum_difference_names_the_instruction_and_its_line(monkeypatch):
         nki.run(matmul.matmul_single_tile, a, b, tensor_engine="rtl", rows=4, cols=4)
 
 
-def test_an_fp32_matmul_is_refused_by_the_rtl_check_in_one_line():
-    a = np.ones((128, 8), np.float32)
-    with pytest.raises(nki.NkiError, match=r"^matmul\.py:\d+: nc_matmul \(instruction 2\): the "
-                                           r"RTL tile takes 8/16-bit operands only"):
-        nki.run(matmul.matmul_single_tile, a, a, tensor_engine="rtl", rows=4, cols=4)
+def test_an_fp32_kernel_matmul_runs_on_a_tile_generated_with_fp32():
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((128, 8)).astype(np.float32)
+    b = rng.standard_normal((128, 16)).astype(np.float32)
+    result = nki.run(matmul.matmul_single_tile, a, b, tensor_engine="rtl", rows=4, cols=4)
+    assert result.rtl["matmuls"] == 1 and result.rtl["mismatches"] == 0
+    assert result.rtl["tile_matmuls"] == (128 // 4) * (8 // 4) and result.rtl["words"] > 0
 
 
 def test_a_kernel_transpose_runs_on_the_rtl_tile_bit_for_bit():
