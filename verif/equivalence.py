@@ -482,7 +482,13 @@ def prove(mutation, folder, maxsteps=MAXSTEPS, timeout=TIMEOUT, levels=None):
     """Try each scope of ``mutation`` (:func:`scopes`, the innermost ``levels`` of them)
     until one proves it equivalent; return a :class:`Verdict`: ``equivalent`` on the
     scope that proved it, else ``not equivalent`` with the innermost counterexample (on
-    an inner scope it may be a stimulus the tile never delivers) or ``unknown``."""
+    an inner scope it may be a stimulus the tile never delivers) or ``unknown`` (also, without
+    a proof, for a mutation on a clock pin)."""
+    if re.search(r"-port (CLK|clk)\b", mutation.args):
+        # the model has one clock edge on every register (pdr_script); a clock pin tied to a
+        # constant leaves no wire for its check to see, so such a mutation is not proven
+        return Verdict("unknown", scopes(mutation.module)[0],
+                       "a mutation on a clock pin is outside the one-clock model", "")
     tried, first_cex = [], None
     for scope in scopes(mutation.module)[:levels]:
         verdict, detail, path = attempt(mutation.args, mutation.module, scope, folder,

@@ -92,3 +92,16 @@ def test_miter_compares_every_bit_and_mutates_before_flattening():
     assert "delete -output w:o_alias" in uut and "-src" not in text
     with pytest.raises(ValueError, match="does not hold"):
         equivalence.script("-mode inv", "top.other", "top.child")
+
+
+def test_a_clock_pin_mutation_is_never_proven_equivalent(tmp_path, monkeypatch):
+    """A clock pin tied to a constant leaves no clock wire for the script's one-clock check
+    to see (CI's sample once drew one on issue.skew and PDR called it equivalent): the
+    prover answers unknown without running."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("no proof may be attempted for a clock-pin mutation")
+    monkeypatch.setattr(equivalence, "attempt", refuse)
+    mutation = equivalence.Drawn(7, "-mode const1 -module systolica_tile.issue.skew -cell $5 "
+                                    "-port CLK -portbit 0 -wire clk -wirebit 0")
+    verdict = equivalence.prove(mutation, tmp_path, levels=1)
+    assert verdict.verdict == "unknown" and "clock pin" in verdict.detail
