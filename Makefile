@@ -1,8 +1,10 @@
 # Systolica: `make sim` runs the main job, `make test` the tests. Both create .venv first.
 #
 # Variables (on the command line or in the environment):
-#   SIM=verilator|icarus  ROWS=8  COLS=8  DTYPE=int8|bf16|fp16|e4m3|e5m2|e3m4|e4m3fn  FTZ=1
-#   TYPES=int8+bf16+fp16+fp8+fp8-double-row|all (the tile's type set; default: the workload's)
+#   SIM=verilator|icarus  ROWS=128  COLS=128 (minilm on verilator; else 8)  FTZ=1
+#   DTYPE=int8|bf16|fp16|e4m3|e5m2|e3m4|e4m3fn|tf32|fp32
+#   TYPES=int8+bf16+fp16+fp8+fp8-double-row+fp32|all (the tile's type set; all: every set but
+#   fp32; default: the workload's)
 #   SEED=1  WAVES=1
 #   WORKLOAD=minilm|random  LAYERS=0|0,5|all (minilm)  WORKERS=N (minilm)
 #   TIMELINE=run.png TRACE=run.json (random)
@@ -31,7 +33,7 @@ help:
 	@echo "                 matmul on the tile; LAYERS=all for all six layers (minutes),"
 	@echo "                 WORKERS=N Dask worker processes, 1 = serial; default one per core;"
 	@echo "                 WORKLOAD=random: random matmuls, DTYPE/FTZ/SEED/WAVES apply)"
-	@echo "                (SIM=verilator|icarus ROWS=8 COLS=8 DTYPE=int8|bf16|fp16|e4m3|... FTZ=1,"
+	@echo "                (SIM=verilator|icarus ROWS=COLS=128 (else 8) DTYPE=int8|bf16|...|fp32 FTZ=1,"
 	@echo "                 TYPES=int8+bf16+... the types the tile is generated for,"
 	@echo "                 WAVES=1 for an FST waveform; TIMELINE=run.png, TRACE=run.json:"
 	@echo "                 the random workload's schedule as a picture / a Perfetto trace)"

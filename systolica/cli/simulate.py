@@ -21,6 +21,7 @@ from systolica.golden import (
     check_transpose,
     format_of,
     identity,
+    matmul_passes,
 )
 from systolica.golden.command import DTYPES
 from systolica.golden.formats import DOUBLE_ROW_TYPES
@@ -59,7 +60,8 @@ def parser():
                                      "--double-row")
     p.add_argument("--dtype", choices=DTYPES, default=_env("DTYPE", "int8"),
                    help="data type of both operands: int8 (INT32 PSUM), or bf16, fp16, "
-                        "e4m3, e5m2, e3m4, e4m3fn (FP32 PSUM) (default: $DTYPE or int8)")
+                        "e4m3, e5m2, e3m4, e4m3fn, tf32, fp32 (FP32 PSUM; fp32 takes four "
+                        "passes a moving column) (default: $DTYPE or int8)")
     p.add_argument("--double-row", action="store_true",
                    help="FP8 double-row matmuls (e4m3 or e5m2): K = 2 x rows, 2 MACs per PE "
                         "per cycle")
@@ -285,7 +287,11 @@ def _facts(args, result, jobs, wall, pictures):
         "model_agrees": None if stalls else bool(predicted == result.cycles
                                                  and result.model_agrees()),
         "k": k, "macs_per_cycle": macs / result.cycles,
-        "peak_macs_per_cycle": args.rows * args.cols * (2 if args.double_row else 1),
+        # the array's MACs per cycle for this type: an FP32 matmul spends four cycles (passes)
+        # on each moving column (golden.matmul_passes)
+        "passes": 1 if args.transpose else matmul_passes(args.dtype),
+        "peak_macs_per_cycle": args.rows * args.cols * (2 if args.double_row else 1) / (
+            1 if args.transpose else matmul_passes(args.dtype)),
         "mismatches": result.mismatches, "psum_words": args.matmuls * args.n * args.cols,
         "build_s": result.build.seconds, "clock_loop_s": result.seconds,
         "simulator_s": result.run.seconds, "wall_s": wall,
@@ -313,8 +319,10 @@ def _lines(args, f):
                                       "nothing)" if args.transpose else "")),
         ("cycles", f"{f['cycles']:,} from reset to the last result; the timing model predicts "
                    f"{f['predicted_cycles']:,}" + agrees[f["model_agrees"]]),
-        ("MACs per cycle", f"{f['macs_per_cycle']:.2f} of peak {f['peak_macs_per_cycle']} "
-                           f"({100 * f['macs_per_cycle'] / f['peak_macs_per_cycle']:.1f}%)"),
+        ("MACs per cycle", f"{f['macs_per_cycle']:.2f} of peak {f['peak_macs_per_cycle']:g} "
+                           f"({100 * f['macs_per_cycle'] / f['peak_macs_per_cycle']:.1f}%)"
+                           + (f"; {args.dtype.upper()} takes {f['passes']} cycles a moving "
+                              "column" if f["passes"] > 1 else "")),
         ("mismatches", f"{f['mismatches']} ({f['psum_words']:,} PSUM words checked, "
                        f"bit for bit)"),
         ("build", f"{f['build_s']:.1f} s" if f["build_s"] else "reused"),

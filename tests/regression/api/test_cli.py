@@ -40,6 +40,18 @@ def test_cli_fp8_double_row_run():
     assert re.search(r"mismatches\s+0 \(16 PSUM words checked", done.stdout), done.stdout
 
 
+def test_cli_fp32_run_reports_its_four_passes():
+    done = run_cli("--sim", "icarus", "--rows", "2", "--cols", "2", "--matmuls", "2", "--n", "4",
+                   "--dtype", "fp32")
+    assert done.returncode == 0, done.stderr
+    assert "types fp32, FP32 x FP32 -> FP32" in done.stdout
+    # 2 x 2 PEs at a quarter of the rate: four cycles a moving column
+    assert re.search(r"of peak 1 \([\d.]+%\); FP32 takes 4 cycles a moving column",
+                     done.stdout), done.stdout
+    assert "(equal, every stamp)" in done.stdout
+    assert re.search(r"mismatches\s+0 \(16 PSUM words checked", done.stdout), done.stdout
+
+
 @pytest.mark.parametrize("args,text", [
     (["--ftz"], "--ftz (FTZ=1) applies to float types only"),
     (["--dtype", "fp16", "--double-row"], "--double-row needs DTYPE e4m3 or e5m2, not fp16"),
