@@ -488,7 +488,8 @@ def prove(mutation, folder, maxsteps=MAXSTEPS, timeout=TIMEOUT, levels=None):
         # the model has one clock edge on every register (pdr_script); a clock pin tied to a
         # constant leaves no wire for its check to see, so such a mutation is not proven
         return Verdict("unknown", scopes(mutation.module)[0],
-                       "a mutation on a clock pin is outside the one-clock model", "")
+                       "no exact model: a mutation on a clock pin (every register must be "
+                       "on clk's rising edge)", "")
     tried, first_cex = [], None
     for scope in scopes(mutation.module)[:levels]:
         verdict, detail, path = attempt(mutation.args, mutation.module, scope, folder,
