@@ -6,13 +6,16 @@ from amaranth.lib.wiring import In, Out
 
 from .array import operand_lane_layout
 from .layouts import (
+    FP32_PASSES,
     OPERAND_WIDTH,
     SIZE_WIDTH,
+    WIDE_TRANSPOSE_PASSES,
     WIDE_WIDTH,
     DType,
     NarrowDType,
     Op,
     command_layout,
+    four_passes,
     is_narrow,
     is_wide,
     moving_layout,
@@ -32,8 +35,6 @@ MODE_LAYOUT = data.StructLayout({"sel": 1, "stype": NarrowDType, "mtype": Narrow
 #: :data:`MODE_LAYOUT` of 32-bit lanes: 4-bit type codes and the pass of the moving column.
 WIDE_MODE_LAYOUT = data.StructLayout({**dict(MODE_LAYOUT.members), "stype": DType,
                                       "mtype": DType, "step": 2})
-#: Passes of one moving column (golden: ``timing.FP32_PASSES``, ``WIDE_TRANSPOSE_PASSES``).
-FP32_PASSES, WIDE_TRANSPOSE_PASSES = 4, 2
 
 
 class IssueLogic(wiring.Component):
@@ -215,11 +216,10 @@ class IssueLogic(wiring.Component):
         col_done = Signal()
         if wide:
             passes = Signal(3)
-            fp32 = (beat["stype"] == DType.FP32) | (beat["mtype"] == DType.FP32)
             m.d.comb += [
                 passes.eq(Mux(beat["read"], 1, Mux(
                     beat["transpose"], Mux(is_wide(beat["stype"]), WIDE_TRANSPOSE_PASSES, 1),
-                    Mux(fp32, FP32_PASSES, 1)))),
+                    Mux(four_passes(beat["stype"], beat["mtype"]), FP32_PASSES, 1)))),
                 col_done.eq(step == passes - 1),
             ]
             with m.If(issue):

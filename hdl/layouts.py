@@ -84,6 +84,19 @@ def is_wide(dtype):
     return Cat(Value.cast(dtype) == t for t in WIDE_DTYPES).any()
 
 
+#: Passes of one moving column of a matmul with an FP32 operand (one per 12-bit partial
+#: product of ``fp32_mul.Fp32Multiplier``), and of a TF32 / FP32 transpose (golden:
+#: ``timing.FP32_PASSES``, ``timing.WIDE_TRANSPOSE_PASSES``).
+FP32_PASSES, WIDE_TRANSPOSE_PASSES = 4, 2
+
+
+def four_passes(stype, mtype):
+    """A 1-bit value: 1 when a matmul of the operand types ``stype`` and ``mtype``
+    (:class:`DType` codes) has an FP32 operand, so spends :data:`FP32_PASSES` passes on
+    each moving column (TF32 x TF32 takes one)."""
+    return (Value.cast(stype) == DType.FP32) | (Value.cast(mtype) == DType.FP32)
+
+
 def is_narrow(dtype):
     """A 1-bit value: 1 when ``dtype`` (a :class:`DType`-shaped value) is one of
     :data:`NARROW_DTYPES`, whose operand sits in bits [7:0] of its 16-bit lane."""

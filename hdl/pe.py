@@ -8,11 +8,13 @@ from .float_mul import DOUBLE_ROW_DTYPES, FLOAT_FIELDS, FloatMultiplier
 from .fp32_add import Fp32Adder
 from .fp32_mul import Fp32Multiplier
 from .layouts import (
+    FP32_PASSES,
     NARROW_DTYPES,
     OPERAND_WIDTH,
     PSUM_WIDTH,
     WIDE_WIDTH,
     DType,
+    four_passes,
     is_wide,
     lane_dtype,
 )
@@ -286,8 +288,8 @@ class ProcessingElement(wiring.Component):
         waiting = 0     # a step of an FP32 product before its last: the chain passes
         if self._wide:
             waiting = Signal()
-            m.d.comb += waiting.eq(((stype == DType.FP32) | (mtype == DType.FP32))
-                                   & (self.step_in != 3))
+            m.d.comb += waiting.eq(four_passes(stype, mtype)
+                                   & (self.step_in != FP32_PASSES - 1))
         with m.If(~self.active_in):
             m.d.comb += self.psum_next.eq(self.psum_in)
         with m.Elif(self.transpose_in):

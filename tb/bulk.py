@@ -23,7 +23,7 @@ from systolica.hdl.layouts import (
     stationary_layout,
 )
 
-from .model import TileModel, lane_width
+from .model import TileModel
 from .packing import LayoutPacker
 from .scoreboard import Scoreboard
 
@@ -86,7 +86,7 @@ class BulkProgram:
     def __init__(self, config, log=None, noise=None):
         self.rows, self.cols = rows, cols = config.rows, config.cols
         self._noise = noise
-        self.width = width = lane_width(config.dtypes)
+        self.width = width = config.operand_width
         self.scoreboard = Scoreboard(log=log)
         self.model = TileModel(rows, cols, self.scoreboard, config.psum_banks,
                                config.psum_entries, dtypes=config.dtypes,

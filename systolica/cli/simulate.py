@@ -273,6 +273,9 @@ def _facts(args, result, jobs, wall, pictures):
     """The report of a random-workload run as a dict (what ``--json`` prints)."""
     k = jobs[0].stationary.shape[0]
     macs = args.matmuls * k * args.cols * args.n
+    # the array's MACs per cycle for this type: an FP32 matmul spends four cycles (passes)
+    # on each moving column (golden.matmul_passes)
+    passes = 1 if args.transpose else matmul_passes(args.dtype)
     # the cycle model's stamps of these very commands (types, passes and modes included)
     predicted = max(t.results[-1] for t in result.predicted if t.results) + 1
     stalls = bool(args.idle or args.backpressure)
@@ -287,11 +290,8 @@ def _facts(args, result, jobs, wall, pictures):
         "model_agrees": None if stalls else bool(predicted == result.cycles
                                                  and result.model_agrees()),
         "k": k, "macs_per_cycle": macs / result.cycles,
-        # the array's MACs per cycle for this type: an FP32 matmul spends four cycles (passes)
-        # on each moving column (golden.matmul_passes)
-        "passes": 1 if args.transpose else matmul_passes(args.dtype),
-        "peak_macs_per_cycle": args.rows * args.cols * (2 if args.double_row else 1) / (
-            1 if args.transpose else matmul_passes(args.dtype)),
+        "passes": passes,
+        "peak_macs_per_cycle": args.rows * args.cols * (2 if args.double_row else 1) / passes,
         "mismatches": result.mismatches, "psum_words": args.matmuls * args.n * args.cols,
         "build_s": result.build.seconds, "clock_loop_s": result.seconds,
         "simulator_s": result.run.seconds, "wall_s": wall,

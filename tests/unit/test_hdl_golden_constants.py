@@ -4,6 +4,7 @@ other (hdl imports only amaranth, golden only numpy): they must be equal."""
 from systolica import golden, hdl
 from systolica.golden import command, formats, timing
 from systolica.hdl import command_queue, config, fp32_add, layouts, tile
+from systolica.tb import model
 
 
 def test_command_queue_depth():
@@ -32,6 +33,15 @@ def test_tile_config_knows_the_command_word_and_its_defaults():
     assert config._QUEUE_DEPTH == command_queue.COMMAND_QUEUE_DEPTH
     assert {t for members in config.TYPE_SETS.values() for t in members} == set(
         command.DTYPES)
+
+
+def test_pass_counts_and_lane_widths():
+    assert (layouts.FP32_PASSES, layouts.WIDE_TRANSPOSE_PASSES) == (
+        timing.FP32_PASSES, timing.WIDE_TRANSPOSE_PASSES)
+    # the testbench's lane-width rule (from a type list) is the configuration's
+    for name in [*config.TYPE_SETS, "all", "all+fp32"]:
+        tile = config.TileConfig(2, 2, name)
+        assert model.lane_width(tile.dtypes) == tile.operand_width, name
 
 
 def test_canonical_nan():
