@@ -208,6 +208,7 @@ def _command_passes(command):
 
 def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=None):
     stamps = [dict(accept=None, error=e, loads=[], issues=[], results=[]) for e in errors]
+    passes = [_command_passes(c) for c in commands]     # once, not in the cycle loop
     legal = [c for c, e in zip(commands, errors, strict=True) if e is None and c.op == "matmul"]
     drivers = {"command": _Driver(len(commands)),
                "stationary": _Driver(sum(c.load_beats(rows) for c in legal)),
@@ -259,7 +260,7 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
             if issue is not None:
                 j, left, sel, step = issue
                 read = commands[j].op == "read"
-                done = step == _command_passes(commands[j]) - 1     # the beat's last pass
+                done = step == passes[j] - 1     # the beat's last pass
                 token = j if done else None
                 if not stamps[j]["issues"]:
                     queue.pop(0)
