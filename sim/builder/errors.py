@@ -13,6 +13,37 @@ class BuildError(SystolicaError):
     """Verilog generation or the simulator build failed."""
 
 
+#: Words that mark the lines of a build log worth quoting when the build failed, and what a
+#: line holding the first ones means (the compiler died, not the design).
+_LOG_CAUSES = {"No space left on device": "the disk is full",
+               "Killed": "a compiler was killed, most likely out of memory",
+               "signal 9": "a compiler was killed, most likely out of memory",
+               "Cannot allocate memory": "out of memory",
+               "virtual memory exhausted": "out of memory"}
+_LOG_MARKS = ("rror", "%Warning", "fatal", *_LOG_CAUSES)
+
+
+def build_failure(simulator, verilog, log, error, lines=12):
+    """The :class:`BuildError` for a failed ``simulator`` build of ``verilog`` whose output
+    went to ``log`` (Path): its message names the log and quotes the log's error lines (at
+    most ``lines`` of them, else its last lines), with the likely cause when a compiler was
+    killed or the disk is full, so that a CI log shows why without the build folder."""
+    try:
+        text = log.read_text(errors="replace").splitlines()
+    except OSError:
+        text = []
+    marked = [line for line in text if any(mark in line for mark in _LOG_MARKS)]
+    quoted = (marked or text)[-lines:]
+    causes = sorted({cause for line in text for word, cause in _LOG_CAUSES.items()
+                     if word in line})
+    message = f"{simulator} build of {verilog} failed ({error}); see {log}"
+    if causes:
+        message += f" ({'; '.join(causes)})"
+    if quoted:
+        message += "; the log says:\n" + "\n".join(f"  {line}" for line in quoted)
+    return BuildError(message)
+
+
 class SimulationError(SystolicaError):
     """The simulation ran but failed: a mismatch, a stuck tile or a crashed simulator."""
 

@@ -24,7 +24,11 @@ from pathlib import Path
 
 from systolica.hdl.config import TileConfig
 from systolica.hdl.layouts import command_layout
-from systolica.sim.builder.errors import BuildError, BuildFolderError, SimulationError
+from systolica.sim.builder.errors import (
+    BuildFolderError,
+    SimulationError,
+    build_failure,
+)
 from systolica.sim.builder.generate import BLOCK_MODULE, TOPLEVEL, grid_block, write_configuration
 from systolica.sim.builder.toolchain import (
     FOLDER_ALLOWED,
@@ -111,8 +115,9 @@ def build_folder(build_root=None):
 
 
 @contextmanager
-def _runner_environment():
-    """Hide WAVES and GUI from cocotb's runner while it runs.
+def _runner_environment(makeflags=""):
+    """Hide WAVES and GUI from cocotb's runner while it runs; add ``makeflags`` (str) to
+    ``MAKEFLAGS`` meanwhile.
 
     cocotb's runner lets those environment variables override the ``waves`` argument, so a
     ``WAVES=0`` exported by ``make`` would silently build or run without tracing (and a
@@ -120,10 +125,33 @@ def _runner_environment():
     arguments.
     """
     saved = {name: os.environ.pop(name) for name in ("WAVES", "GUI") if name in os.environ}
+    flags = os.environ.get("MAKEFLAGS")
+    if makeflags:
+        os.environ["MAKEFLAGS"] = f"{flags or ''} {makeflags}".strip()
     try:
         yield
     finally:
         os.environ.update(saved)
+        if flags is None:
+            os.environ.pop("MAKEFLAGS", None)
+        else:
+            os.environ["MAKEFLAGS"] = flags
+
+
+def hierarchical_makeflags(jobs=None):
+    """``MAKEFLAGS`` text (str) for a Verilator build with hierarchical blocks: its own make
+    runs serially (the build passes ``--build-jobs 1``) and the makes it starts, which
+    compile the C++ of each block and of the top, run ``jobs`` (default: every CPU) compiles
+    at once.
+
+    Why: Verilator's hierarchical makefile (``Vtop_hier.mk``) verilates a block with one
+    rule for two targets (the block's ``.sv`` wrapper and its ``.mk``); under ``make -j``
+    GNU make runs such a rule once for each target, both at the same time (GNU make manual,
+    "Multiple Targets in a Rule": independent targets), so two Verilator runs write the same
+    files while the next steps read them. A 128 x 128 build failed in CI that way (its log
+    shows the block verilated twice); a serial make verilates it once.
+    """
+    return rf"MAKE=make\ -j{jobs or os.cpu_count() or 1}"
 
 
 @contextmanager
@@ -376,20 +404,22 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
     if simulator == "verilator" and block is not None:
         # Verilate the B x B sub-array once as a hierarchical block: a flat 128 x 128 BF16
         # tile needed more than 13 GB and kept growing. Verilator then builds the block
-        # itself (--build); cocotb's make step finds it built.
+        # itself (--build, its own make serial: hierarchical_makeflags); cocotb's make step
+        # finds it built.
         control = directory / "hier_blocks.vlt"
         control.write_text(f'`verilator_config\nhier_block -module "{BLOCK_MODULE}"\n')
         sources.insert(0, VerilatorControlFile(control))
-        args += ["--hierarchical", "--build", "--build-jobs", "0"]
+        args += ["--hierarchical", "--build", "--build-jobs", "1"]
     runner = _runner(simulator)
     logging.getLogger("cocotb").setLevel(logging.WARNING)
+    hierarchical = simulator == "verilator" and block is not None
     try:
-        with _runner_environment():
+        with _runner_environment(hierarchical_makeflags() if hierarchical else ""):
             runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=directory,
                          build_args=args, timescale=TIMESCALE, waves=waves, always=True,
                          log_file=log, parameters=parameters)
     except (RuntimeError, SystemExit) as error:
-        raise BuildError(f"{simulator} build of {verilog} failed ({error}); see {log}") from None
+        raise build_failure(simulator, verilog, log, error) from None
     # Verilator's precompiled headers (two of about 68 MB each per build, 95 % of an 8 x 8
     # build folder) only speed up recompiling; runs need the executable alone, and a rebuild
     # makes them again.

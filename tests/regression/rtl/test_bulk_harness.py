@@ -91,6 +91,10 @@ def test_blocked_hierarchical_verilator_build_gives_the_same_results(monkeypatch
     result = run_program(jobs, rows=4, cols=4, simulator="verilator", build_root=tmp_path)
     assert result.mismatches == 0
     assert (result.build.directory / "Vsystolica_block").is_dir()   # the block was built
+    # Verilated once: under a parallel make, Verilator's hierarchical makefile ran the
+    # block's verilation twice at once (hierarchical_makeflags), and a CI build failed.
+    log = (result.build.directory / "build.log").read_text()
+    assert log.count("Vsystolica_block__hierMkArgs.f") == 1
     assert result.model_agrees()
     schedule = program_schedule(4, 4, [j.moving.shape for j in jobs])
     assert result.last_result == [t.last_result for t in schedule]
