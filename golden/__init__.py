@@ -62,6 +62,7 @@ from .mx import (
     dequantize_mx,
     interleave,
     mx_error_bound,
+    mx_pe,
     nc_matmul_mx,
     quantize_mx,
     round_to_bf16,
@@ -104,5 +105,5 @@ __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fi
            "TILE_ERRORS", "TILE_SPLITS", "tile_error", "tile_sizes", "tiled_program_cycles",
            "tiled_schedule", "WIDE_FORMATS"]
 # NeuronCore-v4 MX formats (golden/mx.py)
-__all__ += ["dequantize_mx", "interleave", "mx_error_bound", "MX_TYPES", "nc_matmul_mx",
+__all__ += ["dequantize_mx", "interleave", "mx_error_bound", "mx_pe", "MX_TYPES", "nc_matmul_mx",
             "quantize_mx", "round_to_bf16", "xorwow_bits"]

@@ -33,7 +33,7 @@ from .command import check_bool
 from .matmul import ENGINE_ROWS
 
 __all__ = ["E8M0", "ENGINE_ROWS", "GROUP_PARTITIONS", "LANES", "MX_TYPES", "deinterleave",
-           "dequantize_mx", "interleave", "mx_error_bound", "nc_matmul_mx", "pack_x4",
+           "dequantize_mx", "interleave", "mx_error_bound", "mx_pe", "nc_matmul_mx", "pack_x4",
            "quadrant_rows", "quantize_mx", "round_to_bf16", "scales_to_quadrants", "unpack_x4",
            "xorwow_bits"]
 
@@ -210,10 +210,52 @@ def round_to_bf16(x, rounding="rne", seed=None):
 # The matmul
 
 
+def _scale_bits(scale):
+    """E8M0 scales (float8_e8m0fnu, or their bits as integers) -> uint8 bit patterns."""
+    scale = np.asarray(scale)
+    return scale.view(np.uint8) if scale.dtype == E8M0 else scale.astype(np.uint8)
+
+
 def _scale_values(bits):
     """E8M0 bit patterns -> float64 scale values (0xFF -> NaN)."""
     values = np.ldexp(1.0, bits.astype(np.int64) - 127)
     return np.where(bits == 0xFF, np.nan, values)
+
+
+def mx_pe(stationary, moving, stationary_scale, moving_scale):
+    """One PE's MX step (declared arithmetic 1-3): the four lane products of an x4 word pair,
+    added as ``(p0 + p1) + (p2 + p3)`` with FP32 RNE adds, times
+    ``2^(s_stationary + s_moving - 254)`` rounded once (RNE, gradual underflow, overflow to
+    +-Inf); a 0xFF scale gives NaN.
+
+    Parameters
+    ----------
+    stationary, moving : numpy.ndarray, shape [..., 4]
+        The x4 words' elements, lane j at ``[..., j]``: an MX element type or their float32
+        values (the two broadcast against each other).
+    stationary_scale, moving_scale : numpy.ndarray, uint8 or float8_e8m0fnu
+        E8M0 scale bits, broadcast against the words' leading shape.
+
+    Returns
+    -------
+    numpy.ndarray, float32, the broadcast leading shape; NaN is canonical (0x7FC00000).
+
+    Raises
+    ------
+    RuntimeError
+        The CPU's FP mode (FTZ/DAZ) would make the model inexact.
+    """
+    check_fp_environment()
+    a = np.asarray(stationary).astype(np.float32)
+    b = np.asarray(moving).astype(np.float32)
+    scale = (_scale_values(_scale_bits(stationary_scale))
+             * _scale_values(_scale_bits(moving_scale)))    # exact in float64
+    with np.errstate(all="ignore"):
+        lane = np.multiply(a, b, dtype=np.float32)          # exact: <= 4 x 4 significant bits
+        quad = (lane[..., 0] + lane[..., 1]) + (lane[..., 2] + lane[..., 3])
+        scaled = (quad.astype(np.float64) * scale).astype(np.float32)
+    return np.where(np.isnan(scaled), np.uint32(CANONICAL_NAN),
+                    scaled.view(np.uint32)).view(_FP32)
 
 
 def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, psum=None,
@@ -286,16 +328,12 @@ def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, psum=Non
 
     a = stationary.astype(np.float32)          # exact: every MX element is an FP32 value
     b = moving.astype(np.float32)
-    s_scale, m_scale = _scale_values(s_bits), _scale_values(m_bits)
     acc = None
     with np.errstate(all="ignore"):
         for part in range(p):
-            lane = [np.multiply(a[part, :, j, None], b[part, None, :, j], dtype=np.float32)
-                    for j in range(LANES)]
-            quad = (lane[0] + lane[1]) + (lane[2] + lane[3])
             group = part // GROUP_PARTITIONS
-            scaled = (quad.astype(np.float64) * (s_scale[group][:, None]
-                                                 * m_scale[group][None, :])).astype(np.float32)
+            scaled = mx_pe(a[part, :, None, :], b[part, None, :, :],
+                           s_bits[group][:, None], m_bits[group][None, :])
             acc = scaled if acc is None else np.add(acc, scaled, dtype=np.float32)
         if accumulate:
             acc = np.add(acc, psum.astype(np.float32), dtype=np.float32)

@@ -7,6 +7,9 @@ Blocks, one module each:
 - :mod:`systolica.hdl.fp32_add`: FP32 adder, round-to-nearest-even.
 - :mod:`systolica.hdl.fp32_mul`: the TF32 / FP32 multiplier (four 12-bit partial products
   over four passes, rounded once), built into PEs of a tile with the ``fp32`` type set.
+- :mod:`systolica.hdl.mx_quad`: one PE's MX step (NeuronCore-v4): four FP8 lane products,
+  their FP32 tree sum and the E8M0 block scales, and the MXFP4 -> e4m3fn conversion; a
+  component checked against the golden model, not yet built into a tile.
 - :mod:`systolica.hdl.pe`: the processing element (PE), INT8 and every float type.
 - :mod:`systolica.hdl.skew`: triangular delay lines that skew and de-skew vectors.
 - :mod:`systolica.hdl.array`: the ``rows x cols`` weight-stationary PE grid.
@@ -41,6 +44,7 @@ from .layouts import (
     token_layout,
 )
 from .loader import StationaryLoader
+from .mx_quad import MxQuad, MxScale
 from .pe import ProcessingElement
 from .psum import Psum
 from .result import ResultPath
@@ -58,6 +62,8 @@ __all__ = [
     "Fp32Adder",
     "Fp32Multiplier",
     "IssueLogic",
+    "MxQuad",
+    "MxScale",
     "Op",
     "ProcessingElement",
     "Probe",

@@ -17,7 +17,7 @@ time 0 that only wait on clock edges agree on cycle numbers.
 
 from amaranth.sim import Simulator
 
-__all__ = ["simulate", "stream_get", "stream_put", "stream_sink", "stream_source"]
+__all__ = ["evaluate", "simulate", "stream_get", "stream_put", "stream_sink", "stream_source"]
 
 #: Cycles a helper waits for a transfer before it fails (a stuck DUT fails, never hangs).
 MAX_CYCLES = 10_000
@@ -122,3 +122,21 @@ def simulate(dut, *testbenches, background=(), vcd=None):
     else:
         with sim.write_vcd(vcd):
             sim.run()
+
+
+def evaluate(dut, inputs, output):
+    """Drive each dict of ``inputs`` (member name -> int) into the combinational ``dut`` in
+    turn and return the values of its ``output`` member after each (list of int); no clock
+    (a helper of the datapath components' unit tests: multipliers, adders, the MX step)."""
+    got = []
+
+    async def bench(ctx):
+        for vector in inputs:
+            for name, value in vector.items():
+                ctx.set(getattr(dut, name), int(value))
+            got.append(ctx.get(getattr(dut, output)))
+
+    sim = Simulator(dut)
+    sim.add_testbench(bench)
+    sim.run()
+    return got

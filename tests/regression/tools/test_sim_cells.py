@@ -1,7 +1,8 @@
 """The PE cell-count report: Yosys synthesises the PE of every type set; each datapath costs
 more."""
 
-from systolica.cli.cells import VARIANTS, cell_stats, main
+from systolica.cli.cells import COMPONENTS, VARIANTS, cell_stats, main, synth_cells
+from systolica.hdl.mx_quad import MxScale
 
 
 def test_each_datapath_costs_more_cells():
@@ -31,3 +32,11 @@ def test_cells_report_prints_every_variant(capsys):
     assert main([]) == 0
     out = capsys.readouterr().out
     assert all(types in out for types in VARIANTS) and "total" in out
+    assert all(f"the {name} component has" in out for name in COMPONENTS)
+
+
+def test_the_mx_step_is_combinational_and_holds_its_scale_stage():
+    total, kinds = synth_cells(COMPONENTS["mx-quad"]())
+    scale, _ = synth_cells(MxScale())
+    assert not any("DFF" in kind for kind in kinds)
+    assert total > scale > 0 and kinds

@@ -12,11 +12,10 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.sim import Simulator
 
 from systolica.golden import FORMATS, nc_matmul
 from systolica.golden.bf16 import bf16_product, fp32_add, fp32_bits, from_bf16_bits, from_fp32_bits
-from systolica.hdl import FLOAT_FIELDS, DType, FloatMultiplier, Fp32Adder
+from systolica.hdl import FLOAT_FIELDS, DType, FloatMultiplier, Fp32Adder, streams
 from systolica.hdl.fp32_add import leading_zeros
 
 SPECIALS32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
@@ -25,19 +24,8 @@ SPECIALS32 = [0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC0
 
 
 def evaluate(dut, inputs, output):
-    """Drive each dict of ``inputs`` into the combinational ``dut``; return ``output`` values."""
-    got = []
-
-    async def bench(ctx):
-        for vector in inputs:
-            for name, value in vector.items():
-                ctx.set(getattr(dut, name), int(value))
-            got.append(ctx.get(getattr(dut, output)))
-
-    sim = Simulator(dut)
-    sim.add_testbench(bench)
-    sim.run()
-    return np.array(got, dtype=np.uint64).astype(np.uint32)
+    """``streams.evaluate``'s outputs as a uint32 array."""
+    return np.array(streams.evaluate(dut, inputs, output), dtype=np.uint64).astype(np.uint32)
 
 
 def random_fp32(rng, n):
