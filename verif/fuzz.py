@@ -577,7 +577,8 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     ``wide``: a third generator (None: off) that replaces ``wide_share`` of the legal
     matmuls, after the other two have drawn them (so their streams, and the other commands,
     stay the same), with a TF32/FP32 command of the same K, M, N and region
-    (:func:`wide_item`).
+    (:func:`wide_item`); with ``noise`` too, it puts TF32/FP32 codes in the type fields of a
+    fifth of the READs (which must ignore them).
     """
     out = []
     if burst is None and noise is not None and noise.random() < 0.5:
@@ -604,6 +605,11 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
                           "ftz": bool(noise.random() < 0.5),
                           "accumulate": bool(noise.random() < 0.5),
                           **_unused_matmul_fields(noise)}
+            if wide is not None and wide.random() < 0.2:
+                # TF32/FP32 codes in the type fields a READ ignores (with the transpose bit
+                # that a 32-bit transpose's two passes hang on, half the time)
+                unused.update(dtype=str(wide.choice(WIDE_TYPES)),
+                              moving_dtype=str(wide.choice(WIDE_TYPES)))
             out.append(Command("read", n=n, bank=bank, offset=offset, **unused))
             continue
         k, m = int(rng.integers(1, rows + 1)), int(rng.integers(1, cols + 1))

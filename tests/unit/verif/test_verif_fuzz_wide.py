@@ -62,6 +62,10 @@ def test_a_program_on_an_fp32_tile_draws_every_tf32_fp32_command_kind():
     for name, words in operands.items():
         assert coverage.wide_classes(np.concatenate(words), name) == list(
             coverage.WIDE_CLASSES), name
+    # READs whose ignored type fields hold the 32-bit codes, the transpose bit set or not
+    reads = [r.command for r in records if r.op == "read" and r.command.dtype in WIDE]
+    assert all(r.error is None for r in records if r.op == "read" and r.command.dtype in WIDE)
+    assert {c.is_transpose for c in reads} == {False, True}
     # the 8/16-bit commands still run on the 32-bit-lane tile
     assert {r.command.dtype for r in records if r.error is None} >= {"int8", "bf16", "e4m3"}
 
