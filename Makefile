@@ -4,7 +4,7 @@
 #   SIM=verilator|icarus  ROWS=128  COLS=128 (minilm on verilator; else 8)  FTZ=1
 #   DTYPE=int8|bf16|fp16|e4m3|e5m2|e3m4|e4m3fn|tf32|fp32
 #   TYPES=int8+bf16+fp16+fp8+fp8-double-row+fp32|all (the tile's type set; all: every set but
-#   fp32; default: the workload's)
+#   fp32; default: the workload's; fuzz: all/all+fp32, every size with each set in turn)
 #   SEED=1  WAVES=1
 #   WORKLOAD=minilm|random  LAYERS=0|0,5|all (minilm)  WORKERS=N (minilm)
 #   TIMELINE=run.png TRACE=run.json (random)
@@ -52,7 +52,8 @@ help:
 	@echo "                build: wall times, ratio, results compared bit for bit (~15 min)"
 	@echo "make fuzz       command-stream fuzzer: random legal and illegal commands through the"
 	@echo "                bulk harness, every word and stamp checked (SEED=1 COMMANDS=100000"
-	@echo "                on 4x4, 3x4, 5x3; SIZES=16x16 COMMANDS=10000 for the 16x16 tile;"
+	@echo "                on 4x4, 3x4, 5x3, each generated for all, then for all+fp32: TF32/FP32"
+	@echo "                on 32-bit lanes; SIZES=16x16 COMMANDS=10000 for the 16x16 tile;"
 	@echo "                TYPES='int8/bf16/all' tiles generated per type set, one after another;"
 	@echo "                SIZES=128x128 TYPES=int8+bf16 COMMANDS=10000 CHUNK=500 full size)"
 	@echo "make exhaustive both RTL multipliers on every type pairing, all pairs (IEEE and FTZ), and"

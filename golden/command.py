@@ -11,6 +11,7 @@ PSUM geometry defaults follow the NeuronCore: 8 banks of 512 FP32 entries per pa
 PSUM).
 """
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -244,7 +245,9 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     M > cols), ``"N_RANGE"`` (N = 0 or offset + N > entries: the region leaves its bank),
     ``"DOUBLE_ROW_TYPE"`` (double-row matmul whose operands are not both
     :data:`~.formats.DOUBLE_ROW_TYPES`), ``"TYPE_NOT_BUILT"`` (matmul with an operand type
-    not in ``dtypes``, or double-row on a tile without ``double_row``), then the transpose
+    not in ``dtypes``, double-row on a tile without ``double_row``, or an operand pair no
+    tile takes: INT8 with a float type, TF32/FP32 with an 8/16-bit type, a command word
+    only :func:`unpaired_command` makes), then the transpose
     rule (:func:`~.formats.check_transpose`, same order): ``"TRANSPOSE_DOUBLE_ROW"``,
     ``"TRANSPOSE_ACCUMULATE"``, ``"TRANSPOSE_FTZ"`` (a transposing matmul with double-row,
     ``accumulate`` or ``ftz``), then the tiling rule (:func:`~.tiles.tile_error`, same
@@ -269,7 +272,7 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
             DOUBLE_ROW_TYPES):
         return "DOUBLE_ROW_TYPE"
     if matmul and (not {command.dtype, command.mtype} <= set(dtypes) or (
-            command.double_row and not double_row)):
+            command.double_row and not double_row) or not _pairs(command)):
         return "TYPE_NOT_BUILT"
     if matmul and command.is_transpose:
         for code, mode in (("TRANSPOSE_DOUBLE_ROW", command.double_row),
@@ -281,3 +284,32 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
         return tile_error(command.tile_position, command.tile_size, command.k, command.m,
                           rows=rows, cols=cols, perf_mode=command.perf_mode)
     return None
+
+
+def _pairs(command):
+    """Whether a matmul's operand types pair (:func:`~.formats.operand_formats`' rule
+    without its exception): INT8 only with INT8, TF32/FP32 only with TF32/FP32."""
+    stype, mtype = format_of(command.dtype), format_of(command.mtype)
+    return stype.is_float == mtype.is_float and stype.is_wide == mtype.is_wide
+
+
+def unpaired_command(command, moving_dtype):
+    """A copy of matmul ``command`` whose moving operand type is ``moving_dtype`` (a short
+    name of :data:`DTYPES`), even for a pair no tile takes (INT8 with a float type, TF32 or
+    FP32 with an 8/16-bit type), which :class:`Command` itself refuses to build: the command
+    word a host can still send, and that every tile rejects with ``"TYPE_NOT_BUILT"``
+    (:func:`command_error`). The fuzzer sends such words as illegal commands.
+
+    Raises
+    ------
+    ValueError
+        If ``command`` is not a matmul or ``moving_dtype`` names no operand type.
+    """
+    if command.op != "matmul":
+        raise ValueError(f"only a matmul has a moving operand type, not a {command.op!r}")
+    if moving_dtype not in DTYPES:
+        raise ValueError(f"moving_dtype must be one of {', '.join(DTYPES)}, not "
+                         f"{moving_dtype!r}")
+    out = copy.copy(command)
+    object.__setattr__(out, "moving_dtype", moving_dtype)   # past the pair check, on purpose
+    return out

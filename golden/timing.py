@@ -208,7 +208,10 @@ def _command_passes(command):
 
 def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=None):
     stamps = [dict(accept=None, error=e, loads=[], issues=[], results=[]) for e in errors]
-    passes = [_command_passes(c) for c in commands]     # once, not in the cycle loop
+    # once, not in the cycle loop; a rejected command has no beats (and its operand pair
+    # may be one matmul_passes refuses: golden.command.unpaired_command)
+    passes = [_command_passes(c) if e is None else 1
+              for c, e in zip(commands, errors, strict=True)]
     legal = [c for c, e in zip(commands, errors, strict=True) if e is None and c.op == "matmul"]
     drivers = {"command": _Driver(len(commands)),
                "stationary": _Driver(sum(c.load_beats(rows) for c in legal)),

@@ -5,26 +5,31 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
 :func:`sample_dump` one cocotb regression test (the per-cycle TB's dump, written with
 ``$SYSTOLICA_COVERAGE`` set; ``--dumps DIR --tag NAME`` samples a folder of them):
 
-- ``operand.type``: each operand type as stationary and as moving, a mixed float pair,
-  FP8 double-row;
+- ``operand.type``: each operand type (TF32 and FP32 included) as stationary and as
+  moving, a mixed 8/16-bit float pair, a TF32/FP32 mixed pair, FP8 double-row;
 - ``operand.int8`` / ``operand.bf16``: each operand class of INT8 and BF16 matmuls;
+  ``operand.tf32`` / ``operand.fp32``: each operand class (:data:`WIDE_CLASSES`, as the
+  type reads the word) of matmuls with TF32 / FP32 operands;
 - ``product``: each BF16 x BF16 product's class (exact normal, exact subnormal, rounded to a
   subnormal, underflow to zero, overflow);
 - ``add``: each column-chain add's rounding outcome (exact, below half, tie to even down,
   tie to even up, above half), classified exactly;
 - ``psum``: overwrite vs accumulate x the class of the stored PSUM word it meets;
 - ``transpose``: a transpose of each operand type (its operands do not count above);
-- ``error``: every command error code; ``queue``: command-queue occupancy 0..3 when a
-  command is taken (3: the command waited for a slot);
+- ``error``: every command error code; ``unbuilt``: the TF32/FP32 commands rejected with
+  ``TYPE_NOT_BUILT`` (on a tile without ``fp32``; paired with an 8/16-bit type);
+- ``queue``: command-queue occupancy 0..3 when a command is taken (3: the command waited
+  for a slot);
 - ``stall``: the idle and backpressure levels; ``read``: READ bank x region (from entry 0,
   inside, up to the bank's end); ``tile``: square, wider or taller tiles; ``placement``:
   a legal matmul on the whole array, in a row tile, a column tile, or both.
 
 :data:`REMOVED` lists the bins left out, each with the reason. ``python -m
 systolica.verif.coverage`` (``make coverage``) runs a seeded fuzz sample with coverage
-on, merges it with the databases earlier runs wrote (``<build>/coverage/*.xml``, one per
-run: ``make test`` writes one), prints the summary table, writes ``merged.xml`` and
-``merged.yaml`` and exits 1 if a bin is not hit (closure).
+on (four programs of 400 commands, the fuzzer's default type sets: the fourth on a 4 x 4
+tile generated with ``fp32``), merges it with the databases earlier runs wrote
+(``<build>/coverage/*.xml``, one per run: ``make test`` writes one), prints the summary
+table, writes ``merged.xml`` and ``merged.yaml`` and exits 1 if a bin is not hit (closure).
 """
 
 import argparse
@@ -35,8 +40,8 @@ from pathlib import Path
 import numpy as np
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, coverage_section
 
-from systolica.golden.command import ERRORS, PSUM_ENTRIES
-from systolica.golden.formats import FORMATS
+from systolica.golden.command import DTYPES, ERRORS, PSUM_ENTRIES
+from systolica.golden.formats import WIDE_FORMATS
 from systolica.sim.options import OneLineParser, add_json_argument, integer, report_as_json
 from systolica.verif.exhaustive import ROUNDING, classify_rounding
 
@@ -51,10 +56,18 @@ STORED_CLASSES = ("fp32 zero", "fp32 subnormal", "fp32 normal", "fp32 inf", "fp3
 READ_REGIONS = ("from entry 0", "inside", "to the end")
 TILE_SHAPES = ("square", "wider", "taller")
 
-#: Operand-type bins: each type as stationary and as moving, a mixed float pair, and FP8
-#: double-row.
-_TYPE_BINS = ([f"stationary {name}" for name in FORMATS] + [f"moving {name}" for name in FORMATS]
-              + ["mixed float pair", "double-row"])
+#: Classes of TF32 and FP32 operands: +0 and -0 apart, the largest finite magnitude apart
+#: from the other normals, NaN (TF32: a payload in its upper 10 fraction bits; an FP32 NaN
+#: whose payload lies only in the 13 bits TF32 ignores reads as Inf).
+WIDE_CLASSES = ("+0", "-0", "subnormal", "normal", "max finite", "inf", "nan")
+#: Why a TF32/FP32 command was TYPE_NOT_BUILT.
+UNBUILT = ("tf32 on a tile without fp32", "fp32 on a tile without fp32",
+           "32-bit with an 8/16-bit partner")
+
+#: Operand-type bins: each type (golden's DTYPES) as stationary and as moving, a mixed pair of
+#: 8/16-bit floats, a mixed TF32/FP32 pair, and FP8 double-row.
+_TYPE_BINS = ([f"stationary {name}" for name in DTYPES] + [f"moving {name}" for name in DTYPES]
+              + ["mixed float pair", "tf32/fp32 mixed pair", "double-row"])
 
 #: Bins that are not in the model, and why (a reviewer's list).
 REMOVED = {
@@ -79,10 +92,12 @@ def _point(name, bins):
 _type = _point("operand.type", _TYPE_BINS)
 _int8_operand = _point("operand.int8", INT8_CLASSES)
 _bf16_operand = _point("operand.bf16", BF16_CLASSES)
+_wide_operand = {name: _point(f"operand.{name}", WIDE_CLASSES) for name in WIDE_FORMATS}
+_unbuilt = _point("unbuilt", UNBUILT)
 _product = _point("product", PRODUCT_CLASSES)
 _add = _point("add", ROUNDING)
 _error = _point("error", ERRORS)
-_transpose = _point("transpose", FORMATS)
+_transpose = _point("transpose", DTYPES)
 _queue = _point("queue", range(4))
 _tile = _point("tile", TILE_SHAPES)
 #: Where a legal matmul runs (the command's tile_position / tile_size).
@@ -131,6 +146,31 @@ def bf16_classes(bits):
              "normal": (exp > 0) & (exp < 255) & (bits != 0x7F7F), "max finite": bits == 0x7F7F,
              "inf": bits == 0x7F80, "nan": (exp == 255) & (frac != 0)}
     return [name for name, mask in masks.items() if mask.any()]
+
+
+def wide_classes(bits, name):
+    """Class names (:data:`WIDE_CLASSES`) present among 32-bit operand words ``bits`` of
+    type ``name`` (``"tf32"``: the lower 13 bits ignored, as the tile reads them)."""
+    bits = np.asarray(bits, np.uint32) & np.uint32(0xFFFFE000 if name == "tf32" else 0xFFFFFFFF)
+    magnitude = bits & np.uint32(0x7FFFFFFF)
+    exp, frac = magnitude >> 23, magnitude & np.uint32(0x7FFFFF)
+    top = 0x7F7FE000 if name == "tf32" else 0x7F7FFFFF
+    masks = {"+0": bits == 0, "-0": bits == 0x80000000, "subnormal": (exp == 0) & (frac != 0),
+             "normal": (exp > 0) & (exp < 255) & (magnitude != top),
+             "max finite": magnitude == top, "inf": magnitude == 0x7F800000,
+             "nan": (exp == 255) & (frac != 0)}
+    return [klass for klass, mask in masks.items() if mask.any()]
+
+
+def unbuilt_class(command):
+    """The :data:`UNBUILT` bin of a TYPE_NOT_BUILT ``command`` with a TF32/FP32 operand, or
+    None (no 32-bit operand)."""
+    wide = [name for name in (command.dtype, command.mtype) if name in WIDE_FORMATS]
+    if not wide:
+        return None
+    if len(wide) == 1:
+        return UNBUILT[2]
+    return UNBUILT[0] if "fp32" not in wide else UNBUILT[1]
 
 
 def int8_classes(values):
@@ -200,6 +240,8 @@ def sample_program(report, records, operands, predicted):
     for r in records:
         if r.error is not None:
             _error(r.error)
+            if r.error == "TYPE_NOT_BUILT" and unbuilt_class(r.command):
+                _unbuilt(unbuilt_class(r.command))
             continue
         region = (r.bank, slice(r.offset, r.offset + r.n))
         if r.op == "read":
@@ -226,7 +268,12 @@ def sample_program(report, records, operands, predicted):
         if command.double_row:
             _type("double-row")
         elif command.dtype != command.mtype:
-            _type("mixed float pair")
+            _type("tf32/fp32 mixed pair" if command.dtype in WIDE_FORMATS else
+                  "mixed float pair")
+        for name, array in ((command.dtype, stationary), (command.mtype, moving)):
+            if name in WIDE_FORMATS:
+                for klass in wide_classes(array.view(np.uint32), name):
+                    _wide_operand[name](klass)
         if r.dtype != "int8" and not (command.dtype == command.mtype == "bf16"):
             continue            # the operand, product and add classes are BF16's
         if r.dtype == "int8":

@@ -1,11 +1,17 @@
 """Command-stream fuzzer: seeded random programs through the bulk harness, nothing lost.
 
 Each program (``--chunk`` commands) mixes legal matmuls (INT8, BF16 IEEE and FTZ, overwrite
-and accumulate, random bank/offset/K/M/N) and READs with illegal commands of every
-:data:`~systolica.golden.command.ERRORS` kind (several errors at once too, to pin the
-check order), and runs on the bulk harness (:mod:`systolica.tb.bulk`) of one of the tile
-sizes in turn, with every backpressure level and every idle level (random idle cycles on
-the input streams, or none) in every four programs. Per program it requires:
+and accumulate, random bank/offset/K/M/N; the other 8/16-bit float types, transposes and
+row/column tiles; TF32/FP32 matmuls and transposes, :func:`wide_item`) and READs with
+illegal commands of every :data:`~systolica.golden.command.ERRORS` kind (several errors at
+once too, to pin the check order; a TF32/FP32 operand with an 8/16-bit partner), and runs
+on the bulk harness (:mod:`systolica.tb.bulk`) of one of the tiles in turn, with every
+backpressure level and every idle level (random idle cycles on the input streams, or none)
+in every four programs. The tiles (:func:`program_config`): program ``p`` of the default
+``--types`` (:data:`TYPES`, ``all/all+fp32``) and sizes runs on size ``p mod 3`` of
+:data:`SIZES`, generated for ``all`` (8/16-bit types on 16-bit lanes, where TF32/FP32
+commands are the illegal ``TYPE_NOT_BUILT`` ones) when ``p mod 6 < 3``, else for
+``all+fp32`` (the same types and TF32/FP32 on 32-bit lanes). Per program it requires:
 
 - every command accounted for: each legal command's result beats (``N`` of them, ``last``
   on the final one) and nothing else; the rejected count and last error in ``status``
@@ -37,8 +43,8 @@ import numpy as np
 
 from systolica.golden import FORMATS, Command, command_schedule, operand_formats
 from systolica.golden import tile_sizes as golden_tile_sizes
-from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH
-from systolica.golden.formats import DOUBLE_ROW_TYPES
+from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH, unpaired_command
+from systolica.golden.formats import DOUBLE_ROW_TYPES, WIDE_FORMATS
 from systolica.hdl.config import TYPE_SET_SEPARATOR, TileConfig, type_sets
 from systolica.sim.options import (
     OneLineParser,
@@ -66,6 +72,14 @@ TRANSPOSES = 0.1
 #: Share of the legal matmuls that the second generator puts in a row/column tile that
 #: holds them (see :func:`random_tile`).
 TILES = 0.15
+#: Share of the legal matmuls that the third generator replaces with a TF32/FP32 command
+#: (see :func:`wide_item`) on a tile generated with the ``fp32`` type set, and on a tile
+#: without it (where each is the illegal command ``TYPE_NOT_BUILT`` rejects).
+WIDE_SHARE, UNBUILT_WIDE_SHARE = 0.4, 0.03
+#: The type sets of the default run (``--types``): every size with ``all`` (8/16-bit types
+#: on 16-bit lanes), then every size with ``all+fp32`` (the same types and TF32/FP32 on
+#: 32-bit lanes).
+TYPES = f"all{TYPE_SET_SEPARATOR}all+fp32"
 #: Most illegal commands in a rejection burst (see :func:`random_program`; at least a
 #: quarter of it): up to 2^11, so the 16-bit rejected count carries into bit 11.
 BURST = 2048
@@ -434,6 +448,92 @@ def _refused_transpose(rng, k, m, n, bank, offset):
                    is_transpose=True, **modes)
 
 
+#: The 32-bit operand types (TF32 and FP32; they pair only with each other).
+WIDE_TYPES = tuple(WIDE_FORMATS)
+#: FP32 bit patterns of the largest finite magnitude (TF32 reads 0x7F7FE000 from them).
+_MAX_FINITE = (0x7F7FFFFF, 0xFF7FFFFF)
+
+
+def wide_bits(rng, name, shape):
+    """Random operands of ``name`` (``"tf32"`` or ``"fp32"``; float32 words or
+    :data:`~systolica.golden.TFLOAT32` ones), one of three draws per matrix: values near 1
+    (a fifth of the time), :func:`~systolica.tb.stimulus.fp32_words` (a quarter: exponents
+    near 1, near 0 and where products cross FP32's subnormal boundary, the tie that rounds
+    up to 2^-126) or :func:`float_classes` of FP32's fields (+-0, subnormals, the edge
+    binades, Inf and NaN payloads as often as normals); then about a tenth of the words
+    replaced by the largest finite magnitude or :data:`~systolica.tb.stimulus.SPECIAL_PATTERNS`
+    ``[32]``, and a third of the time a share of zeros (:func:`sparse`). TF32 words keep
+    random bits in the 13 fraction bits TF32 does not read half the time (a NaN whose payload
+    lies only there reads as Inf), else zeros there."""
+    fmt = WIDE_FORMATS["fp32"]
+    draw = rng.random()
+    if draw < 0.2:
+        bits = rng.standard_normal(shape).astype(np.float32).view(np.uint32).astype(np.int64)
+    elif draw < 0.45:
+        bits = stimulus.fp32_words(rng, shape, specials=0.1).view(np.uint32).astype(np.int64)
+    else:
+        bits = float_classes(rng, fmt, shape)
+    pool = np.array([*_MAX_FINITE, *stimulus.SPECIAL_PATTERNS[32]], np.int64)
+    bits = np.where(rng.random(shape) < 0.1, rng.choice(pool, shape), bits)
+    if rng.random() < 1 / 3:
+        bits = sparse(rng, bits, 32)
+    if name == "tf32" and rng.random() < 0.5:
+        bits = bits & 0xFFFFE000
+    bits = bits.astype(np.uint32)
+    return bits.view(WIDE_FORMATS[name].dtype)
+
+
+def wide_item(rng, rows, cols, k, m, n, bank, offset):
+    """A TF32/FP32 command of K = ``k``, M = ``m``, N = ``n`` into PSUM ``bank``/``offset``,
+    an item as :func:`random_program` returns:
+
+    - a tenth: an operand pair no tile takes (:func:`~systolica.golden.command.unpaired_command`:
+      TF32 or FP32 with an 8/16-bit type, either side; the tile rejects it with
+      ``TYPE_NOT_BUILT``), a Command with random modes and, half the time, a tile;
+    - 15 %: a transpose of TF32 or FP32 words (:func:`wide_bits`, a third of them
+      :data:`~systolica.tb.stimulus.SPECIAL_PATTERNS` ``[32]``) with a selector of either
+      32-bit type, a quarter of them refused for their mode (accumulate or FTZ,
+      ``TRANSPOSE_*``);
+    - the rest: a matmul of a pair drawn from TF32 x TF32, FP32 x FP32, TF32 x FP32 and
+      FP32 x TF32 (:func:`wide_bits`), accumulating 40 % and FTZ 30 % of the time, a fifth
+      of them in a random row/column tile (:func:`random_tile`).
+    """
+    draw = rng.random()
+    if draw < 0.1:
+        narrow = str(rng.choice(list(FORMATS)))
+        wide = str(rng.choice(WIDE_TYPES))
+        stype, mtype = (wide, narrow) if rng.random() < 0.5 else (narrow, wide)
+        command = Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=stype,
+                          ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.4),
+                          is_transpose=bool(rng.random() < 0.2))
+        if rng.random() < 0.5:
+            position, size = random_tile(rng, rows, cols, k, m)
+            command = dataclasses.replace(command, tile_position=position, tile_size=size)
+        return unpaired_command(command, mtype)
+    if draw < 0.25:
+        stype = str(rng.choice(WIDE_TYPES))
+        if rng.random() < 0.25:
+            accumulate = bool(rng.random() < 0.5)
+            return Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=stype,
+                           moving_dtype=str(rng.choice(WIDE_TYPES)), is_transpose=True,
+                           accumulate=accumulate, ftz=not accumulate or bool(rng.random() < 0.5))
+        bits = wide_bits(rng, stype, (k, m)).view(np.uint32)
+        specials = np.array(stimulus.SPECIAL_PATTERNS[32], np.uint32)
+        bits = np.where(rng.random((k, m)) < 1 / 3, rng.choice(specials, (k, m)), bits)
+        ones = np.zeros((k, n), np.float32)
+        ones[rng.integers(0, k, size=n), np.arange(n)] = 1.0
+        mtype = WIDE_FORMATS[str(rng.choice(WIDE_TYPES))].dtype
+        s = bits.astype(np.uint32).view(WIDE_FORMATS[stype].dtype)
+        return s, ones.view(mtype), False, False, bank, offset, None, True
+    stype, mtype = (str(t) for t in rng.choice(WIDE_TYPES, 2))
+    s, v = wide_bits(rng, stype, (k, m)), wide_bits(rng, mtype, (k, n))
+    accumulate, ftz = bool(rng.random() < 0.4), bool(rng.random() < 0.3)
+    if rng.random() < 0.2:
+        return (s, v, accumulate, ftz, bank, offset, None, False,
+                *random_tile(rng, rows, cols, k, m))
+    return s, v, accumulate, ftz, bank, offset, None
+
+
 def random_tile(rng, rows, cols, k, m, perf_mode=None):
     """``(tile_position, tile_size)`` of a random tile of a ``rows x cols`` array that holds
     a matmul of K = ``k`` (``2 x`` the tile's rows in double-row mode) and M = ``m``, any
@@ -446,7 +546,8 @@ def random_tile(rng, rows, cols, k, m, perf_mode=None):
             (rs, cs))
 
 
-def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0):
+def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0,
+                   wide=None, wide_share=0.0):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode[, is_transpose]])`` (a
     legal matmul) or a :class:`~systolica.golden.Command` (a legal READ or an illegal
@@ -472,6 +573,12 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     (:func:`_refused_transpose`), and :data:`TILES` of the other legal matmuls run in a
     random row/column tile that holds them (:func:`random_tile`; the items then carry
     ``is_transpose``, ``tile_position`` and ``tile_size``).
+
+    ``wide``: a third generator (None: off) that replaces ``wide_share`` of the legal
+    matmuls, after the other two have drawn them (so their streams, and the other commands,
+    stay the same), with a TF32/FP32 command of the same K, M, N and region
+    (:func:`wide_item`); with ``noise`` too, it puts TF32/FP32 codes in the type fields of a
+    fifth of the READs (which must ignore them).
     """
     out = []
     if burst is None and noise is not None and noise.random() < 0.5:
@@ -498,6 +605,11 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
                           "ftz": bool(noise.random() < 0.5),
                           "accumulate": bool(noise.random() < 0.5),
                           **_unused_matmul_fields(noise)}
+            if wide is not None and wide.random() < 0.2:
+                # TF32/FP32 codes in the type fields a READ ignores (with the transpose bit
+                # that a 32-bit transpose's two passes hang on, half the time)
+                unused.update(dtype=str(wide.choice(WIDE_TYPES)),
+                              moving_dtype=str(wide.choice(WIDE_TYPES)))
             out.append(Command("read", n=n, bank=bank, offset=offset, **unused))
             continue
         k, m = int(rng.integers(1, rows + 1)), int(rng.integers(1, cols + 1))
@@ -514,16 +626,18 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
             s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
         if noise is not None and noise.random() < TRANSPOSES:
             if noise.random() < 0.25:
-                out.append(_refused_transpose(noise, k, m, n, bank, offset))
+                item = _refused_transpose(noise, k, m, n, bank, offset)
             else:
-                out.append((*transpose_operands(noise, k, m, n), False, False, bank, offset,
-                            None, True))
-            continue
-        if noise is not None and noise.random() < TILES:
-            out.append((s, v, accumulate, ftz, bank, offset, perf_mode, False,
-                        *random_tile(noise, rows, cols, len(s), s.shape[1], perf_mode)))
-            continue
-        out.append((s, v, accumulate, ftz, bank, offset, perf_mode))
+                item = (*transpose_operands(noise, k, m, n), False, False, bank, offset,
+                        None, True)
+        elif noise is not None and noise.random() < TILES:
+            item = (s, v, accumulate, ftz, bank, offset, perf_mode, False,
+                    *random_tile(noise, rows, cols, len(s), s.shape[1], perf_mode))
+        else:
+            item = (s, v, accumulate, ftz, bank, offset, perf_mode)
+        if wide is not None and wide.random() < wide_share:
+            item = wide_item(wide, rows, cols, k, m, n, bank, offset)
+        out.append(item)
     return out
 
 
@@ -850,7 +964,9 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
 
     The program's tile is :func:`program_config` (its turn of ``sizes`` and of the type
     sets of ``types``); the random programs draw every type, and those outside its type set
-    are sent as the illegal commands they are on that tile (``TYPE_NOT_BUILT``).
+    are sent as the illegal commands they are on that tile (``TYPE_NOT_BUILT``): TF32/FP32
+    commands (:func:`wide_item`) replace :data:`WIDE_SHARE` of the legal matmuls on a tile
+    generated with ``fp32``, :data:`UNBUILT_WIDE_SHARE` on one without.
 
     ``tile``: a harness :class:`~systolica.sim.builder.runner.Build` to run on instead of building
     one (its size must be the program's; the mutation runner passes its mutant build), and
@@ -876,7 +992,11 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     backpressure = BACKPRESSURE[index % len(BACKPRESSURE)]
     idle = ((0.0, *IDLE)[(index + index // 4) % (len(IDLE) + 1)])
     if directed is None:
-        items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats)
+        # The third generator draws the TF32/FP32 commands (legal on an fp32 tile, else
+        # TYPE_NOT_BUILT), leaving the other two generators' draws as they were.
+        wide = np.random.default_rng([seed, index, 2])
+        items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats, wide,
+                               WIDE_SHARE if config.wide else UNBUILT_WIDE_SHARE)
         counts = {"commands": chunk, "burst": len(items) - chunk}
     else:
         items = directed(rng, rows, cols)
@@ -961,7 +1081,7 @@ def _compare_stamps(records, predicted, errors, limit=5):
     return checked
 
 
-def replay_command(seed, index, chunk, sizes=SIZES, types="all"):
+def replay_command(seed, index, chunk, sizes=SIZES, types=TYPES):
     """The command line that runs program ``index`` of ``seed`` alone, keeping its files."""
     names = TYPE_SET_SEPARATOR.join(TileConfig(1, 1, t).types_name for t in type_sets(types))
     return (f"{sys.executable} -m systolica fuzz --seed {seed} --program {index} "
@@ -970,9 +1090,10 @@ def replay_command(seed, index, chunk, sizes=SIZES, types="all"):
 
 
 def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", build_root=None,
-         programs=None, keep=False, out=print, sample=None, types="all"):
+         programs=None, keep=False, out=print, sample=None, types=TYPES):
     """Run ``commands`` fuzzed commands (in programs of ``chunk``); return the reports.
-    ``sample``, ``types``: see :func:`run_program_index`.
+    ``sample``: see :func:`run_program_index`; ``types``: the type sets the programs' tiles
+    take in turn (:func:`program_config`; default :data:`TYPES`).
 
     Raises
     ------
@@ -1077,13 +1198,14 @@ def main(argv=None):
     parser.add_argument("--sizes", type=tile_sizes(),
                         default=",".join(f"{r}x{c}" for r, c in SIZES),
                         help="tile sizes, one per program in turn (default %(default)s)")
-    parser.add_argument("--types", default="all",
+    parser.add_argument("--types", default=TYPES,
                         help="type set the tiles are generated for (int8, bf16, fp16, fp8, "
-                             "fp8-double-row, all; joined with + or ,), or several "
-                             f"separated by {TYPE_SET_SEPARATOR}: the programs take every "
-                             "size with the first, then every size with the next, in turn; "
-                             "matmuls of other types go as the illegal commands they are "
-                             "(default all)")
+                             "fp8-double-row, fp32, all (every set but fp32); joined with + "
+                             f"or ,), or several separated by {TYPE_SET_SEPARATOR}: the "
+                             "programs take every size with the first, then every size with "
+                             "the next, in turn; matmuls of other types go as the illegal "
+                             "commands they are (default %(default)s: the 8/16-bit types on "
+                             "16-bit lanes, then with TF32/FP32 on 32-bit lanes)")
     parser.add_argument("--sim", default="verilator", choices=("verilator", "icarus"),
                         help="simulator (default %(default)s)")
     parser.add_argument("--build-dir", type=folder, default=None,

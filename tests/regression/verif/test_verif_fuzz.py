@@ -18,10 +18,13 @@ def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
     """The seeded sample of ``make test``: every command accounted for, every word and
     stamp checked, and every functional coverage bin hit (closure; the bins left out are
     listed in systolica.verif.coverage.REMOVED with their reasons). Its coverage
-    database goes to <build>/coverage for ``make coverage`` to merge."""
+    database goes to <build>/coverage for ``make coverage`` to merge. The default type
+    sets (fuzz.TYPES): three programs on tiles without fp32 (TF32/FP32 commands are
+    TYPE_NOT_BUILT there), the fourth on a 4 x 4 all+fp32 tile (TF32/FP32 bins)."""
     lines = []
     reports = fuzz.fuzz(seed, 1200, chunk=300, sizes=SAMPLE_SIZES, out=lines.append,
                         sample=coverage.sample_program)
+    assert [r.types for r in reports] == ["all"] * 3 + ["all+fp32"]
     # A tile generated for MiniLM's type set (the 4 x 4 build the MiniLM tests use): its
     # FP16 and mixed matmuls are the illegal commands TYPE_NOT_BUILT rejects.
     reports += fuzz.fuzz(seed + 1, 300, chunk=300, sizes=((4, 4),), out=lines.append,
@@ -38,6 +41,34 @@ def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
             rejected[name] = rejected.get(name, 0) + count
     assert set(rejected) == set(ERRORS)
     assert all(r.matmuls and r.reads and r.stamps_checked for r in reports)
+
+
+def test_fuzz_program_on_an_fp32_tile_runs_every_tf32_fp32_command(seed):
+    """One program on a 4 x 4 tile generated with all+fp32 (32-bit operand lanes): its
+    TF32 x TF32, FP32 x FP32 and mixed TF32/FP32 matmuls (accumulating and not, FTZ and
+    IEEE, in row/column tiles), 32-bit transposes and 8/16-bit matmuls are accepted, every
+    word equals the golden model's and every stamp the cycle model's; the TF32/FP32
+    commands with an 8/16-bit partner are rejected with TYPE_NOT_BUILT."""
+    lines, seen = [], []
+    reports = fuzz.fuzz(seed, 300, chunk=300, sizes=((4, 4),), types="all+fp32",
+                        out=lines.append, sample=lambda *args: seen.append(args[1]))
+    r = reports[0]
+    assert r.passed and r.types == "all+fp32", "\n".join(lines)
+    assert r.mismatches == r.missing_beats == r.unexpected_beats == 0 and r.stamps_checked
+    records = seen[0]
+    wide = {"tf32", "fp32"}
+    legal = [x.command for x in records if x.error is None and x.op == "matmul"]
+    pairs = {(c.dtype, c.mtype) for c in legal if {c.dtype, c.mtype} <= wide
+             and not c.is_transpose}
+    assert pairs == {("tf32", "tf32"), ("fp32", "fp32"), ("tf32", "fp32"), ("fp32", "tf32")}
+    wide_legal = [c for c in legal if c.dtype in wide]
+    assert {c.accumulate for c in wide_legal} == {c.ftz for c in wide_legal} == {False, True}
+    assert any(c.tile_size for c in wide_legal) and any(c.is_transpose for c in wide_legal)
+    assert {"bf16", "int8"} <= {c.dtype for c in legal}
+    mixed = [x for x in records if x.op == "matmul"
+             and (x.command.dtype in wide) != (x.command.mtype in wide)
+             and wide & {x.command.dtype, x.command.mtype}]
+    assert mixed and {x.error for x in mixed} == {"TYPE_NOT_BUILT"}
 
 
 def test_fuzz_sample_at_16x16_loses_nothing(seed):

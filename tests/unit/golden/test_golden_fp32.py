@@ -217,3 +217,31 @@ def test_the_cycle_model_spends_passes_on_each_moving_column(dtype, mtype, trans
     assert second.issues[0] == start + 3 * passes
     stepped = command_schedule(rows, cols, [command, command], result_ready=lambda c: True)
     assert stepped == [first, second]
+
+
+@pytest.mark.parametrize(("stype", "mtype"), [("fp32", "bf16"), ("e4m3", "tf32"),
+                                              ("tf32", "int8"), ("int8", "fp32")])
+def test_a_pair_no_tile_takes_is_type_not_built_on_every_tile(stype, mtype):
+    """The command word Command refuses (32-bit with 8/16-bit, INT8 with a float type) can
+    still be sent; every tile rejects it, even one generated for both of its types (the
+    RTL's check: is_wide(stype) == is_wide(mtype)), and the stepped cycle model gives it
+    no beats."""
+    from systolica.golden.command import unpaired_command
+
+    with pytest.raises(TypeError):
+        Command("matmul", dtype=stype, moving_dtype=mtype)
+    base = Command("matmul", k=2, m=2, n=3, dtype=stype, accumulate=True)
+    word = unpaired_command(base, mtype)
+    assert (word.dtype, word.mtype, word.k, word.n, word.accumulate) == (stype, mtype, 2, 3,
+                                                                         True)
+    assert base.mtype == stype                    # the original is left as it was
+    assert command_error(word, rows=4, cols=4) == "TYPE_NOT_BUILT"
+    legal = Command("matmul", k=2, m=2, n=2, dtype="fp32")
+    timing = command_schedule(4, 4, [word, legal, word], offer=lambda stream, cycle: True)
+    assert [t.error for t in timing] == ["TYPE_NOT_BUILT", None, "TYPE_NOT_BUILT"]
+    assert timing[0].issues == timing[2].issues == ()
+    assert timing[1].issues[1] - timing[1].issues[0] == 4      # FP32: four passes a column
+    with pytest.raises(ValueError, match="moving_dtype must be one of"):
+        unpaired_command(base, "fp64")
+    with pytest.raises(ValueError, match="only a matmul"):
+        unpaired_command(Command("read"), "bf16")

@@ -41,3 +41,23 @@ def test_fuzz_tiles_hold_their_matmul_and_fill_the_placement_bins():
         seen.add(placement(command, 4, 4))
         sizes.add(size)
     assert seen == set(PLACEMENTS) and len(sizes) == 9
+
+
+def test_wide_classifiers():
+    words = [0x00000000, 0x80000000, 0x00000001, 0x3F800000, 0x7F7FFFFF, 0xFF800000,
+             0x7FC00000]
+    assert coverage.wide_classes(words, "fp32") == list(coverage.WIDE_CLASSES)
+    # TF32 reads the upper 19 bits: 0x00001FFF is +0, 0x7F801FFF Inf, 0x7F7FE000 its max
+    assert coverage.wide_classes([0x00001FFF], "tf32") == ["+0"]
+    assert coverage.wide_classes([0x7F801FFF], "tf32") == ["inf"]
+    assert coverage.wide_classes([0x7F801FFF], "fp32") == ["nan"]
+    assert coverage.wide_classes([0xFF7FE123], "tf32") == ["max finite"]
+    assert coverage.wide_classes([0x7F7FE000], "fp32") == ["normal"]
+    from systolica.golden.command import unpaired_command
+
+    assert coverage.unbuilt_class(Command("matmul", dtype="tf32")) == coverage.UNBUILT[0]
+    assert coverage.unbuilt_class(Command("matmul", dtype="tf32", moving_dtype="fp32")) == (
+        coverage.UNBUILT[1])
+    assert coverage.unbuilt_class(unpaired_command(Command("matmul", dtype="bf16"),
+                                                   "fp32")) == coverage.UNBUILT[2]
+    assert coverage.unbuilt_class(Command("matmul", dtype="bf16")) is None
