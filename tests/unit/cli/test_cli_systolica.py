@@ -374,12 +374,16 @@ def test_cells_json(monkeypatch, capsys):
         return total, {"$_AND_": total}
 
     monkeypatch.setattr(cells, "cell_stats", fake)
+    monkeypatch.setattr(cells, "synth_cells", lambda component: (5, {"$_OR_": 5}))
     assert systolica.main(["cells", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     totals = {types: fake(types)[0] for types in cells.VARIANTS}
     assert data == {"pes": {title: {"total": total, "cells": {"$_AND_": total},
                                     "over_int8": total / totals["int8"]}
-                            for title, total in totals.items()}}
+                            for title, total in totals.items()},
+                    "components": {name: {"total": 5, "cells": {"$_OR_": 5},
+                                          "over_int8": 5 / totals["int8"]}
+                                   for name in cells.COMPONENTS}}
     assert data["pes"]["int8"]["over_int8"] == 1
 
 
