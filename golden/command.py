@@ -25,6 +25,7 @@ from .formats import (
     format_of,
     max_k,
     operand_formats,
+    pair_problem,
 )
 from .tiles import TILE_ERRORS, tile_error
 
@@ -287,10 +288,8 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
 
 
 def _pairs(command):
-    """Whether a matmul's operand types pair (:func:`~.formats.operand_formats`' rule
-    without its exception): INT8 only with INT8, TF32/FP32 only with TF32/FP32."""
-    stype, mtype = format_of(command.dtype), format_of(command.mtype)
-    return stype.is_float == mtype.is_float and stype.is_wide == mtype.is_wide
+    """Whether a matmul's operand types pair (:func:`~.formats.pair_problem`)."""
+    return pair_problem(format_of(command.dtype), format_of(command.mtype)) is None
 
 
 def unpaired_command(command, moving_dtype):

@@ -174,17 +174,27 @@ def operand_formats(stationary_dtype, moving_dtype, *, perf_mode=None):
     """
     check_perf_mode(perf_mode)
     pair = (format_of(stationary_dtype, "stationary"), format_of(moving_dtype, "moving"))
-    if pair[0].is_float != pair[1].is_float:
-        raise TypeError(f"int8 pairs only with int8; got stationary {pair[0].type_name} and "
-                        f"moving {pair[1].type_name}")
-    if pair[0].is_wide != pair[1].is_wide:
-        raise TypeError(f"tfloat32 and float32 pair only with tfloat32 or float32; got "
-                        f"stationary {pair[0].type_name} and moving {pair[1].type_name}")
+    problem = pair_problem(*pair)
+    if problem is not None:
+        raise TypeError(problem)
     if perf_mode == DOUBLE_ROW and not all(f.name in DOUBLE_ROW_TYPES for f in pair):
         raise TypeError(f"perf_mode='double_row' needs both operands float8_e4m3 or "
                         f"float8_e5m2; got stationary {pair[0].type_name} and moving "
                         f"{pair[1].type_name}")
     return pair
+
+
+def pair_problem(stationary, moving):
+    """Why two :class:`OperandFormat` s do not pair (str), or None when they do: INT8 pairs
+    only with INT8, ``tfloat32`` / ``float32`` only with each other (the rule of
+    :func:`operand_formats`)."""
+    if stationary.is_float != moving.is_float:
+        return (f"int8 pairs only with int8; got stationary {stationary.type_name} and "
+                f"moving {moving.type_name}")
+    if stationary.is_wide != moving.is_wide:
+        return (f"tfloat32 and float32 pair only with tfloat32 or float32; got "
+                f"stationary {stationary.type_name} and moving {moving.type_name}")
+    return None
 
 
 def check_perf_mode(perf_mode):

@@ -246,16 +246,22 @@ def mx_pe(stationary, moving, stationary_scale, moving_scale):
         The CPU's FP mode (FTZ/DAZ) would make the model inexact.
     """
     check_fp_environment()
-    a = np.asarray(stationary).astype(np.float32)
-    b = np.asarray(moving).astype(np.float32)
-    scale = (_scale_values(_scale_bits(stationary_scale))
-             * _scale_values(_scale_bits(moving_scale)))    # exact in float64
+    scaled = _pe_step(np.asarray(stationary).astype(np.float32),
+                      np.asarray(moving).astype(np.float32),
+                      _scale_values(_scale_bits(stationary_scale))
+                      * _scale_values(_scale_bits(moving_scale)))    # exact in float64
+    return np.where(np.isnan(scaled), np.uint32(CANONICAL_NAN),
+                    scaled.view(np.uint32)).view(_FP32)
+
+
+def _pe_step(a, b, scale):
+    """:func:`mx_pe` on float32 lanes ``a``, ``b`` [..., 4] and the float64 product of the
+    two scale values (NaN not made canonical): the one place of the PE arithmetic, which
+    :func:`nc_matmul_mx` calls per partition with the inputs converted once."""
     with np.errstate(all="ignore"):
         lane = np.multiply(a, b, dtype=np.float32)          # exact: <= 4 x 4 significant bits
         quad = (lane[..., 0] + lane[..., 1]) + (lane[..., 2] + lane[..., 3])
-        scaled = (quad.astype(np.float64) * scale).astype(np.float32)
-    return np.where(np.isnan(scaled), np.uint32(CANONICAL_NAN),
-                    scaled.view(np.uint32)).view(_FP32)
+        return (quad.astype(np.float64) * scale).astype(np.float32)
 
 
 def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, psum=None,
@@ -328,12 +334,13 @@ def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, psum=Non
 
     a = stationary.astype(np.float32)          # exact: every MX element is an FP32 value
     b = moving.astype(np.float32)
+    s_scale, m_scale = _scale_values(s_bits), _scale_values(m_bits)
     acc = None
     with np.errstate(all="ignore"):
         for part in range(p):
             group = part // GROUP_PARTITIONS
-            scaled = mx_pe(a[part, :, None, :], b[part, None, :, :],
-                           s_bits[group][:, None], m_bits[group][None, :])
+            scaled = _pe_step(a[part, :, None, :], b[part, None, :, :],
+                              s_scale[group][:, None] * m_scale[group][None, :])
             acc = scaled if acc is None else np.add(acc, scaled, dtype=np.float32)
         if accumulate:
             acc = np.add(acc, psum.astype(np.float32), dtype=np.float32)
