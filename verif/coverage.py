@@ -240,8 +240,8 @@ def sample_program(report, records, operands, predicted):
     for r in records:
         if r.error is not None:
             _error(r.error)
-            if r.error == "TYPE_NOT_BUILT" and unbuilt_class(r.command):
-                _unbuilt(unbuilt_class(r.command))
+            if r.error == "TYPE_NOT_BUILT" and (reason := unbuilt_class(r.command)):
+                _unbuilt(reason)
             continue
         region = (r.bank, slice(r.offset, r.offset + r.n))
         if r.op == "read":

@@ -428,11 +428,20 @@ def transpose_operands(rng, k, m, n):
         mtype = FORMATS[str(rng.choice([name for name, f in FORMATS.items() if f.is_float]))]
     else:
         bits, mtype = rng.integers(0, 256, (k, m)), fmt
-    specials = np.array(stimulus.SPECIAL_PATTERNS[fmt.width])
+    bits, ones = _transposed_and_selector(rng, bits, fmt.width, n)
+    return (bits.astype(f"u{fmt.width // 8}").view(fmt.dtype), ones.astype(mtype.dtype))
+
+
+def _transposed_and_selector(rng, bits, width, n):
+    """The words [K, M] a transpose moves, a third of them replaced by
+    :data:`~systolica.tb.stimulus.SPECIAL_PATTERNS` ``[width]``, and its float32 selector
+    [K, n] (one 1 per column, in a random row)."""
+    k, m = bits.shape
+    specials = np.array(stimulus.SPECIAL_PATTERNS[width])
     bits = np.where(rng.random((k, m)) < 1 / 3, rng.choice(specials, (k, m)), bits)
     ones = np.zeros((k, n), np.float32)
     ones[rng.integers(0, k, size=n), np.arange(n)] = 1.0
-    return (bits.astype(f"u{fmt.width // 8}").view(fmt.dtype), ones.astype(mtype.dtype))
+    return bits, ones
 
 
 def _refused_transpose(rng, k, m, n, bank, offset):
@@ -517,11 +526,8 @@ def wide_item(rng, rows, cols, k, m, n, bank, offset):
             return Command("matmul", k=k, m=m, n=n, bank=bank, offset=offset, dtype=stype,
                            moving_dtype=str(rng.choice(WIDE_TYPES)), is_transpose=True,
                            accumulate=accumulate, ftz=not accumulate or bool(rng.random() < 0.5))
-        bits = wide_bits(rng, stype, (k, m)).view(np.uint32)
-        specials = np.array(stimulus.SPECIAL_PATTERNS[32], np.uint32)
-        bits = np.where(rng.random((k, m)) < 1 / 3, rng.choice(specials, (k, m)), bits)
-        ones = np.zeros((k, n), np.float32)
-        ones[rng.integers(0, k, size=n), np.arange(n)] = 1.0
+        bits, ones = _transposed_and_selector(rng, wide_bits(rng, stype, (k, m)).view(np.uint32),
+                                              32, n)
         mtype = WIDE_FORMATS[str(rng.choice(WIDE_TYPES))].dtype
         s = bits.astype(np.uint32).view(WIDE_FORMATS[stype].dtype)
         return s, ones.view(mtype), False, False, bank, offset, None, True
