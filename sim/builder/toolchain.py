@@ -95,6 +95,18 @@ CLANG_MAKEFLAGS = ("CXX=clang++ LINK=clang++ LOADLIBES=-latomic "
                    r"USER_CPPFLAGS=-Xclang\ -fno-pch-timestamp")
 
 
+#: ``MAKEFLAGS`` text that gives the compile of a precompiled header (and no other compile)
+#: the folder it runs in, ``-I$(CURDIR)`` (``$$``: make reads ``MAKEFLAGS`` escaped). A PCH
+#: records the absolute paths of the headers it read, and a compile that uses it opens them;
+#: ccache does not hash the working folder, so without this it hands one build folder's PCH
+#: to another that verilated the same headers, and once the first folder is gone, clang
+#: fails with "could not find file ... referenced by AST file" (a CI run, 2026-12-04: a
+#: 128 x 128 build given the PCH of the same tile's build folder of the run before, whose
+#: name had another hash). The include folder is harmless: the PCH's own folder is searched
+#: first anyway. Objects that use a PCH are keyed by its bytes, so they follow.
+PCH_MAKEFLAGS = r"CFG_CXXFLAGS_PCH=-x\ c++-header\ -I$$(CURDIR)"
+
+
 def cxx_compiler():
     """The C++ compiler Verilator builds use (str): ``$CXX`` when set, else ``clang++`` when
     it is on ``PATH``, else ``g++``.
@@ -160,6 +172,8 @@ def prepare_environment(simulator):
     makeflags = os.environ.get("MAKEFLAGS", "")
     if "CFG_CXXFLAGS_PCH_I" not in makeflags:
         makeflags = f"{makeflags} CFG_CXXFLAGS_PCH_I=-include".strip()
+    if "CFG_CXXFLAGS_PCH=" not in makeflags:
+        makeflags = f"{makeflags} {PCH_MAKEFLAGS}".strip()
     if compiler == "clang++" and "CXX=" not in makeflags:
         makeflags = f"{makeflags} {CLANG_MAKEFLAGS}"
     os.environ["MAKEFLAGS"] = makeflags

@@ -100,3 +100,19 @@ def test_cxx_g_plus_plus_keeps_gcc_even_with_clang_installed(clean_env):
     toolchain.prepare_environment("verilator")
     assert toolchain.cxx_compiler() == "g++"
     assert "CXX=" not in os.environ["MAKEFLAGS"]
+
+
+def test_a_pch_compile_names_its_own_build_folder_in_every_make(clean_env, tmp_path):
+    # ccache does not hash the working folder: a PCH compiled in one build folder (which
+    # records that folder's header paths) was handed to another, and clang failed once the
+    # first was gone (a CI run, 2026-12-04). The PCH compile's flags name the folder make
+    # runs in, in Verilator's own make and in the makes it starts (hierarchical blocks).
+    toolchain.prepare_environment("verilator")
+    sub = tmp_path / "Vblock"
+    sub.mkdir()
+    (sub / "Makefile").write_text("all:\n\t@echo 'sub|$(CFG_CXXFLAGS_PCH)'\n")
+    (tmp_path / "Makefile").write_text(
+        "all:\n\t@echo 'top|$(CFG_CXXFLAGS_PCH)'\n\t@$(MAKE) -s -C Vblock\n")
+    out = subprocess.run(["make", "-s", "-C", str(tmp_path)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == [f"top|-x c++-header -I{tmp_path}", f"sub|-x c++-header -I{sub}"]
