@@ -117,7 +117,7 @@ exhaustive: $(STAMP)
 	$(PY) -m systolica exhaustive --seed $(or $(SEED),1) --write
 
 mutants: $(STAMP)
-	$(PY) -m systolica mutants --seed $(or $(SEED),1) --jobs 2
+	$(PY) -m systolica mutants --seed $(or $(SEED),1) --jobs 2 $(TYPES_ARG)
 
 coverage: $(STAMP)
 	$(PY) -m systolica coverage --seed $(or $(SEED),1)

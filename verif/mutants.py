@@ -135,9 +135,10 @@ class Mutation:
                 + (f" port {port.group(1)}[{port.group(2)}]" if port else "") + f" ({where})")
 
 
-def generate(rows, cols, count, seed, folder):
+def generate(rows, cols, count, seed, folder, types="all"):
     """Write the all-mutants Verilog (``mutants.v``, top ``systolica_tile`` with the tile's
-    ports) into ``folder``; return the list of :class:`Mutation`.
+    ports) of the ``rows`` x ``cols`` tile generated for the type set ``types`` into
+    ``folder``; return the list of :class:`Mutation`.
 
     Mutations are drawn over the tile's modules as Amaranth emits them (one per component
     instance: each PE, its multiplier and adder, the skew buffers, PSUM, the top's control),
@@ -147,7 +148,8 @@ def generate(rows, cols, count, seed, folder):
     from systolica.sim.builder.generate import generate_verilog
 
     folder = prepare_design(rows, cols, folder, then=f"mutate -list {count} -seed {seed} "
-                                                     f"-o mutations.ys t:$meminit* %n\n")
+                                                     f"-o mutations.ys t:$meminit* %n\n",
+                            types=types)
     lines = [line.strip() for line in (folder / "mutations.ys").read_text().splitlines()
              if line.startswith("mutate")]
     width = max(1, len(lines).bit_length())
@@ -165,7 +167,7 @@ def generate(rows, cols, count, seed, folder):
     ties = "".join(f"  assign {name} = mutsel;\n" for name in
                    sorted(set(re.findall(r"^\s*wire \[\d+:0\] (\\\S+\.mutsel) ;$", core, re.M))))
     core = core.replace("\nendmodule", "\n" + ties + "endmodule", 1)
-    ports = generate_verilog(TileConfig(rows, cols))[1]["ports"]
+    ports = generate_verilog(TileConfig(rows, cols, types))[1]["ports"]
     (folder / "mutants.v").write_text(core + _wrapper(ports, width))
     (folder / "mutations.json").write_text(json.dumps(
         [{"index": m.index, "args": m.args, "sources": m.sources} for m in mutations],
@@ -192,20 +194,22 @@ endmodule
 """
 
 
-def build_mutants(rows, cols, count, seed, build_root=None):
-    """Generate and build the all-mutants harness (cached by its inputs); return
-    ``(build, mutations)``."""
+def build_mutants(rows, cols, count, seed, build_root=None, types="all"):
+    """Generate and build the all-mutants harness of the tile generated for ``types``
+    (cached by its inputs, in ``mutants/seed<S>-n<N>/<rows>x<cols>``, ``-<types>`` added
+    for a type set other than ``all``); return ``(build, mutations)``."""
     from systolica.sim.builder.runner import Build, _run_build, build_folder
     from systolica.sim.builder.toolchain import prepare_environment
     prepare_environment("verilator")
     root = build_folder(build_root)
-    folder = root / "mutants" / f"seed{seed}-n{count}" / f"{rows}x{cols}"
-    mutations = generate(rows, cols, count, seed, folder / "verilog")
+    config = TileConfig(rows, cols, types)
+    name = f"{rows}x{cols}" + ("" if config.types_name == "all" else f"-{config.types_name}")
+    folder = root / "mutants" / f"seed{seed}-n{count}" / name
+    mutations = generate(rows, cols, count, seed, folder / "verilog", types)
     verilog = folder / "verilog" / "mutants.v"
     directory = folder / f"verilator-bulk{DEPTH}"
     stamp = directory / "systolica.stamp"
     want = verilog.read_text()
-    config = TileConfig(rows, cols)     # every type: the mutants cover the whole PE
     if not (stamp.is_file() and stamp.read_text() == want):
         _run_build("verilator", verilog, directory, False, False, DEPTH, None, config=config)
         stamp.write_text(want)
@@ -260,6 +264,10 @@ def main(argv=None):
     parser.add_argument("--only", type=integer(1), action="append", help="run only mutant N")
     parser.add_argument("--size", type=tile_sizes(1), default=(ROWS, COLS),
                         help=f"tile, ROWSxCOLS (default {ROWS}x{COLS})")
+    parser.add_argument("--types", default="all",
+                        help="type set the tile is generated for (default all: every 8/16-bit "
+                             "type; all+fp32 adds the TF32/FP32 datapath, whose commands the "
+                             "kill-set's fuzzer then draws)")
     parser.add_argument("--programs", type=integer(1), default=KILL_PROGRAMS,
                         help="kill-set: fuzzed programs per mutant, run until one fails "
                              "(default %(default)s)")
@@ -279,8 +287,8 @@ def main(argv=None):
                              "(killed_by.json) and only redo the proofs")
     add_json_argument(parser, "the score and every survivor with its disposition")
     args = parser.parse_args(argv)
-    try:        # the size is TileConfig's to check (every type: mutants cover the whole PE)
-        TileConfig(*args.size)
+    try:        # size and types are TileConfig's to check
+        args.types = TileConfig(*args.size, types=args.types).types_name
         equivalence.netlist.abc()       # the prover's PDR: fail now, not after the kill-set
     except (ValueError, OSError) as error:
         parser.error(str(error))
@@ -290,9 +298,10 @@ def main(argv=None):
 def _run(parser, args):
     started = time.perf_counter()
     rows, cols = args.size
-    tile, mutations = build_mutants(rows, cols, args.count, args.seed, args.build_dir)
-    print(f"{len(mutations)} mutants of the {rows}x{cols} tile in one netlist; built in "
-          f"{time.perf_counter() - started:.0f} s", flush=True)
+    tile, mutations = build_mutants(rows, cols, args.count, args.seed, args.build_dir,
+                                    args.types)
+    print(f"{len(mutations)} mutants of the {rows}x{cols} {args.types} tile in one netlist; "
+          f"built in {time.perf_counter() - started:.0f} s", flush=True)
     unknown = sorted(set(args.only or ()) - {m.index for m in mutations})
     if unknown:
         print(f"{parser.prog}: error: --only {', '.join(map(str, unknown))}: no such mutant; "
@@ -348,7 +357,8 @@ def _report(args, chosen, folder, started, killed_by):
     print(report["text"])
     if args.doc:
         header = DOC_HEADER.format(
-            seed=args.seed, count=len(chosen), size=f"{rows}x{cols}", programs=args.programs,
+            seed=args.seed, count=len(chosen), size=f"{rows}x{cols} {args.types}",
+            programs=args.programs,
             commands=args.commands, jobs=args.jobs, seconds=time.perf_counter() - started)
         if args.reuse_kills:
             header += ("\n\nThe kill-set's outcomes were taken from killed_by.json "
@@ -360,7 +370,8 @@ def _report(args, chosen, folder, started, killed_by):
     print(f"time {time.perf_counter() - started:.0f} s")
     status = 0 if report["score_excluding_equivalent"] >= args.target else 1
     return status, {**{k: v for k, v in report.items() if k != "text"},
-                    "target": args.target, "seconds": round(time.perf_counter() - started, 1)}
+                    "size": f"{rows}x{cols}", "types": args.types, "target": args.target,
+                    "seconds": round(time.perf_counter() - started, 1)}
 
 
 def markdown(report, header):

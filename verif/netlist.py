@@ -152,8 +152,9 @@ def parse_rtlil(text):
     return out
 
 
-def prepare_design(rows, cols, folder, then=""):
-    """Write ``folder/design.il``: the tile as RTLIL with source locations, one module per
+def prepare_design(rows, cols, folder, then="", types="all"):
+    """Write ``folder/design.il``: the tile (``rows`` x ``cols``, generated for the type set
+    ``types``, default every 8/16-bit type) as RTLIL with source locations, one module per
     component instance, processes lowered; run the Yosys commands ``then`` on it in the same
     session; return ``folder`` as a Path."""
     from amaranth.back import rtlil
@@ -162,8 +163,8 @@ def prepare_design(rows, cols, folder, then=""):
     from systolica.hdl.config import TileConfig
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "tile.il").write_text(rtlil.convert(Tile(TileConfig(rows, cols)), name=TOPLEVEL,
-                                                  emit_src=True))
+    (folder / "tile.il").write_text(rtlil.convert(Tile(TileConfig(rows, cols, types)),
+                                                  name=TOPLEVEL, emit_src=True))
     # The second hierarchy pass drops the modules opt_clean left without an instance (the
     # adders of row 0's PEs: the tile ties chain_start high, so Amaranth's netlist never
     # uses them); a mutant there could never be seen.

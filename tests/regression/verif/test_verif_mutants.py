@@ -44,3 +44,13 @@ def test_argued_entries_are_keyed_and_reasoned():
     """Each hand-argued survivor is named by a 12-digit fingerprint and carries its reason."""
     assert all(len(key) == 12 and int(key, 16) >= 0 for key in mutant_rules.ARGUED)
     assert all(len(reason) > 40 for reason in mutant_rules.ARGUED.values())
+
+
+def test_mutants_are_drawn_over_the_datapaths_of_the_chosen_type_set(tmp_path, seed):
+    wide = mutants.generate(2, 2, 60, seed, tmp_path / "fp32", types="fp32")
+    narrow = mutants.generate(2, 2, 60, seed, tmp_path / "int8", types="int8")
+
+    def files(draw):
+        return {source.split(":")[0].rsplit("/", 1)[-1] for m in draw for source in m.sources}
+    assert "fp32_mul.py" in files(wide)         # the TF32 / FP32 multiplier is in the netlist
+    assert not {"fp32_mul.py", "float_mul.py"} & files(narrow)      # INT8 PEs only
