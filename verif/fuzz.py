@@ -975,7 +975,8 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     generated with ``fp32``, :data:`UNBUILT_WIDE_SHARE` on one without.
 
     ``tile``: a harness :class:`~systolica.sim.builder.runner.Build` to run on instead of building
-    one (its size must be the program's; the mutation runner passes its mutant build), and
+    one (its configuration must be the program's, size and type set, else ``ValueError``;
+    the mutation runner passes its mutant build), and
     ``plusargs`` extra simulator arguments for it; ``dense`` and ``floats`` see
     :func:`random_program`. ``directed``: a function ``(rng, rows, cols)`` returning the
     program's items (such as :func:`pattern_sweep`) instead of a random program; ``chunk``
@@ -1007,6 +1008,10 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     else:
         items = directed(rng, rows, cols)
         counts = {"commands": len(items), "burst": 0}
+    if tile is not None and tile.config != config:
+        raise ValueError(f"the build passed as tile is a {tile.config.describe()}, program "
+                         f"{index} runs on a {config.describe()}; pass the build's size as "
+                         f"sizes and its type set as types")
     program = BulkProgram(config, noise=noise)
     _submit(program, items)
     records = program.model.records

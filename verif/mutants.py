@@ -225,6 +225,7 @@ def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS
         try:
             report = fuzz.run_program_index(seed, program, chunk=commands,
                                             sizes=((tile.rows, tile.cols),), tile=tile,
+                                            types=tile.config.types_name,
                                             plusargs=[f"+mutsel={index}"], dense=DENSE,
                                             floats=FLOATS)
         except Exception as error:       # a stuck or crashed run kills the mutant too
@@ -234,7 +235,8 @@ def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS
     if sweep:
         try:
             report = fuzz.run_program_index(seed, programs, sizes=((tile.rows, tile.cols),),
-                                            tile=tile, plusargs=[f"+mutsel={index}"],
+                                            tile=tile, types=tile.config.types_name,
+                                            plusargs=[f"+mutsel={index}"],
                                             directed=fuzz.pattern_sweep)
         except Exception as error:
             return index, f"pattern sweep: {type(error).__name__}: {error}"

@@ -1,6 +1,8 @@
 """The fuzzer's configurations: the tile of each program from ``--sizes`` and the type
 sets of ``--types`` (``make fuzz SIZES=... TYPES=...``), without building anything."""
 
+import pytest
+
 from systolica.verif import fuzz
 
 
@@ -38,3 +40,16 @@ def test_the_summary_gives_harness_time_to_its_precision():
     # The 10^4-command 128 x 128 run printed "3.28e+03 s".
     slow = [SimpleNamespace(seconds=3276.4)]
     assert fuzz._harness_time(slow, 470537) == "3,276 s of harness runs (144 cycles/s)"
+
+
+def test_a_build_of_another_type_set_is_refused_not_run():
+    # The mutation runner once ran the 'all' programs (16-bit lanes) on its all+fp32 build
+    # (32-bit lanes): the harness read the stream words at the wrong width and stalled.
+    from types import SimpleNamespace
+
+    from systolica.hdl.config import TileConfig
+    build = SimpleNamespace(config=TileConfig(4, 4, "all+fp32"), rows=4, cols=4)
+    with pytest.raises(ValueError, match=r"^the build passed as tile is a 4 x 4 tile, types "
+                                         r"all\+fp32, program 0 runs on a 4 x 4 tile, types "
+                                         r"all; pass"):
+        fuzz.run_program_index(1, 0, chunk=5, sizes=((4, 4),), tile=build)
