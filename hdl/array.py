@@ -8,28 +8,36 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import OPERAND_WIDTH, PSUM_WIDTH, WIDE_WIDTH, lane_dtype
+from .mx_quad import MX_SCALE_BITS
 from .pe import ProcessingElement, pe_signature, travelling
 
 
-def operand_lane_layout(width=OPERAND_WIDTH):
+def operand_lane_layout(width=OPERAND_WIDTH, mx=False):
     """One partition row's moving operand with its matmul's mode (StructLayout): ``value``
     (``width`` bits), ``sel``, ``active``, ``hi`` (double-row second element inside K),
     ``stype``, ``mtype`` (stationary and moving type codes, :func:`~.layouts.lane_dtype`),
     ``ftz``,
     ``transpose`` (transpose mode: an active row passes its stationary bits down instead of
     adding a product), ``first`` (the row is its row tile's first: its sum starts with its
-    product), and with 32-bit lanes ``step`` (which pass of its moving column the operand
-    is: :class:`~.fp32_mul.Fp32Multiplier`)."""
+    product), with 32-bit lanes ``step`` (which pass of its moving column the operand
+    is: :class:`~.fp32_mul.Fp32Multiplier`), and with ``mx`` the MX PE's ``mx`` (the value
+    is an x4 word) and ``scale`` (its E8M0 block scale)."""
     fields = {"value": width, "sel": 1, "active": 1, "hi": 1, "stype": lane_dtype(width),
               "mtype": lane_dtype(width), "ftz": 1, "transpose": 1, "first": 1}
     if width == WIDE_WIDTH:
         fields["step"] = 2
+    if mx:
+        fields.update({"mx": 1, "scale": MX_SCALE_BITS})
     return data.StructLayout(fields)
 
 
-def load_lane_layout(rows, width=OPERAND_WIDTH):
-    """One column's stationary write: ``valid``, ``row``, ``buf``, ``value`` (StructLayout)."""
-    return data.StructLayout({"valid": 1, "row": range(rows), "buf": 1, "value": width})
+def load_lane_layout(rows, width=OPERAND_WIDTH, mx=False):
+    """One column's stationary write: ``valid``, ``row``, ``buf``, ``value``, and with ``mx``
+    the value's E8M0 block ``scale`` (StructLayout)."""
+    fields = {"valid": 1, "row": range(rows), "buf": 1, "value": width}
+    if mx:
+        fields["scale"] = MX_SCALE_BITS
+    return data.StructLayout(fields)
 
 
 def _identifier(name, value):
@@ -101,6 +109,12 @@ class SystolicArray(wiring.Component):
         on each advance, ``chain_start`` is registered every cycle (it must be constant: it
         settles on the first clock edge), and the ports ``moving`` and ``psum_in`` are left
         out.
+    width : int
+        Bits of an operand lane: 16, or 32 for PEs with TF32 / FP32 or MX.
+    mx : bool
+        The PEs have the MX option (default ``False``; ``pe`` must make such PEs): the load
+        lanes carry each value's E8M0 ``scale`` and the moving lanes the ``mx`` bit and the
+        operand's ``scale`` (:func:`operand_lane_layout`), wired like the other mode bits.
 
     Members
     -------
@@ -140,7 +154,7 @@ class SystolicArray(wiring.Component):
     """
 
     def __init__(self, rows, cols, *, pe_module=None, block=None, block_module=None,
-                 pe=ProcessingElement, edge_registers=False, width=OPERAND_WIDTH):
+                 pe=ProcessingElement, edge_registers=False, width=OPERAND_WIDTH, mx=False):
         _identifier("pe_module", pe_module)
         _identifier("block_module", block_module)
         if block is not None:
@@ -160,8 +174,9 @@ class SystolicArray(wiring.Component):
         self._block_module = block_module
         self._edge_registers = bool(edge_registers)
         self._width = width
+        self._mx = bool(mx)
         super().__init__(array_signature(rows, cols, edge_registers=self._edge_registers,
-                                         width=width))
+                                         width=width, mx=self._mx))
 
     @property
     def rows(self):
@@ -193,9 +208,9 @@ class SystolicArray(wiring.Component):
             return self._elaborate_blocks()
         m = Module()
         rows, cols = self._rows, self._cols
-        members = pe_signature(self._width).members
+        members = pe_signature(self._width, self._mx).members
         # Outputs of every PE, named so waveforms read pe_<row>_<col>_<port>.
-        bits = travelling(self._width)
+        bits = travelling(self._width, self._mx)
         lanes = ("moving",) + bits
         outs = [[{port: Signal(members[port].shape, name=f"pe_{k}_{c}_{port}")
                   for port in [f"{name}_out" for name in lanes] + ["psum_out"]}
@@ -210,6 +225,7 @@ class SystolicArray(wiring.Component):
                     "load_en": self.en & load.valid & (load.row == k),
                     "load_buf": load.buf,
                     "load_data": load.value,
+                    **({"load_scale": load.scale} if self._mx else {}),
                     "chain_start": chain_start if k == 0 else Const(0, 1),
                     "psum_in": psum_in[c] if k == 0 else outs[k - 1][c]["psum_out"],
                 }
@@ -250,7 +266,8 @@ class SystolicArray(wiring.Component):
         first clock edge, before any operand is active)."""
         if not self._edge_registers:
             return self.moving, self.psum_in, self.chain_start
-        moving = Signal(data.ArrayLayout(operand_lane_layout(self._width), self._rows),
+        moving = Signal(data.ArrayLayout(operand_lane_layout(self._width, self._mx),
+                                         self._rows),
                         name="moving_reg")
         psum_in = Signal(data.ArrayLayout(PSUM_WIDTH, self._cols), name="psum_in_reg")
         chain_start = Signal(name="chain_start_reg", reset_less=True)
@@ -265,12 +282,13 @@ class SystolicArray(wiring.Component):
         b = self._block
         if self._block_module is None:
             m.submodules[name] = sub = SystolicArray(b, b, pe_module=self._pe_module, pe=self._pe,
-                                                     edge_registers=True, width=self._width)
+                                                     edge_registers=True, width=self._width,
+                                                     mx=self._mx)
             return sub
         ports = {}
         kwargs = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
-        for port, member in array_signature(b, b, edge_registers=True,
-                                            width=self._width).members.items():
+        for port, member in array_signature(b, b, edge_registers=True, width=self._width,
+                                            mx=self._mx).members.items():
             ports[port] = Signal(member.shape, name=f"{name}_{port}")
             kwargs[f"{'i' if member.flow == In else 'o'}_{port}"] = ports[port]
         m.submodules[name] = Instance(self._block_module, **kwargs)
@@ -293,6 +311,7 @@ class SystolicArray(wiring.Component):
                         sub.load[c].row.eq(load.row[:shift] if shift else 0),
                         sub.load[c].buf.eq(load.buf),
                         sub.load[c].value.eq(load.value),
+                        *([sub.load[c].scale.eq(load.scale)] if self._mx else []),
                         sub.psum_in_next[c].eq(self.psum_in_next[bc * b + c] if br == 0
                                                else grid[br - 1][bc].psum_next[c]),
                     ]
@@ -310,15 +329,16 @@ class SystolicArray(wiring.Component):
         return m
 
 
-def array_signature(rows, cols, *, edge_registers=False, width=OPERAND_WIDTH):
+def array_signature(rows, cols, *, edge_registers=False, width=OPERAND_WIDTH, mx=False):
     """Port signature of a ``rows x cols`` :class:`SystolicArray` with ``width``-bit operand
-    lanes (wiring.Signature); with ``edge_registers`` (a sub-array) without ``moving`` and
-    ``psum_in``, which such an array does not read."""
-    lanes = data.ArrayLayout(operand_lane_layout(width), rows)
+    lanes, and the MX scales and mode bit with ``mx`` (wiring.Signature); with
+    ``edge_registers`` (a sub-array) without ``moving`` and ``psum_in``, which such an array
+    does not read."""
+    lanes = data.ArrayLayout(operand_lane_layout(width, mx), rows)
     sums = data.ArrayLayout(PSUM_WIDTH, cols)
     members = {
         "en": In(1),
-        "load": In(data.ArrayLayout(load_lane_layout(rows, width), cols)),
+        "load": In(data.ArrayLayout(load_lane_layout(rows, width, mx), cols)),
         "moving": In(lanes),
         "moving_next": In(lanes),
         "psum_in": In(sums),

@@ -101,3 +101,71 @@ def test_sim_weight_stationary_matmul(rows, cols, block, k, dtype):
         for beat in range(n):
             got = seen[start + beat + rows + m][m]
             assert got == int(want_bits[m, beat]), (m, beat, hex(got), want[m, beat])
+
+
+@pytest.mark.parametrize("block", [None, 2])
+def test_mx_array_streams_x4_words_and_block_scales(block):
+    """An MX array (``mx=True``, PEs with the MX option): x4 stationary words and their
+    scales loaded through the load lanes, skewed x4 moving words with their scales and the
+    ``mx`` bit through the moving lanes, each bottom-row word equal to the golden
+    ``nc_matmul_mx`` (K = 64: 16 partitions, two scale groups)."""
+    from systolica.golden.mx import nc_matmul_mx
+    from systolica.hdl import DType, ProcessingElement
+
+    rows, cols, n = 16, 2, 3
+    e4m3fn, e5m2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
+    rng = np.random.default_rng(21)
+
+    def codes(dtype, shape):      # finite codes (NaN / Inf codes' top exponent bit cleared)
+        c = rng.integers(0, 256, shape).astype(np.uint8)
+        c[~np.isfinite(c.view(dtype).astype(np.float32))] &= 0xBF
+        return c
+
+    stationary, moving = codes(e4m3fn, (rows, cols, 4)), codes(e5m2, (rows, n, 4))
+    s_scale = rng.integers(115, 140, (rows // 8, cols)).astype(np.uint8)
+    m_scale = rng.integers(115, 140, (rows // 8, n)).astype(np.uint8)
+    lanes = np.uint32(1) << (8 * np.arange(4, dtype=np.uint32))
+
+    def words(c):
+        return (c.astype(np.uint32) * lanes).sum(-1)
+    s_words, m_words = words(stationary), words(moving)
+    dut = SystolicArray(rows, cols, block=block, width=32, mx=True,
+                        pe=lambda: ProcessingElement(mx=True))
+    start, seen = rows, {}
+
+    def lane(cycle, r):     # row r carries beat cycle - start - r (skewed)
+        beat = cycle - start - r
+        live = 0 <= beat < n
+        return {"value": int(m_words[r, beat]) if live else 0, "sel": 0, "active": int(live),
+                "stype": DType.E4M3FN.value, "mtype": DType.E5M2.value, "mx": int(live),
+                "scale": int(m_scale[r // 8, beat]) if live else 0}
+
+    def drive(ctx, cycle):  # a blocked array reads the lanes one advance early
+        for r in range(rows):
+            ctx.set(dut.moving[r], lane(cycle, r))
+            ctx.set(dut.moving_next[r], lane(cycle + 1, r))
+
+    async def bench(ctx):
+        ctx.set(dut.en, 1)
+        ctx.set(dut.chain_start, 1)
+        for row in range(rows):        # stationary row `row` into buffer 0 of every column
+            for c in range(cols):
+                ctx.set(dut.load[c], {"valid": 1, "row": row, "buf": 0,
+                                      "value": int(s_words[row, c]),
+                                      "scale": int(s_scale[row // 8, c])})
+            drive(ctx, row)
+            await ctx.tick()
+        for c in range(cols):
+            ctx.set(dut.load[c].valid, 0)
+        for cycle in range(start, start + n + rows + cols):
+            drive(ctx, cycle)
+            seen[cycle] = [int(v) for v in ctx.get(dut.psum)]
+            await ctx.tick()
+
+    simulate(dut, bench)
+    want = nc_matmul_mx(stationary.view(e4m3fn), moving.view(e5m2), s_scale,
+                        m_scale).view(np.uint32)
+    got = np.array([[seen[start + beat + rows + m][m] for beat in range(n)]
+                    for m in range(cols)], dtype=np.uint32)
+    assert (got == want).all(), (got, want)
+    assert len(set(want.reshape(-1).tolist())) == cols * n      # distinct sums
