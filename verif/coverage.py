@@ -11,7 +11,9 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
   ``operand.tf32`` / ``operand.fp32``: each operand class (:data:`WIDE_CLASSES`, as the
   type reads the word) of matmuls with TF32 / FP32 operands;
 - ``product``: each BF16 x BF16 product's class (exact normal, exact subnormal, rounded to a
-  subnormal, underflow to zero, overflow);
+  subnormal, underflow to zero, overflow); ``product.wide``: the same classes and a rounded
+  normal of the products of matmuls with TF32 / FP32 operands (``docs/numerics.md``, FP32
+  choice 1: rounded once; TF32 x TF32 is exact, an FP32 operand makes most products round);
 - ``add``: each column-chain add's rounding outcome (exact, below half, tie to even down,
   tie to even up, above half), classified exactly;
 - ``psum``: overwrite vs accumulate x the class of the stored PSUM word it meets;
@@ -51,6 +53,10 @@ BF16_CLASSES = ("zero", "subnormal", "normal", "max finite", "inf", "nan")
 INT8_CLASSES = ("zero", "-128", "127", "negative", "positive")
 PRODUCT_CLASSES = ("exact normal", "exact subnormal", "rounded subnormal",
                    "underflow to zero", "overflow")
+#: Classes of TF32 / FP32 products: an FP32 x FP32 product has up to 48 significant bits, so
+#: it can also round inside the normal range.
+WIDE_PRODUCT_CLASSES = ("exact normal", "rounded normal", "exact subnormal",
+                        "rounded subnormal", "underflow to zero", "overflow")
 STORED_CLASSES = ("fp32 zero", "fp32 subnormal", "fp32 normal", "fp32 inf", "fp32 nan",
                   "int32")
 READ_REGIONS = ("from entry 0", "inside", "to the end")
@@ -95,6 +101,7 @@ _bf16_operand = _point("operand.bf16", BF16_CLASSES)
 _wide_operand = {name: _point(f"operand.{name}", WIDE_CLASSES) for name in WIDE_FORMATS}
 _unbuilt = _point("unbuilt", UNBUILT)
 _product = _point("product", PRODUCT_CLASSES)
+_wide_product = _point("product.wide", WIDE_PRODUCT_CLASSES)
 _add = _point("add", ROUNDING)
 _error = _point("error", ERRORS)
 _transpose = _point("transpose", DTYPES)
@@ -182,17 +189,36 @@ def int8_classes(values):
 
 def product_classes(a_bits, b_bits, ftz):
     """Class names (:data:`PRODUCT_CLASSES`) among the finite, non-zero BF16 products."""
+    a = (np.asarray(a_bits, np.uint32) << 16).view(np.float32)
+    b = (np.asarray(b_bits, np.uint32) << 16).view(np.float32)
+    return _classes_of_products(a, b, ftz)
+
+
+def wide_product_classes(a_bits, b_bits, a_name, b_name, ftz):
+    """Class names (:data:`WIDE_PRODUCT_CLASSES`) among the finite, non-zero products of
+    32-bit operand words ``a_bits`` and ``b_bits`` of types ``a_name`` / ``b_name``
+    (``"tf32"``: the lower 13 bits ignored, as the tile reads them)."""
+    def value(bits, name):
+        mask = np.uint32(0xFFFFE000 if name == "tf32" else 0xFFFFFFFF)
+        return (np.asarray(bits, np.uint32) & mask).view(np.float32)
+    return _classes_of_products(value(a_bits, a_name), value(b_bits, b_name), ftz)
+
+
+def _classes_of_products(a, b, ftz):
+    """Classes of the products of the float32 arrays ``a`` and ``b``, each exact in float64
+    (at most 48 significant bits) and rounded once to FP32 (RNE), with FTZ inputs flushed."""
     with np.errstate(all="ignore"):
-        a = (np.asarray(a_bits, np.uint32) << 16).view(np.float32).astype(np.float64)
-        b = (np.asarray(b_bits, np.uint32) << 16).view(np.float32).astype(np.float64)
+        a, b = a.astype(np.float64), b.astype(np.float64)
         if ftz:
             a = np.where(np.abs(a) < 2.0 ** -126, 0.0, a)
             b = np.where(np.abs(b) < 2.0 ** -126, 0.0, b)
-        exact = a * b                      # 16 significant bits: exact in float64
+        exact = a * b
         rounded = exact.astype(np.float32).astype(np.float64)
     live = np.isfinite(exact) & (exact != 0)
     tiny = np.abs(exact) < 2.0 ** -126
-    masks = {"exact normal": live & ~tiny & (rounded == exact) & np.isfinite(rounded),
+    normal = live & ~tiny & np.isfinite(rounded)
+    masks = {"exact normal": normal & (rounded == exact),
+             "rounded normal": normal & (rounded != exact),
              "exact subnormal": live & tiny & (rounded == exact) & (rounded != 0),
              "rounded subnormal": live & tiny & (rounded != exact) & (rounded != 0),
              "underflow to zero": live & (rounded == 0),
@@ -274,6 +300,14 @@ def sample_program(report, records, operands, predicted):
             if name in WIDE_FORMATS:
                 for klass in wide_classes(array.view(np.uint32), name):
                     _wide_operand[name](klass)
+        if command.dtype in WIDE_FORMATS:
+            s_words, m_words = stationary.view(np.uint32), moving.view(np.uint32)
+            k, m, n = s_words.shape[0], s_words.shape[1], m_words.shape[1]
+            for klass in wide_product_classes(
+                    np.broadcast_to(s_words[:, :, None], (k, m, n)).ravel(),
+                    np.broadcast_to(m_words[:, None, :], (k, m, n)).ravel(),
+                    command.dtype, command.mtype, r.ftz):
+                _wide_product(klass)
         if r.dtype != "int8" and not (command.dtype == command.mtype == "bf16"):
             continue            # the operand, product and add classes are BF16's
         if r.dtype == "int8":

@@ -17,6 +17,20 @@ def test_classifiers():
     a = np.array([0x3F80, 0x1C80, 0x1C81, 0x0D80, 0x7F7F], np.uint16)
     b = np.array([0x3F80, 0x1C80, 0x1881, 0x0D80, 0x7F7F], np.uint16)
     assert coverage.product_classes(a, b, False) == list(coverage.PRODUCT_CLASSES)
+    # TF32 / FP32: 1 x 1.5 (exact); (1 + 2^-23)^2 (rounds in the normal range); 2^-65 x 2^-65
+    # (exact subnormal); (1 + 2^-23) 2^-70 x 2^-70 (rounded subnormal); 2^-100 x 2^-100;
+    # 2^100 x 2^100. As TF32, (1 + 2^-23) reads as 1: that product is exact.
+    a = np.array([1.0, 1 + 2.0 ** -23, 2.0 ** -65, (1 + 2.0 ** -23) * 2.0 ** -70, 2.0 ** -100,
+                  2.0 ** 100], np.float32).view(np.uint32)
+    b = np.array([1.5, 1 + 2.0 ** -23, 2.0 ** -65, 2.0 ** -70, 2.0 ** -100, 2.0 ** 100],
+                 np.float32).view(np.uint32)
+    assert coverage.wide_product_classes(a, b, "fp32", "fp32", False) == list(
+        coverage.WIDE_PRODUCT_CLASSES)
+    assert "rounded normal" not in coverage.wide_product_classes(a[:2], b[:2], "tf32", "fp32",
+                                                                 False)
+    # FTZ flushes the subnormal-range operands first: 2^-65 is normal, 2^-140 is not
+    tiny = np.array([2.0 ** -140], np.float32).view(np.uint32)
+    assert coverage.wide_product_classes(tiny, a[:1], "fp32", "fp32", True) == []
     assert coverage.stored_class(0x00000001, "bf16") == "fp32 subnormal"
     assert coverage.stored_class(5, "int8") == "int32"
 
