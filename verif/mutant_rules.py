@@ -360,7 +360,8 @@ _HI_WHY = ("multiplier_hi's product reaches an output only on double-row beats (
            "`with m.Elif(~is_read & command.double_row & ~fp8_pair):`: both types E4M3 (3) "
            "or E5M2 (4); issue.py `hi_end.eq(Mux(mode.double & over, mode.row0 + "
            "mode.k - mode.trows, 0))`, `lane.hi.eq(inside & (hi_end > k))`), "
-           "whose type codes travel with the operand (pe.py `for name in travelling(width)]`)")
+           "whose type codes travel with the operand (pe.py `for name in "
+           "travelling(width, self._mx)]`)")
 #: Wire values known by argument (see each ``why``).
 VALUE_RANGES = (
     ValueRange(_FP32_ADDERS, "diff", values=tuple(range(255)), view=lambda d: min(d, 31),

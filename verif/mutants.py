@@ -355,7 +355,13 @@ def _reused_kills(folder, mutations):
 def _report(args, chosen, folder, started, killed_by):
     rows, cols = args.size
     survivors = [m for m in chosen if not killed_by.get(m.index)]
-    report = score_report(chosen, survivors, killed_by, folder, jobs=args.jobs)
+    try:
+        report = score_report(chosen, survivors, killed_by, folder, jobs=args.jobs)
+    except (RuntimeError, OSError) as error:      # Yosys or ABC failed on a proof
+        message = (f"the equivalence proofs failed: {error}; the kill-set's outcome is kept "
+                   f"in {folder / 'killed_by.json'} (rerun the proofs with --reuse-kills)")
+        print(f"systolica mutants: error: {message}")
+        return 2, {"error": message}
     print(report["text"])
     if args.doc:
         header = DOC_HEADER.format(
