@@ -38,6 +38,11 @@ VARIANTS = ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8", "int8+bf16+fp8-do
 #: Datapath components not yet part of a generated tile, by column name: their factories
 #: (``pe-all+mx``: the ``all`` PE with the MX option, 32-bit lanes and scale registers).
 COMPONENTS = {"mx-quad": MxQuad, "pe-all+mx": lambda: ProcessingElement(mx=True)}
+#: What each component column is, for the report's legend.
+COMPONENT_TEXT = {"mx-quad": "one PE's MX step alone (four FP8 products, their FP32 sum, "
+                             "the block scales; hdl/mx_quad.py)",
+                  "pe-all+mx": "the all-types PE with the MX option (x4 words, scale "
+                               "registers; not yet a tile option)"}
 
 
 def cell_stats(types):
@@ -95,6 +100,10 @@ def main(argv=None):
                          indent=1))
         return 0
     kinds = sorted({k for _, _, d in rows for k in d})
+    print("Yosys generic cells (synth -flatten -noabc) of the PE generated for each type set "
+          "(columns int8 .. all+fp32), and of components not yet in a generated tile:")
+    for name, text in COMPONENT_TEXT.items():
+        print(f"  {name}: {text}")
     width = max(len(name) for name, _, _ in rows) + 2
     print(f"{'cell':<16}" + "".join(f"{name:>{width}}" for name, _, _ in rows))
     for kind in kinds:

@@ -33,6 +33,7 @@ def test_cells_report_prints_every_variant(capsys):
     out = capsys.readouterr().out
     assert all(types in out for types in VARIANTS) and "total" in out
     assert all(f"the {name} component has" in out for name in COMPONENTS)
+    assert all(f"  {name}: " in out for name in COMPONENTS)       # the legend names each
 
 
 def test_the_mx_step_is_combinational_and_holds_its_scale_stage():
