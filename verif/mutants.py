@@ -87,7 +87,7 @@ COUNT = 240
 
 DOC_HEADER = """# Mutation run: survivors
 
-Written by `systolica mutants --doc docs/mutants.md` (seed {seed},
+Written by `systolica mutants{types} --doc {doc}` (seed {seed},
 {count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
 {commands} commands then the FP8 pattern sweep, `--jobs {jobs}`, {seconds:.0f} s on the
 shared 2-core machine).
@@ -365,6 +365,7 @@ def _report(args, chosen, folder, started, killed_by):
     print(report["text"])
     if args.doc:
         header = DOC_HEADER.format(
+            types="" if args.types == "all" else f" --types {args.types}", doc=args.doc,
             seed=args.seed, count=len(chosen), size=f"{rows}x{cols} {args.types}",
             programs=args.programs,
             commands=args.commands, jobs=args.jobs, seconds=time.perf_counter() - started)
