@@ -187,8 +187,11 @@ def resolve_config(p, args, dtypes=(), double_row=False):
             args.config = TileConfig.for_dtypes(args.rows, args.cols, dtypes,
                                                 double_row=double_row)
     except ValueError as error:
-        where = " (--types or TYPES)" if "type" in str(error) else ""
-        p.error(f"{error}{where}")
+        text = str(error)
+        where = (" (--types or TYPES)" if "type" in text else
+                 " (--rows or ROWS)" if text.startswith("rows ") else
+                 " (--cols or COLS)" if text.startswith("cols ") else "")
+        p.error(f"{text}{where}")
     return args
 
 

@@ -460,7 +460,7 @@ def test_open_without_gtkwave_is_a_one_line_error(tmp_path, monkeypatch):
     (["--sim", "questa"], {}, "argument --sim: invalid choice: 'questa'"),
     (["--test", "test_nope"], {}, "--test: no cocotb test 'test_nope' in systolica.tb"),
     (["--open"], {"DISPLAY": ""}, "--open: no display ($DISPLAY is unset)"),
-    (["--rows", "0"], {}, "rows must be a positive integer, not 0"),
+    (["--rows", "0"], {}, "rows must be a positive integer, not 0 (--rows or ROWS)"),
     ([], {"COLS": "x"}, "cols must be a positive integer, not 'x'"),
     (["--types", "int4"], {}, "unknown type set 'int4'; allowed: int8, bf16, fp16, fp8, "
                               "fp8-double-row, fp32, all (joined with '+' or ',') "
