@@ -43,7 +43,7 @@ import numpy as np
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, coverage_section
 
 from systolica.golden.command import DTYPES, ERRORS, PSUM_ENTRIES
-from systolica.golden.formats import WIDE_FORMATS
+from systolica.golden.formats import WIDE_FORMATS, decode, format_of
 from systolica.sim.options import OneLineParser, add_json_argument, integer, report_as_json
 from systolica.verif.exhaustive import ROUNDING, classify_rounding
 
@@ -198,9 +198,8 @@ def wide_product_classes(a_bits, b_bits, a_name, b_name, ftz):
     """Class names (:data:`WIDE_PRODUCT_CLASSES`) among the finite, non-zero products of
     32-bit operand words ``a_bits`` and ``b_bits`` of types ``a_name`` / ``b_name``
     (``"tf32"``: the lower 13 bits ignored, as the tile reads them)."""
-    def value(bits, name):
-        mask = np.uint32(0xFFFFE000 if name == "tf32" else 0xFFFFFFFF)
-        return (np.asarray(bits, np.uint32) & mask).view(np.float32)
+    def value(bits, name):      # golden's one decode rule (TF32: its 19 upper bits)
+        return decode(np.asarray(bits, np.uint32).view(format_of(name).dtype))
     return _classes_of_products(value(a_bits, a_name), value(b_bits, b_name), ftz)
 
 
