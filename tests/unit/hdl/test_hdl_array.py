@@ -63,15 +63,32 @@ def test_sim_weight_stationary_matmul(rows, cols, block, k, dtype):
     s_bits, m_bits = _bits(stationary), _bits(moving)
     code = NarrowDType[dtype.upper()].value     # 16-bit lanes carry 3-bit type codes
     dut = SystolicArray(rows, cols, block=block)
-    start = k                 # cycle row 0's first moving operand enters
-    seen = {}
 
-    def lane(cycle, r):     # row r carries beat cycle - start - r (skewed)
-        beat = cycle - start - r
+    def lane(cycle, r):     # row r carries beat cycle - k - r (skewed)
+        beat = cycle - k - r
         live = 0 <= beat < n and r < k
         return {"value": int(m_bits[r, beat]) if live else 0, "sel": 0, "active": int(live),
-                "hi": 0, "stype": code if cycle >= start else 0,
-                "mtype": code if cycle >= start else 0, "ftz": 0}
+                "hi": 0, "stype": code if cycle >= k else 0,
+                "mtype": code if cycle >= k else 0, "ftz": 0}
+
+    got = _stream(dut, k, n, lane, lambda row, c: {"value": int(s_bits[row, c])})
+    want = nc_matmul(stationary, moving)
+    want_bits = want.view(np.uint32)
+    for m in range(cols):
+        for beat in range(n):
+            assert got[m][beat] == int(want_bits[m, beat]), (m, beat, hex(got[m][beat]),
+                                                             want[m, beat])
+
+
+def _stream(dut, k, n, lane, load):
+    """Run ``dut`` (a SystolicArray) as the array docstring describes: stationary rows
+    ``0 .. k - 1`` into buffer 0 of every column, one a cycle (``load(row, c)``: the load
+    lane's ``value`` and any other fields), while ``lane(cycle, r)`` drives partition row
+    r's skewed moving lane (row 0's first operand at cycle ``k``). Returns the bottom-row
+    word of column m for beat t, read ``rows + m`` advances after row 0's operand entered,
+    as ``[m][t]`` (lists of int)."""
+    rows, cols = dut.rows, dut.cols
+    seen = {}
 
     def drive(ctx, cycle):  # a blocked array reads the lanes one advance early
         for r in range(rows):
@@ -81,26 +98,20 @@ def test_sim_weight_stationary_matmul(rows, cols, block, k, dtype):
     async def bench(ctx):
         ctx.set(dut.en, 1)
         ctx.set(dut.chain_start, 1)
-        for row in range(k):        # stationary row `row` into buffer 0 of every column
+        for row in range(k):
             for c in range(cols):
-                ctx.set(dut.load[c], {"valid": 1, "row": row, "buf": 0,
-                                      "value": int(s_bits[row, c])})
+                ctx.set(dut.load[c], {"valid": 1, "row": row, "buf": 0, **load(row, c)})
             drive(ctx, row)
             await ctx.tick()
         for c in range(cols):
             ctx.set(dut.load[c].valid, 0)
-        for cycle in range(start, start + n + rows + cols):
+        for cycle in range(k, k + n + rows + cols):
             drive(ctx, cycle)
             seen[cycle] = [int(v) for v in ctx.get(dut.psum)]
             await ctx.tick()
 
     simulate(dut, bench)
-    want = nc_matmul(stationary, moving)
-    want_bits = want.view(np.uint32)
-    for m in range(cols):
-        for beat in range(n):
-            got = seen[start + beat + rows + m][m]
-            assert got == int(want_bits[m, beat]), (m, beat, hex(got), want[m, beat])
+    return [[seen[k + beat + rows + m][m] for beat in range(n)] for m in range(cols)]
 
 
 @pytest.mark.parametrize("block", [None, 2])
@@ -131,41 +142,19 @@ def test_mx_array_streams_x4_words_and_block_scales(block):
     s_words, m_words = words(stationary), words(moving)
     dut = SystolicArray(rows, cols, block=block, width=32, mx=True,
                         pe=lambda: ProcessingElement(mx=True))
-    start, seen = rows, {}
 
-    def lane(cycle, r):     # row r carries beat cycle - start - r (skewed)
-        beat = cycle - start - r
+    def lane(cycle, r):     # row r carries beat cycle - rows - r (skewed)
+        beat = cycle - rows - r
         live = 0 <= beat < n
         return {"value": int(m_words[r, beat]) if live else 0, "sel": 0, "active": int(live),
                 "stype": DType.E4M3FN.value, "mtype": DType.E5M2.value, "mx": int(live),
                 "scale": int(m_scale[r // 8, beat]) if live else 0}
 
-    def drive(ctx, cycle):  # a blocked array reads the lanes one advance early
-        for r in range(rows):
-            ctx.set(dut.moving[r], lane(cycle, r))
-            ctx.set(dut.moving_next[r], lane(cycle + 1, r))
-
-    async def bench(ctx):
-        ctx.set(dut.en, 1)
-        ctx.set(dut.chain_start, 1)
-        for row in range(rows):        # stationary row `row` into buffer 0 of every column
-            for c in range(cols):
-                ctx.set(dut.load[c], {"valid": 1, "row": row, "buf": 0,
-                                      "value": int(s_words[row, c]),
-                                      "scale": int(s_scale[row // 8, c])})
-            drive(ctx, row)
-            await ctx.tick()
-        for c in range(cols):
-            ctx.set(dut.load[c].valid, 0)
-        for cycle in range(start, start + n + rows + cols):
-            drive(ctx, cycle)
-            seen[cycle] = [int(v) for v in ctx.get(dut.psum)]
-            await ctx.tick()
-
-    simulate(dut, bench)
+    got = np.array(_stream(dut, rows, n, lane,
+                           lambda row, c: {"value": int(s_words[row, c]),
+                                           "scale": int(s_scale[row // 8, c])}),
+                   dtype=np.uint32)
     want = nc_matmul_mx(stationary.view(e4m3fn), moving.view(e5m2), s_scale,
                         m_scale).view(np.uint32)
-    got = np.array([[seen[start + beat + rows + m][m] for beat in range(n)]
-                    for m in range(cols)], dtype=np.uint32)
     assert (got == want).all(), (got, want)
     assert len(set(want.reshape(-1).tolist())) == cols * n      # distinct sums
