@@ -103,6 +103,9 @@ class TileProgram:
         The cycle model's figure for the program run alone with no stalls.
     perf_mode : None or "double_row"
         FP8 double-row matmuls for every problem (K-slabs of ``2 * rows``).
+    is_transpose : bool
+        Every problem a transpose on the tile (``stationary`` the data [P, F], ``moving``
+        the [P, P] identity; :func:`systolica.sim.api.tiling.tiled_jobs`).
     priority : int
         Among programs waiting for a worker, higher runs first (Dask's task priority). A
         model run gives earlier steps of the model higher priorities, so that of two
@@ -119,6 +122,7 @@ class TileProgram:
     model_cycles: int
     perf_mode: str | None = None
     priority: int = 0
+    is_transpose: bool = False
 
     @property
     def rows(self):
@@ -144,7 +148,8 @@ def execute(program):
 
     outcome = run_tiled_program(program.problems, config=program.config,
                                 simulator=program.simulator, build_root=program.build_root,
-                                perf_mode=program.perf_mode)
+                                perf_mode=program.perf_mode,
+                                is_transpose=program.is_transpose)
     return replace(outcome, key=program.key)
 
 

@@ -15,6 +15,12 @@ first slab overwrites the same PSUM entries, and the block's result is the PSUM 
 its last slab. All blocks of a problem run in one :func:`~systolica.sim.run_program` call;
 :func:`run_tiled_program` runs several problems as one program (one simulator start-up).
 
+A **transpose** (``is_transpose=True``: ``stationary`` the data [P, F], ``moving`` the [P, P]
+identity, the result ``data.T`` [F, P] bit for bit) is cut into blocks of at most ``rows``
+partitions by ``cols`` elements, each its own transpose-mode matmul with the matching
+identity block (a transpose takes no accumulation, and golden refuses a moving column without
+its 1), block ``(k0:k1, m0:m1)`` filling ``out[m0:m1, k0:k1]``.
+
 The golden counterpart, :func:`golden_tiled_matmul`, is the same slab-by-slab accumulation
 (:func:`systolica.golden.nc_matmul` per slab, then ``accumulate=True``); the RTL must equal it
 bit for bit. :func:`golden_tiled_matmuls` computes many problems' at once.
@@ -32,11 +38,14 @@ from systolica.golden import (
     PSUM_ENTRIES,
     check_operands,
     check_positive,
+    fold,
     fp32_add,
     gemm_folds,
     gemm_matmul_count,
+    identity,
     max_k,
     nc_matmul_batch,
+    nc_transpose,
     operand_formats,
     wrap_int32,
 )
@@ -119,15 +128,32 @@ class TiledResult:
         return self.macs / self.cycles if self.cycles else 0.0
 
 
-def _check_problem(stationary, moving, perf_mode=None):
-    """Check one problem's operands (:func:`~systolica.golden.check_operands`), non-empty."""
+def _check_problem(stationary, moving, perf_mode=None, is_transpose=False):
+    """Check one problem's operands (:func:`~systolica.golden.check_operands`), non-empty;
+    a transpose's ``moving`` must be the [P, P] identity of the data's type."""
     check_operands(stationary, moving, perf_mode=perf_mode)
     for name, array in (("stationary", stationary), ("moving", moving)):
         if 0 in array.shape:
             raise ValueError(f"{name} must be a non-empty 2-D array, not shape {array.shape}")
+    if is_transpose:
+        if perf_mode is not None:
+            raise ValueError(f"a transpose takes no perf_mode (got {perf_mode!r})")
+        p = stationary.shape[0]
+        want = identity(p, stationary.dtype)
+        if moving.dtype != stationary.dtype or moving.shape != (p, p) or not np.array_equal(
+                _bits(moving), _bits(want)):
+            raise ValueError(f"a tiled transpose's moving must be the [{p}, {p}] identity in "
+                             f"the data's type {stationary.dtype} (a full transpose of "
+                             f"stationary [P, F]), not a {moving.dtype} array of shape "
+                             f"{moving.shape} with other values")
 
 
-def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
+def _bits(array):
+    """``array``'s bit patterns as unsigned integers of its element width."""
+    return array.view(f"u{array.dtype.itemsize}")
+
+
+def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None, is_transpose=False):
     """The output blocks of a ``[K, M] x [K, N]`` problem on a ``rows x cols`` tile.
 
     Parameters
@@ -140,25 +166,34 @@ def plan(k, m, n, rows, cols, psum_depth=PSUM_ENTRIES, perf_mode=None):
         Largest N of one matmul (PSUM entries), 512 on the tile.
     perf_mode : None or "double_row"
         Double-row K-slabs are ``2 * rows`` long.
+    is_transpose : bool
+        A transpose (``N == K``, the identity as moving): one block per K-slab and M-fold,
+        its entries the slab's range, ``Block(m0, m1, k0, k1, ((k0, k1),))``.
 
     Returns
     -------
     list of Block
-        M-folds outermost, then N-chunks; each block lists its K-slabs in ascending order.
-        The program runs ``sum(len(b.slabs) for b in blocks)`` matmuls:
-        ``ceil(K/slab) * ceil(M/cols) * ceil(N/psum_depth)`` with ``slab = rows`` (``2 *
-        rows`` double-row).
+        M-folds outermost, then N-chunks (a transpose: K-slabs); each block lists its
+        K-slabs in ascending order. The program runs ``sum(len(b.slabs) for b in blocks)``
+        matmuls: ``ceil(K/slab) * ceil(M/cols) * ceil(N/psum_depth)`` with ``slab = rows``
+        (``2 * rows`` double-row); a transpose ``ceil(K/rows) * ceil(M/cols)``.
 
     Raises
     ------
     ValueError
-        If a size is not a positive integer.
+        If a size is not a positive integer, or a transpose's N is not its K.
     """
+    if is_transpose:
+        if n != k:
+            raise ValueError(f"a transpose's moving is the [K, K] identity, so N must be K; "
+                             f"got K = {k}, N = {n}")
+        slabs, m_folds, _ = gemm_folds(k, m, n, rows, cols, psum_depth)
+        return [Block(m0, m1, k0, k1, ((k0, k1),)) for m0, m1 in m_folds for k0, k1 in slabs]
     slabs, m_folds, n_chunks = gemm_folds(k, m, n, rows, cols, psum_depth, perf_mode)
     return [Block(m0, m1, n0, n1, slabs) for m0, m1 in m_folds for n0, n1 in n_chunks]
 
 
-def tiled_jobs(stationary, moving, rows, cols, ftz=False, perf_mode=None):
+def tiled_jobs(stationary, moving, rows, cols, ftz=False, perf_mode=None, is_transpose=False):
     """The :class:`~systolica.sim.Matmul` program of a tiled problem, and its blocks.
 
     Parameters
@@ -173,6 +208,10 @@ def tiled_jobs(stationary, moving, rows, cols, ftz=False, perf_mode=None):
         Flush subnormals to zero (float only).
     perf_mode : None or "double_row"
         FP8 double-row matmuls (both operands e4m3/e5m2), K-slabs of ``2 * rows``.
+    is_transpose : bool
+        Transpose-mode matmuls: ``stationary`` the data [P, F], ``moving`` the [P, P]
+        identity of its type; the result is ``data.T`` [F, P] in the type's PSUM element
+        type (no ``ftz`` or ``perf_mode``).
 
     Returns
     -------
@@ -184,21 +223,23 @@ def tiled_jobs(stationary, moving, rows, cols, ftz=False, perf_mode=None):
     ------
     TypeError, ValueError
         On operands that are not non-empty 2-D arrays of a type pair the tile takes sharing
-        K, or bad sizes.
+        K, bad sizes, or a transpose whose moving is not the identity.
     """
-    _check_problem(stationary, moving, perf_mode)
+    _check_problem(stationary, moving, perf_mode, is_transpose)
     (k, m), n = stationary.shape, moving.shape[1]
-    blocks = plan(k, m, n, rows, cols, perf_mode=perf_mode)
+    blocks = plan(k, m, n, rows, cols, perf_mode=perf_mode, is_transpose=is_transpose)
     jobs = []
     for b in blocks:
         for i, (k0, k1) in enumerate(b.slabs):
             jobs.append(Matmul(np.ascontiguousarray(stationary[k0:k1, b.m0:b.m1]),
                                np.ascontiguousarray(moving[k0:k1, b.n0:b.n1]),
-                               accumulate=i > 0, ftz=ftz, perf_mode=perf_mode))
+                               accumulate=i > 0, ftz=ftz, perf_mode=perf_mode,
+                               is_transpose=is_transpose))
     return jobs, blocks
 
 
-def golden_tiled_matmul(stationary, moving, rows, ftz=False, perf_mode=None):
+def golden_tiled_matmul(stationary, moving, rows, ftz=False, perf_mode=None,
+                        is_transpose=False):
     """What the tile must produce for a tiled problem, bit for bit.
 
     K-slabs of ``rows`` (``2 * rows`` double-row) accumulate in order: ``psum =
@@ -217,21 +258,50 @@ def golden_tiled_matmul(stationary, moving, rows, ftz=False, perf_mode=None):
         Flush subnormals to zero (float only).
     perf_mode : None or "double_row"
         As :func:`tiled_jobs`.
+    is_transpose : bool
+        As :func:`tiled_jobs`.
 
     Returns
     -------
     numpy.ndarray, shape [M, N]
-        int32 for int8 operands (wrapping modulo 2**32), float32 for float types.
+        int32 for int8 operands (wrapping modulo 2**32), float32 for float types; a
+        transpose: ``stationary.T`` in the type's PSUM element type.
 
     Raises
     ------
     TypeError, ValueError
         As :func:`tiled_jobs`, and ``ftz`` with int8.
     """
-    return golden_tiled_matmuls([(stationary, moving)], rows, ftz, perf_mode)[0]
+    return golden_tiled_matmuls([(stationary, moving)], rows, ftz, perf_mode,
+                                is_transpose)[0]
 
 
-def golden_tiled_matmuls(problems, rows, ftz=False, perf_mode=None):
+def golden_tiled_transpose(data, rows):
+    """``data.T`` as the tile's transposes give it, bit for bit: :func:`systolica.golden.
+    nc_transpose` of every block of at most ``rows`` partitions by ``rows`` elements (a
+    transpose computes nothing, so the cut does not change the result).
+
+    Parameters
+    ----------
+    data : numpy.ndarray, an operand type, shape [P, F]
+    rows : int
+        Partition rows of the tile.
+
+    Returns
+    -------
+    numpy.ndarray, shape [F, P], the type's PSUM element type
+    """
+    blocks = {(k0, k1, m0, m1): nc_transpose(np.ascontiguousarray(data[k0:k1, m0:m1]),
+                                             rows=rows)
+              for k0, k1 in fold(data.shape[0], rows) for m0, m1 in fold(data.shape[1], rows)}
+    first = next(iter(blocks.values()))
+    out = np.empty(data.shape[::-1], first.dtype)
+    for (k0, k1, m0, m1), block in blocks.items():
+        out[m0:m1, k0:k1] = block
+    return out
+
+
+def golden_tiled_matmuls(problems, rows, ftz=False, perf_mode=None, is_transpose=False):
     """:func:`golden_tiled_matmul` of every problem, bit for bit the same, computed per
     shape at once: the problems of one data type and shape are stacked and every K-slab of
     all of them is one :func:`~systolica.golden.nc_matmul_batch` call; the slabs' results are
@@ -246,10 +316,13 @@ def golden_tiled_matmuls(problems, rows, ftz=False, perf_mode=None):
     rows : int
     ftz : bool
     perf_mode : None or "double_row"
+    is_transpose : bool
+        Every problem a transpose (:func:`golden_tiled_transpose` of its stationary).
 
     Returns
     -------
     list of numpy.ndarray, int32 or float32, shape [M, N] each, in the order of ``problems``
+    (transposes: the PSUM element type)
 
     Raises
     ------
@@ -258,8 +331,12 @@ def golden_tiled_matmuls(problems, rows, ftz=False, perf_mode=None):
     """
     problems = list(problems)
     for stationary, moving in problems:
-        _check_problem(stationary, moving, perf_mode)
+        _check_problem(stationary, moving, perf_mode, is_transpose)
     rows = check_positive("rows", rows)
+    if is_transpose:
+        if ftz:
+            raise ValueError("a transpose takes no ftz (nothing is computed)")
+        return [golden_tiled_transpose(s, rows) for s, _m in problems]
     if ftz and any(s.dtype == np.int8 for s, _m in problems):
         raise ValueError("ftz applies to float matmuls only; int8 matmuls are exact "
                          "(use ftz=False)")
@@ -372,7 +449,7 @@ def _children_cpu():
 
 def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator="verilator",
                       ftz=False, build_root=None, waves=False, progress=None,
-                      perf_mode=None):
+                      perf_mode=None, is_transpose=False):
     """Run several ``stationary.T @ moving`` problems back to back as one tile program.
 
     Each problem is cut as :func:`plan` says; the problems' matmuls follow each other in one
@@ -387,6 +464,10 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
         takes (the data types may change from problem to problem).
     config, rows, cols, simulator, ftz, build_root, waves, progress, perf_mode
         As :func:`run_tiled`.
+    is_transpose : bool
+        Every problem a transpose (``stationary`` the data [P, F], ``moving`` the [P, P]
+        identity; :func:`tiled_jobs`): its out is ``data.T`` in the type's PSUM element type
+        and it counts no MACs.
 
     Returns
     -------
@@ -405,7 +486,7 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
         raise ValueError("problems must hold at least one (stationary, moving) pair")
     if config is None:
         for stationary, moving in problems:
-            _check_problem(stationary, moving, perf_mode)
+            _check_problem(stationary, moving, perf_mode, is_transpose)
     config = tile_config(config, rows, cols, {
         f.name for s, m in problems if config is None
         for f in operand_formats(s.dtype, m.dtype, perf_mode=perf_mode)},
@@ -413,13 +494,13 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
     rows, cols = config.rows, config.cols
     jobs, plans = [], []
     for stationary, moving in problems:
-        more, blocks = tiled_jobs(stationary, moving, rows, cols, ftz, perf_mode)
+        more, blocks = tiled_jobs(stationary, moving, rows, cols, ftz, perf_mode, is_transpose)
         jobs += more
         plans.append(blocks)
     result = run_program(jobs, config=config, simulator=simulator, waves=waves,
                          build_root=build_root, progress=progress)
     outs, differing, index = [], [], 0
-    goldens = golden_tiled_matmuls(problems, rows, ftz, perf_mode)
+    goldens = golden_tiled_matmuls(problems, rows, ftz, perf_mode, is_transpose)
     for blocks, golden in zip(plans, goldens, strict=True):
         out = np.empty_like(golden)
         for b in blocks:
@@ -430,11 +511,12 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
                                  f"block [{b.m0}:{b.m1}, {b.n0}:{b.n1}]")
             out[b.m0:b.m1, b.n0:b.n1] = psum
         outs.append(out)
-        differing.append(int(np.count_nonzero(out.view(np.uint32) != golden.view(np.uint32))))
+        differing.append(int(np.count_nonzero(_bits(out) != _bits(golden))))
     return ProgramOutcome(
         key="", outs=outs, differing=differing, mismatches=int(result.mismatches),
         matmuls=len(jobs), words=int(sum(p.size for p in result.psums)),
-        macs=sum(s.shape[0] * s.shape[1] * m.shape[1] for s, m in problems),
+        macs=0 if is_transpose else sum(s.shape[0] * s.shape[1] * m.shape[1]
+                                        for s, m in problems),
         cycles=int(result.cycles), build_seconds=float(result.build.seconds),
         sim_seconds=float(result.run.seconds), clock_seconds=float(result.seconds),
         seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}",

@@ -52,6 +52,7 @@ from systolica.workloads.minilm.weights import (
     LAYERS,
     LINEAR_GEMMS,
     PACKAGE,
+    TRANSPOSES,
     ModelFileError,
     ModelNotFoundError,
     TextTooLongError,
@@ -63,7 +64,8 @@ from systolica.workloads.minilm.weights import (
 
 __all__ = [
     "ATTENTION_GEMMS", "DEFAULT_SENTENCES", "GEMMS", "HEAD_DIM", "HEADS", "HIDDEN",
-    "INSTALL_COMMAND", "LAYERS", "LINEAR_GEMMS", "PACKAGE", "TARGETS", "GemmReport",
+    "INSTALL_COMMAND", "LAYERS", "LINEAR_GEMMS", "PACKAGE", "TARGETS", "TRANSPOSES",
+    "GemmReport",
     "Matmuls", "ModelFileError", "ModelNotFoundError", "ModelRun", "PrecisionRun",
     "TextTooLongError", "TileMatmuls", "activation_scale", "encode", "format_report", "gelu",
     "load_tokenizer", "load_weights", "model_dir", "nearest_neighbours",

@@ -8,7 +8,7 @@ workers, and the scaling layer's NeuronCore estimates for the same GEMMs.
 """
 
 from systolica.workloads.minilm.run import TARGETS
-from systolica.workloads.minilm.weights import ATTENTION_GEMMS, GEMMS, PACKAGE
+from systolica.workloads.minilm.weights import ATTENTION_GEMMS, GEMMS, PACKAGE, TRANSPOSE_OF
 
 
 def article(number):
@@ -166,7 +166,9 @@ def format_report(run):
                   "1-prog model: the cycle model's cycles for all the GEMM's matmuls as one "
                   "program; mism.: PSUM words that differ from the golden model (scoreboard, "
                   "every slab) plus reassembled words that differ; max|err|, rel.Frob, "
-                  "cosine: against the FP32 model's output of the same GEMM"]
+                  "cosine: against the FP32 model's output of the same GEMM; q.T, k.T, "
+                  "p.T: the attention operands' transposes, on the tile in transpose mode "
+                  "(no MACs; their errors are the BF16 rounding of the operand)"]
     lines += ["", "FP32 model's similarity matrix (cosine of sentence embeddings):"]
     lines += _matrix(run.reference_similarity)
     lines += ["", _accounting(run)]
@@ -225,8 +227,8 @@ def _estimates(run):
         return []
     if estimates is None:
         return ["", "Scaling layer not installed: no NeuronCore estimates"]
-    lines = ["", "Scaling layer: the same GEMMs on one NeuronCore (128 x 128 tensor engine, "
-                 "BF16 rate, compute only)",
+    lines = ["", "Scaling layer: the same GEMMs and transposes on one NeuronCore (128 x 128 "
+                 "tensor engine, BF16 rate, compute only; a transpose costs the matmul it is)",
              f"    {'GEMM':<11}" + "".join(f"{e['core'] + ' (' + e['preset'] + ')':>26}"
                                         for e in estimates)]
     for i, (name, _shapes) in enumerate(named):
@@ -304,7 +306,8 @@ def plot_utilisation(run, path):
 
     peak = run.rows * run.cols
     dtypes = list(run.runs)
-    gemms = [(g.layer, g.gemm) for g in run.runs[dtypes[0]].gemms]
+    gemms = [(g.layer, g.gemm) for g in run.runs[dtypes[0]].gemms
+             if g.gemm not in TRANSPOSE_OF]     # transposes do no MACs
     width = 0.8 / len(dtypes)
     colours = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(gemms) * len(dtypes) + 2), 4.2))

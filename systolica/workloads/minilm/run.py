@@ -14,6 +14,10 @@ Roles on the tile (``nc_matmul(stationary[K, M], moving[K, N]) -> psum[M, N]``):
   ``Q_h.T`` [K = 32, N = t queries]; ``psum.T`` is ``Q_h K_h^T`` [queries, keys].
 - **context** per sentence and head: stationary = ``V_h`` [K = t keys, M = 32], moving =
   ``P.T`` [K = t keys, N = t queries]; ``psum.T`` is ``P V_h`` [queries, 32].
+- **transposes** (:data:`~systolica.workloads.minilm.weights.TRANSPOSES`): the attention
+  operands' layouts ``Q_h.T``, ``K_h.T`` and ``P.T`` come from the tile in transpose mode
+  (stationary = the BF16 data [K = t, M], moving = the [t, t] identity, ``psum`` = the data
+  transposed, bit for bit), in their own programs before the GEMM they feed.
 
 Precisions: **BF16** rounds both operands to BF16 (RNE), FP32 PSUM. **INT8** quantises the
 linear GEMMs (:mod:`~systolica.workloads.minilm.quantize`: per-output-channel weight scales, per-
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import max_k, program_cycles
+from systolica.golden import identity, max_k, program_cycles
 from systolica.golden.formats import format_of
 from systolica.sim.api.engine import SerialEngine, TileProgram, add_outcome
 from systolica.sim.api.runs import tile_config
@@ -56,7 +60,6 @@ from systolica.workloads.minilm.quantize import (
     token_scales_fp8,
 )
 from systolica.workloads.minilm.weights import (
-    ATTENTION_GEMMS,
     DEFAULT_SENTENCES,
     GEMMS,
     HEAD_DIM,
@@ -64,6 +67,9 @@ from systolica.workloads.minilm.weights import (
     HIDDEN,
     INTERMEDIATE,
     LAYERS,
+    LINEAR_GEMMS,
+    TRANSPOSE_OF,
+    TRANSPOSES,
     load_tokenizer,
     load_weights,
     tokenize,
@@ -112,8 +118,8 @@ def model_config(precisions, rows=None, cols=None, config=None):
 
 def tile_perf_mode(dtype, gemm):
     """The tile's ``perf_mode`` for ``gemm`` in the ``dtype`` precision run: ``"double_row"``
-    for the FP8 run's linear GEMMs, else None (attention GEMMs run in BF16)."""
-    return "double_row" if dtype == "fp8" and gemm not in ATTENTION_GEMMS else None
+    for the FP8 run's linear GEMMs, else None (attention GEMMs and transposes run in BF16)."""
+    return "double_row" if dtype == "fp8" and gemm in LINEAR_GEMMS else None
 
 
 def step_priority(layer, gemm):
@@ -121,11 +127,12 @@ def step_priority(layer, gemm):
     order (layer, then q/k/v, scores, context, o, up, down), earliest highest. The
     precision passes run side by side on the workers; when one falls behind, its waiting
     programs go first, so the passes stay in step and the last steps of the run have the
-    programs of both to spread over the workers."""
-    return -(layer * len(GEMMS) + GEMMS.index(gemm))
+    programs of both to spread over the workers. A transpose has its GEMM's priority."""
+    return -(layer * len(GEMMS) + GEMMS.index(TRANSPOSE_OF.get(gemm, gemm)))
 
 
-def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None):
+def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None,
+                   is_transpose=False):
     """How a GEMM's problems are grouped into tile programs.
 
     Parameters
@@ -139,6 +146,8 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None):
         Cycles a program aims at.
     perf_mode : None or "double_row"
         The matmuls' mode (double-row K-slabs are ``2 * rows`` long).
+    is_transpose : bool
+        The problems are transposes (``n == k``; :func:`~systolica.sim.api.tiling.plan`).
 
     Returns
     -------
@@ -152,7 +161,8 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None):
         if m == 0:
             continue
         if len(shapes) == 1:
-            units += [(i, b.m0, b.m1) for b in plan(k, m, n, rows, cols) if b.n0 == 0]
+            units += [(i, b.m0, b.m1) for b in plan(k, m, n, rows, cols,
+                                                    is_transpose=is_transpose) if b.n0 == 0]
         else:
             units.append((i, 0, m))
     slab = max_k(rows, perf_mode)
@@ -160,6 +170,8 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None):
     def cost(unit):
         i, m0, m1 = unit
         k, _, n = shapes[i]
+        if is_transpose:    # one matmul of a K-slab's entries per slab and M-fold
+            return math.ceil(k / rows) * math.ceil((m1 - m0) / cols) * min(k, rows)
         return math.ceil(k / slab) * math.ceil((m1 - m0) / cols) * max(min(k, rows), n)
 
     costs = [cost(u) for u in units]
@@ -179,13 +191,13 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None):
     return groups
 
 
-def program_matmul_shapes(problems, rows, cols, perf_mode=None):
+def program_matmul_shapes(problems, rows, cols, perf_mode=None, is_transpose=False):
     """The ``(K, N)`` of every matmul of a program, in order (tuple), for the cycle model."""
     out = []
     for s, m in problems:
         k, mm = s.shape
         n = m.shape[1]
-        for b in plan(k, mm, n, rows, cols, perf_mode=perf_mode):
+        for b in plan(k, mm, n, rows, cols, perf_mode=perf_mode, is_transpose=is_transpose):
             out += [(k1 - k0, b.n1 - b.n0) for k0, k1 in b.slabs]
     return tuple(out)
 
@@ -198,7 +210,9 @@ class GemmReport:
     ----------
     layer : int
     gemm : str
-        One of :data:`~systolica.workloads.minilm.weights.GEMMS`.
+        One of :data:`~systolica.workloads.minilm.weights.GEMMS`, or a transpose's name
+        (:data:`~systolica.workloads.minilm.weights.TRANSPOSES`: ``q.T``, ``k.T``, ``p.T``;
+        no MACs).
     dtype : str
         The precision run, ``"bf16"``, ``"int8"`` or ``"fp8"``.
     tile_dtype : str
@@ -260,7 +274,11 @@ class GemmReport:
 
     @property
     def shape_text(self):
-        """``[M, K] x [K, N]``, or for attention ``72 x [t, 32] x [32, t]`` (str)."""
+        """``[M, K] x [K, N]``, for attention ``72 x [t, 32] x [32, t]``, for a transpose
+        ``72 x [t,32].T`` (its data [P, F], str)."""
+        if self.gemm in TRANSPOSE_OF:
+            data = "[t,t]" if self.gemm == "p.T" else f"[t,{HEAD_DIM}]"
+            return f"{self.count} x {data}.T"
         if self.gemm == "scores":
             return f"{self.count} x [t,{HEAD_DIM}]x[{HEAD_DIM},t]"
         if self.gemm == "context":
@@ -431,25 +449,53 @@ class TileMatmuls(Matmuls):
         return out
 
     def scores(self, layer, queries, keys):
-        # stationary K_h.T [32, t keys], moving Q_h.T [32, t queries]: psum.T = Q_h K_h^T
-        return self._attention(layer, "scores", queries, keys, lambda q, k: (k.T, q.T))
+        # Q_h.T, K_h.T [32, t] from transposes on the tile; stationary K_h.T [32, t keys],
+        # moving Q_h.T [32, t queries]: psum.T = Q_h K_h^T
+        return self._attention(layer, "scores", queries, keys, lambda q_t, k_t: (k_t, q_t),
+                               transposed=(True, True))
 
     def context(self, layer, probs, values):
-        # stationary V_h [t keys, 32], moving P.T [t keys, t queries]: psum.T = P V_h
-        return self._attention(layer, "context", probs, values, lambda p, v: (v, p.T))
+        # P.T [t keys, t queries] from a transpose on the tile; stationary V_h [t keys, 32],
+        # moving P.T: psum.T = P V_h
+        return self._attention(layer, "context", probs, values, lambda p_t, v: (v, p_t),
+                               transposed=(True, False))
 
-    def _attention(self, layer, gemm, lefts, rights, roles):
-        """One attention GEMM for every (sentence, head), in BF16 whatever the precision:
-        ``roles(left, right)`` gives the float32 (stationary, moving) of each problem."""
+    def _attention(self, layer, gemm, lefts, rights, roles, transposed):
+        """One attention GEMM for every (sentence, head), in BF16 whatever the precision.
+        The operands are rounded to BF16; those marked in ``transposed`` (left, right) are
+        transposed on the tile first (:meth:`_transposes`); ``roles(left, right)`` then gives
+        the (stationary, moving) of each problem."""
         fp32 = getattr(Matmuls, gemm)(self, layer, lefts, rights)
         if (layer, gemm) not in self.selected:
             return fp32
-        problems = [tuple(np.ascontiguousarray(x.astype(BF16)) for x in roles(a, b))
-                    for a, b in zip(lefts, rights, strict=True)]
+        sides = [[np.ascontiguousarray(x.astype(BF16)) for x in side]
+                 for side in (lefts, rights)]
+        todo = [(name, side, sides[side]) for name, side in zip(
+            TRANSPOSES[gemm], [i for i in (0, 1) if transposed[i]], strict=True)]
+        for (_name, side, _data), outs in zip(todo, self._transposes(layer, gemm, todo),
+                                              strict=True):
+            sides[side] = outs
+        problems = [(np.ascontiguousarray(s), np.ascontiguousarray(m))
+                    for s, m in (roles(a, b) for a, b in zip(*sides, strict=True))]
         (psums,) = self._run(layer, [(gemm, problems, None)])
         ys = [p.T.astype(np.float32) for p in psums]
         self._errors(layer, gemm, ys, self.trace[(layer, gemm)][1], fp32)
         return ys
+
+    def _transposes(self, layer, gemm, jobs):
+        """Transpose ``gemm``'s operands on the tile, all in one batch of programs.
+
+        ``jobs`` lists ``(name, side, data)``: a transpose's name, the operand it is (0 left,
+        1 right, as ``gemm``'s method takes them) and that operand's BF16 [P, F] arrays.
+        Returns per job the [F, P] arrays (BF16, the data's bits); each job's report row
+        compares them with the FP32 model's operand transposed."""
+        outs = self._run(layer, [(name, [(x, identity(x.shape[0], x.dtype)) for x in data],
+                                  None) for name, _side, data in jobs])
+        refs = self.trace[(layer, gemm)][0]
+        for (name, side, data), ys in zip(jobs, outs, strict=True):
+            self._errors(layer, name, [y.astype(np.float32) for y in ys],
+                         [r.T for r in refs[side]], [x.T.astype(np.float32) for x in data])
+        return outs
 
     # -- programs ---------------------------------------------------------------------------
 
@@ -460,18 +506,22 @@ class TileMatmuls(Matmuls):
         shapes = [(s.shape[0], s.shape[1] if limit is None else min(s.shape[1], limit),
                    m.shape[1]) for s, m in problems]
         perf_mode = tile_perf_mode(self.dtype, gemm)
-        groups = split_programs(shapes, self.rows, self.cols, perf_mode=perf_mode)
+        transpose = gemm in TRANSPOSE_OF
+        groups = split_programs(shapes, self.rows, self.cols, perf_mode=perf_mode,
+                                is_transpose=transpose)
         out = []
         for j, units in enumerate(groups):
             parts = tuple((np.ascontiguousarray(problems[i][0][:, m0:m1]), problems[i][1])
                           for i, m0, m1 in units)
-            matmul_shapes = program_matmul_shapes(parts, self.rows, self.cols, perf_mode)
+            matmul_shapes = program_matmul_shapes(parts, self.rows, self.cols, perf_mode,
+                                                  transpose)
             out.append(TileProgram(
                 key=f"{self.dtype}/L{layer}/{gemm}/{j}", problems=parts,
                 config=self.config, simulator=self.simulator, build_root=self.build_root,
                 matmuls=len(matmul_shapes),
                 model_cycles=_model_cycles(self.rows, self.cols, matmul_shapes, perf_mode),
-                perf_mode=perf_mode, priority=step_priority(layer, gemm)))
+                perf_mode=perf_mode, priority=step_priority(layer, gemm),
+                is_transpose=transpose))
         return out, groups, shapes
 
     def _run(self, layer, jobs):
@@ -485,11 +535,15 @@ class TileMatmuls(Matmuls):
         results = []
         for gemm, problems, programs, groups, shapes in plans:
             perf_mode = tile_perf_mode(self.dtype, gemm)
+            transpose = gemm in TRANSPOSE_OF
             outs = []
             for (s, m), (_k, m_rtl, n) in zip(problems, shapes, strict=True):
                 full = s.shape[1]
                 if m_rtl < full:
-                    outs.append(golden_tiled_matmul(s, m, self.rows, perf_mode=perf_mode))
+                    outs.append(golden_tiled_matmul(s, m, self.rows, perf_mode=perf_mode,
+                                                    is_transpose=transpose))
+                elif transpose:
+                    outs.append(np.empty((full, n), format_of(s.dtype).transpose_dtype))
                 else:
                     outs.append(np.empty((full, n), np.int32 if s.dtype == np.int8
                                          else np.float32))
@@ -502,7 +556,7 @@ class TileMatmuls(Matmuls):
                 m_rtl=shapes[0][1], programs=len(programs), matmuls=0, cycles=0,
                 model_cycles=_model_cycles(self.rows, self.cols, tuple(
                     x for p in programs for x in program_matmul_shapes(
-                        p.problems, self.rows, self.cols, perf_mode)),
+                        p.problems, self.rows, self.cols, perf_mode, transpose)),
                     perf_mode) if programs else 0,
                 macs=0, mismatches=0, differing=0)
             for program, units in zip(programs, groups, strict=True):
@@ -567,20 +621,27 @@ def plan_programs(tokens, selected, dtypes, rows, cols, rtl_folds=None):
     shapes["down"] = [(INTERMEDIATE, HIDDEN, total_t)]
     shapes["scores"] = [(HEAD_DIM, t, t) for t in tokens for _ in range(HEADS)]
     shapes["context"] = [(t, HEAD_DIM, t) for t in tokens for _ in range(HEADS)]
+    shapes["q.T"] = shapes["k.T"] = [(t, HEAD_DIM, t) for t in tokens for _ in range(HEADS)]
+    shapes["p.T"] = [(t, t, t) for t in tokens for _ in range(HEADS)]
     limit = None if rtl_folds is None else rtl_folds * cols
     out = []
     for dtype in dtypes:
-        for layer, gemm in selected:
-            perf_mode = tile_perf_mode(dtype, gemm)
-            sh = [(k, m if limit is None else min(m, limit), n) for k, m, n in shapes[gemm]]
-            for j, units in enumerate(split_programs(sh, rows, cols, perf_mode=perf_mode)):
-                mm = []
-                for i, m0, m1 in units:
-                    k, _, n = sh[i]
-                    for b in plan(k, m1 - m0, n, rows, cols, perf_mode=perf_mode):
-                        mm += [(k1 - k0, b.n1 - b.n0) for k0, k1 in b.slabs]
-                out.append(PlannedProgram(f"{dtype}/L{layer}/{gemm}/{j}", len(mm),
-                                          _model_cycles(rows, cols, tuple(mm), perf_mode)))
+        for layer, step in selected:
+            for gemm in TRANSPOSES.get(step, ()) + (step,):
+                perf_mode = tile_perf_mode(dtype, gemm)
+                transpose = gemm in TRANSPOSE_OF
+                sh = [(k, m if limit is None else min(m, limit), n)
+                      for k, m, n in shapes[gemm]]
+                for j, units in enumerate(split_programs(sh, rows, cols, perf_mode=perf_mode,
+                                                         is_transpose=transpose)):
+                    mm = []
+                    for i, m0, m1 in units:
+                        k, _, n = sh[i]
+                        for b in plan(k, m1 - m0, n, rows, cols, perf_mode=perf_mode,
+                                      is_transpose=transpose):
+                            mm += [(k1 - k0, b.n1 - b.n0) for k0, k1 in b.slabs]
+                    out.append(PlannedProgram(f"{dtype}/L{layer}/{gemm}/{j}", len(mm),
+                                              _model_cycles(rows, cols, tuple(mm), perf_mode)))
     return out
 
 

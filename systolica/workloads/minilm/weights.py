@@ -35,6 +35,13 @@ LINEAR_GEMMS = ("q", "k", "v", "o", "up", "down")
 ATTENTION_GEMMS = ("scores", "context")
 #: Every GEMM of a layer, in the order a layer runs them.
 GEMMS = ("q", "k", "v", "scores", "context", "o", "up", "down")
+#: The operand layouts each attention GEMM takes from transposes on the tile (transpose
+#: mode, bit for bit), by name: ``q.T`` and ``k.T`` (``Q_h``, ``K_h`` [t, 32] to [32, t])
+#: before ``scores``, ``p.T`` (``P`` [t queries, t keys] to [t keys, t queries]) before
+#: ``context``.
+TRANSPOSES = {"scores": ("q.T", "k.T"), "context": ("p.T",)}
+#: The attention GEMM each transpose feeds.
+TRANSPOSE_OF = {name: gemm for gemm, names in TRANSPOSES.items() for name in names}
 _WEIGHT = {"q": "attention.self.query", "k": "attention.self.key",
            "v": "attention.self.value", "o": "attention.output.dense",
            "up": "intermediate.dense", "down": "output.dense"}

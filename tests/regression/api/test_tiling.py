@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import systolica.sim.api.tiling as tiling
-from systolica.golden import nc_matmul
+from systolica.golden import identity, nc_matmul
 from systolica.hdl.config import TileConfig
 from systolica.sim.api.tiling import (
     Block,
@@ -15,6 +15,7 @@ from systolica.sim.api.tiling import (
     golden_tiled_matmuls,
     plan,
     run_tiled,
+    run_tiled_program,
     tiled_jobs,
 )
 
@@ -206,6 +207,36 @@ def test_run_tiled_chunks_n_beyond_the_psum_depth():
     assert (r.mismatches, r.differing, r.matmuls) == (0, 0, 8)
 
 
+def test_plan_transpose_pairs_each_slab_with_its_own_entries():
+    # [13, 10] data on a 4 x 8 tile: K-slabs 4 + 4 + 4 + 1, M-folds 8 + 2; a block's
+    # entries are its slab's partitions (the identity's non-zero block), no accumulation.
+    blocks = plan(13, 10, 13, 4, 8, is_transpose=True)
+    assert len(blocks) == 8
+    assert all(b.slabs == ((b.n0, b.n1),) for b in blocks)
+    assert {(b.m0, b.m1) for b in blocks} == {(0, 8), (8, 10)}
+    assert sorted({b.slabs[0] for b in blocks}) == [(0, 4), (4, 8), (8, 12), (12, 13)]
+    jobs, _ = tiled_jobs(np.ones((13, 10), BF16), identity(13, BF16), 4, 8, is_transpose=True)
+    assert len(jobs) == 8 and all(j.is_transpose and not j.accumulate for j in jobs)
+
+
+def test_run_tiled_transposes_bf16_specials_bit_for_bit():
+    """Two transposes in one program on a 3 x 4 tile, every special BF16 value among random
+    ones: the result is each data's transpose, bit for bit (numpy's .T, not the golden model),
+    and counts no MACs."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((7, 6)).astype(BF16)
+    specials = [0x7FC1, 0xFFBF, 0x7F80, 0xFF80, 0x8000, 0x0000, 0x0001, 0x807F, 0x0080]
+    a.view(np.uint16).flat[::5][:len(specials)] = specials
+    b = rng.standard_normal((2, 5)).astype(BF16)
+    out = run_tiled_program([(a, identity(7, BF16)), (b, identity(2, BF16))],
+                            config=TILE_3X4, simulator="verilator", is_transpose=True)
+    for got, data in zip(out.outs, (a, b), strict=True):
+        assert got.dtype == BF16 and got.shape == data.shape[::-1]
+        np.testing.assert_array_equal(got.view(np.uint16), data.T.view(np.uint16))
+    # [7, 6]: slabs 3 + 3 + 1 x folds 4 + 2; [2, 5]: one slab x folds 4 + 1.
+    assert (out.mismatches, out.differing, out.matmuls, out.macs) == (0, [0, 0], 8, 0)
+
+
 def test_a_wrong_rtl_result_is_reported(monkeypatch):
     real = tiling.run_program
 
@@ -245,6 +276,11 @@ def test_scoreboard_mismatches_are_passed_on(monkeypatch):
                         perf_mode="double_row"), TypeError, "double_row"),
     (lambda: golden_tiled_matmuls([(np.ones((2, 2), np.int8), np.ones((2, 2), np.int8))], 2,
                                   ftz=True), ValueError, "ftz applies to float"),
+    (lambda: plan(3, 2, 4, 2, 2, is_transpose=True), ValueError, "N must be K"),
+    (lambda: tiled_jobs(np.ones((3, 2), BF16), np.ones((3, 3), BF16), 2, 2,
+                        is_transpose=True), ValueError, "must be the \\[3, 3\\] identity"),
+    (lambda: golden_tiled_matmuls([(np.ones((2, 2), BF16), identity(2, BF16))], 2,
+                                  ftz=True, is_transpose=True), ValueError, "no ftz"),
 ])
 def test_bad_problems_are_refused(call, error, text):
     with pytest.raises(error, match=text):
