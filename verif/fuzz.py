@@ -30,6 +30,7 @@ COMMANDS=N``); exit status 0 when every program passed, 1 otherwise.
 
 import dataclasses
 import datetime
+import functools
 import json
 import os
 import shutil
@@ -844,6 +845,176 @@ def pattern_sweep(rng, rows, cols, n=3):
                       | ((40 + np.arange(256) % 40) << 7) | rng.integers(0, 128, size=(rows, 256)))
             add(view(s_bits, "bf16"), view(v_bits, "bf16"), None, ftz=False)
     return items
+
+
+def _wide_edges():
+    """FP32 words (int64 array) for :func:`wide_sweep`: +-0, +-Inf, NaN payloads (quiet,
+    signalling, one bit, all bits), every subnormal of one fraction bit and the largest, the
+    smallest normal, powers of two across the range (2^-126 .. 2^127), the largest finite
+    magnitude, 1 + 2^-i for every fraction bit i, and a few of both signs."""
+    words = {0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
+             0x7F800001, 0x7FA00000, 0x7FFFFFFF, 0x007FFFFF, 0x807FFFFF, 0x7F7FFFFF,
+             0xFF7FFFFF, 0xBF800000, 0xBFFFFFFF, 0x3FFFFFFF, 0x00800000, 0x80800000}
+    words |= {1 << b for b in range(23)}                     # one-bit subnormals
+    words |= {e << 23 for e in (1, 0x20, 0x3F, 0x5F, 0x67, 0x7F, 0x98, 0xBF, 0xFE)}
+    words |= {0x3F800000 | (1 << b) for b in range(23)}      # 1 + 2^-(23 - b)
+    return np.array(sorted(words), np.int64)
+
+
+def _one_row_items(rows, cols, tests):
+    """Items testing one PE row at a time: for each ``(row, s_words, v_words, ftz, s_type,
+    m_type)`` of ``tests`` a matmul of K = ``row + 1`` whose stationary row ``row`` holds the
+    words ``s_words`` [cols] of type ``s_type`` and moving row ``v_words`` [N] of ``m_type``
+    (format names); the rows above hold a stationary 1.0 and a moving +0, so each column's
+    sum is row ``row``'s product exactly. Regions of 256 PSUM entries in turn."""
+    formats = {**FORMATS, **WIDE_FORMATS}
+    regions = PSUM_BANKS * (PSUM_ENTRIES // 256)
+    items = []
+    for slot, (row, s_words, v_words, ftz, s_type, m_type) in enumerate(tests):
+        s_fmt, m_fmt = formats[s_type], formats[m_type]
+        one = int(np.array(1.0, np.float32).astype(s_fmt.dtype).view(f"u{s_fmt.width // 8}"))
+        s_bits = np.full((row + 1, cols), one, np.int64)
+        s_bits[row] = s_words
+        v_bits = np.zeros((row + 1, len(v_words)), np.int64)
+        v_bits[row] = v_words
+        bank, offset = divmod((slot % regions) * 256, PSUM_ENTRIES)
+        items.append((s_bits.astype(f"u{s_fmt.width // 8}").view(s_fmt.dtype),
+                      v_bits.astype(f"u{m_fmt.width // 8}").view(m_fmt.dtype), False, ftz,
+                      bank, offset, None))
+    return items
+
+
+def _edge_pairs(rows, cols, ftz, s_type, m_type="fp32", s_edges=None, m_edges=None):
+    """Tests (as :func:`_one_row_items` takes) multiplying every pair of ``s_edges`` x
+    ``m_edges`` (default :func:`_wide_edges`) at every PE: in test ``p`` of a row, column
+    ``c`` holds stationary edge ``p + c`` (mod their count) and the moving row all of the
+    moving edges."""
+    s_edges = _wide_edges() if s_edges is None else s_edges
+    m_edges = _wide_edges() if m_edges is None else m_edges
+    return [(row, s_edges[(p + np.arange(cols)) % len(s_edges)], m_edges, ftz, s_type, m_type)
+            for row in range(rows) for p in range(len(s_edges))]
+
+
+def wide_sweep(rng, rows, cols):
+    """A directed program for a tile generated with the ``fp32`` type set (items as
+    :func:`random_program`'s): every pair of :func:`_wide_edges` (specials, one-bit
+    subnormals, the range's edges, ``1 + 2^-i`` for every fraction bit, whose products are
+    round-to-even ties) multiplied at every PE, FP32 x FP32 with FTZ off and on, each
+    product alone in its column (:func:`_one_row_items`). ``rng`` is not drawn from."""
+    return _one_row_items(rows, cols, _edge_pairs(rows, cols, False, "fp32")
+                          + _edge_pairs(rows, cols, True, "fp32"))
+
+
+def wide_rounding_sweep(rng, rows, cols):
+    """The second FP32 directed program (the harness holds one of about 64 k beats): every
+    pair of :func:`_wide_edges` with a TF32 stationary (its 13 low fraction bits ignored)
+    and FTZ off; rounding below the normal range, ``(1 + 2^-i) 2^-63 x (1 + 2^-j)
+    2^(-63 - s)`` for every i, j in 1..23 and s in 0..25 (significands with bits only at i,
+    j and i + j: ties that round to even at every shift by 1 .. 26); and the
+    :func:`lone_sticky_pairs`, whose rounding turns on one sticky bit at each of the
+    shifter's positions. ``rng`` is not drawn from."""
+    ones = np.array([0x3F800000 | (1 << (23 - i)) for i in range(1, 24)], np.int64)
+    ties = [(row, ones[(first + np.arange(cols)) % len(ones)] - (63 << 23),
+             ones - ((63 + shift) << 23), False, "fp32", "fp32")
+            for shift in range(26) for row in range(rows)
+            for first in range(0, len(ones), cols)]
+    # Lone sticky bits (lone_sticky_pairs), both operand orders, each pair at every column:
+    # column c of test t holds pair t + c and beat c its partner.
+    pairs = [(a, b) for a, b, _d in lone_sticky_pairs()]
+    pairs += [(b, a) for a, b in pairs]
+    lone = []
+    for row in range(rows):
+        for first in range(len(pairs)):
+            chosen = [pairs[(first + c) % len(pairs)] for c in range(cols)]
+            lone.append((row, np.array([a for a, _ in chosen], np.int64),
+                         np.array([b for _, b in chosen], np.int64), False, "fp32", "fp32"))
+    return _one_row_items(rows, cols, _edge_pairs(rows, cols, False, "tf32") + ties + lone)
+
+
+@functools.cache
+def lone_sticky_pairs():
+    """FP32 operand pairs whose product rounds on one lone sticky bit, one pair per distance
+    ``d`` from the round bit (1 .. 46 where one exists): a list of ``(a, b, d)``, ``a`` and
+    ``b`` float32 words (int) whose exact product ``a' b'`` (odd significands below 2^24)
+    is ``1 + 2^d`` modulo ``2^(d + 2)``: its lowest set bit is the only sticky bit, the bit
+    ``d`` above it the round bit, the one above that (the result's last bit) clear, so
+    round-to-nearest-even rounds up only because of that sticky bit. The exponents put the
+    round bit where the multiplier rounds: the product lands at FP32's normal/subnormal
+    edge or in the subnormal range (a right shift of ``24 - L + d``, ``L`` the product's
+    top bit), so every position of the shifter's sticky bits holds the lone one for some
+    pair. ``b'`` runs over the odd significands of [2^23, 2^24) and ``a' = (1 + 2^d) /
+    b'`` modulo ``2^(d + 2)`` (Newton's inverse on uint64); the first ``a' < 2^24`` is kept."""
+    b = np.arange((1 << 23) + 1, 1 << 24, 2, dtype=np.uint64)
+    inverse = b.copy()
+    for _ in range(6):                  # b * inverse == 1 modulo 2^64 after six steps
+        inverse = inverse * (np.uint64(2) - b * inverse)
+    pairs = []
+    for d in range(1, 48):
+        a = (np.uint64(1 + (1 << d)) * inverse) & np.uint64((1 << (d + 2)) - 1)
+        found = np.flatnonzero(a < np.uint64(1 << 24))
+        if not found.size:
+            continue
+        a_sig, b_sig = int(a[found[0]]), int(b[found[0]])
+        top = (a_sig * b_sig).bit_length() - 1
+        scale = -150 - d        # top binade 2^(top + scale): a right shift of 24 - top + d
+        a_exp = scale // 2
+        words = np.array([np.ldexp(float(a_sig), a_exp), np.ldexp(float(b_sig), scale - a_exp)],
+                         np.float32).view(np.uint32)
+        if 0 <= 24 - top + d <= 25:
+            pairs.append((int(words[0]), int(words[1]), d))
+    return pairs
+
+
+def _narrow_edges(fmt):
+    """Bit patterns (int64 array) of the 8/16-bit float type ``fmt`` for
+    :data:`EDGE_SWEEPS`: +-0, the all-ones exponent with fraction 0 and 1 (+-Inf and a NaN;
+    e4m3fn's largest binade), all bits but the sign (a NaN), the smallest normal, +-1.0 and
+    every subnormal of one fraction bit, of both signs."""
+    sign = 1 << (fmt.width - 1)
+    top = ((1 << fmt.exp_bits) - 1) << fmt.man_bits
+    words = {0, top, top | 1, sign - 1, 1 << fmt.man_bits, fmt.bias << fmt.man_bits}
+    words |= {1 << i for i in range(fmt.man_bits)}
+    words |= {w | sign for w in words}
+    return np.array(sorted(words), np.int64)
+
+
+def _narrow_edge_program(rows, cols, widths):
+    """Every pair of :func:`_narrow_edges` of every float type pair the tile takes whose
+    stationary type is ``widths`` bits wide, at every PE (:func:`_edge_pairs`), FTZ off."""
+    names = [name for name, fmt in FORMATS.items() if fmt.is_float]
+    tests = []
+    for s_type in names:
+        if FORMATS[s_type].width != widths:
+            continue
+        for m_type in names:
+            try:
+                operand_formats(FORMATS[s_type].dtype, FORMATS[m_type].dtype)
+            except TypeError:
+                continue
+            tests += _edge_pairs(rows, cols, False, s_type, m_type,
+                                 _narrow_edges(FORMATS[s_type]), _narrow_edges(FORMATS[m_type]))
+    return _one_row_items(rows, cols, tests)
+
+
+def edge_sweep_16(rng, rows, cols):
+    """A directed program: every pair of 8/16-bit float edge words (:func:`_narrow_edges`:
+    specials, one-bit subnormals, the normal range's edges) with a BF16 or FP16 stationary
+    and a moving operand of any float type, multiplied at every PE, each product alone in
+    its column (:func:`_one_row_items`), FTZ off: Inf or NaN times a subnormal of one bit
+    at each fraction position, which a random draw rarely pairs. ``rng`` is not drawn
+    from."""
+    return _narrow_edge_program(rows, cols, 16)
+
+
+def edge_sweep_8(rng, rows, cols):
+    """:func:`edge_sweep_16` with an FP8 stationary (e4m3, e5m2, e3m4, e4m3fn)."""
+    return _narrow_edge_program(rows, cols, 8)
+
+
+#: The 8/16-bit edge-pair programs, in the order the mutation kill-set runs them.
+EDGE_SWEEPS = (edge_sweep_16, edge_sweep_8)
+#: The FP32 directed programs, in the order the mutation kill-set runs them.
+WIDE_SWEEPS = (wide_sweep, wide_rounding_sweep)
 
 
 def _exponent_edges(fmt):

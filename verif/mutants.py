@@ -13,8 +13,12 @@
    and float matmuls of every type, FP8 double-row, IEEE and FTZ, specials, accumulate,
    READs, every illegal command, idle and backpressure; :data:`DENSE` and :data:`FLOATS`
    raised), then the directed :func:`~systolica.verif.fuzz.pattern_sweep` (every FP8
-   pattern at every PE, BF16 / FP16 subnormals, cancellation at every depth), each word,
-   stamp and the status checked. A mutant is **killed** when any check fails or the run
+   pattern at every PE, BF16 / FP16 subnormals, cancellation at every depth), the
+   :data:`~systolica.verif.fuzz.EDGE_SWEEPS` (every pair of 8/16-bit edge words, specials
+   and one-bit subnormals, of every float type pair at every PE) and, on a tile generated
+   with ``fp32``, :data:`~systolica.verif.fuzz.WIDE_SWEEPS` (every pair of
+   FP32 edge words at every PE, rounding into the subnormal range at every shift), each
+   word, stamp and the status checked. A mutant is **killed** when any check fails or the run
    gets stuck, **survives** otherwise. Mutant 0 must pass.
 4. Each survivor is **equivalent** only when :mod:`~systolica.verif.equivalence`
    proves it (the mutated netlist identical after ``opt_clean``, ``equiv_simple``, ABC's
@@ -89,8 +93,8 @@ DOC_HEADER = """# Mutation run: survivors
 
 Written by `systolica mutants{types} --doc {doc}` (seed {seed},
 {count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
-{commands} commands then the FP8 pattern sweep, `--jobs {jobs}`, {seconds:.0f} s on the
-shared 2-core machine).
+{commands} commands then the FP8 pattern sweep, the edge sweeps{wide}, `--jobs {jobs}`,
+{seconds:.0f} s on the shared 2-core machine).
 
 A survivor is **equivalent (proof)** only when `verif/equivalence.py` proves it:
 on the mutated module or an enclosing one (outputs that the enclosing module reads nowhere
@@ -232,16 +236,24 @@ def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS
             return index, f"program {program}: {type(error).__name__}: {error}"
         if not report.passed:
             return index, f"program {program}: {report.errors[0]}"
-    if sweep:
+    if not sweep:
+        return index, None
+    sweeps = [("pattern sweep", fuzz.pattern_sweep)]
+    sweeps += [(f"edge sweep {i}", directed) for i, directed in
+               enumerate(fuzz.EDGE_SWEEPS, 1)]
+    if tile.config.wide:
+        sweeps += [(f"FP32 sweep {i}", directed) for i, directed in
+                   enumerate(fuzz.WIDE_SWEEPS, 1)]
+    for offset, (name, directed) in enumerate(sweeps):
         try:
-            report = fuzz.run_program_index(seed, programs, sizes=((tile.rows, tile.cols),),
-                                            tile=tile, types=tile.config.types_name,
-                                            plusargs=[f"+mutsel={index}"],
-                                            directed=fuzz.pattern_sweep)
+            report = fuzz.run_program_index(seed, programs + offset,
+                                            sizes=((tile.rows, tile.cols),), tile=tile,
+                                            types=tile.config.types_name,
+                                            plusargs=[f"+mutsel={index}"], directed=directed)
         except Exception as error:
-            return index, f"pattern sweep: {type(error).__name__}: {error}"
+            return index, f"{name}: {type(error).__name__}: {error}"
         if not report.passed:
-            return index, f"pattern sweep: {report.errors[0]}"
+            return index, f"{name}: {report.errors[0]}"
     return index, None
 
 
@@ -287,8 +299,17 @@ def main(argv=None):
     parser.add_argument("--reuse-kills", action="store_true",
                         help="take the kill-set's outcome from the last run of this draw "
                              "(killed_by.json) and only redo the proofs")
+    parser.add_argument("--rerun-survivors", action="store_true",
+                        help="take the killed mutants from the last run of this draw "
+                             "(killed_by.json) and run the kill-set again on the survivors "
+                             "its proofs left open (after the kill-set grew: it keeps every "
+                             "program, so a killed mutant stays killed; the proofs are "
+                             "redone for every survivor)")
     add_json_argument(parser, "the score and every survivor with its disposition")
     args = parser.parse_args(argv)
+    if args.reuse_kills and args.rerun_survivors:
+        parser.error("--reuse-kills and --rerun-survivors exclude each other (the first "
+                     "runs no kill-set, the second reruns it on the survivors)")
     try:        # size and types are TileConfig's to check
         args.types = TileConfig(*args.size, types=args.types).types_name
         equivalence.netlist.abc()       # the prover's PDR: fail now, not after the kill-set
@@ -313,24 +334,36 @@ def _run(parser, args):
     if args.reuse_kills:
         chosen = [m for m in mutations if not args.only or m.index in args.only]
         return _report(args, chosen, folder, started, _reused_kills(folder, chosen))
+    chosen = [m for m in mutations if not args.only or m.index in args.only]
+    killed_by = {}
+    proven = set()
+    if args.rerun_survivors:
+        last = _reused_kills(folder, chosen)
+        killed_by = {m.index: last[m.index] for m in chosen if last[m.index]}
+        proven = _proven_equivalent(folder, args.programs, args.commands) - set(killed_by)
+        killed_by |= {index: None for index in proven}
+        print(f"--rerun-survivors: of the last run of this draw, {len(killed_by) - len(proven)} "
+              f"mutants killed and {len(proven)} proven equivalent (proved again below); "
+              f"the kill-set runs again on the other {len(chosen) - len(killed_by)}",
+              flush=True)
     _, error = run_mutant(tile, 0, args.seed, args.programs, args.commands)
     if error is not None:
         print(f"{parser.prog}: error: the unmutated design fails the kill-set: {error}")
         return 2, {"error": f"the unmutated design fails the kill-set: {error}"}
-    chosen = [m for m in mutations if not args.only or m.index in args.only]
-    survivors, killed, killed_by = [], 0, {}
+    todo = [m for m in chosen if m.index not in killed_by]      # all, or the open ones
+    survivors, killed = [], 0
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_mutant, tile, m.index, args.seed, args.programs,
-                               args.commands) for m in chosen]
-        for n, (mutation, future) in enumerate(zip(chosen, futures, strict=True), 1):
+                               args.commands) for m in todo]
+        for n, (mutation, future) in enumerate(zip(todo, futures, strict=True), 1):
             _, error = future.result()
             killed_by[mutation.index] = error
             if error is None:
                 survivors.append(mutation)
             else:
                 killed += 1
-            if n % 10 == 0 or n == len(chosen):
-                print(f"  {n} of {len(chosen)} mutants run: {killed} killed, "
+            if n % 10 == 0 or n == len(todo):
+                print(f"  {n} of {len(todo)} mutants run: {killed} killed, "
                       f"{len(survivors)} survived  [{time.perf_counter() - started:.0f} s]",
                       flush=True)
     # Kept before the report, which may refuse the run (a rule calling a killed mutant
@@ -338,6 +371,17 @@ def _run(parser, args):
     (folder / "killed_by.json").write_text(json.dumps(
         {str(k): v for k, v in killed_by.items()}, indent=1))
     return _report(args, chosen, folder, started, killed_by)
+
+
+def _proven_equivalent(folder, programs, commands):
+    """Indices (set of int) of the mutants the last report of this draw and kill-set size
+    (``results-<programs>x<commands>.json``) proved equivalent; empty without one."""
+    path = folder / f"results-{programs}x{commands}.json"
+    if not path.is_file():
+        return set()
+    rows = json.loads(path.read_text()).get("survivors", [])
+    return {int(row["index"]) for row in rows
+            if str(row.get("disposition", "")).startswith("equivalent")}
 
 
 def _reused_kills(folder, mutations):
@@ -366,6 +410,7 @@ def _report(args, chosen, folder, started, killed_by):
     if args.doc:
         header = DOC_HEADER.format(
             types="" if args.types == "all" else f" --types {args.types}", doc=args.doc,
+            wide=" and the FP32 sweep" if TileConfig(rows, cols, args.types).wide else "",
             seed=args.seed, count=len(chosen), size=f"{rows}x{cols} {args.types}",
             programs=args.programs,
             commands=args.commands, jobs=args.jobs, seconds=time.perf_counter() - started)
@@ -373,6 +418,12 @@ def _report(args, chosen, folder, started, killed_by):
             header += ("\n\nThe kill-set's outcomes were taken from killed_by.json "
                        "(`--reuse-kills`: the last run of this draw); this run redid the "
                        "proofs only.")
+        if args.rerun_survivors:
+            header += ("\n\nThe killed mutants were taken from killed_by.json "
+                       "(`--rerun-survivors`: the last run of this draw); this run ran the "
+                       "kill-set again on that run's open survivors only (its proven "
+                       "equivalent ones were proved again, not run), and the time above is "
+                       "this run's.")
         Path(args.doc).write_text(markdown(report, header))
     (folder / f"results-{args.programs}x{args.commands}.json").write_text(json.dumps(
         {k: v for k, v in report.items() if k != "text"}, indent=1))

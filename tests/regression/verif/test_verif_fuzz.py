@@ -2,6 +2,7 @@
 it catches a wrong word and a wrong stamp, and the stepped cycle model's idle patterns."""
 
 import numpy as np
+import pytest
 
 from systolica.golden import Command, command_schedule
 from systolica.golden.command import ERRORS
@@ -170,6 +171,99 @@ def test_pattern_sweep_puts_every_fp8_pattern_in_every_pe():
                     assert {int(s[r, c]) for s in sweep} == set(range(256)), (name, r, c)
             for s in sweep[:256]:
                 assert ((s & top) == top).sum(axis=0).max() <= 1
+
+
+def test_wide_sweep_multiplies_every_edge_pair_in_every_pe():
+    """The kill-set's FP32 program: at every PE, each pair of FP32 edge words (specials,
+    one-bit subnormals, 1 + 2^-i, ...) multiplied alone in its column (the rows above with
+    a zero moving operand), FTZ off and on; every item a legal command."""
+    from systolica.hdl.config import TileConfig
+    from systolica.tb.bulk import BulkProgram
+
+    rows, cols = 3, 4
+    items = fuzz.wide_sweep(None, rows, cols)
+    BulkProgram(TileConfig(rows, cols, "all+fp32")).submit_many(items)
+    BulkProgram(TileConfig(rows, cols, "all+fp32")).submit_many(
+        fuzz.wide_rounding_sweep(None, rows, cols))
+    edges = {int(w) for w in fuzz._wide_edges()}
+    assert {0x7F800000, 0x7FC00000, 0x00001000, 0x3F800001, 0x7F7FFFFF} <= edges
+    for ftz in (False, True):
+        seen = [[set() for _ in range(cols)] for _ in range(rows)]
+        for stationary, moving, _acc, item_ftz, *_ in items:
+            if item_ftz != ftz or stationary.dtype != np.float32:
+                continue
+            r = stationary.shape[0] - 1
+            s_bits, v_bits = stationary.view(np.uint32), moving.view(np.uint32)
+            assert (s_bits[:r] == 0x3F800000).all() and (v_bits[:r] == 0).all()
+            for c in range(cols):
+                seen[r][c] |= {(int(s_bits[r, c]), int(w)) for w in v_bits[r]}
+        want = {(a, b) for a in edges for b in edges}
+        assert all(seen[r][c] >= want for r in range(rows) for c in range(cols)), ftz
+
+
+def test_lone_sticky_pairs_round_up_on_their_lowest_bit_alone():
+    """Each pair's exact product (float64 holds it: 48 significant bits) rounds to FP32 one
+    unit higher than the same product without its lowest set bit: that lone sticky bit
+    decides the rounding, at every distance from the round bit but 45 and 47 (no pair)."""
+    pairs = fuzz.lone_sticky_pairs()
+    assert {d for _a, _b, d in pairs} == set(range(1, 47)) - {45}
+    for a, b, d in pairs:
+        fa, fb = (np.array([w], np.uint32).view(np.float32)[0] for w in (a, b))
+        exact = float(fa) * float(fb)
+        mantissa, exponent = np.frexp(exact)
+        bits = int(mantissa * 2**53)                   # the product's significand
+        low = (bits & -bits).bit_length() - 1
+        assert (bits >> low) % (1 << (d + 2)) == 1 + (1 << d)     # round bit d above it
+        lowest = 2.0 ** (exponent - 53 + low)
+        up, down = np.float32(exact), np.float32(exact - lowest)
+        assert up != down and up.view(np.uint32) == down.view(np.uint32) + 1, (hex(a), hex(b))
+
+
+def test_edge_sweeps_multiply_inf_and_nan_by_every_one_bit_subnormal_in_every_pe():
+    """The kill-set's 8/16-bit edge programs: at every PE, for every float type pair, Inf
+    and a NaN (or e4m3fn's largest binade) times each one-bit subnormal of the other type,
+    alone in its column; every item a legal command on an all-types tile."""
+    from systolica.golden.formats import FORMATS
+    from systolica.hdl.config import TileConfig
+    from systolica.tb.bulk import BulkProgram
+
+    rows, cols = 3, 4
+    seen = {}
+    for directed in fuzz.EDGE_SWEEPS:
+        items = directed(None, rows, cols)
+        BulkProgram(TileConfig(rows, cols)).submit_many(items)
+        for stationary, moving, *_ in items:
+            r = stationary.shape[0] - 1
+            key = (stationary.dtype, moving.dtype)
+            width_s, width_m = stationary.dtype.itemsize, moving.dtype.itemsize
+            s_bits = stationary.view(f"u{width_s}")[r].astype(int)
+            v_bits = moving.view(f"u{width_m}")[r].astype(int)
+            for c in range(cols):
+                seen.setdefault((key, r, c), set()).update(
+                    (int(s_bits[c]), int(w)) for w in v_bits)
+    floats = [f for f in FORMATS.values() if f.is_float]
+    assert len({key for key, _r, _c in seen}) == len(floats) ** 2
+    for s_fmt in floats:
+        top = ((1 << s_fmt.exp_bits) - 1) << s_fmt.man_bits
+        for m_fmt in floats:
+            want = {(special, 1 << i) for special in (top, top | 1)
+                    for i in range(m_fmt.man_bits)}
+            for r in range(rows):
+                for c in range(cols):
+                    assert want <= seen[((s_fmt.dtype, m_fmt.dtype), r, c)], (
+                        s_fmt.name, m_fmt.name, r, c)
+
+
+@pytest.mark.parametrize("directed", fuzz.EDGE_SWEEPS + fuzz.WIDE_SWEEPS,
+                         ids=lambda f: f.__name__)
+def test_directed_sweeps_run_clean_on_an_fp32_tile(directed):
+    """The kill-set's edge and FP32 programs on a 4 x 4 all+fp32 tile: every PSUM word as
+    the golden model's, every stamp the cycle model's (what a mutant must break to be
+    killed by them)."""
+    report = fuzz.run_program_index(1, 0, sizes=((4, 4),), types="all+fp32",
+                                    directed=directed)
+    assert report.passed and report.types == "all+fp32", report.errors[:3]
+    assert report.matmuls == len(directed(None, 4, 4)) > 500
 
 
 def test_pattern_sweep_cancels_in_every_adder():
