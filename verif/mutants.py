@@ -410,7 +410,7 @@ def _report(args, chosen, folder, started, killed_by):
     if args.doc:
         header = DOC_HEADER.format(
             types="" if args.types == "all" else f" --types {args.types}", doc=args.doc,
-            wide=" and the FP32 sweep" if TileConfig(rows, cols, args.types).wide else "",
+            wide=" and the FP32 sweeps" if TileConfig(rows, cols, args.types).wide else "",
             seed=args.seed, count=len(chosen), size=f"{rows}x{cols} {args.types}",
             programs=args.programs,
             commands=args.commands, jobs=args.jobs, seconds=time.perf_counter() - started)
