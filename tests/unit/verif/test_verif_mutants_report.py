@@ -19,3 +19,29 @@ def test_a_failed_proof_is_one_line_and_keeps_the_kills(monkeypatch, tmp_path, c
     assert out.startswith("systolica mutants: error: the equivalence proofs failed: yosys "
                           "refused the miter") and out.count("\n") == 1
     assert str(tmp_path / "killed_by.json") in result["error"] and "--reuse-kills" in out
+
+
+def test_rerun_survivors_and_reuse_kills_exclude_each_other(capsys):
+    try:
+        mutants.main(["--reuse-kills", "--rerun-survivors"])
+    except SystemExit as stop:
+        assert stop.code == 2
+    else:
+        raise AssertionError("the two options were accepted together")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "exclude each other" in err[0], err
+
+
+def test_rerun_survivors_skips_only_the_proven_equivalent(tmp_path):
+    """--rerun-survivors reruns the kill-set on the open survivors: it reads which of the
+    last report's survivors were proven equivalent (an open one, and one whose proof gave
+    no answer, are run again)."""
+    import json
+
+    (tmp_path / "results-8x300.json").write_text(json.dumps({"survivors": [
+        {"index": 2, "disposition": "equivalent (proof)"},
+        {"index": 12, "disposition": "open"},
+        {"index": 40, "disposition": "open (no answer in time)"},
+        {"index": 41, "disposition": "equivalent (proof)"}]}))
+    assert mutants._proven_equivalent(tmp_path, 8, 300) == {2, 41}
+    assert mutants._proven_equivalent(tmp_path, 4, 300) == set()     # another kill-set size
