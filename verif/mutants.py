@@ -331,14 +331,20 @@ def _run(parser, args):
               f"the draw has mutants 1..{len(mutations)}")
         return 2, {"error": f"no mutant {unknown}; the draw has 1..{len(mutations)}"}
     folder = tile.verilog.parent
-    if args.reuse_kills:
-        chosen = [m for m in mutations if not args.only or m.index in args.only]
-        return _report(args, chosen, folder, started, _reused_kills(folder, chosen))
     chosen = [m for m in mutations if not args.only or m.index in args.only]
+    last = None
+    if args.reuse_kills or args.rerun_survivors:
+        flag = "--reuse-kills" if args.reuse_kills else "--rerun-survivors"
+        try:
+            last = _reused_kills(folder, chosen, flag)
+        except OSError as error:        # no earlier run of this draw: one line, status 2
+            print(f"{parser.prog}: error: {error}")
+            return 2, {"error": str(error)}
+    if args.reuse_kills:
+        return _report(args, chosen, folder, started, last)
     killed_by = {}
     proven = set()
     if args.rerun_survivors:
-        last = _reused_kills(folder, chosen)
         killed_by = {m.index: last[m.index] for m in chosen if last[m.index]}
         proven = _proven_equivalent(folder, args.programs, args.commands) - set(killed_by)
         killed_by |= {index: None for index in proven}
@@ -384,14 +390,14 @@ def _proven_equivalent(folder, programs, commands):
             if str(row.get("disposition", "")).startswith("equivalent")}
 
 
-def _reused_kills(folder, mutations):
+def _reused_kills(folder, mutations, flag="--reuse-kills"):
     path = folder / "killed_by.json"
     if not path.is_file():
-        raise OSError(f"--reuse-kills: {path} not found; run this draw once without it")
+        raise OSError(f"{flag}: {path} not found; run this draw once without it")
     killed_by = {int(k): v for k, v in json.loads(path.read_text()).items()}
     missing = sorted({m.index for m in mutations} - set(killed_by))
     if missing:
-        raise OSError(f"--reuse-kills: {path} has no outcome for mutants {missing[:5]}; "
+        raise OSError(f"{flag}: {path} has no outcome for mutants {missing[:5]}; "
                       "run this draw once without --only")
     return killed_by
 

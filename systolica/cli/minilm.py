@@ -84,7 +84,9 @@ def parser():
                    help="encoder layers whose GEMMs run on the tile: 0..5, a list like 0,5, "
                         "or all (default: $LAYERS or 0)")
     p.add_argument("--gemms", default=",".join(GEMMS),
-                   help=f"which GEMMs of each layer (default: {','.join(GEMMS)})")
+                   help=f"which GEMMs of each layer (default: {','.join(GEMMS)}); scores "
+                        f"and context bring their operands' transposes onto the tile too "
+                        f"(q.T, k.T; p.T)")
     p.add_argument("--dtypes", default=",".join(TARGETS),
                    help=f"precision runs, some of {', '.join(TARGETS)} (fp8: float8_e4m3 "
                         f"linear GEMMs in double-row mode) (default: {','.join(TARGETS)})")

@@ -8,7 +8,13 @@ workers, and the scaling layer's NeuronCore estimates for the same GEMMs.
 """
 
 from systolica.workloads.minilm.run import TARGETS
-from systolica.workloads.minilm.weights import ATTENTION_GEMMS, GEMMS, PACKAGE, TRANSPOSE_OF
+from systolica.workloads.minilm.weights import (
+    ATTENTION_GEMMS,
+    GEMMS,
+    PACKAGE,
+    TRANSPOSE_OF,
+    TRANSPOSES,
+)
 
 
 def article(number):
@@ -87,9 +93,12 @@ def format_report(run):
         lines.append(f"    {i}: \"{s if len(s) <= 90 else s[:87] + '...'}\"")
     layers = sorted({layer for layer, _ in run.selected})
     names = [g for g in GEMMS if any(g == s for _, s in run.selected)]
+    moved = [t for g in names for t in TRANSPOSES.get(g, ())]
     lines.append(f"  on the tile: layer{'s' if len(layers) > 1 else ''} "
-                 f"{', '.join(map(str, layers))}: {', '.join(names)}; in numpy FP32: "
-                 f"embeddings, LayerNorm, softmax, GELU, pooling, biases"
+                 f"{', '.join(map(str, layers))}: {', '.join(names)}"
+                 + (f" (and the transposes {', '.join(moved)})" if moved else "")
+                 + "; in numpy FP32: "
+                 "embeddings, LayerNorm, softmax, GELU, pooling, biases"
                  + (", the other GEMMs" if len(run.selected) < len(GEMMS) * 6 else ""))
     if run.rtl_folds == 0:
         lines.append("  RTL share: none (--rtl-folds 0): every GEMM from the golden model")
@@ -103,13 +112,13 @@ def format_report(run):
                   "per-tensor activation scales calibrated on the batch"
                   if run.int8_activations == "tensor" else "per-token activation scales")
               + ", INT32 PSUM dequantised to FP32"
-              + ("; attention GEMMs (scores, context) in BF16 on the same tile"
-                 if attention else ""),
+              + ("; attention GEMMs (scores, context) and their transposes in BF16 on the "
+                 "same tile" if attention else ""),
               "fp8": "FP8: linear GEMMs in float8_e4m3 (per-output-channel weight scales, "
                      "per-token activation scales, saturating at +-240), FP8 double-row "
                      "(2 MACs per PE per cycle), FP32 PSUM dequantised"
-              + ("; attention GEMMs (scores, context) in BF16 on the same tile"
-                 if attention else "")}
+              + ("; attention GEMMs (scores, context) and their transposes in BF16 on the "
+                 "same tile" if attention else "")}
     header = (f"    {'GEMM':<12}{'shape':<25}{'progs':>6}{'matmuls':>9}{'cycles':>11}"
               f"{'1-prog model':>13}{'MAC/cyc':>8}{'mism.':>6}{'max|err|':>10}"
               f"{'rel.Frob':>10}{'cosine':>10}")
@@ -168,7 +177,9 @@ def format_report(run):
                   "every slab) plus reassembled words that differ; max|err|, rel.Frob, "
                   "cosine: against the FP32 model's output of the same GEMM; q.T, k.T, "
                   "p.T: the attention operands' transposes, on the tile in transpose mode "
-                  "(no MACs; their errors are the BF16 rounding of the operand)"]
+                  "(no MACs; their errors are those of the operand they move: a transpose "
+                  "adds none); 72 x [t,32]: 72 problems (one per sentence and head), t the "
+                  "sentence's tokens"]
     lines += ["", "FP32 model's similarity matrix (cosine of sentence embeddings):"]
     lines += _matrix(run.reference_similarity)
     lines += ["", _accounting(run)]
@@ -228,7 +239,10 @@ def _estimates(run):
     if estimates is None:
         return ["", "Scaling layer not installed: no NeuronCore estimates"]
     lines = ["", "Scaling layer: the same GEMMs and transposes on one NeuronCore (128 x 128 "
-                 "tensor engine, BF16 rate, compute only; a transpose costs the matmul it is)",
+                 "tensor engine, BF16 rate, compute only; a transpose costs the matmul it is; "
+                 "each problem alone, its fill and drain included, so the attention GEMMs' "
+                 "small problems, one per sentence and head, cost a fill each where the tile "
+                 "above runs them back to back)",
              f"    {'GEMM':<11}" + "".join(f"{e['core'] + ' (' + e['preset'] + ')':>26}"
                                         for e in estimates)]
     for i, (name, _shapes) in enumerate(named):

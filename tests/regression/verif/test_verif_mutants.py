@@ -54,3 +54,15 @@ def test_mutants_are_drawn_over_the_datapaths_of_the_chosen_type_set(tmp_path, s
         return {source.split(":")[0].rsplit("/", 1)[-1] for m in draw for source in m.sources}
     assert "fp32_mul.py" in files(wide)         # the TF32 / FP32 multiplier is in the netlist
     assert not {"fp32_mul.py", "float_mul.py"} & files(narrow)      # INT8 PEs only
+
+
+def test_reusing_a_draw_that_never_ran_is_one_line(tmp_path, capsys):
+    """--reuse-kills / --rerun-survivors on a draw with no earlier run (no killed_by.json):
+    one line naming the flag given and the missing file, status 2, not a traceback."""
+    for flag in ("--reuse-kills", "--rerun-survivors"):
+        status = mutants.main(["--count", "8", "--size", "2x2", "--seed", "99", flag,
+                               "--build-dir", str(tmp_path)])
+        out = capsys.readouterr().out.strip().splitlines()
+        assert status == 2
+        assert out[-1].startswith(f"systolica mutants: error: {flag}: ")
+        assert out[-1].endswith("killed_by.json not found; run this draw once without it")
