@@ -884,6 +884,12 @@ def _one_row_items(rows, cols, tests):
     return items
 
 
+def _rotated(words, first, cols):
+    """``words[first], words[first + 1], ...`` for ``cols`` columns, cyclically: the
+    stationary row of test ``first`` of a sweep that puts each word at every column."""
+    return words[(first + np.arange(cols)) % len(words)]
+
+
 def _edge_pairs(rows, cols, ftz, s_type, m_type="fp32", s_edges=None, m_edges=None):
     """Tests (as :func:`_one_row_items` takes) multiplying every pair of ``s_edges`` x
     ``m_edges`` (default :func:`_wide_edges`) at every PE: in test ``p`` of a row, column
@@ -891,7 +897,7 @@ def _edge_pairs(rows, cols, ftz, s_type, m_type="fp32", s_edges=None, m_edges=No
     moving edges."""
     s_edges = _wide_edges() if s_edges is None else s_edges
     m_edges = _wide_edges() if m_edges is None else m_edges
-    return [(row, s_edges[(p + np.arange(cols)) % len(s_edges)], m_edges, ftz, s_type, m_type)
+    return [(row, _rotated(s_edges, p, cols), m_edges, ftz, s_type, m_type)
             for row in range(rows) for p in range(len(s_edges))]
 
 
@@ -914,20 +920,17 @@ def wide_rounding_sweep(rng, rows, cols):
     :func:`lone_sticky_pairs`, whose rounding turns on one sticky bit at each of the
     shifter's positions. ``rng`` is not drawn from."""
     ones = np.array([0x3F800000 | (1 << (23 - i)) for i in range(1, 24)], np.int64)
-    ties = [(row, ones[(first + np.arange(cols)) % len(ones)] - (63 << 23),
-             ones - ((63 + shift) << 23), False, "fp32", "fp32")
+    ties = [(row, _rotated(ones, first, cols) - (63 << 23), ones - ((63 + shift) << 23),
+             False, "fp32", "fp32")
             for shift in range(26) for row in range(rows)
             for first in range(0, len(ones), cols)]
     # Lone sticky bits (lone_sticky_pairs), both operand orders, each pair at every column:
     # column c of test t holds pair t + c and beat c its partner.
-    pairs = [(a, b) for a, b, _d in lone_sticky_pairs()]
-    pairs += [(b, a) for a, b in pairs]
-    lone = []
-    for row in range(rows):
-        for first in range(len(pairs)):
-            chosen = [pairs[(first + c) % len(pairs)] for c in range(cols)]
-            lone.append((row, np.array([a for a, _ in chosen], np.int64),
-                         np.array([b for _, b in chosen], np.int64), False, "fp32", "fp32"))
+    pairs = np.array([(a, b) for a, b, _d in lone_sticky_pairs()], np.int64)
+    a = np.concatenate([pairs[:, 0], pairs[:, 1]])
+    b = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    lone = [(row, _rotated(a, first, cols), _rotated(b, first, cols), False, "fp32", "fp32")
+            for row in range(rows) for first in range(len(a))]
     return _one_row_items(rows, cols, _edge_pairs(rows, cols, False, "tf32") + ties + lone)
 
 
@@ -956,12 +959,13 @@ def lone_sticky_pairs():
             continue
         a_sig, b_sig = int(a[found[0]]), int(b[found[0]])
         top = (a_sig * b_sig).bit_length() - 1
+        if not 0 <= 24 - top + d <= 25:
+            continue
         scale = -150 - d        # top binade 2^(top + scale): a right shift of 24 - top + d
         a_exp = scale // 2
         words = np.array([np.ldexp(float(a_sig), a_exp), np.ldexp(float(b_sig), scale - a_exp)],
                          np.float32).view(np.uint32)
-        if 0 <= 24 - top + d <= 25:
-            pairs.append((int(words[0]), int(words[1]), d))
+        pairs.append((int(words[0]), int(words[1]), d))
     return pairs
 
 

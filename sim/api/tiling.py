@@ -39,6 +39,7 @@ from systolica.golden import (
     check_operands,
     check_positive,
     fold,
+    format_of,
     fp32_add,
     gemm_folds,
     gemm_matmul_count,
@@ -291,13 +292,11 @@ def golden_tiled_transpose(data, rows):
     -------
     numpy.ndarray, shape [F, P], the type's PSUM element type
     """
-    blocks = {(k0, k1, m0, m1): nc_transpose(np.ascontiguousarray(data[k0:k1, m0:m1]),
+    out = np.empty(data.shape[::-1], format_of(data.dtype).transpose_dtype)
+    for k0, k1 in fold(data.shape[0], rows):
+        for m0, m1 in fold(data.shape[1], rows):
+            out[m0:m1, k0:k1] = nc_transpose(np.ascontiguousarray(data[k0:k1, m0:m1]),
                                              rows=rows)
-              for k0, k1 in fold(data.shape[0], rows) for m0, m1 in fold(data.shape[1], rows)}
-    first = next(iter(blocks.values()))
-    out = np.empty(data.shape[::-1], first.dtype)
-    for (k0, k1, m0, m1), block in blocks.items():
-        out[m0:m1, k0:k1] = block
     return out
 
 
