@@ -178,8 +178,8 @@ def format_report(run):
                   "cosine: against the FP32 model's output of the same GEMM; q.T, k.T, "
                   "p.T: the attention operands' transposes, on the tile in transpose mode "
                   "(no MACs; their errors are those of the operand they move: a transpose "
-                  "adds none); 72 x [t,32]: 72 problems (one per sentence and head), t the "
-                  "sentence's tokens"]
+                  "adds none); shapes 'n x [t,32]...': n problems, one per sentence and head, "
+                  "t the sentence's tokens"]
     lines += ["", "FP32 model's similarity matrix (cosine of sentence embeddings):"]
     lines += _matrix(run.reference_similarity)
     lines += ["", _accounting(run)]
