@@ -7,10 +7,11 @@ The model follows the RTL's rules (``systolica.hdl.tile``), with L = ``rows + co
   nothing else; a queued command leaves the queue when it issues its first beat;
 - stationary loads run in command order, ``K`` beats one per cycle (``min(K, rows)`` in FP8
   double-row mode, each beat carrying partition rows r and r + rows), from the cycle after
-  their command was taken, once the previous load is done and once their buffer is free:
-  buffers alternate, and a buffer frees the cycle after the matmul two loads back has sent
-  its last moving beat (the load is skewed like the moving data, so it trails that beat
-  through the array);
+  their command was taken, once the previous load is done and once a buffer is free in
+  every PE of the matmul's tile (every PE has two; a matmul uses the same one in all PEs of
+  its tile, buffer 0 when both are free): a buffer frees the cycle after the matmul loaded
+  into it has sent its last moving beat (the load is skewed like the moving data, so it
+  trails that beat through the array);
 - a command issues its beats one per cycle (moving beats of a matmul, PSUM reads of a READ)
   once the previous command has issued all of its beats and, for a matmul, the cycle after
   its load completed;
@@ -41,8 +42,9 @@ beat is taken on the first, its result offered ``L`` cycles after the last
 :func:`matmul_passes` (moving beats per moving column), :func:`nc_matmul_cost` (AWS's
 published per-instruction cost) and :func:`tiled_schedule` (several matmuls in flight in
 tiles that share no PE row or column, one LoadStationary port, per-PE weight buffers). On a
-program of BF16/FP8/INT8 matmuls that all run in one tile (the whole array or any other)
-and READs, :func:`tiled_schedule` gives exactly :func:`command_schedule`'s stamps.
+program of BF16/FP8/INT8 matmuls and READs in which every matmul's tile shares a PE row or
+column with the previous command's (all in one tile, the whole array or any other, for
+one), :func:`tiled_schedule` gives exactly :func:`command_schedule`'s stamps.
 """
 
 from collections import defaultdict
@@ -58,7 +60,7 @@ from .command import (
     command_error,
 )
 from .formats import DOUBLE_ROW, check_transpose, format_of, max_k, operand_formats
-from .tiles import TILE_SPLITS, check_tile, check_tile_operands, tile_sizes
+from .tiles import TILE_SPLITS, Tile, check_tile, check_tile_operands, tile_sizes
 
 #: Commands accepted and not yet started that the tile holds.
 COMMAND_QUEUE_DEPTH = 3
@@ -153,6 +155,56 @@ class CommandTiming:
         return self.results[-1] if self.results else None
 
 
+def _grain(rows, cols, splits=4):
+    """The finest tile of a ``rows x cols`` array, ``(rows, cols)``: the cells in which the
+    weight buffers are tracked."""
+    return min(tile_sizes(rows, splits)), min(tile_sizes(cols, splits))
+
+
+def _cells(tile, grain):
+    """The (row, column) grain cells a tile covers."""
+    return [(r, c) for r in range(tile.row // grain[0], (tile.row + tile.rows) // grain[0])
+            for c in range(tile.col // grain[1], (tile.col + tile.cols) // grain[1])]
+
+
+def _command_cells(command, rows, cols, grain):
+    """The grain cells of a matmul command's tile (the whole array without one)."""
+    if command.tile_position is None:
+        return _cells(Tile(0, 0, rows, cols), grain)
+    return _cells(Tile(*command.tile_position, *command.tile_size), grain)
+
+
+class _WeightBuffers:
+    """The two weight buffers of every PE, tracked per grain cell, for the closed
+    recurrences (``docs/numerics.md``, tiles choice 11).
+
+    A matmul uses one buffer in every PE of its tile (its select travels with the moving
+    operand along the PE row). Its load takes buffer 0 from the first cycle buffer 0 is
+    free in every cell of the tile, or buffer 1 if that comes first: a buffer is free the
+    cycle after the matmul loaded into it last has issued its last beat, plus ``r`` cycles
+    for a tile starting at PE row ``r`` (that beat reaches row ``r`` ``r`` cycles after
+    row 0); a buffer no matmul has used is free at once.
+    """
+
+    def __init__(self):
+        self._last = defaultdict(lambda: [None, None])     # cell -> last issue per buffer
+
+    def load(self, cells, row, earliest):
+        """The cycle a load into ``cells`` of a tile starting at PE row ``row`` starts (int)
+        and the buffer it writes (0 or 1), given that it cannot start before ``earliest``."""
+        free = [max((self._last[cell][b] + 1 + row for cell in cells
+                     if self._last[cell][b] is not None), default=earliest)
+                for b in (0, 1)]
+        start = max(earliest, min(free))
+        return start, (0 if free[0] <= start else 1)
+
+    def hold(self, cells, buf, last_issue):
+        """A matmul loaded into buffer ``buf`` of ``cells`` issues its last beat in cycle
+        ``last_issue``."""
+        for cell in cells:
+            self._last[cell][buf] = last_issue
+
+
 def _checked(commands, rows, cols, banks, entries, dtypes=DTYPES, double_row=True):
     commands = list(commands)
     for j, command in enumerate(commands):
@@ -164,12 +216,13 @@ def _checked(commands, rows, cols, banks, entries, dtypes=DTYPES, double_row=Tru
                       for c in commands]
 
 
-def _recurrence(commands, errors, latency, rows):
+def _recurrence(commands, errors, latency, rows, cols):
     out = []
     accept = -1
     started = []           # first_issue of each accepted legal command, in order
     prev_load_end = -1     # last load's end
-    matmul_issues = []     # last_issue of each legal matmul, in order
+    buffers = _WeightBuffers()
+    grain = _grain(rows, cols)
     prev_issue = -1        # last_issue of the previous legal command
     for command, error in zip(commands, errors, strict=True):
         accept += 1
@@ -180,10 +233,11 @@ def _recurrence(commands, errors, latency, rows):
             continue
         loads = ()
         first = max(accept + 1, prev_issue + 1)
-        if command.op == "matmul":
-            load_start = max(accept + 1, prev_load_end + 1)
-            if len(matmul_issues) >= 2:     # and its moving data has passed the tile's rows
-                load_start = max(load_start, matmul_issues[-2] + 1 + command.first_row)
+        matmul = command.op == "matmul"
+        if matmul:
+            cells = _command_cells(command, rows, cols, grain)
+            load_start, buf = buffers.load(cells, command.first_row,
+                                           max(accept + 1, prev_load_end + 1))
             prev_load_end = load_start + command.load_beats(rows) - 1
             loads = tuple(range(load_start, prev_load_end + 1))
             first = max(first, prev_load_end + 1)
@@ -191,8 +245,8 @@ def _recurrence(commands, errors, latency, rows):
         last = prev_issue = first + command.n * passes - 1
         issues = tuple(range(first, last + 1, passes))
         results = tuple(t + passes - 1 + latency for t in issues)
-        if command.op == "matmul":
-            matmul_issues.append(last)
+        if matmul:
+            buffers.hold(cells, buf, last)
         started.append(first)
         out.append(CommandTiming(accept, None, loads, issues, results))
     return out
@@ -206,7 +260,7 @@ def _command_passes(command):
     return matmul_passes(command.dtype, command.mtype, is_transpose=command.is_transpose)
 
 
-def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=None):
+def _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, offer=None):
     stamps = [dict(accept=None, error=e, loads=[], issues=[], results=[]) for e in errors]
     # once, not in the cycle loop; a rejected command has no beats (and its operand pair
     # may be one matmul_passes refuses: golden.command.unpaired_command)
@@ -218,14 +272,18 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
                "moving": _Driver(sum(c.n for c in legal))}
     for name, driver in drivers.items():
         driver.step(False, offer is None or offer(name, 0))
-    queue = []                  # [command index, loaded]
+    queue = []                  # [command index, loaded, buffer loaded]
     offered = 0                 # next command the driver offers
-    load_buf = use_buf = 0
+    load_buf = 0                # the buffer the load under way writes (from its first beat)
     load_row = 0
-    full = [False, False]       # buffer loaded for a matmul that has not started
-    busy = [False, False]       # buffer used by a matmul still sending moving beats
-    since = [rows, rows]        # advances since the buffer's last beat, up to rows
-    running = None              # [command index, beats left after the current one, sel]
+    # Per grain cell and buffer (tiles choice 11): held by a matmul loaded and not done
+    # sending moving beats; advances since its last matmul's last beat, up to rows.
+    grain = _grain(rows, cols)
+    cells = {j: _command_cells(c, rows, cols, grain) for j, c in enumerate(commands)
+             if errors[j] is None and c.op == "matmul"}
+    held = defaultdict(lambda: [False, False])
+    since = defaultdict(lambda: [rows, rows])
+    running = None              # [command index, beats left after the current one, sel, pass]
     tokens = [None] * latency   # command index of each beat in flight; [-1] is offered
     remaining = sum(c.n for c, e in zip(commands, errors, strict=True) if e is None)
     cycle = 0
@@ -237,11 +295,16 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
         advance = out is None or ready
         # Combinational decisions from the current state.
         take_command = drivers["command"].valid and len(queue) < COMMAND_QUEUE_DEPTH
-        target = next((i for i, (j, done) in enumerate(queue) if not done), None)
-        load = (advance and target is not None and not busy[load_buf]
-                and since[load_buf] >= commands[queue[target][0]].first_row
-                and not full[load_buf] and drivers["stationary"].valid)
-        load_done = load and load_row == commands[queue[target][0]].load_beats(rows) - 1
+        target = next((i for i, (j, done, _) in enumerate(queue) if not done), None)
+        buf = loading = None    # the target's load: command, the buffer it can write
+        if target is not None:
+            loading = queue[target][0]
+            buf = load_buf if load_row else next(
+                (b for b in (0, 1) if all(not held[cell][b]
+                                          and since[cell][b] >= commands[loading].first_row
+                                          for cell in cells[loading])), None)
+        load = advance and buf is not None and drivers["stationary"].valid
+        load_done = load and load_row == commands[loading].load_beats(rows) - 1
         head = queue[0] if queue else None
         issue = None
         if advance:
@@ -249,7 +312,7 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
                 issue = running
             elif head is not None and head[1]:
                 j = head[0]
-                issue = [j, commands[j].n - 1, use_buf, 0]
+                issue = [j, commands[j].n - 1, head[2], 0]
             if (issue is not None and commands[issue[0]].op == "matmul" and issue[3] == 0
                     and not drivers["moving"].valid):
                 issue = None        # the moving stream idles: a bubble
@@ -259,7 +322,8 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
             remaining -= 1
         if advance:
             token = None
-            since = [min(x + 1, rows) for x in since]
+            for counts in since.values():
+                counts[:] = [min(x + 1, rows) for x in counts]
             if issue is not None:
                 j, left, sel, step = issue
                 read = commands[j].op == "read"
@@ -269,13 +333,10 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
                     queue.pop(0)
                     if target is not None:
                         target -= 1
-                    if not read:
-                        full[use_buf] = False
-                        busy[use_buf] = True
-                        use_buf ^= 1
                 if left == 0 and done and not read:
-                    busy[sel] = False
-                    since[sel] = 0
+                    for cell in cells[j]:
+                        held[cell][sel] = False
+                        since[cell][sel] = 0
                 if step == 0:
                     stamps[j]["issues"].append(cycle)
                 if not done:
@@ -284,18 +345,18 @@ def _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer=No
                     running = None if left == 0 else [j, left - 1, sel, 0]
             tokens = [token] + tokens[:-1]
         if load:
-            j = queue[target][0]
-            stamps[j]["loads"].append(cycle)
+            stamps[loading]["loads"].append(cycle)
             load_row += 1
+            load_buf = buf
             if load_done:
-                queue[target][1] = True
-                full[load_buf] = True
+                queue[target][1:] = [True, buf]
+                for cell in cells[loading]:
+                    held[cell][buf] = True
                 load_row = 0
-                load_buf ^= 1
         if take_command:
             stamps[offered]["accept"] = cycle
             if errors[offered] is None:
-                queue.append([offered, commands[offered].op == "read"])
+                queue.append([offered, commands[offered].op == "read", None])
             offered += 1
         moved = issue is not None and commands[issue[0]].op == "matmul" and issue[3] == 0
         for name, taken in (("command", take_command), ("stationary", load), ("moving", moved)):
@@ -375,8 +436,8 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
     check_positive("entries", entries)
     commands, errors = _checked(commands, rows, cols, banks, entries, dtypes, double_row)
     if result_ready is None and offer is None:
-        return _recurrence(commands, errors, latency, rows)
-    return _stepped(commands, errors, latency, rows, result_ready, max_cycles, offer)
+        return _recurrence(commands, errors, latency, rows, cols)
+    return _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, offer)
 
 
 def program_schedule(rows, cols, shapes, *, perf_mode=None):
@@ -402,7 +463,7 @@ def program_schedule(rows, cols, shapes, *, perf_mode=None):
             mode = f", 2 x rows = {2 * rows} in double_row" if perf_mode else ""
             raise ValueError(f"K of matmul {j} is {k}, more than rows = {rows}{mode}")
         commands.append(Command("matmul", k=k, m=cols, n=n, dtype=dtype, perf_mode=perf_mode))
-    return _recurrence(commands, [None] * len(commands), latency, rows)
+    return _recurrence(commands, [None] * len(commands), latency, rows, cols)
 
 
 def program_cycles(rows, cols, shapes, *, perf_mode=None):
@@ -545,11 +606,6 @@ class TileOp:
         return matmul_passes(self.dtype, self.moving_dtype, is_transpose=self.is_transpose)
 
 
-def _cells(tile, grain):
-    """The (row, column) grain cells a tile covers."""
-    return [(r, c) for r in range(tile.row // grain[0], (tile.row + tile.rows) // grain[0])
-            for c in range(tile.col // grain[1], (tile.col + tile.cols) // grain[1])]
-
 
 def tiled_schedule(rows, cols, ops, *, target=None):
     """Stamps of a tiled program on a ``rows x cols`` tile, no stalls (closed recurrence).
@@ -562,11 +618,13 @@ def tiled_schedule(rows, cols, ops, *, target=None):
       order, at most one start per cycle) and after every earlier command whose tile shares
       a PE row or a PE column with its tile (:meth:`~systolica.golden.Tile.shares_lanes`;
       a READ shares with every tile) has issued its last beat;
-    - LoadStationary is per tile: every PE has two weight buffers, so a load into a tile
-      waits until, in each PE of the tile, the second most recent matmul loaded there has
+    - LoadStationary is per tile: every PE has two weight buffers and a matmul uses one of
+      them in every PE of its tile, so a load into a tile waits until one of the two is
+      free in every PE of the tile: the cycle after the matmul loaded into it last has
       issued its last beat, and ``r`` cycles more for a tile starting at PE row ``r`` (the
-      skew brings that beat to row ``r`` ``r`` cycles after row 0; :func:`command_schedule`'s
-      rule, so a program whose matmuls share one tile gets its stamps);
+      skew brings that beat to row ``r`` ``r`` cycles after row 0); buffer 0 when both are
+      (:func:`command_schedule`'s rule, so a program whose matmuls share lanes gets its
+      stamps);
     - a matmul issues ``n x passes`` beats (:func:`matmul_passes`: 4 per column with a
       float32 operand, 2 for a 32-bit transpose), and column c's result is offered ``L``
       cycles after that column's last beat, whatever the tile (every tile's results take
@@ -597,7 +655,7 @@ def tiled_schedule(rows, cols, ops, *, target=None):
     splits = TILE_SPLITS.get(target, 4)
     grain = (min(tile_sizes(rows, splits)), min(tile_sizes(cols, splits)))
     out, started, history = [], [], []     # history: (tile, last issue) of each command
-    loaded = defaultdict(list)              # grain cell -> last issue of each matmul loaded
+    buffers = _WeightBuffers()
     accept = prev_load_end = prev_first = -1
     for j, op in enumerate(ops):
         if not isinstance(op, TileOp):
@@ -615,17 +673,15 @@ def tiled_schedule(rows, cols, ops, *, target=None):
         if matmul:
             check_tile_operands(tile, op.k, 1, cols=cols, perf_mode=op.perf_mode)
             beats = min(op.k, tile.rows) if op.perf_mode == DOUBLE_ROW else op.k
-            start = max([accept + 1, prev_load_end + 1] + [
-                loaded[cell][-2] + 1 + tile.row for cell in _cells(tile, grain)
-                if len(loaded[cell]) > 1])
+            start, buf = buffers.load(_cells(tile, grain), tile.row,
+                                      max(accept + 1, prev_load_end + 1))
             prev_load_end = start + beats - 1
             loads = tuple(range(start, prev_load_end + 1))
             first = max(first, prev_load_end + 1)
         passes = op.passes
         last = first + op.n * passes - 1
         if matmul:
-            for cell in _cells(tile, grain):
-                loaded[cell].append(last)
+            buffers.hold(_cells(tile, grain), buf, last)
         history.append((tile, last))
         started.append(first)
         prev_first = first

@@ -15,7 +15,8 @@ Blocks, one module each:
 - :mod:`systolica.hdl.array`: the ``rows x cols`` weight-stationary PE grid.
 - :mod:`systolica.hdl.psum`: the PSUM memory with its accumulate adders.
 - :mod:`systolica.hdl.command_queue`: the tile's command check and command queue.
-- :mod:`systolica.hdl.loader`: the tile's stationary loader (two buffers, shadow weights).
+- :mod:`systolica.hdl.loader`: the tile's stationary loader (two buffers per PE, shadow
+  weights, tracked per finest tile).
 - :mod:`systolica.hdl.issue`: the tile's issue logic (moving or READ beats, in order).
 - :mod:`systolica.hdl.result`: the tile's token pipeline, de-skew, PSUM and result stream.
 - :mod:`systolica.hdl.tile`: the tile top connecting them, with its stream interfaces and

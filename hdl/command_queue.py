@@ -45,14 +45,16 @@ def load_request_signature():
     row, col : Out(SIZE_WIDTH)
         Its tile's first PE row and column (0, 0 for the whole array): beat ``j`` writes PE
         row ``row + j``, and lanes ``col .. col + M - 1`` are its columns.
+    trows, tcols : Out(SIZE_WIDTH)
+        Its tile's PE rows and columns (the array's without a tile).
     done : In(1)
         The target's last stationary beat transfers this cycle; the target's entry is marked
         loaded at the clock edge.
     """
     return wiring.Signature({"valid": Out(1), "beats": Out(SIZE_WIDTH), "m": Out(SIZE_WIDTH),
                              "narrow": Out(1), "wide": Out(1), "row": Out(SIZE_WIDTH),
-                             "col": Out(SIZE_WIDTH),
-                             "done": In(1)})
+                             "col": Out(SIZE_WIDTH), "trows": Out(SIZE_WIDTH),
+                             "tcols": Out(SIZE_WIDTH), "done": In(1)})
 
 
 def _allowed(size, extent):
@@ -250,7 +252,9 @@ class CommandQueue(wiring.Component):
                              self.load.beats.eq(Mux(entry.double_row & (entry.k > tile_rows),
                                                     tile_rows, entry.k)),
                              self.load.row.eq(Mux(entry.tiled, entry.tile_row, 0)),
-                             self.load.col.eq(Mux(entry.tiled, entry.tile_col, 0))]
+                             self.load.col.eq(Mux(entry.tiled, entry.tile_col, 0)),
+                             self.load.trows.eq(tile_rows),
+                             self.load.tcols.eq(Mux(entry.tiled, entry.tile_cols, cols))]
         loaded_next = [Signal(name=f"loaded_next_{i}") for i in range(depth_q)]
         for i in range(depth_q):
             m.d.comb += loaded_next[i].eq(loaded[i] | (self.load.done & (target == i)))

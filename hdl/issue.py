@@ -23,7 +23,7 @@ from .layouts import (
     tile_sizes,
     token_layout,
 )
-from .loader import buffer_control_signature
+from .loader import buffer_cells, buffer_control_signature
 from .skew import SkewBuffer
 
 #: The mode of the moving vector being issued (register ``in_mode``): what each row's lane
@@ -51,7 +51,8 @@ class IssueLogic(wiring.Component):
     (combinational; ``token.valid`` is the issue strobe) for the result path: its flat PSUM
     address (``bank * psum_entries + offset + n``), ``last``, ``read``, ``accumulate``,
     ``ftz`` and ``fp32`` (a float matmul). A matmul's start and last beat drive
-    ``buffers`` (the stationary buffer it uses: ``buffers.sel`` at its start).
+    ``buffers`` (the stationary buffer it uses and its tile's cells: ``buffers.sel`` and
+    ``buffers.cells`` at its start).
 
     The operands of a moving beat, with the matmul's mode (buffer, types, double-row, FTZ,
     K), are registered on the beat (so bubbles do not toggle the array) and skewed: partition
@@ -114,12 +115,14 @@ class IssueLogic(wiring.Component):
         self._rows, self._cols = rows, cols
         self._entries, self._depth = psum_entries, psum_depth
         self._width = width
+        row_cells, col_cells, _, _ = buffer_cells(rows, cols)
+        self._cells = row_cells * col_cells
         lanes = data.ArrayLayout(operand_lane_layout(width), rows)
         super().__init__({
             "en": In(1),
             "head": In(stream.Signature(command_layout())),
             "moving": In(stream.Signature(moving_layout(rows, width))),
-            "buffers": Out(buffer_control_signature()),
+            "buffers": Out(buffer_control_signature(self._cells)),
             "operands": Out(lanes),
             "operands_next": Out(lanes),
             "token": Out(token_layout(psum_depth)),
@@ -147,6 +150,7 @@ class IssueLogic(wiring.Component):
                                               "transpose"))
         cur_stype, cur_mtype = Signal(DType, name="cur_stype"), Signal(DType, name="cur_mtype")
         cur_addr = Signal(range(depth))
+        cur_cells = Signal(self._cells)     # the cells of the matmul's tile
         cur_left = Signal(SIZE_WIDTH)   # beats left after the current one
         cur_k = Signal(SIZE_WIDTH)      # partition rows of the current matmul (0 for a READ)
         # With 32-bit lanes: the pass of the current moving column (0 between columns).
@@ -175,6 +179,7 @@ class IssueLogic(wiring.Component):
         beat["stype"], beat["mtype"] = Signal(DType, name="beat_stype"), Signal(
             DType, name="beat_mtype")
         beat_addr = Signal(range(depth))
+        beat_cells = Signal(self._cells)
         beat_left = Signal(SIZE_WIDTH)
         beat_k = Signal(SIZE_WIDTH)
         # The matmul's tile: first row and rows (the whole array when not tiled), and the
@@ -209,6 +214,7 @@ class IssueLogic(wiring.Component):
             beat["accumulate"].eq(Mux(running, cur_acc, head.accumulate)),
             beat["transpose"].eq(Mux(running, cur_transpose, head.transpose)),
             beat_addr.eq(Mux(running, cur_addr, head.bank * entries + head.offset)),
+            beat_cells.eq(Mux(running, cur_cells, self.buffers.cells)),
             beat_left.eq(Mux(running, cur_left, head.n - 1)),
             beat["last"].eq(beat_left == 0),
         ]
@@ -234,6 +240,7 @@ class IssueLogic(wiring.Component):
                 cur_double.eq(beat["double"]), cur_ftz.eq(beat["ftz"]),
                 cur_acc.eq(beat["accumulate"]), cur_transpose.eq(beat["transpose"]),
                 cur_addr.eq(beat_addr + col_done), cur_left.eq(beat_left - col_done),
+                cur_cells.eq(beat_cells),
                 cur_k.eq(beat_k),
                 cur_row0.eq(beat_row0), cur_trows.eq(beat_trows),
                 cur_span.eq(beat_span), cur_part.eq(beat_part),
@@ -243,6 +250,7 @@ class IssueLogic(wiring.Component):
             self.buffers.start.eq(start & ~head_read),
             self.buffers.release.eq(issue & beat["last"] & col_done & ~beat["read"]),
             self.buffers.release_sel.eq(beat["sel"]),
+            self.buffers.release_cells.eq(beat_cells),
             self.token.valid.eq(issue & col_done),
             self.token.addr.eq(beat_addr),
             self.token.fp32.eq(beat["stype"] != DType.INT8),

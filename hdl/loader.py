@@ -1,56 +1,79 @@
-"""The tile's stationary loader: LoadStationary into two buffers alternately (shadow weights)."""
+"""The tile's stationary loader: LoadStationary into one of each PE's two weight buffers
+(shadow weights), tracked per finest tile."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .array import load_lane_layout
-from .command_queue import load_request_signature
-from .layouts import OPERAND_WIDTH, SIZE_WIDTH, stationary_layout
+from .command_queue import COMMAND_QUEUE_DEPTH, load_request_signature
+from .layouts import OPERAND_WIDTH, SIZE_WIDTH, stationary_layout, tile_sizes
 from .skew import SkewBuffer
 
 
-def buffer_control_signature():
-    """Use of the two stationary buffers, as the issue logic drives it (wiring.Signature).
+def buffer_cells(rows, cols):
+    """The cells in which a tile of ``rows x cols`` PEs tracks its weight buffers:
+    ``(row cells, column cells, rows per cell, columns per cell)``, a cell being the finest
+    tile (:func:`~.layouts.tile_sizes`); cell ``(g, h)`` is bit ``g * column cells + h`` of
+    a cell mask."""
+    grain_r, grain_c = min(tile_sizes(rows)), min(tile_sizes(cols))
+    return rows // grain_r, cols // grain_c, grain_r, grain_c
+
+
+def buffer_control_signature(cells=1):
+    """Use of the stationary buffers, as the issue logic drives it (wiring.Signature), on a
+    tile of ``cells`` buffer cells (:func:`buffer_cells`).
 
     Members
     -------
     start : Out(1)
-        A matmul starts this cycle (its first moving beat issues): buffer ``sel`` goes from
-        loaded to in use, and ``sel`` toggles, at the clock edge.
+        A matmul starts this cycle (its first moving beat issues): it takes the oldest
+        loaded matmul's buffer ``sel`` in ``cells``, which go from loaded to in use at the
+        clock edge.
     release : Out(1)
-        A matmul issues its last moving beat this cycle: buffer ``release_sel`` becomes free
-        at the clock edge (after ``start``'s update, so a one-beat matmul frees its buffer
-        at once).
+        A matmul issues its last moving beat this cycle: buffer ``release_sel`` of
+        ``release_cells`` becomes free at the clock edge (after ``start``'s update, so a
+        one-beat matmul frees its buffer at once).
     release_sel : Out(1)
         The buffer the releasing matmul used.
+    release_cells : Out(cells)
+        The cells of the releasing matmul's tile (a cell mask).
     sel : In(1)
         The buffer the next matmul uses (registered).
+    cells : In(cells)
+        The cells of the next matmul's tile (registered).
     """
     return wiring.Signature({"start": Out(1), "release": Out(1), "release_sel": Out(1),
-                             "sel": In(1)})
+                             "release_cells": Out(cells), "sel": In(1), "cells": In(cells)})
 
 
 class StationaryLoader(wiring.Component):
     """Loads stationary rows into the PE grid's two weight buffers, one buffer per matmul.
 
     Loads run in command order (the queue's ``request``: the oldest queued matmul whose
-    stationary is not loaded) into the two buffers alternately. ``stationary.ready`` is
-    ``en & request.valid`` while the buffer the next load writes (``load_buf``) is neither
-    loaded for a matmul that has not started (``full``) nor in use by one still sending
-    moving beats (``busy``). Beat ``k`` of a load writes partition row ``request.row + k``
-    (the tile's first row; 0 for the whole array); the beat that
-    completes ``request.beats`` raises ``request.done`` (combinational) and, at the clock
-    edge, marks ``load_buf`` full, toggles it and restarts the row count.
+    stationary is not loaded). The buffers are tracked per cell (:func:`buffer_cells`, the
+    finest tile): in each, buffer ``b`` is loaded for a matmul that has not started
+    (``full``), in use by one still sending moving beats (``busy``), or free, with the
+    enabled cycles since its last matmul's last moving beat (up to ``rows``). A load writes
+    one buffer in every PE of its tile (``docs/numerics.md``, tiles choice 11): buffer 0 if
+    it is free in every cell of the tile and its last beat has had ``request.row`` cycles
+    to reach the tile's first row, else buffer 1 if that holds for it; ``stationary.ready``
+    is ``en & request.valid`` while one of them does (the choice is kept from the load's
+    first beat, ``load_buf``). Beat ``k`` of a load writes partition row ``request.row +
+    k``; the beat that completes ``request.beats`` raises ``request.done``
+    (combinational) and, at the clock edge, marks the buffer full in the tile's cells,
+    queues the buffer and the cells for the matmul's start (``buffers.sel``,
+    ``buffers.cells``: the oldest loaded matmul's) and restarts the row count.
 
     Each beat is registered once (lanes outside ``request.col .. request.col + M - 1``
-    zeroed, and bits [15:8] of every
-    lane when ``request.narrow``: an 8-bit type outside double-row mode; with 32-bit lanes,
-    bits [31:16] unless ``request.wide``) and enters a
-    column-skewed lane per column: the write reaches column ``c`` of the array ``1 + c``
-    enabled cycles after its beat, like the moving data, so it only overwrites PEs that the
-    previous matmul's last beat has passed. Everything but the buffer state and the row count
-    (updated by beats only) advances with ``en``.
+    zeroed, and bits [15:8] of every lane when ``request.narrow``: an 8-bit type outside
+    double-row mode; with 32-bit lanes, bits [31:16] unless ``request.wide``) and enters a
+    column-skewed lane per column, written only in the tile's columns (``request.col ..
+    request.col + request.tcols - 1``, so a load leaves the other tiles' weights alone):
+    the write reaches column ``c`` of the array ``1 + c`` enabled cycles after its beat,
+    like the moving data, so it only overwrites PEs that the previous matmul's last beat
+    has passed. Everything but the buffer state and the row count (updated by beats only)
+    advances with ``en``.
 
     Parameters
     ----------
@@ -58,6 +81,9 @@ class StationaryLoader(wiring.Component):
         The tile's partition rows and columns, >= 1.
     width : int
         Bits of an operand lane: 16, or 32 on a tile with TF32 / FP32.
+    depth : int
+        Loaded matmuls that have not started it keeps track of, >= 1 (the command queue's
+        depth, default :data:`~.command_queue.COMMAND_QUEUE_DEPTH`).
 
     Members
     -------
@@ -68,32 +94,36 @@ class StationaryLoader(wiring.Component):
     request : In(:func:`~.command_queue.load_request_signature`)
         The load the command queue waits for (and ``done`` back to it).
     buffers : In(:func:`buffer_control_signature`)
-        Matmul starts and buffer releases from the issue logic (and ``sel`` back to it).
+        Matmul starts and buffer releases from the issue logic (and ``sel``, ``cells`` back
+        to it).
     load : Out(ArrayLayout(load_lane_layout(rows, width), cols))
         The array's skewed stationary write lanes.
     load_buf : Out(1)
-        The buffer the next load writes (registered; observation).
+        The buffer the load under way writes, from its first beat (registered;
+        observation).
     load_row : Out(range(rows))
         The partition row the next stationary beat writes (registered; 0 bits when
         ``rows`` = 1; observation).
     full : Out(2)
-        Bit ``b``: buffer ``b`` is loaded for a matmul that has not started (registered;
-        observation).
+        Bit ``b``: buffer ``b`` is loaded for a matmul that has not started, in some cell
+        (registered; observation).
     busy : Out(2)
-        Bit ``b``: buffer ``b`` is used by a matmul still sending moving beats (registered;
-        observation).
+        Bit ``b``: buffer ``b`` is used by a matmul still sending moving beats, in some cell
+        (registered; observation).
 
     Sizes come from a validated :class:`~.config.TileConfig` (the tile builds this
     component); they are not checked again here.
     """
 
-    def __init__(self, rows, cols, width=OPERAND_WIDTH):
-        self._rows, self._cols, self._width = rows, cols, width
+    def __init__(self, rows, cols, width=OPERAND_WIDTH, depth=COMMAND_QUEUE_DEPTH):
+        self._rows, self._cols, self._width, self._depth = rows, cols, width, depth
+        row_cells, col_cells, _, _ = buffer_cells(rows, cols)
+        self._cells = row_cells * col_cells
         super().__init__({
             "en": In(1),
             "stationary": In(stream.Signature(stationary_layout(cols, width))),
             "request": In(load_request_signature()),
-            "buffers": In(buffer_control_signature()),
+            "buffers": In(buffer_control_signature(self._cells)),
             "load": Out(data.ArrayLayout(load_lane_layout(rows, width), cols)),
             "load_buf": Out(1),
             "load_row": Out(range(rows)),
@@ -103,68 +133,111 @@ class StationaryLoader(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        rows, cols = self._rows, self._cols
+        rows, cols, request = self._rows, self._cols, self.request
+        row_cells, col_cells, grain_r, grain_c = buffer_cells(rows, cols)
         lane = load_lane_layout(rows, self._width)
         m.submodules.load_skew = load_skew = SkewBuffer(lane, range(cols))
         m.d.comb += load_skew.en.eq(self.en)
 
-        load_buf = self.load_buf         # buffer the next LoadStationary writes
+        load_buf = self.load_buf         # buffer the load under way writes
         load_row = self.load_row         # partition row the next stationary beat writes
-        use_buf = self.buffers.sel       # buffer the next matmul uses
-        full, busy = self.full, self.busy
-        # Enabled cycles since each buffer's last moving beat, up to rows: a load into a row
-        # tile starting at row r waits r of them, until that beat's operands (skewed by row)
-        # have passed the tile's rows.
-        since = [Signal(range(rows + 1), init=rows, name=f"since_{b}") for b in range(2)]
-        passed = Signal()
-        m.d.comb += passed.eq(Mux(load_buf, since[1], since[0]) >= self.request.row)
+        # The request's tile as a cell mask.
+        in_rows = [Signal(name=f"in_rows_{g}") for g in range(row_cells)]
+        in_cols = [Signal(name=f"in_cols_{h}") for h in range(col_cells)]
+        m.d.comb += [in_rows[g].eq((request.row <= g * grain_r)
+                                   & (request.row + request.trows > g * grain_r))
+                     for g in range(row_cells)]
+        m.d.comb += [in_cols[h].eq((request.col <= h * grain_c)
+                                   & (request.col + request.tcols > h * grain_c))
+                     for h in range(col_cells)]
+        tile_cells = Signal(self._cells)
+        m.d.comb += tile_cells.eq(Cat(in_rows[g] & in_cols[h] for g in range(row_cells)
+                                      for h in range(col_cells)))
+        # Per cell and buffer: loaded for a matmul not started, in use, and enabled cycles
+        # since its last matmul's last moving beat, up to rows.
+        full = [Signal(2, name=f"full_{i}") for i in range(self._cells)]
+        busy = [Signal(2, name=f"busy_{i}") for i in range(self._cells)]
+        since = [[Signal(range(rows + 1), init=rows, name=f"since_{i}_{b}") for b in range(2)]
+                 for i in range(self._cells)]
+        usable = [Signal(name=f"usable_{b}") for b in range(2)]
         for b in range(2):
-            with m.If(self.buffers.release & (self.buffers.release_sel == b)):
-                m.d.sync += since[b].eq(0)
-            with m.Elif(self.en & (since[b] != rows)):
-                m.d.sync += since[b].eq(since[b] + 1)
-        m.d.comb += self.stationary.ready.eq(
-            self.en & self.request.valid & ~full.bit_select(load_buf, 1)
-            & ~busy.bit_select(load_buf, 1) & passed)
+            m.d.comb += usable[b].eq(Cat(
+                ~tile_cells[i] | (~full[i][b] & ~busy[i][b] & (since[i][b] >= request.row))
+                for i in range(self._cells)).all())
+        choice = Signal()       # the buffer the next beat writes
+        can = Signal()
+        m.d.comb += [choice.eq(Mux(load_row == 0, ~usable[0], load_buf)),
+                     can.eq((load_row != 0) | usable[0] | usable[1])]
+        m.d.comb += self.stationary.ready.eq(self.en & request.valid & can)
         load_beat = Signal()
-        load_done = self.request.done
+        load_done = request.done
         m.d.comb += [
             load_beat.eq(self.stationary.valid & self.stationary.ready),
-            load_done.eq(load_beat & (load_row == self.request.beats - 1)),
+            load_done.eq(load_beat & (load_row == request.beats - 1)),
         ]
         with m.If(load_beat):
-            m.d.sync += load_row.eq(load_row + 1)
+            m.d.sync += [load_row.eq(load_row + 1), load_buf.eq(choice)]
         with m.If(load_done):
-            m.d.sync += [load_row.eq(0), load_buf.eq(~load_buf),
-                         full.bit_select(load_buf, 1).eq(1)]
-        with m.If(self.buffers.start):
-            m.d.sync += [
-                full.bit_select(use_buf, 1).eq(0),
-                busy.bit_select(use_buf, 1).eq(1),
-                use_buf.eq(~use_buf),
-            ]
-        with m.If(self.buffers.release):
-            m.d.sync += busy.bit_select(self.buffers.release_sel, 1).eq(0)
+            m.d.sync += load_row.eq(0)
+
+        # Loaded matmuls not started, oldest first (filled from 0): their buffer and cells.
+        entry = data.StructLayout({"valid": 1, "sel": 1, "cells": self._cells})
+        pending = [Signal(entry, name=f"pending_{i}") for i in range(self._depth)]
+        kept = [Signal(entry, name=f"kept_{i}") for i in range(self._depth)]   # after a start
+        start, release = self.buffers.start, self.buffers.release
+        m.d.comb += [self.buffers.sel.eq(pending[0].sel),
+                     self.buffers.cells.eq(pending[0].cells)]
+        for i in range(self._depth):
+            after = pending[i + 1] if i + 1 < self._depth else entry.const({})
+            m.d.comb += kept[i].eq(Mux(start, after, pending[i]))
+            first_free = ~kept[i].valid & (kept[i - 1].valid if i else 1)
+            with m.If(load_done & first_free):
+                m.d.sync += [pending[i].valid.eq(1), pending[i].sel.eq(choice),
+                             pending[i].cells.eq(tile_cells)]
+            with m.Else():
+                m.d.sync += pending[i].eq(kept[i])
+        for i in range(self._cells):
+            for b in range(2):
+                head = start & (self.buffers.sel == b) & self.buffers.cells[i]
+                freed = release & (self.buffers.release_sel == b) & self.buffers.release_cells[i]
+                with m.If(load_done & (choice == b) & tile_cells[i]):
+                    m.d.sync += full[i][b].eq(1)
+                with m.Elif(head):
+                    m.d.sync += full[i][b].eq(0)
+                with m.If(freed):
+                    m.d.sync += [busy[i][b].eq(0), since[i][b].eq(0)]
+                with m.Elif(head):
+                    m.d.sync += busy[i][b].eq(1)
+                with m.If(~freed & self.en & (since[i][b] != rows)):
+                    m.d.sync += since[i][b].eq(since[i][b] + 1)
+        m.d.comb += [self.full.eq(Cat(Cat(f[b] for f in full).any() for b in range(2))),
+                     self.busy.eq(Cat(Cat(x[b] for x in busy).any() for b in range(2)))]
 
         # The load enters a column-skewed lane per column, one register behind the stream
         # like the moving operands, and writes PE[row][c] as it passes column c.
         load_in = Signal(lane)
         load_values = Signal(data.ArrayLayout(self._width, cols))
+        load_cols = Signal(cols)         # the columns of the load's tile
         with m.If(self.en):
             m.d.sync += load_in.valid.eq(load_beat)
         col_end = Signal(SIZE_WIDTH + 1)    # lanes col .. col_end - 1 are the stationary's
-        m.d.comb += col_end.eq(self.request.col + self.request.m)
+        tile_end = Signal(SIZE_WIDTH + 1)   # lanes col .. tile_end - 1 are the tile's
+        m.d.comb += [col_end.eq(request.col + request.m),
+                     tile_end.eq(request.col + request.tcols)]
         with m.If(load_beat):
-            m.d.sync += [load_in.row.eq(self.request.row + load_row), load_in.buf.eq(load_buf)]
+            m.d.sync += [load_in.row.eq(request.row + load_row), load_in.buf.eq(choice)]
             for c in range(cols):
                 value = self.stationary.payload.data[c]
-                m.d.sync += load_values[c].eq(Mux(
-                    (col_end > c) & (self.request.col <= c),
-                    Mux(self.request.narrow, value[:8],
-                        Mux(self.request.wide, value, value[:OPERAND_WIDTH])), 0))
+                m.d.sync += [
+                    load_values[c].eq(Mux(
+                        (col_end > c) & (request.col <= c),
+                        Mux(request.narrow, value[:8],
+                            Mux(request.wide, value, value[:OPERAND_WIDTH])), 0)),
+                    load_cols[c].eq((tile_end > c) & (request.col <= c)),
+                ]
         for c in range(cols):
             m.d.comb += [
-                load_skew.i[c].valid.eq(load_in.valid),
+                load_skew.i[c].valid.eq(load_in.valid & load_cols[c]),
                 load_skew.i[c].row.eq(load_in.row),
                 load_skew.i[c].buf.eq(load_in.buf),
                 load_skew.i[c].value.eq(load_values[c]),

@@ -43,12 +43,12 @@ PROBES = {
                                      "once)"),
     "load_row": ("loader", ("load_row",), "partition row the next stationary beat writes "
                                           "(0 bits on a 1-row tile)"),
-    "load_buf": ("loader", ("load_buf",), "stationary buffer the next load writes"),
+    "load_buf": ("loader", ("load_buf",), "stationary buffer the load under way writes"),
     "use_buf": ("loader", ("buffers", "sel"), "stationary buffer the next matmul uses"),
     "full": ("loader", ("full",), "bit b: buffer b is loaded for a matmul that has not "
-                                  "started"),
+                                  "started (in some PE)"),
     "busy": ("loader", ("busy",), "bit b: buffer b is used by a matmul still sending moving "
-                                  "beats"),
+                                  "beats (in some PE)"),
     "running": ("issue", ("running",), "a command has issued beats and not its last one"),
     "issuing_read": ("issue", ("read",), "the command issuing is a READ (while running)"),
     "advance": ("result", ("advance",), "the pipeline advances (low: a result is offered "
@@ -150,7 +150,8 @@ def _component_makers(config):
                                       psum_entries=entries, depth=config.queue_depth,
                                       dtypes=config_dtypes(config),
                                       double_row=config.double_row),
-        "loader": lambda: StationaryLoader(rows, cols, config.operand_width),
+        "loader": lambda: StationaryLoader(rows, cols, config.operand_width,
+                                            depth=config.queue_depth),
         "issue": lambda: IssueLogic(rows, psum_entries=entries, psum_depth=depth, cols=cols,
                                     width=config.operand_width),
         "result": lambda: ResultPath(cols, rows + cols, psum_depth=depth),

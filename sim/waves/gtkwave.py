@@ -39,7 +39,7 @@ and :func:`systolica.hdl.tile.pe_probes`; the queue's depth is
   started, ``full``) / ``in use`` (a started matmul is still sending moving beats,
   ``busy``); then whether a command is part-way through issuing its beats (``running``),
   the op of the command issuing (``issuing_read``, meaningful while running), which
-  buffer the next load writes (``load_buf``) and the next matmul uses (``use_buf``), and
+  buffer the load under way writes (``load_buf``) and the next matmul uses (``use_buf``), and
   whether the pipeline advances or stalls (``advance``).
 - **PE row k** (arrays up to 8 x 8, collapsed): per PE ``pe_k_c`` its weight (the
   stationary value the current operand multiplies), its operand (``moving_in``) and its
@@ -385,7 +385,7 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
                                                (full.name, full.width, b)], "buffer_state")
         for key, alias, table in (("running", "issue", "running"),
                                   ("issuing_read", "issuing op", "op"),
-                                  ("load_buf", "next load into", "buffer"),
+                                  ("load_buf", "load into", "buffer"),
                                   ("use_buf", "next matmul uses", "buffer"),
                                   ("advance", "pipeline", "pipeline")):
             w.wire(probes[key].name, alias, probes[key].width, table=table)

@@ -23,7 +23,7 @@ def test_init():
     # flags + range(8) + the column tile's span and part
     assert Shape.cast(members["token"].shape).width == 6 + 3 + 4
     assert list(members["buffers"].signature.members) == ["start", "release", "release_sel",
-                                                           "sel"]
+                                                           "release_cells", "sel", "cells"]
 
 
 PROGRAM = [

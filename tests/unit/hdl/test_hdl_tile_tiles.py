@@ -136,3 +136,22 @@ def test_double_row_and_transpose_in_a_row_tile():
                 "tile_position": (6, 0), "tile_size": (2, 8)},
                {"stationary": t, "moving": sel, "is_transpose": True, "bank": 1,
                 "tile_position": (4, 6), "tile_size": (2, 2)}])
+
+
+def test_loads_into_other_cells_overlap_a_running_matmul():
+    """Per-cell weight buffers: a long matmul in the top-left quarter of a 4 x 4 tile, then
+    short ones in the other quarters (and one more top-left), all loaded while the long one
+    streams. The loads write only their tile's columns (the top-right quarter shares PE rows
+    with the long one and takes buffer 0 there too), so every word is the golden one, and
+    the load stamps are the cycle model's (they come before the long matmul's last beat)."""
+    rng = np.random.default_rng(11)
+    matmuls = []
+    for i, (position, n) in enumerate([((0, 0), 12), ((2, 2), 2), ((0, 2), 2), ((2, 0), 2),
+                                       ((0, 0), 3)]):
+        stationary, moving = _operands(rng, "bf16", 2, 2, n)
+        matmuls.append({"stationary": stationary, "moving": moving, "offset": 12 * i % 16,
+                        "bank": i % BANKS, "tile_position": position, "tile_size": (2, 2)})
+    model = run(4, 4, matmuls)
+    schedule = command_schedule(4, 4, [r.command for r in model.records], banks=BANKS,
+                                entries=ENTRIES)
+    assert schedule[2].load_end < schedule[0].last_issue

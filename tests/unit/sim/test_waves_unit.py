@@ -319,7 +319,7 @@ def test_tile_state_is_named(tmp_path):
     assert "#{issue} systolica_tile.issue.running" in text
     assert _table(traces["issuing op"][2]) == {"0": "MATMUL", "1": "READ"}
     assert traces["issuing op"][1] == ["systolica_tile.issue.read"]
-    for alias, signal in (("next load into", "loader.load_buf"),
+    for alias, signal in (("load into", "loader.load_buf"),
                           ("next matmul uses", "loader.buffers__sel"),
                           ("pipeline", "result.advance")):
         assert traces[alias][1] == [f"systolica_tile.{signal}"]
