@@ -74,6 +74,7 @@ from .tiles import (
     Tile,
     check_tile,
     check_tile_operands,
+    finest_tile,
     tile_error,
     tile_sizes,
 )
@@ -100,7 +101,8 @@ __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fi
            "OperandFormat", "program_cycles", "program_schedule", "psum_accumulate", "PSUM_BANKS",
            "PSUM_ENTRIES", "tile_latency", "wrap_int32",
            # tensor-engine instruction: tiles, transpose, TF32/FP32
-           "as_tfloat32", "check_tile", "check_tile_operands", "check_transpose", "identity",
+           "as_tfloat32", "check_tile", "check_tile_operands", "check_transpose", "finest_tile",
+           "identity",
            "matmul_passes", "nc_matmul_cost", "nc_transpose", "Tile", "TileOp", "TFLOAT32",
            "TILE_ERRORS", "TILE_SPLITS", "tile_error", "tile_sizes", "tiled_program_cycles",
            "tiled_schedule", "WIDE_FORMATS"]

@@ -24,7 +24,8 @@ import numpy as np
 
 from .formats import DOUBLE_ROW, max_k
 
-__all__ = ["TILE_ERRORS", "TILE_SPLITS", "Tile", "check_tile", "check_tile_operands", "tile_error",
+__all__ = ["TILE_ERRORS", "TILE_SPLITS", "Tile", "check_tile", "check_tile_operands",
+           "finest_tile", "tile_error",
            "tile_sizes"]
 
 #: Most tiles a dimension splits into, per target (NKI API reference, ``nki.isa.nc_matmul``,
@@ -85,6 +86,18 @@ def tile_sizes(extent, splits=4):
     """Allowed tile sizes along one dimension of ``extent`` PEs (tuple of int, largest
     first): ``extent // s`` for s in 1, 2, 4 up to ``splits``, where s divides ``extent``."""
     return tuple(extent // s for s in (1, 2, 4) if s <= splits and extent % s == 0)
+
+
+def finest_tile(rows, cols, slot, splits=4):
+    """``(tile_position, tile_size)`` of matmul number ``slot`` (from 0) of a run of matmuls
+    in the finest tiles of a ``rows x cols`` array (the smallest of :func:`tile_sizes` each
+    way): row tile ``slot mod row tiles``, column tile ``slot mod column tiles`` (the
+    diagonal of a square array), so that each shares no PE row or column with the
+    ``min(row tiles, column tiles) - 1`` matmuls before it and as many run at once
+    (``docs/numerics.md``, tiles choice 9)."""
+    tile_rows, tile_cols = min(tile_sizes(rows, splits)), min(tile_sizes(cols, splits))
+    r, c = slot % (rows // tile_rows), slot % (cols // tile_cols)
+    return (r * tile_rows, c * tile_cols), (tile_rows, tile_cols)
 
 
 def _pair(name, value):

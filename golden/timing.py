@@ -216,40 +216,124 @@ def _checked(commands, rows, cols, banks, entries, dtypes=DTYPES, double_row=Tru
                       for c in commands]
 
 
-def _recurrence(commands, errors, latency, rows, cols):
-    out = []
-    accept = -1
-    started = []           # first_issue of each accepted legal command, in order
-    prev_load_end = -1     # last load's end
-    buffers = _WeightBuffers()
+@dataclass(frozen=True)
+class _Step:
+    """One command as the schedules see it: ``error`` (rejected: nothing else matters),
+    ``read``, its ``tile`` and the grain ``cells`` it covers, its LoadStationary ``beats``,
+    ``n`` columns of ``passes`` cycles each."""
+
+    error: str | None
+    read: bool = False
+    tile: Tile | None = None
+    cells: tuple = ()
+    beats: int = 0
+    n: int = 0
+    passes: int = 1
+
+    @property
+    def alone(self):
+        """It shares every lane: a READ, or several passes per column."""
+        return self.read or self.passes > 1
+
+    def waits_for(self, other):
+        """Whether it must start after ``other``, an earlier command, has issued its last
+        beat (``docs/numerics.md``, tiles choice 9)."""
+        return self.alone or other.alone or self.tile.shares_lanes(other.tile)
+
+
+def _command_steps(commands, errors, rows, cols):
+    """The :class:`_Step` of each command (rejected ones included)."""
     grain = _grain(rows, cols)
-    prev_issue = -1        # last_issue of the previous legal command
+    steps = []
     for command, error in zip(commands, errors, strict=True):
+        if error is not None:
+            steps.append(_Step(error))
+            continue
+        tile = (Tile(*command.tile_position, *command.tile_size)
+                if command.op == "matmul" and command.tile_position is not None
+                else Tile(0, 0, rows, cols))
+        read = command.op == "read"
+        steps.append(_Step(None, read, tile, () if read else tuple(_cells(tile, grain)),
+                           0 if read else command.load_beats(rows), command.n,
+                           _command_passes(command)))
+    return steps
+
+
+def _concurrent(steps):
+    """The closed recurrence of :func:`tiled_schedule` (no stalls) over :class:`_Step` s:
+    per step ``(accept, loads, first, last)``, ``first`` and ``last`` the cycles of its
+    first and last beat (every pass counted); ``None`` for the last three of a rejected
+    one."""
+    out, started, history = [], [], []      # history: (step, last beat) of each command
+    buffers = _WeightBuffers()
+    accept = prev_load_end = prev_first = -1
+    for step in steps:
         accept += 1
         if len(started) >= COMMAND_QUEUE_DEPTH:
             accept = max(accept, started[-COMMAND_QUEUE_DEPTH] + 1)
-        if error is not None:
-            out.append(CommandTiming(accept, error))
+        if step.error is not None:
+            out.append((accept, None, None, None))
             continue
+        first = max([accept + 1, prev_first + 1] + [last + 1 for other, last in history
+                                                    if step.waits_for(other)])
         loads = ()
-        first = max(accept + 1, prev_issue + 1)
-        matmul = command.op == "matmul"
-        if matmul:
-            cells = _command_cells(command, rows, cols, grain)
-            load_start, buf = buffers.load(cells, command.first_row,
-                                           max(accept + 1, prev_load_end + 1))
-            prev_load_end = load_start + command.load_beats(rows) - 1
-            loads = tuple(range(load_start, prev_load_end + 1))
+        if not step.read:
+            start, buf = buffers.load(step.cells, step.tile.row,
+                                      max(accept + 1, prev_load_end + 1))
+            prev_load_end = start + step.beats - 1
+            loads = tuple(range(start, prev_load_end + 1))
             first = max(first, prev_load_end + 1)
-        passes = _command_passes(command)
-        last = prev_issue = first + command.n * passes - 1
-        issues = tuple(range(first, last + 1, passes))
-        results = tuple(t + passes - 1 + latency for t in issues)
-        if matmul:
-            buffers.hold(cells, buf, last)
+        last = first + step.n * step.passes - 1
+        if not step.read:
+            buffers.hold(step.cells, buf, last)
+        history.append((step, last))
         started.append(first)
+        prev_first = first
+        out.append((accept, loads, first, last))
+    return out
+
+
+def _recurrence(commands, errors, latency, rows, cols):
+    steps = _command_steps(commands, errors, rows, cols)
+    out = []
+    for step, (accept, loads, first, last) in zip(steps, _concurrent(steps), strict=True):
+        if step.error is not None:
+            out.append(CommandTiming(accept, step.error))
+            continue
+        issues = tuple(range(first, last + 1, step.passes))
+        results = tuple(t + step.passes - 1 + latency for t in issues)
         out.append(CommandTiming(accept, None, loads, issues, results))
     return out
+
+
+def moving_beats(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
+                 dtypes=DTYPES, double_row=True):
+    """The MultiplyMoving beats of a program as the host packs them: which matmuls' next
+    moving column each beat carries (list of tuples of command indices, in stream order).
+
+    A beat carries the column of every matmul that takes one in the same cycle of the
+    no-stall schedule (:func:`command_schedule`): matmuls in flight in tiles that share no
+    PE row or column share beats, each in its own lanes; stalls then delay every beat
+    alike. Rejected commands have none.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`command_schedule`.
+    """
+    commands, errors = _checked(commands, rows, cols, banks, entries, dtypes, double_row)
+    return _packed(commands, errors, rows, cols)
+
+
+def _packed(commands, errors, rows, cols):
+    cycles = defaultdict(list)
+    steps = _command_steps(commands, errors, rows, cols)
+    for j, (step, (_, _, first, last)) in enumerate(zip(steps, _concurrent(steps),
+                                                       strict=True)):
+        if step.error is None and not step.read:
+            for cycle in range(first, last + 1, step.passes):
+                cycles[cycle].append(j)
+    return [tuple(cycles[cycle]) for cycle in sorted(cycles)]
 
 
 def _command_passes(command):
@@ -262,14 +346,11 @@ def _command_passes(command):
 
 def _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, offer=None):
     stamps = [dict(accept=None, error=e, loads=[], issues=[], results=[]) for e in errors]
-    # once, not in the cycle loop; a rejected command has no beats (and its operand pair
-    # may be one matmul_passes refuses: golden.command.unpaired_command)
-    passes = [_command_passes(c) if e is None else 1
-              for c, e in zip(commands, errors, strict=True)]
-    legal = [c for c, e in zip(commands, errors, strict=True) if e is None and c.op == "matmul"]
+    steps = _command_steps(commands, errors, rows, cols)
+    beats = _packed(commands, errors, rows, cols)   # the moving stream, as the host packs it
     drivers = {"command": _Driver(len(commands)),
-               "stationary": _Driver(sum(c.load_beats(rows) for c in legal)),
-               "moving": _Driver(sum(c.n for c in legal))}
+               "stationary": _Driver(sum(s.beats for s in steps if s.error is None)),
+               "moving": _Driver(len(beats))}
     for name, driver in drivers.items():
         driver.step(False, offer is None or offer(name, 0))
     queue = []                  # [command index, loaded, buffer loaded]
@@ -278,71 +359,76 @@ def _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, of
     load_row = 0
     # Per grain cell and buffer (tiles choice 11): held by a matmul loaded and not done
     # sending moving beats; advances since its last matmul's last beat, up to rows.
-    grain = _grain(rows, cols)
-    cells = {j: _command_cells(c, rows, cols, grain) for j, c in enumerate(commands)
-             if errors[j] is None and c.op == "matmul"}
     held = defaultdict(lambda: [False, False])
     since = defaultdict(lambda: [rows, rows])
-    running = None              # [command index, beats left after the current one, sel, pass]
-    tokens = [None] * latency   # command index of each beat in flight; [-1] is offered
-    remaining = sum(c.n for c, e in zip(commands, errors, strict=True) if e is None)
+    flight = {}                 # command index -> [beats left after the current, sel, pass]
+    tokens = [None] * latency   # commands of each beat in flight; [-1] is offered
+    remaining = sum(s.n for s in steps if s.error is None)
     cycle = 0
     while remaining:
         if cycle >= max_cycles:
             raise RuntimeError(f"timing model made no progress in {max_cycles} cycles")
         out = tokens[-1]
         ready = result_ready is None or bool(result_ready(cycle))
-        advance = out is None or ready
+        advance = not out or ready
         # Combinational decisions from the current state.
         take_command = drivers["command"].valid and len(queue) < COMMAND_QUEUE_DEPTH
-        target = next((i for i, (j, done, _) in enumerate(queue) if not done), None)
+        target = next((i for i, (_, done, _) in enumerate(queue) if not done), None)
         buf = loading = None    # the target's load: command, the buffer it can write
         if target is not None:
             loading = queue[target][0]
             buf = load_buf if load_row else next(
                 (b for b in (0, 1) if all(not held[cell][b]
-                                          and since[cell][b] >= commands[loading].first_row
-                                          for cell in cells[loading])), None)
+                                          and since[cell][b] >= steps[loading].tile.row
+                                          for cell in steps[loading].cells)), None)
         load = advance and buf is not None and drivers["stationary"].valid
-        load_done = load and load_row == commands[loading].load_beats(rows) - 1
-        head = queue[0] if queue else None
-        issue = None
+        load_done = load and load_row == steps[loading].beats - 1
+        head = queue[0] if queue and queue[0][1] else None     # loaded: it may start
+        clear = head is not None and not any(steps[head[0]].waits_for(steps[j])
+                                             for j in flight)
+        issued, start, beat = [], None, None
         if advance:
-            if running is not None:
-                issue = running
-            elif head is not None and head[1]:
-                j = head[0]
-                issue = [j, commands[j].n - 1, head[2], 0]
-            if (issue is not None and commands[issue[0]].op == "matmul" and issue[3] == 0
-                    and not drivers["moving"].valid):
-                issue = None        # the moving stream idles: a bubble
+            # A READ's next beat, a matmul's later passes: no moving beat needed.
+            issued = [j for j, (_, _, step) in flight.items() if step or steps[j].read]
+            if drivers["moving"].valid:
+                names = beats[drivers["moving"].sent]
+                new = [j for j in names if j not in flight]
+                if (all(flight[j][2] == 0 for j in names if j in flight)
+                        and (not new or (new == [head[0]] if clear else False))):
+                    beat = names
+                    issued += list(names)
+                    start = new[0] if new else None
+            if clear and steps[head[0]].read:
+                start = head[0]
+                issued.append(start)
         # Sequential update.
-        if out is not None and ready:
-            stamps[out]["results"].append(cycle)
-            remaining -= 1
+        if out and ready:
+            for j in out:
+                stamps[j]["results"].append(cycle)
+            remaining -= len(out)
         if advance:
-            token = None
+            token = []
             for counts in since.values():
                 counts[:] = [min(x + 1, rows) for x in counts]
-            if issue is not None:
-                j, left, sel, step = issue
-                read = commands[j].op == "read"
-                done = step == passes[j] - 1     # the beat's last pass
-                token = j if done else None
-                if not stamps[j]["issues"]:
-                    queue.pop(0)
-                    if target is not None:
-                        target -= 1
-                if left == 0 and done and not read:
-                    for cell in cells[j]:
-                        held[cell][sel] = False
-                        since[cell][sel] = 0
+            if start is not None:
+                queue.pop(0)
+                if target is not None:
+                    target -= 1
+                flight[start] = [steps[start].n - 1, head[2], 0]
+            for j in issued:
+                left, sel, step = flight[j]
+                done = step == steps[j].passes - 1     # the column's last pass
                 if step == 0:
                     stamps[j]["issues"].append(cycle)
-                if not done:
-                    running = [j, left, sel, step + 1]
+                if done:
+                    token.append(j)
+                if left == 0 and done:
+                    del flight[j]
+                    for cell in steps[j].cells:
+                        held[cell][sel] = False
+                        since[cell][sel] = 0
                 else:
-                    running = None if left == 0 else [j, left - 1, sel, 0]
+                    flight[j] = [left - (1 if done else 0), sel, 0 if done else step + 1]
             tokens = [token] + tokens[:-1]
         if load:
             stamps[loading]["loads"].append(cycle)
@@ -350,7 +436,7 @@ def _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, of
             load_buf = buf
             if load_done:
                 queue[target][1:] = [True, buf]
-                for cell in cells[loading]:
+                for cell in steps[loading].cells:
                     held[cell][buf] = True
                 load_row = 0
         if take_command:
@@ -358,8 +444,8 @@ def _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, of
             if errors[offered] is None:
                 queue.append([offered, commands[offered].op == "read", None])
             offered += 1
-        moved = issue is not None and commands[issue[0]].op == "matmul" and issue[3] == 0
-        for name, taken in (("command", take_command), ("stationary", load), ("moving", moved)):
+        for name, taken in (("command", take_command), ("stationary", load),
+                            ("moving", beat is not None)):
             drivers[name].step(taken, offer is None or offer(name, cycle + 1))
         cycle += 1
     while offered < len(commands):      # rejected commands after the last result
@@ -616,8 +702,10 @@ def tiled_schedule(rows, cols, ops, *, target=None):
 
     - a command starts issuing at least one cycle after the previous command started (in
       order, at most one start per cycle) and after every earlier command whose tile shares
-      a PE row or a PE column with its tile (:meth:`~systolica.golden.Tile.shares_lanes`;
-      a READ shares with every tile) has issued its last beat;
+      a PE row or a PE column with its tile (:meth:`~systolica.golden.Tile.shares_lanes`)
+      has issued its last beat; a READ, and a matmul with several passes per column (a
+      float32 operand, a 32-bit transpose), share every lane: they start after every
+      earlier command's last beat, and every later command after theirs;
     - LoadStationary is per tile: every PE has two weight buffers and a matmul uses one of
       them in every PE of its tile, so a load into a tile waits until one of the two is
       free in every PE of the tile: the cycle after the matmul loaded into it last has
@@ -653,39 +741,25 @@ def tiled_schedule(rows, cols, ops, *, target=None):
     latency = tile_latency(rows, cols)
     check_tile(None, None, rows=rows, cols=cols, target=target)     # checks the target
     splits = TILE_SPLITS.get(target, 4)
-    grain = (min(tile_sizes(rows, splits)), min(tile_sizes(cols, splits)))
-    out, started, history = [], [], []     # history: (tile, last issue) of each command
-    buffers = _WeightBuffers()
-    accept = prev_load_end = prev_first = -1
+    grain = _grain(rows, cols, splits)
+    steps = []
     for j, op in enumerate(ops):
         if not isinstance(op, TileOp):
             raise TypeError(f"op {j} must be a systolica.golden.timing.TileOp, not "
                             f"{type(op).__name__}")
-        accept += 1
-        if len(started) >= COMMAND_QUEUE_DEPTH:
-            accept = max(accept, started[-COMMAND_QUEUE_DEPTH] + 1)
         matmul = op.op == "matmul"
         tile = check_tile(op.tile_position if matmul else None,
                           op.tile_size if matmul else None, rows=rows, cols=cols, target=target)
-        first = max([accept + 1, prev_first + 1] + [last + 1 for other, last in history
-                                                    if other.shares_lanes(tile)])
-        loads = ()
-        if matmul:
-            check_tile_operands(tile, op.k, 1, cols=cols, perf_mode=op.perf_mode)
-            beats = min(op.k, tile.rows) if op.perf_mode == DOUBLE_ROW else op.k
-            start, buf = buffers.load(_cells(tile, grain), tile.row,
-                                      max(accept + 1, prev_load_end + 1))
-            prev_load_end = start + beats - 1
-            loads = tuple(range(start, prev_load_end + 1))
-            first = max(first, prev_load_end + 1)
-        passes = op.passes
-        last = first + op.n * passes - 1
-        if matmul:
-            buffers.hold(_cells(tile, grain), buf, last)
-        history.append((tile, last))
-        started.append(first)
-        prev_first = first
-        results = tuple(first + passes * (c + 1) - 1 + latency for c in range(op.n))
+        if not matmul:
+            steps.append(_Step(None, True, tile, n=op.n))
+            continue
+        check_tile_operands(tile, op.k, 1, cols=cols, perf_mode=op.perf_mode)
+        beats = min(op.k, tile.rows) if op.perf_mode == DOUBLE_ROW else op.k
+        steps.append(_Step(None, False, tile, tuple(_cells(tile, grain)), beats, op.n,
+                           op.passes))
+    out = []
+    for step, (accept, loads, first, last) in zip(steps, _concurrent(steps), strict=True):
+        results = tuple(first + step.passes * (c + 1) - 1 + latency for c in range(step.n))
         out.append(CommandTiming(accept, None, loads, tuple(range(first, last + 1)), results))
     return out
 

@@ -3,7 +3,7 @@
 import re
 from types import SimpleNamespace
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, ResetSignal, Signal
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, ResetSignal, Signal, Value
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -12,7 +12,7 @@ from .mx_quad import MX_SCALE_BITS
 from .pe import ProcessingElement, pe_signature, travelling
 
 
-def operand_lane_layout(width=OPERAND_WIDTH, mx=False):
+def operand_lane_layout(width=OPERAND_WIDTH, mx=False, col_cells=1):
     """One partition row's moving operand with its matmul's mode (StructLayout): ``value``
     (``width`` bits), ``sel``, ``active``, ``hi`` (double-row second element inside K),
     ``stype``, ``mtype`` (stationary and moving type codes, :func:`~.layouts.lane_dtype`),
@@ -21,9 +21,11 @@ def operand_lane_layout(width=OPERAND_WIDTH, mx=False):
     adding a product), ``first`` (the row is its row tile's first: its sum starts with its
     product), with 32-bit lanes ``step`` (which pass of its moving column the operand
     is: :class:`~.fp32_mul.Fp32Multiplier`), and with ``mx`` the MX PE's ``mx`` (the value
-    is an x4 word) and ``scale`` (its E8M0 block scale)."""
+    is an x4 word) and ``scale`` (its E8M0 block scale); ``cskip``, ``col_cells`` bits: the
+    column cells outside the operand's matmul's tile (bit 0 the cell it enters next)."""
     fields = {"value": width, "sel": 1, "active": 1, "hi": 1, "stype": lane_dtype(width),
-              "mtype": lane_dtype(width), "ftz": 1, "transpose": 1, "first": 1}
+              "mtype": lane_dtype(width), "ftz": 1, "transpose": 1, "first": 1,
+              "cskip": col_cells}
     if width == WIDE_WIDTH:
         fields["step"] = 2
     if mx:
@@ -111,6 +113,11 @@ class SystolicArray(wiring.Component):
         out.
     width : int
         Bits of an operand lane: 16, or 32 for PEs with TF32 / FP32 or MX.
+    col_cells, col_group : int
+        The moving lanes' column-cell mask has ``col_cells`` bits (default 1; ``pe`` must
+        make PEs with as many), and a column cell is ``col_group`` columns (default: all of
+        them): where one starts, the mask a PE receives is its left neighbour's shifted
+        down one bit, so each PE reads its own cell's bit first.
     mx : bool
         The PEs have the MX option (default ``False``; ``pe`` must make such PEs): the load
         lanes carry each value's E8M0 ``scale`` and the moving lanes the ``mx`` bit and the
@@ -150,11 +157,13 @@ class SystolicArray(wiring.Component):
     ------
     ValueError
         If a module name is not a Verilog identifier, ``block`` is not a power of two
-        dividing ``rows`` and ``cols``, or ``edge_registers`` is asked for with ``block``.
+        dividing ``rows`` and ``cols`` and dividing or divided by ``col_group``, or
+        ``edge_registers`` is asked for with ``block``.
     """
 
     def __init__(self, rows, cols, *, pe_module=None, block=None, block_module=None,
-                 pe=ProcessingElement, edge_registers=False, width=OPERAND_WIDTH, mx=False):
+                 pe=ProcessingElement, edge_registers=False, width=OPERAND_WIDTH, mx=False,
+                 col_cells=1, col_group=None):
         _identifier("pe_module", pe_module)
         _identifier("block_module", block_module)
         if block is not None:
@@ -166,6 +175,10 @@ class SystolicArray(wiring.Component):
             raise ValueError("block_module needs block (the side of the sub-arrays)")
         if edge_registers and block is not None:
             raise ValueError("edge_registers is for a flat grid (a sub-array), not with block")
+        group = cols if col_group is None else col_group
+        if block is not None and group % block and block % group:
+            raise ValueError(f"block = {block} and the column cell of {group} columns must "
+                             f"divide one another")
         self._rows = rows
         self._cols = cols
         self._pe_module = pe_module
@@ -175,8 +188,10 @@ class SystolicArray(wiring.Component):
         self._edge_registers = bool(edge_registers)
         self._width = width
         self._mx = bool(mx)
+        self._col_cells = col_cells
+        self._col_group = cols if col_group is None else col_group
         super().__init__(array_signature(rows, cols, edge_registers=self._edge_registers,
-                                         width=width, mx=self._mx))
+                                         width=width, mx=self._mx, col_cells=col_cells))
 
     @property
     def rows(self):
@@ -208,7 +223,7 @@ class SystolicArray(wiring.Component):
             return self._elaborate_blocks()
         m = Module()
         rows, cols = self._rows, self._cols
-        members = pe_signature(self._width, self._mx).members
+        members = pe_signature(self._width, self._mx, self._col_cells).members
         # Outputs of every PE, named so waveforms read pe_<row>_<col>_<port>.
         bits = travelling(self._width, self._mx)
         lanes = ("moving",) + bits
@@ -232,6 +247,8 @@ class SystolicArray(wiring.Component):
                 for name in lanes:
                     inputs[f"{name}_in"] = (moving[k][lane_field[name]] if c == 0
                                             else outs[k][c - 1][f"{name}_out"])
+                if c and c % self._col_group == 0:      # a column cell starts here
+                    inputs["cskip_in"] = _next_cell(outs[k][c - 1]["cskip_out"])
                 if k == rows - 1:
                     outs[k][c]["psum_next"] = Signal(PSUM_WIDTH, name=f"pe_{k}_{c}_psum_next")
                 if c == cols - 1:       # what the last column's outputs load next
@@ -266,8 +283,8 @@ class SystolicArray(wiring.Component):
         first clock edge, before any operand is active)."""
         if not self._edge_registers:
             return self.moving, self.psum_in, self.chain_start
-        moving = Signal(data.ArrayLayout(operand_lane_layout(self._width, self._mx),
-                                         self._rows),
+        moving = Signal(data.ArrayLayout(operand_lane_layout(self._width, self._mx,
+                                                             self._col_cells), self._rows),
                         name="moving_reg")
         psum_in = Signal(data.ArrayLayout(PSUM_WIDTH, self._cols), name="psum_in_reg")
         chain_start = Signal(name="chain_start_reg", reset_less=True)
@@ -281,14 +298,16 @@ class SystolicArray(wiring.Component):
         ``block_module`` behind signals shaped as its ports."""
         b = self._block
         if self._block_module is None:
-            m.submodules[name] = sub = SystolicArray(b, b, pe_module=self._pe_module, pe=self._pe,
-                                                     edge_registers=True, width=self._width,
-                                                     mx=self._mx)
+            m.submodules[name] = sub = SystolicArray(
+                b, b, pe_module=self._pe_module, pe=self._pe, edge_registers=True,
+                width=self._width, mx=self._mx, col_cells=self._col_cells,
+                col_group=min(self._col_group, b))
             return sub
         ports = {}
         kwargs = {"i_clk": ClockSignal(), "i_rst": ResetSignal()}
         for port, member in array_signature(b, b, edge_registers=True, width=self._width,
-                                            mx=self._mx).members.items():
+                                            mx=self._mx,
+                                            col_cells=self._col_cells).members.items():
             ports[port] = Signal(member.shape, name=f"{name}_{port}")
             kwargs[f"{'i' if member.flow == In else 'o'}_{port}"] = ports[port]
         m.submodules[name] = Instance(self._block_module, **kwargs)
@@ -316,8 +335,13 @@ class SystolicArray(wiring.Component):
                                                else grid[br - 1][bc].psum_next[c]),
                     ]
                 for k in range(b):
-                    m.d.comb += sub.moving_next[k].eq(self.moving_next[br * b + k] if bc == 0
-                                                      else line[bc - 1].moving_out_next[k])
+                    if bc == 0:
+                        m.d.comb += sub.moving_next[k].eq(self.moving_next[br * b + k])
+                        continue
+                    left = line[bc - 1].moving_out_next[k]
+                    m.d.comb += sub.moving_next[k].eq(left)
+                    if (bc * b) % self._col_group == 0:     # a column cell starts here
+                        m.d.comb += sub.moving_next[k].cskip.eq(_next_cell(left.cskip))
                 if br == len(grid) - 1:
                     m.d.comb += [self.psum[bc * b + c].eq(sub.psum[c]) for c in range(b)]
                     m.d.comb += [self.psum_next[bc * b + c].eq(sub.psum_next[c])
@@ -329,12 +353,20 @@ class SystolicArray(wiring.Component):
         return m
 
 
-def array_signature(rows, cols, *, edge_registers=False, width=OPERAND_WIDTH, mx=False):
+def _next_cell(cskip):
+    """A column-cell mask as the next cell's PEs read it: shifted down one bit (the bits
+    shifted in are never read: cell h reads bit 0 after h shifts)."""
+    value = Value.cast(cskip)
+    return Cat(value[1:], Const(0, 1))[:len(value)]
+
+
+def array_signature(rows, cols, *, edge_registers=False, width=OPERAND_WIDTH, mx=False,
+                    col_cells=1):
     """Port signature of a ``rows x cols`` :class:`SystolicArray` with ``width``-bit operand
     lanes, and the MX scales and mode bit with ``mx`` (wiring.Signature); with
     ``edge_registers`` (a sub-array) without ``moving`` and ``psum_in``, which such an array
     does not read."""
-    lanes = data.ArrayLayout(operand_lane_layout(width, mx), rows)
+    lanes = data.ArrayLayout(operand_lane_layout(width, mx, col_cells), rows)
     sums = data.ArrayLayout(PSUM_WIDTH, cols)
     members = {
         "en": In(1),

@@ -156,31 +156,42 @@ def stationary_layout(cols, width=OPERAND_WIDTH):
 
 
 def moving_layout(rows, width=OPERAND_WIDTH):
-    """Layout of one MultiplyMoving beat: one unskewed K-vector of the moving matrix.
+    """Layout of one MultiplyMoving beat: one unskewed K-vector of the moving matrix, or of
+    several matmuls running in tiles that share no PE row.
 
-    Beat ``n`` of a matmul carries ``moving[:, n]`` (``rows`` operand lanes of ``width``
-    bits, lanes ``>= K`` padded with zeros). A matmul is ``N`` beats (``N`` from the
+    Beat ``n`` of a matmul carries ``moving[:, n]`` in its tile's lanes (``rows`` operand
+    lanes of ``width`` bits; a matmul's lanes ``>= K`` padded with zeros) and sets
+    ``groups`` bit ``g`` for each row cell ``g`` of its tile (:func:`cell_grid`: the lanes
+    ``g * grain .. (g + 1) * grain - 1``). A matmul is ``N`` beats (``N`` from the
     command); the tile spends several cycles on one beat of a matmul with an FP32 operand
-    (``docs/numerics.md``, FP32 passes).
+    (``docs/numerics.md``, FP32 passes). One beat carries one column of every matmul in
+    flight that takes one in that cycle, and the first column of at most one more, the
+    oldest not started (``docs/tile.md``, concurrent tiles).
 
     """
     return data.StructLayout({
         "data": data.ArrayLayout(unsigned(width), rows),
+        "groups": cell_grid(rows)[0],
     })
 
 
 def result_layout(cols):
-    """Layout of one result beat: one PSUM entry, ``cols`` 32-bit lanes.
+    """Layout of one result beat: ``cols`` 32-bit lanes of PSUM entries.
 
     A matmul sends one beat per moving beat: PSUM entry ``offset + n`` of its bank after the
-    matmul wrote it. A READ sends the stored entries ``offset .. offset + N - 1``. Lanes are
-    INT32 or FP32 bit patterns (by the data type of the matmul that wrote them); ``last`` is
-    set on the final beat of each command.
+    matmul wrote it, in its tile's column cells (:func:`cell_grid`), each flagged in ``groups``
+    (bit ``h``: lanes ``h * grain .. (h + 1) * grain - 1`` hold a result); matmuls in flight
+    in other column cells share the beat. A READ sends the stored entries ``offset ..
+    offset + N - 1``, every cell. Lanes are INT32 or FP32 bit patterns (by the data type of
+    the matmul that wrote them); ``last`` bit ``h`` is set on the final beat of the command
+    in cell ``h``.
 
     """
+    count = cell_grid(cols)[0]
     return data.StructLayout({
         "data": data.ArrayLayout(unsigned(PSUM_WIDTH), cols),
-        "last": 1,
+        "groups": count,
+        "last": count,
     })
 
 
@@ -245,20 +256,27 @@ def status_layout():
 def tile_sizes(extent):
     """Tile sizes along a dimension of ``extent`` PEs (tuple of int, largest first): the
     extent, its half and its quarter, each where it divides the extent (golden:
-    ``tiles.tile_sizes``). A column tile's index in it is the token's ``span`` code."""
+    ``tiles.tile_sizes``)."""
     return tuple(extent // s for s in (1, 2, 4) if extent % s == 0)
 
 
+def cell_grid(extent):
+    """``(count, grain)``: a dimension of ``extent`` PEs is ``count`` cells of ``grain`` PEs,
+    the finest tile (:func:`tile_sizes`): every tile is whole cells. The moving stream's
+    ``groups`` name row cells, the result stream's column cells, and the loader keeps the
+    weight buffers' state per (row cell, column cell)."""
+    grain = min(tile_sizes(extent))
+    return extent // grain, grain
+
+
 def token_layout(psum_depth):
-    """What each beat in flight is, for the PSUM stage (StructLayout; internal to the tile:
-    the issue logic makes one per beat, the result path carries it ``rows + cols`` cycles).
+    """What each beat in flight is in one column cell, for the PSUM stage (StructLayout;
+    internal to the tile: the issue logic makes one per column cell per beat, the result
+    path carries them ``rows + cols`` cycles).
 
     ``valid``, ``last`` (final beat of its command), ``fp32`` (a float matmul: FP32 PSUM
     words), ``ftz``, ``accumulate``, ``read`` (a READ beat) and ``addr``, the flat PSUM
-    address ``bank * entries + entry`` (``range(psum_depth)``), then the PSUM partitions
-    it writes: ``span`` (the column tile's size: 0 every column, 1 a half, 2 a quarter of
-    them) and ``part`` (which half or quarter): 4 bits whatever the width, so the token
-    pipeline of ``rows + cols`` stages grows by 4 bits a stage.
+    address ``bank * entries + entry`` (``range(psum_depth)``).
     """
     return data.StructLayout({"valid": 1, "last": 1, "fp32": 1, "ftz": 1, "accumulate": 1,
-                              "read": 1, "addr": range(psum_depth), "span": 2, "part": 2})
+                              "read": 1, "addr": range(psum_depth)})

@@ -7,17 +7,17 @@ from amaranth.lib.wiring import In, Out
 
 from .array import load_lane_layout
 from .command_queue import COMMAND_QUEUE_DEPTH, load_request_signature
-from .layouts import OPERAND_WIDTH, SIZE_WIDTH, stationary_layout, tile_sizes
+from .layouts import OPERAND_WIDTH, SIZE_WIDTH, cell_grid, stationary_layout
 from .skew import SkewBuffer
 
 
 def buffer_cells(rows, cols):
     """The cells in which a tile of ``rows x cols`` PEs tracks its weight buffers:
     ``(row cells, column cells, rows per cell, columns per cell)``, a cell being the finest
-    tile (:func:`~.layouts.tile_sizes`); cell ``(g, h)`` is bit ``g * column cells + h`` of
+    tile (:func:`~.layouts.cell_grid`); cell ``(g, h)`` is bit ``g * column cells + h`` of
     a cell mask."""
-    grain_r, grain_c = min(tile_sizes(rows)), min(tile_sizes(cols))
-    return rows // grain_r, cols // grain_c, grain_r, grain_c
+    (row_cells, grain_r), (col_cells, grain_c) = cell_grid(rows), cell_grid(cols)
+    return row_cells, col_cells, grain_r, grain_c
 
 
 def buffer_control_signature(cells=1):
@@ -31,19 +31,20 @@ def buffer_control_signature(cells=1):
         loaded matmul's buffer ``sel`` in ``cells``, which go from loaded to in use at the
         clock edge.
     release : Out(1)
-        A matmul issues its last moving beat this cycle: buffer ``release_sel`` of
-        ``release_cells`` becomes free at the clock edge (after ``start``'s update, so a
-        one-beat matmul frees its buffer at once).
-    release_sel : Out(1)
-        The buffer the releasing matmul used.
+        Matmuls issue their last moving beat this cycle (several, in tiles that share no
+        PE): in each cell of ``release_cells``, buffer ``release_sel`` (that cell's bit)
+        becomes free at the clock edge (after ``start``'s update, so a one-beat matmul
+        frees its buffer at once).
+    release_sel : Out(cells)
+        Bit ``i``: the buffer the releasing matmul in cell ``i`` used.
     release_cells : Out(cells)
-        The cells of the releasing matmul's tile (a cell mask).
+        The cells of the releasing matmuls' tiles (a cell mask).
     sel : In(1)
         The buffer the next matmul uses (registered).
     cells : In(cells)
         The cells of the next matmul's tile (registered).
     """
-    return wiring.Signature({"start": Out(1), "release": Out(1), "release_sel": Out(1),
+    return wiring.Signature({"start": Out(1), "release": Out(1), "release_sel": Out(cells),
                              "release_cells": Out(cells), "sel": In(1), "cells": In(cells)})
 
 
@@ -104,12 +105,12 @@ class StationaryLoader(wiring.Component):
     load_row : Out(range(rows))
         The partition row the next stationary beat writes (registered; 0 bits when
         ``rows`` = 1; observation).
-    full : Out(2)
-        Bit ``b``: buffer ``b`` is loaded for a matmul that has not started, in some cell
-        (registered; observation).
-    busy : Out(2)
-        Bit ``b``: buffer ``b`` is used by a matmul still sending moving beats, in some cell
-        (registered; observation).
+    full : Out(2 * cells)
+        Bit ``2 * i + b``: buffer ``b`` of cell ``i`` is loaded for a matmul that has not
+        started (registered; observation).
+    busy : Out(2 * cells)
+        Bit ``2 * i + b``: buffer ``b`` of cell ``i`` is used by a matmul still sending
+        moving beats (registered; observation).
 
     Sizes come from a validated :class:`~.config.TileConfig` (the tile builds this
     component); they are not checked again here.
@@ -127,8 +128,8 @@ class StationaryLoader(wiring.Component):
             "load": Out(data.ArrayLayout(load_lane_layout(rows, width), cols)),
             "load_buf": Out(1),
             "load_row": Out(range(rows)),
-            "full": Out(2),
-            "busy": Out(2),
+            "full": Out(2 * self._cells),
+            "busy": Out(2 * self._cells),
         })
 
     def elaborate(self, platform):
@@ -199,7 +200,8 @@ class StationaryLoader(wiring.Component):
         for i in range(self._cells):
             for b in range(2):
                 head = start & (self.buffers.sel == b) & self.buffers.cells[i]
-                freed = release & (self.buffers.release_sel == b) & self.buffers.release_cells[i]
+                freed = (release & (self.buffers.release_sel[i] == b)
+                         & self.buffers.release_cells[i])
                 with m.If(load_done & (choice == b) & tile_cells[i]):
                     m.d.sync += full[i][b].eq(1)
                 with m.Elif(head):
@@ -210,8 +212,7 @@ class StationaryLoader(wiring.Component):
                     m.d.sync += busy[i][b].eq(1)
                 with m.If(~freed & self.en & (since[i][b] != rows)):
                     m.d.sync += since[i][b].eq(since[i][b] + 1)
-        m.d.comb += [self.full.eq(Cat(Cat(f[b] for f in full).any() for b in range(2))),
-                     self.busy.eq(Cat(Cat(x[b] for x in busy).any() for b in range(2)))]
+        m.d.comb += [self.full.eq(Cat(full)), self.busy.eq(Cat(busy))]
 
         # The load enters a column-skewed lane per column, one register behind the stream
         # like the moving operands, and writes PE[row][c] as it passes column c.
@@ -225,7 +226,7 @@ class StationaryLoader(wiring.Component):
         m.d.comb += [col_end.eq(request.col + request.m),
                      tile_end.eq(request.col + request.tcols)]
         with m.If(load_beat):
-            m.d.sync += [load_in.row.eq(request.row + load_row), load_in.buf.eq(choice)]
+            m.d.sync += load_in.row.eq(request.row + load_row)
             for c in range(cols):
                 value = self.stationary.payload.data[c]
                 m.d.sync += [
@@ -239,7 +240,7 @@ class StationaryLoader(wiring.Component):
             m.d.comb += [
                 load_skew.i[c].valid.eq(load_in.valid & load_cols[c]),
                 load_skew.i[c].row.eq(load_in.row),
-                load_skew.i[c].buf.eq(load_in.buf),
+                load_skew.i[c].buf.eq(load_buf),     # set with load_in, on the beat
                 load_skew.i[c].value.eq(load_values[c]),
                 self.load[c].eq(load_skew.o[c]),
             ]

@@ -22,7 +22,8 @@ from .mx_quad import MX_SCALE_BITS, MxQuad
 
 #: The mode bits that travel with a moving operand from PE to PE (``<name>_in`` ->
 #: ``<name>_out``), in the order of the array's operand lane layout (16-bit lanes).
-TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz", "transpose", "first")
+TRAVELLING = ("sel", "active", "hi", "stype", "mtype", "ftz", "transpose", "first",
+              "cskip")
 _SHAPES = {"sel": 1, "active": 1, "hi": 1, "ftz": 1, "transpose": 1, "first": 1, "step": 2,
            "mx": 1, "scale": MX_SCALE_BITS}
 #: The mode bits an MX PE adds to :data:`TRAVELLING`: the operand is an x4 word (``mx``) and
@@ -38,12 +39,13 @@ def travelling(width=OPERAND_WIDTH, mx=False):
             + (MX_TRAVELLING if mx else ()))
 
 
-def pe_signature(width=OPERAND_WIDTH, mx=False):
-    """Port signature of a :class:`ProcessingElement` with ``width``-bit operand lanes, and
-    the MX datapath's ports with ``mx`` (also the port list of its Verilog module;
-    wiring.Signature)."""
+def pe_signature(width=OPERAND_WIDTH, mx=False, col_cells=1):
+    """Port signature of a :class:`ProcessingElement` with ``width``-bit operand lanes, the
+    MX datapath's ports with ``mx``, and a ``col_cells``-bit column-cell mask (also the
+    port list of its Verilog module; wiring.Signature)."""
     bits = travelling(width, mx)
-    shapes = {**_SHAPES, "stype": lane_dtype(width), "mtype": lane_dtype(width)}
+    shapes = {**_SHAPES, "stype": lane_dtype(width), "mtype": lane_dtype(width),
+              "cskip": col_cells}
     return wiring.Signature({
         "en": In(1), "load_en": In(1), "load_buf": In(1), "load_data": In(width),
         **({"load_scale": In(MX_SCALE_BITS)} if mx else {}),
@@ -78,7 +80,7 @@ class ProcessingElement(wiring.Component):
         s          = p0 if chain_start or first_in else psum_in + p0
         psum_out   <- s + p1 if hi_in else s                 (active_in)
         psum_out   <- w, zero-extended                       (active_in and transpose_in)
-        psum_out   <- psum_in                                (row inactive: pass-through)
+        psum_out   <- psum_in          (row inactive, or column outside the tile: pass-through)
         psum_out   <- psum_in                  (wide: an FP32 product's steps 0-2, see below)
         moving_out and the mode bits <- the same inputs
 
@@ -121,6 +123,8 @@ class ProcessingElement(wiring.Component):
         whose product of a matmul with an FP32 operand is complete at step 3 (four passes of
         the same moving column; steps 0-2 pass ``psum_in`` down unchanged), of TF32 x TF32
         at step 0. The 8/16-bit types then use bits [15:0] of each lane.
+    col_cells : int
+        Bits of ``cskip`` (default 1): the tile's column cells (:func:`~.layouts.cell_grid`).
     mx : bool
         Build the MX datapath (default ``False``; NeuronCore-v4's quad-row MXFP8 step, four
         FP8 products per PE per cycle): 32-bit operand lanes and stationary registers (one
@@ -149,6 +153,11 @@ class ProcessingElement(wiring.Component):
     first_in : In(1)
         The operand's partition row is its row tile's first: the sum starts with the product
         (as ``chain_start``).
+    cskip_in : In(col_cells)
+        The column cells outside the operand's matmul's tile, this PE's cell first (bit 0):
+        the array shifts the mask down one bit where a column cell starts, so a PE outside
+        its operand's column tile passes the chain down (a row carries one matmul; those
+        columns are another matmul's, or nobody's).
     transpose_in : In(1)
         Transpose mode: an active row outputs ``w`` (bits unchanged, upper 16 bits zero;
         a PE without 16-bit types passes bits [7:0], the loader's zeroes above them; with
@@ -156,7 +165,7 @@ class ProcessingElement(wiring.Component):
     psum_in : In(32)
         Partial sum from the PE above (INT32 or FP32 bits).
     moving_out, sel_out, active_out, hi_out, stype_out, mtype_out, ftz_out, transpose_out,
-    first_out, psum_out : Out
+    first_out, cskip_out, psum_out : Out
         Registered operand, its mode bits, and the partial sum.
     mx_in, scale_in, mx_out, scale_out : In(1), In(8), Out(1), Out(8)
         With ``mx`` only: the operand is an x4 word, and its E8M0 block scale.
@@ -177,7 +186,7 @@ class ProcessingElement(wiring.Component):
     """
 
     def __init__(self, *, float_dtypes=tuple(FLOAT_FIELDS), double_row=True, int8=True,
-                 wide=False, mx=False):
+                 wide=False, mx=False, col_cells=1):
         self._float_dtypes = tuple(float_dtypes)
         self._double_row = bool(double_row)
         self._int8 = bool(int8)
@@ -190,7 +199,8 @@ class ProcessingElement(wiring.Component):
         if self._double_row and not set(DOUBLE_ROW_DTYPES) <= set(self._float_dtypes):
             raise ValueError("double_row needs E4M3 and E5M2 among float_dtypes")
         self._width = WIDE_WIDTH if self._wide or self._mx else OPERAND_WIDTH
-        super().__init__(pe_signature(self._width, self._mx))
+        self._col_cells = col_cells
+        super().__init__(pe_signature(self._width, self._mx, col_cells))
 
     @property
     def float_dtypes(self):
@@ -340,7 +350,7 @@ class ProcessingElement(wiring.Component):
             waiting = Signal()
             m.d.comb += waiting.eq(four_passes(stype, mtype)
                                    & (self.step_in != FP32_PASSES - 1))
-        with m.If(~self.active_in):
+        with m.If(~self.active_in | self.cskip_in[0]):
             m.d.comb += self.psum_next.eq(self.psum_in)
         with m.Elif(self.transpose_in):
             m.d.comb += self.psum_next.eq(weight[:8] if narrow else weight)

@@ -1,12 +1,12 @@
 """PSUM: the partial-sum memory behind the array, overwritten or accumulated per matmul."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .fp32_add import Fp32Adder
-from .layouts import PSUM_BANKS, PSUM_ENTRIES, PSUM_WIDTH, tile_sizes
+from .layouts import PSUM_BANKS, PSUM_ENTRIES, PSUM_WIDTH
 
 
 class Psum(wiring.Component):
@@ -19,15 +19,14 @@ class Psum(wiring.Component):
     ``column`` (INT32 wrapping add, or FP32 add with round-to-nearest-even when ``fp32``, with
     flush-to-zero when ``ftz``; ``stored + column`` in that order). ``write`` stores ``result``
     into entry ``addr`` at the clock edge. The memory starts as all zeros (INT32 0, FP32 +0).
-    Only the columns of the matmul's column tile take the new value (``span``: 0 every
-    column, 1 a half, 2 a quarter of them; ``part``: which one); in the others ``result`` is
-    the stored word, so the write leaves them as they were (a column tile writes its own
-    PSUM partitions, ``docs/numerics.md`` tiles choice 8).
+    The tile has one per column cell (:func:`~.layouts.cell_grid`), each with its own
+    address, so matmuls in different column tiles write their own PSUM partitions at once
+    (``docs/numerics.md``, tiles choices 8 and 9).
 
     Parameters
     ----------
     cols : int
-        Words per entry (the tile's columns), >= 1.
+        Words per entry (the columns of a column cell), >= 1.
     depth : int
         Entries over all banks, >= 1 (default 8 banks x 512, as on the real engine).
 
@@ -37,8 +36,6 @@ class Psum(wiring.Component):
     column : In(ArrayLayout(32, cols))
         Result column from the array (INT32 or FP32 bits).
     read, accumulate, fp32, ftz, write : In(1)
-    span, part : In(2)
-        The column tile (see above).
     result : Out(ArrayLayout(32, cols))
         The new PSUM entry.
 
@@ -56,8 +53,6 @@ class Psum(wiring.Component):
             "accumulate": In(1),
             "fp32": In(1),
             "ftz": In(1),
-            "span": In(2),
-            "part": In(2),
             "write": In(1),
             "result": Out(words),
         })
@@ -75,12 +70,7 @@ class Psum(wiring.Component):
         write = memory.write_port()
         m.d.comb += [read.addr.eq(self.addr), write.addr.eq(self.addr),
                      write.en.eq(self.write), write.data.eq(self.result)]
-        spans = tile_sizes(self._cols)
         for c in range(self._cols):
-            in_tile = Signal(name=f"in_tile_{c}")
-            m.d.comb += in_tile.eq((self.span == 0) | Cat(
-                (self.span == code) & (self.part == c // size)
-                for code, size in enumerate(spans) if code).any())
             adder = m.submodules[f"adder_{c}"] = Fp32Adder()
             int_sum = Signal(PSUM_WIDTH, name=f"int_sum_{c}")
             m.d.comb += [
@@ -88,7 +78,7 @@ class Psum(wiring.Component):
                 adder.b.eq(self.column[c]),
                 adder.ftz.eq(self.ftz),
                 int_sum.eq(read.data[c] + self.column[c]),
-                self.result[c].eq(Mux(self.read | ~in_tile, read.data[c],
+                self.result[c].eq(Mux(self.read, read.data[c],
                                       Mux(self.accumulate, Mux(self.fp32, adder.sum, int_sum),
                                           self.column[c]))),
             ]

@@ -15,6 +15,7 @@ from .issue import IssueLogic
 from .layouts import (
     OPERAND_WIDTH,
     DType,
+    cell_grid,
     command_layout,
     moving_layout,
     result_layout,
@@ -45,15 +46,16 @@ PROBES = {
                                           "(0 bits on a 1-row tile)"),
     "load_buf": ("loader", ("load_buf",), "stationary buffer the load under way writes"),
     "use_buf": ("loader", ("buffers", "sel"), "stationary buffer the next matmul uses"),
-    "full": ("loader", ("full",), "bit b: buffer b is loaded for a matmul that has not "
-                                  "started (in some PE)"),
-    "busy": ("loader", ("busy",), "bit b: buffer b is used by a matmul still sending moving "
-                                  "beats (in some PE)"),
+    "full": ("loader", ("full",), "bit 2 i + b: buffer b of buffer cell i is loaded for a "
+                                  "matmul that has not started"),
+    "busy": ("loader", ("busy",), "bit 2 i + b: buffer b of buffer cell i is used by a "
+                                  "matmul still sending moving beats"),
     "running": ("issue", ("running",), "a command has issued beats and not its last one"),
     "issuing_read": ("issue", ("read",), "the command issuing is a READ (while running)"),
     "advance": ("result", ("advance",), "the pipeline advances (low: a result is offered "
                                         "and not taken)"),
-    "psum_token": ("result", ("out_token",), "token_layout of the beat at the PSUM stage, "
+    "psum_token": ("result", ("out_token",), "token_layout per column cell of the beat at "
+                                             "the PSUM stage, "
                                              "whose result is offered"),
     "psum_write": ("result", ("write",), "PSUM write strobe"),
 }
@@ -136,7 +138,23 @@ def pe_for(config):
     dtypes = config_dtypes(_check_config(config))
     return ProcessingElement(float_dtypes=tuple(t for t in dtypes if t in FLOAT_FIELDS),
                              double_row=config.double_row, int8=DType.INT8 in dtypes,
-                             wide=config.wide)
+                             wide=config.wide, col_cells=cell_grid(config.cols)[0])
+
+
+def _array_options(config):
+    """The :class:`~.array.SystolicArray` options every array of ``config``'s tile takes:
+    lane width, and the column-cell mask's bits and cell width."""
+    col_cells, col_group = cell_grid(config.cols)
+    return {"width": config.operand_width, "col_cells": col_cells, "col_group": col_group}
+
+
+def block_array(config, block, pe_module):
+    """The ``block x block`` sub-array a tile of ``config`` is built of with ``block``
+    (:class:`~.array.SystolicArray` of PE instances of ``pe_module``, ``edge_registers``),
+    to convert on its own (Verilog generation emits it once beside the tile)."""
+    options = _array_options(_check_config(config))
+    options["col_group"] = min(options["col_group"], block)
+    return SystolicArray(block, block, pe_module=pe_module, edge_registers=True, **options)
 
 
 def _component_makers(config):
@@ -283,7 +301,7 @@ class Tile(wiring.Component):
         # Built here so that a bad grid option is refused by the constructor.
         self._array = SystolicArray(rows, cols, pe_module=pe_module, block=block,
                                     block_module=block_module, pe=lambda: pe_for(config),
-                                    width=config.operand_width)
+                                    **_array_options(config))
         self._components = _components(config)
         self._component_modules = dict(component_modules or {})
         unknown = set(self._component_modules) - set(self._components)
@@ -361,7 +379,7 @@ class Tile(wiring.Component):
             array.load.eq(loader.load),
             array.moving.eq(issue.operands),
             array.moving_next.eq(issue.operands_next),     # what a blocked array reads
-            result.token.eq(issue.token),
+            result.tokens.eq(issue.tokens),
             result.column.eq(array.psum),
             array.en.eq(result.advance),
             loader.en.eq(result.advance),

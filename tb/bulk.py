@@ -57,8 +57,9 @@ def resident_depth(rows, cols, command_width, lane_width=16):
     def words(bits):
         return (bits + 31) // 32
 
-    per_beat = 4 * (words(command_width) + words(lane_width * cols) + words(lane_width * rows)
-                    + words(32 * cols + 1) + 3)
+    per_beat = 4 * (words(command_width) + words(lane_width * cols)
+                    + words(moving_layout(rows, lane_width).size)
+                    + words(result_layout(cols).size) + 3)
     return max(MIN_DEPTH, 1 << int(math.log2(RESIDENT_BYTES // per_beat)))
 
 
@@ -97,8 +98,11 @@ class BulkProgram:
                          "results": LayoutPacker(result_layout(cols))}
         self._commands = []              # command beats (dicts of ints)
         self._stationary = []            # uint16 (uint32: 32-bit lanes) [K, cols] per matmul
-        self._moving = []                # uint16 (uint32: 32-bit lanes) [N, rows] per matmul
-        self.stationary_count = self.moving_count = 0
+        self._program = []               # every Command, in order
+        self._moving = {}                # command index -> [N, rows] moving lanes (uint16;
+                                         # uint32: 32-bit lanes)
+        self._plan = None                # (commands, moving data, groups), once packed
+        self.stationary_count = 0
         #: Status the harness reported: (rejected count, last error code), after check().
         self.status = None
         self._staged = []   # prepared matmuls whose golden model is still to come
@@ -138,10 +142,10 @@ class BulkProgram:
             if self._noise is not None:
                 s_bits, m_bits = self._scribble(item["command"], s_bits, m_bits)
             self._add_command(command)
+            self._moving[len(self._program)] = m_bits
+            self._program.append(item["command"])
             self._stationary.append(s_bits)
-            self._moving.append(m_bits)
             self.stationary_count += len(s_bits)
-            self.moving_count += len(m_bits)
 
     def _scribble(self, command, s_bits, m_bits):
         """Random bits where the tile must ignore them (see ``noise``)."""
@@ -178,6 +182,7 @@ class BulkProgram:
             raise RuntimeError("commit the staged matmuls before a READ or another command")
         record, beat = self.model.submit_command(command)
         self._add_command(beat)
+        self._program.append(command)
         return record
 
     def drop_stationary(self):
@@ -189,10 +194,27 @@ class BulkProgram:
         """Command beats of the program (int)."""
         return len(self._commands)
 
+    def _packed(self):
+        """``(moving data, groups)`` of the program's moving beats, packed as the host
+        sends them (matmuls in flight together share beats), and the model's
+        :attr:`~TileModel.events` and :attr:`~TileModel.moving_owners` for the check."""
+        if self._plan is None or self._plan[0] != len(self._program):
+            data, groups = self.model.pack(self._program, self._moving)
+            self.model.events = self.model.result_events(self._program)
+            self.model.moving_owners = self.model.beat_owners(self._program)
+            self._plan = (len(self._program), data, groups)
+        return self._plan[1:]
+
+    @property
+    def moving_count(self):
+        """Moving beats of the program, packed (int)."""
+        return len(self._packed()[0])
+
     @property
     def result_count(self):
         """Result beats the program expects, staged matmuls' included (int)."""
-        return self.model.result_count + sum(item["command"].n for item in self._staged)
+        self._packed()
+        return self.model.result_count
 
     @property
     def depth(self):
@@ -209,7 +231,8 @@ class BulkProgram:
         contents = {
             "commands": (self.command_count, commands),
             "stationary": (self.stationary_count, {"data": _stack(self._stationary, self.cols)}),
-            "moving": (self.moving_count, {"data": _stack(self._moving, self.rows)}),
+            "moving": (self.moving_count, dict(zip(("data", "groups"), self._packed(),
+                                                   strict=True))),
         }
         files = {}
         for name, (beats, values) in contents.items():
@@ -253,11 +276,11 @@ class BulkProgram:
         else:
             results = {"data": np.zeros((0, self.cols), np.uint64),
                        "last": np.zeros(0, np.uint64)}
-        lanes, last = results["data"].astype(np.uint32), results["last"].astype(bool)
+        lanes, last = results["data"].astype(np.uint32), results["last"].astype(np.int64)
         rstamps = stamps("rstamps.hex")
         count = min(len(lanes), len(rstamps))
-        self.scoreboard.observe_block(lanes[:count], last[:count])
-        self.model.on_results(lanes[:count], rstamps[:count])
+        self._packed()
+        self.model.on_results(lanes[:count], rstamps[:count], last[:count])
         self.model.stamp(stamps("cstamps.hex"), stamps("mstamps.hex"))
         if status is not None:
             self.status = tuple(status)

@@ -17,7 +17,9 @@ module systolica_harness #(
     parameter integer COLS = 8,
     parameter integer DEPTH = 4096,
     parameter integer CW = 77,          // command_layout().size
-    parameter integer LW = 16           // operand lane width (32 with TF32 / FP32)
+    parameter integer LW = 16,          // operand lane width (32 with TF32 / FP32)
+    parameter integer MW = 8 * 16 + 2,  // moving_layout(ROWS, LW).size (lanes, row cells)
+    parameter integer RW = 8 * 32 + 4   // result_layout(COLS).size (lanes, cells, last)
 ) (
     input  wire clk,
     input  wire rst,
@@ -32,8 +34,6 @@ module systolica_harness #(
     output wire [3:0]  error
 );
     localparam integer SW = COLS * LW;
-    localparam integer MW = ROWS * LW;
-    localparam integer RW = COLS * 32 + 1;
 
     reg [CW-1:0] c_mem [0:DEPTH-1];
     reg [31:0]   c_stamp [0:DEPTH-1];

@@ -8,6 +8,7 @@ beats, no results). It is shared by the per-cycle TB (:mod:`systolica.tb.tile_tb
 bulk-stimulus harness (:mod:`systolica.tb.bulk`).
 """
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,8 +17,10 @@ from systolica.golden import (
     PSUM_BANKS,
     PSUM_ENTRIES,
     Command,
+    Tile,
     check_tile,
     command_error,
+    command_schedule,
     format_of,
     nc_matmul,
     nc_matmul_batch,
@@ -25,7 +28,8 @@ from systolica.golden import (
     psum_accumulate,
 )
 from systolica.golden.command import DTYPES
-from systolica.hdl.layouts import DType, ErrorCode, Op
+from systolica.golden.timing import moving_beats
+from systolica.hdl.layouts import DType, ErrorCode, Op, cell_grid
 
 from .scoreboard import TRANSPOSED
 
@@ -44,6 +48,7 @@ class CommandRecord:
     error: str | None               # predicted rejection, or None
     expected: np.ndarray | None     # uint32 bit patterns [cols, N]
     results: list = field(default_factory=list)
+    last_flags: list = field(default_factory=list)      # each result beat's ``last``
     accept: int | None = None        # cycle the command beat was taken
     issues: list = field(default_factory=list)          # moving-beat accept cycles
     result_cycles: list = field(default_factory=list)   # result-beat cycles
@@ -128,6 +133,14 @@ def tile_fields(command):
     return {"tiled": 1, "tile_row": row, "tile_col": col, "tile_rows": rows, "tile_cols": cols}
 
 
+def _tile(command, rows, cols):
+    """The :class:`~systolica.golden.Tile` a command occupies (the whole array but for a
+    tiled matmul)."""
+    if command.op == "matmul" and command.tile_position is not None:
+        return Tile(*command.tile_position, *command.tile_size)
+    return Tile(0, 0, rows, cols)
+
+
 def _hex_list(values, limit=8):
     text = " ".join(f"{int(v):04x}" for v in values[:limit])
     return text + (" ..." if len(values) > limit else "")
@@ -173,10 +186,13 @@ class TileModel:
         self._psum_dtype = np.full((banks, entries), "int8", dtype=object)
         #: Submitted commands, in order (rejected ones included).
         self.records = []
-        self._owners = []           # (record index, result beats) per command with results
-        self._owner_starts = None
-        #: Result beats the commands so far expect (int).
-        self.result_count = 0
+        #: Per expected result beat, in order: the indices of the records it carries results
+        #: of (matmuls in flight together share beats; :meth:`plan`).
+        self.events = []
+        #: Per moving beat, in order: the indices of the records whose column it carries.
+        self.moving_owners = []
+        self._planned = 0           # records planned (their beats packed) so far
+        self._fed = 0               # records handed to the scoreboard so far
         self._matmul_count = 0
 
     @property
@@ -434,11 +450,10 @@ class TileModel:
                     f"moving[:, {c}] = "
                     f"{_hex_list(lane_bits(moving, tile.rows, double_row)[:, c])}")
 
-        self.scoreboard.expect_block(record.index, golden.T, dtype=psum_dtype,
+        lanes = self._lanes(record)
+        self.scoreboard.expect_block(record.index, golden[lanes].T, dtype=psum_dtype,
                                      macs=0 if command.is_transpose else k * m,
-                                     describe=describe)
-        self._owners.append((record.index, n))
-        self.result_count += n
+                                     describe=lambda lane, c: describe(lane + lanes.start, c))
         return record
 
     def submit_command(self, command):
@@ -470,8 +485,6 @@ class TileModel:
 
         self.scoreboard.expect_block(record.index, words.T, dtype=dtypes.astype(str),
                                      describe=describe)
-        self._owners.append((record.index, command.n))
-        self.result_count += command.n
         return record, command_beat(command)
 
     def read(self, *, n, bank=0, offset=0):
@@ -509,52 +522,143 @@ class TileModel:
         return len(rejected) % 65536, code.value
 
     def _lanes(self, record):
-        """PSUM lanes a record keeps (slice): its M partitions for a matmul (from its tile's
-        first column), every column for a READ."""
-        if record.op != "matmul":
+        """PSUM lanes a record's result beats carry (slice): its tile's columns for a
+        matmul (its M partitions first), every column for a READ."""
+        if record.op != "matmul" or record.command.tile_position is None:
             return slice(0, self.cols)
-        start = record.command.tile_position[1] if record.command.tile_position else 0
-        return slice(start, start + record.m)
+        start, size = record.command.tile_position[1], record.command.tile_size[1]
+        return slice(start, start + size)
+
+    def beat_owners(self, commands):
+        """Per moving beat of a program as the host packs them, the indices of the matmuls
+        whose next column it carries (list of tuples;
+        :func:`~systolica.golden.timing.moving_beats` on this tile)."""
+        return moving_beats(self.rows, self.cols, commands, banks=self.banks,
+                            entries=self.entries, dtypes=self.dtypes,
+                            double_row=self.double_row)
+
+    def pack(self, commands, bits):
+        """The MultiplyMoving beats of a program as the host packs them
+        (:func:`~systolica.golden.timing.moving_beats`): ``(data, groups)``, ``data``
+        ``[beats, rows]`` lanes (each matmul's in its tile's rows) and ``groups``
+        ``[beats]`` the row-cell masks, from ``bits``: ``{command index: its [N, rows]
+        moving lanes}`` (what :meth:`stimulus` returns, for every legal matmul of
+        ``commands``)."""
+        beats = self.beat_owners(commands)
+        data = np.zeros((len(beats), self.rows), self.lane_dtype)
+        groups = np.zeros(len(beats), np.int64)
+        count, grain = cell_grid(self.rows)
+        column = dict.fromkeys(bits, 0)
+        for i, names in enumerate(beats):
+            for j in names:
+                rows = _tile(commands[j], self.rows, self.cols).row_range
+                data[i, rows] = bits[j][column[j], rows]
+                groups[i] |= sum(1 << g for g in range(count) if g * grain in rows)
+                column[j] += 1
+        return data, groups
+
+    def result_events(self, commands):
+        """Per result beat of a program, in order, the indices of the commands it carries
+        results of (list of tuples): a matmul's beat joins those of the matmuls in flight
+        beside it (their results leave together: every tile's take ``rows + cols``)."""
+        schedule = command_schedule(self.rows, self.cols, commands, banks=self.banks,
+                                    entries=self.entries, dtypes=self.dtypes,
+                                    double_row=self.double_row)
+        cycles = defaultdict(list)
+        for j, timing in enumerate(schedule):
+            for cycle in timing.results:
+                cycles[cycle].append(j)
+        return [tuple(cycles[cycle]) for cycle in sorted(cycles)]
+
+    def plan(self, bits):
+        """Pack the records submitted since the last plan as a program of their own (it
+        starts when everything before it is done): their expected result beats join
+        :attr:`events`; returns their moving beats as :meth:`pack` does, ``bits`` keyed by
+        record index."""
+        start, records = self._planned, self.records[self._planned:]
+        self._planned = len(self.records)
+        commands = [r.command for r in records]
+        self.events += [tuple(start + j for j in beat)
+                        for beat in self.result_events(commands)]
+        self.moving_owners += [tuple(start + j for j in beat)
+                               for beat in self.beat_owners(commands)]
+        return self.pack(commands, {j - start: b for j, b in bits.items() if j >= start})
+
+    @property
+    def result_count(self):
+        """Result beats the planned commands expect (int)."""
+        return len(self.events)
 
     @property
     def result_owner(self):
-        """Record index of every expected result beat, in order (list of int)."""
-        return [index for index, count in self._owners for _ in range(count)]
+        """Per expected result beat, the record indices it carries (list of tuples;
+        :meth:`plan` first)."""
+        return list(self.events)
 
-    def on_result(self, position, lanes, cycle):
-        """Record result beat number ``position`` (0-based) for its command (per-cycle TB;
-        beats arrive in order)."""
-        if position < self.result_count:
-            record = self.records[self._owner_of(position)]
+    def on_result(self, position, lanes, cycle, last=0):
+        """Record result beat number ``position`` (0-based; ``lanes`` its ``cols`` words,
+        ``last`` its per-cell flags) for the commands it carries (per-cycle TB; beats
+        arrive in order), and hand every command complete by then to the scoreboard, in
+        command order."""
+        if position >= len(self.events):
+            self.scoreboard.observe(list(lanes), bool(last))     # unexpected: counted
+            return
+        for j in self.events[position]:
+            record = self.records[j]
             record.results.append(list(lanes[self._lanes(record)]))
             record.result_cycles.append(cycle)
+            record.last_flags.append(bool(last >> (self._lanes(record).start
+                                                   // cell_grid(self.cols)[1]) & 1))
+        self._feed()
 
-    def _owner_of(self, position):
-        if self._owner_starts is None or len(self._owner_starts) != len(self._owners):
-            self._owner_starts = np.cumsum([0] + [count for _, count in self._owners])
-        return self._owners[int(np.searchsorted(self._owner_starts, position, "right")) - 1][0]
-
-    def on_results(self, lanes, cycles):
-        """Hand every captured result beat to its command at once (bulk harness): ``lanes``
-        ``[beats, cols]`` uint32, ``cycles`` ``[beats]``; beats past the expected ones are
-        ignored here (the scoreboard counts them)."""
-        position = 0
+    def on_results(self, lanes, cycles, last):
+        """Hand every captured result beat to its commands at once (bulk harness, which
+        sets :attr:`events` from :meth:`result_events`): ``lanes`` ``[beats, cols]``
+        uint32, ``cycles`` and ``last`` (per-cell flags) ``[beats]``; beats past the
+        expected ones go to the scoreboard as unexpected."""
         cycles = np.asarray(cycles, np.int64).tolist()
-        for index, count in self._owners:
-            record = self.records[index]
-            record.results = lanes[position:position + count, self._lanes(record)]
-            record.result_cycles = cycles[position:position + count]
-            position += count
+        last = np.asarray(last, np.int64).tolist()
+        grain = cell_grid(self.cols)[1]
+        rows = defaultdict(list)
+        for position, names in enumerate(self.events[:len(lanes)]):
+            for j in names:
+                rows[j].append(position)
+        for j, positions in rows.items():
+            record = self.records[j]
+            cell = self._lanes(record).start // grain
+            record.results = lanes[positions, self._lanes(record)]
+            record.result_cycles = [cycles[p] for p in positions]
+            record.last_flags = [bool(last[p] >> cell & 1) for p in positions]
+        self._feed()
+        extra = lanes[len(self.events):]
+        if len(extra):
+            self.scoreboard.observe_block(extra, np.asarray(last[len(self.events):]) != 0)
 
-    def stamp(self, command_cycles, moving_cycles):
-        """Set each record's command accept cycle and its matmul's moving accept cycles."""
+    def _feed(self):
+        """Hand the records whose result beats have all arrived to the scoreboard, in
+        command order (its expectations are in that order)."""
+        while self._fed < len(self.records):
+            record = self.records[self._fed]
+            if record.error is None and len(record.results) < record.n:
+                return
+            if record.error is None:
+                self.scoreboard.observe_block(np.asarray(record.results, np.uint64),
+                                              record.last_flags)
+            self._fed += 1
+
+    def stamp(self, command_cycles, moving_cycles, owners=None):
+        """Set each record's command accept cycle and its matmul's moving accept cycles
+        (``moving_cycles``: one per moving beat, whose records ``owners`` names, default
+        :attr:`moving_owners`)."""
         for record, cycle in zip(self.records, command_cycles, strict=False):
             record.accept = int(cycle)
-        position = 0
-        moving_cycles = np.asarray(moving_cycles, np.int64).tolist()
         for record in self.matmuls:
-            record.issues = moving_cycles[position:position + record.n]
-            position += record.n
+            record.issues = []
+        owners = self.moving_owners if owners is None else owners
+        for names, cycle in zip(owners, np.asarray(moving_cycles, np.int64).tolist(),
+                                strict=False):
+            for j in names:
+                self.records[j].issues.append(cycle)
 
     def results(self, record):
         """The PSUM the RTL produced for ``record``: [M, N] (matmul) or [cols, N] (READ),
@@ -566,6 +670,8 @@ class TileModel:
         lanes = self._lanes(record)
         bits = np.asarray(record.results, dtype=np.uint32).reshape(
             -1, lanes.stop - lanes.start).T
+        if record.op == "matmul":
+            bits = bits[:record.m]
         if record.psum_dtype == TRANSPOSED:
             if record.op == "read":
                 return bits

@@ -6,6 +6,7 @@ import pickle
 import random
 import tempfile
 
+import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly
 
@@ -105,6 +106,7 @@ class TileTB:
         #: (``$SYSTOLICA_COVERAGE``, see :meth:`check`).
         self._coverage = os.environ.get(protocol.COVERAGE)
         self._operands = {}
+        self._moving_bits = {}      # record index -> its moving lanes, until run() packs them
         #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
         self.finished = 0
@@ -135,8 +137,7 @@ class TileTB:
         self.command.send(command)
         for beat in self._packers["stationary"].pack_ints(len(s_bits), data=s_bits):
             self.stationary.send(beat)
-        for beat in self._packers["moving"].pack_ints(len(m_bits), data=m_bits):
-            self.moving.send(beat)
+        self._moving_bits[record.index] = m_bits    # packed with the rest at run()
         return record
 
     def submit_command(self, command):
@@ -164,9 +165,8 @@ class TileTB:
 
     def _on_result(self, raw, cycle):
         beat = self._packers["result"].unpack_ints([raw])
-        lanes = [int(v) for v in beat["data"][0]]
-        self.scoreboard.observe(lanes, bool(beat["last"][0]))
-        self.model.on_result(self.result.received - 1, lanes, cycle)
+        lanes = np.array([int(v) for v in beat["data"][0]], np.uint64)
+        self.model.on_result(self.result.received - 1, lanes, cycle, int(beat["last"][0]))
 
     # ---- clock loop -----------------------------------------------------------------------
     def cycle_budget(self):
@@ -193,6 +193,10 @@ class TileTB:
         extra result beat would still reach the scoreboard (as "unexpected").
         :attr:`finished` is the cycle after the last expected result.
         """
+        data, groups = self.model.plan(self._moving_bits)
+        self._moving_bits = {}
+        for beat in self._packers["moving"].pack_ints(len(data), data=data, groups=groups):
+            self.moving.send(beat)
         budget = self.cycle_budget() if max_cycles is None else max_cycles
         start = self.cycle
         while self.scoreboard.outstanding or self.command.pending:

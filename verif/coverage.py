@@ -24,7 +24,8 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
   for a slot);
 - ``stall``: the idle and backpressure levels; ``read``: READ bank x region (from entry 0,
   inside, up to the bank's end); ``tile``: square, wider or taller tiles; ``placement``:
-  a legal matmul on the whole array, in a row tile, a column tile, or both.
+  a legal matmul on the whole array, in a row tile, a column tile, or both;
+  ``concurrent``: 1 to 4 matmuls in flight at once (tiles that share no PE row or column).
 
 :data:`REMOVED` lists the bins left out, each with the reason. ``python -m
 systolica.verif.coverage`` (``make coverage``) runs a seeded fuzz sample with coverage
@@ -110,6 +111,8 @@ _tile = _point("tile", TILE_SHAPES)
 #: Where a legal matmul runs (the command's tile_position / tile_size).
 PLACEMENTS = ("whole array", "row tile", "column tile", "row and column tile")
 _placement = _point("placement", PLACEMENTS)
+#: Matmuls in flight in one cycle (issuing a column), 1 to 4 (tiles sharing no lane).
+_concurrent = _point("concurrent", range(1, 5))
 
 
 def placement(command, rows, cols):
@@ -325,6 +328,19 @@ def sample_program(report, records, operands, predicted):
             _sample_adds(s_bits, m_bits)
     for n in queue_occupancy(records, predicted) if predicted is not None else ():
         _queue(n)
+    for n in in_flight(records, predicted) if predicted is not None else ():
+        _concurrent(n)
+
+
+def in_flight(records, predicted):
+    """The numbers of legal matmuls in flight together (between their first and last
+    column's cycles) that the program reached, each once (sorted list of int)."""
+    spans = sorted((p.issues[0], p.issues[-1]) for r, p in zip(records, predicted, strict=True)
+                   if r.error is None and r.op == "matmul" and p.issues)
+    out = set()
+    for start, _ in spans:
+        out.add(sum(1 for a, b in spans if a <= start <= b))
+    return sorted(out)
 
 
 def sample_dump(path):

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from systolica.golden import FORMATS, Command, command_schedule, operand_formats
+from systolica.golden import FORMATS, Command, command_schedule, finest_tile, operand_formats
 from systolica.golden import tile_sizes as golden_tile_sizes
 from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH, unpaired_command
 from systolica.golden.formats import DOUBLE_ROW_TYPES, WIDE_FORMATS
@@ -73,6 +73,11 @@ TRANSPOSES = 0.1
 #: Share of the legal matmuls that the second generator puts in a row/column tile that
 #: holds them (see :func:`random_tile`).
 TILES = 0.15
+#: Share of the legal matmuls with which the second generator starts a run of matmuls in
+#: the array's finest tiles (:func:`~systolica.golden.finest_tile`), each sharing no PE row
+#: or column with those just before it, so that several are in flight at once; the run's
+#: length is drawn from :data:`CONCURRENT_RUN`.
+CONCURRENT, CONCURRENT_RUN = 0.04, (4, 13)
 #: Share of the legal matmuls that the third generator replaces with a TF32/FP32 command
 #: (see :func:`wide_item`) on a tile generated with the ``fp32`` type set, and on a tile
 #: without it (where each is the illegal command ``TYPE_NOT_BUILT`` rejects).
@@ -579,7 +584,10 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     (:func:`transpose_operands`), a quarter of them refused for their mode
     (:func:`_refused_transpose`), and :data:`TILES` of the other legal matmuls run in a
     random row/column tile that holds them (:func:`random_tile`; the items then carry
-    ``is_transpose``, ``tile_position`` and ``tile_size``).
+    ``is_transpose``, ``tile_position`` and ``tile_size``); with :data:`CONCURRENT` of them
+    a run of matmuls starts whose K and M are cut to the finest tile and which take the
+    finest tiles in turn (:func:`~systolica.golden.finest_tile`), so that up to four run at
+    once.
 
     ``wide``: a third generator (None: off) that replaces ``wide_share`` of the legal
     matmuls, after the other two have drawn them (so their streams, and the other commands,
@@ -593,6 +601,7 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
         # carry that flips back and forth must stop on the wrong side in some program.
         burst = int(noise.integers(BURST // 4, BURST + 1))
     out.extend(_illegal(noise or rng, rows, cols) for _ in range(burst or 0))
+    run_left = slot = 0          # a run of matmuls in the finest tiles, and its next tile
     for _ in range(count):
         draw = rng.random()
         if draw < 0.3:
@@ -631,7 +640,14 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
             ftz = bool(noise.random() < 0.3)
         if perf_mode is not None and k < rows:
             s, v = s[:k], v[:k]         # below full height: a double-row matmul with K <= rows
-        if noise is not None and noise.random() < TRANSPOSES:
+        if noise is not None and not run_left and noise.random() < CONCURRENT:
+            run_left, slot = int(noise.integers(*CONCURRENT_RUN)), 0
+        if run_left and perf_mode is None:
+            position, size = finest_tile(rows, cols, slot)
+            run_left, slot = run_left - 1, slot + 1
+            s, v = s[:size[0], :size[1]], v[:size[0]]
+            item = (s, v, accumulate, ftz, bank, offset, None, False, position, size)
+        elif noise is not None and noise.random() < TRANSPOSES:
             if noise.random() < 0.25:
                 item = _refused_transpose(noise, k, m, n, bank, offset)
             else:

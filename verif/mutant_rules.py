@@ -394,18 +394,20 @@ VALUE_RANGES = (
                      "(fp32_add.py `mag.eq(Mux(self.ftz & (exp == 0), 0, x[0:31]))`, "
                      "`l_mag.eq(Mux(swap, b_mag, a_mag))`) copy them or are 0")
       for w in ("a", "b", "a_mag", "b_mag", "l_mag", "s_mag")),
-    ValueRange(("issue",), "in_mode",
-               zero_bits=lambda rows: tuple(range(_K.offset + (2 * rows).bit_length(),
-                                                  _K.offset + _K.width)),
-               why=f"in_mode.k (issue.MODE_LAYOUT: in_mode's bits {_K.offset}.."
-                   f"{_K.offset + _K.width - 1} after {', '.join(_BEFORE_K)}) is written only "
-                   "on an issue (issue.py `m.d.sync += in_mode.k.eq(beat_k)`), from beat_k "
-                   "(issue.py `beat_k.eq(Mux(running, cur_k, Mux(head_read, 0, head.k)))`: a "
-                   "running command's cur_k, 0 for a READ, or the head's K); a queued matmul "
-                   "passed K_RANGE (command_queue.py `k_limit.eq(Mux(command.double_row, 2 * "
-                   "rows, rows))`: 1 <= K <= 2 x rows for double-row, <= rows otherwise), so "
-                   "in_mode.k <= 2 x rows and its bits from (2 x rows).bit_length() up are 0 "
-                   "(and in_mode starts at 0)"),
+    *(ValueRange(("issue",), f"mode_{g}",
+                 zero_bits=lambda rows: tuple(range(_K.offset + (2 * rows).bit_length(),
+                                                    _K.offset + _K.width)),
+                 why=f"mode_{g}.k (issue.MODE_LAYOUT: the row cell's mode bits {_K.offset}.."
+                     f"{_K.offset + _K.width - 1} after {', '.join(_BEFORE_K)}) is written "
+                     "only on an issue in its row cell (issue.py `m.d.sync += mode.eq(owner)`), "
+                     "from the issuing slot's K (issue.py `m.d.comb += [owner[name].eq(cur[name]) "
+                     "for name in mode_bits]`), which a slot takes from the head that starts in "
+                     "it (issue.py `\"k\": head.k`); a queued matmul passed K_RANGE "
+                     "(command_queue.py `k_limit.eq(Mux(command.double_row, 2 * rows, rows))`: "
+                     "1 <= K <= 2 x rows for double-row, <= rows otherwise), so mode.k <= 2 x rows "
+                     "and its bits from (2 x rows).bit_length() up are 0 (and the mode starts at "
+                     "0)")
+      for g in range(4)),
 )
 
 

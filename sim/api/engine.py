@@ -106,6 +106,9 @@ class TileProgram:
     is_transpose : bool
         Every problem a transpose on the tile (``stationary`` the data [P, F], ``moving``
         the [P, P] identity; :func:`systolica.sim.api.tiling.tiled_jobs`).
+    concurrent : bool
+        Problems that are one matmul fitting the array's finest tile run in such tiles in
+        turn, up to four at once (:func:`systolica.sim.api.tiling.concurrent_placement`).
     priority : int
         Among programs waiting for a worker, higher runs first (Dask's task priority). A
         model run gives earlier steps of the model higher priorities, so that of two
@@ -123,6 +126,7 @@ class TileProgram:
     perf_mode: str | None = None
     priority: int = 0
     is_transpose: bool = False
+    concurrent: bool = False
 
     @property
     def rows(self):
@@ -149,7 +153,8 @@ def execute(program):
     outcome = run_tiled_program(program.problems, config=program.config,
                                 simulator=program.simulator, build_root=program.build_root,
                                 perf_mode=program.perf_mode,
-                                is_transpose=program.is_transpose)
+                                is_transpose=program.is_transpose,
+                                concurrent=program.concurrent)
     return replace(outcome, key=program.key)
 
 

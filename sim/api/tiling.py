@@ -30,7 +30,7 @@ import os
 import resource
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from systolica.golden import (
     PSUM_ENTRIES,
     check_operands,
     check_positive,
+    finest_tile,
     fold,
     format_of,
     fp32_add,
@@ -50,6 +51,7 @@ from systolica.golden import (
     operand_formats,
     wrap_int32,
 )
+from systolica.golden.timing import TileOp
 from systolica.sim.api.runs import Matmul, run_program, tile_config
 
 
@@ -446,9 +448,46 @@ def _children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def concurrent_placement(problems, rows, cols, perf_mode=None, is_transpose=False):
+    """Where each problem of a program runs when small ones run at once: per problem, the
+    ``(tile_position, tile_size)`` of its one matmul in the array's finest tiles in turn
+    (:func:`systolica.golden.finest_tile`: consecutive ones share no PE row or column, so
+    up to four are in flight), or None for a problem that takes more than one matmul or
+    does not fit a finest tile (it runs on the whole array). FP8 double-row matmuls keep
+    the whole array (their tiles must be full width)."""
+    out, slot = [], 0
+    for stationary, moving in problems:
+        position, size = finest_tile(rows, cols, slot)
+        (k, m), n = stationary.shape, moving.shape[1]
+        fits = (perf_mode is None and k <= size[0] and m <= size[1]
+                and len(plan(k, m, n, rows, cols, is_transpose=is_transpose)) == 1
+                and n <= PSUM_ENTRIES)
+        out.append((position, size) if fits else None)
+        slot += fits
+    return out
+
+
+def program_tile_ops(problems, rows, cols, perf_mode=None, is_transpose=False,
+                     concurrent=False):
+    """The :class:`~systolica.golden.timing.TileOp` of every matmul of a program of
+    ``problems`` (as :func:`run_tiled_program` runs them), for
+    :func:`systolica.golden.tiled_program_cycles`."""
+    places = (concurrent_placement(problems, rows, cols, perf_mode, is_transpose)
+              if concurrent else [None] * len(problems))
+    ops = []
+    for (stationary, moving), place in zip(problems, places, strict=True):
+        (k, m), n = stationary.shape, moving.shape[1]
+        tile = dict(zip(("tile_position", "tile_size"), place or (None, None), strict=True))
+        for b in plan(k, m, n, rows, cols, perf_mode=perf_mode, is_transpose=is_transpose):
+            ops += [TileOp(k=k1 - k0, n=b.n1 - b.n0, dtype=format_of(stationary.dtype).name,
+                           moving_dtype=format_of(moving.dtype).name, perf_mode=perf_mode,
+                           is_transpose=is_transpose, **tile) for k0, k1 in b.slabs]
+    return ops
+
+
 def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator="verilator",
                       ftz=False, build_root=None, waves=False, progress=None,
-                      perf_mode=None, is_transpose=False):
+                      perf_mode=None, is_transpose=False, concurrent=False):
     """Run several ``stationary.T @ moving`` problems back to back as one tile program.
 
     Each problem is cut as :func:`plan` says; the problems' matmuls follow each other in one
@@ -467,6 +506,10 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
         Every problem a transpose (``stationary`` the data [P, F], ``moving`` the [P, P]
         identity; :func:`tiled_jobs`): its out is ``data.T`` in the type's PSUM element type
         and it counts no MACs.
+    concurrent : bool
+        Run each problem that is one matmul fitting the array's finest tile in such a tile,
+        the tiles in turn (:func:`concurrent_placement`), so that up to four run at once
+        (default False: every matmul on the whole array). The numbers do not change.
 
     Returns
     -------
@@ -492,8 +535,12 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
         perf_mode is not None)
     rows, cols = config.rows, config.cols
     jobs, plans = [], []
-    for stationary, moving in problems:
+    places = (concurrent_placement(problems, rows, cols, perf_mode, is_transpose)
+              if concurrent else [None] * len(problems))
+    for (stationary, moving), place in zip(problems, places, strict=True):
         more, blocks = tiled_jobs(stationary, moving, rows, cols, ftz, perf_mode, is_transpose)
+        if place is not None:
+            more = [replace(job, tile_position=place[0], tile_size=place[1]) for job in more]
         jobs += more
         plans.append(blocks)
     result = run_program(jobs, config=config, simulator=simulator, waves=waves,

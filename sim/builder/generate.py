@@ -12,9 +12,9 @@ from amaranth.hdl import Shape
 from amaranth.lib import wiring
 
 from systolica import hdl as hdl_package
-from systolica.hdl import SystolicArray, Tile
+from systolica.hdl import Tile
 from systolica.hdl.config import TileConfig
-from systolica.hdl.tile import pe_for, tile_component, verilog_ports
+from systolica.hdl.tile import block_array, pe_for, tile_component, verilog_ports
 
 #: Name of the tile's top-level Verilog module.
 TOPLEVEL = "systolica_tile"
@@ -188,9 +188,7 @@ def generate_verilog(config, block=None):
     child = _start_result_module(config) if split else None
     parts = [_to_verilog(pe_for(config), PE_MODULE, AMARANTH_PASSES)]
     if block is not None:
-        parts.append(_to_verilog(SystolicArray(block, block, pe_module=PE_MODULE,
-                                               edge_registers=True),
-                                 BLOCK_MODULE))
+        parts.append(_to_verilog(block_array(config, block, PE_MODULE), BLOCK_MODULE))
     tile = Tile(config, pe_module=PE_MODULE, block=block,
                 block_module=None if block is None else BLOCK_MODULE,
                 component_modules={"result": RESULT_MODULE} if split else None)

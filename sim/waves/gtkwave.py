@@ -35,9 +35,9 @@ and :func:`systolica.hdl.tile.pe_probes`; the queue's depth is
   queue, the two stationary buffers and the issue of beats (the probes' names below). The
   queue shows its occupancy (from ``queued``) and each entry as ``empty`` / ``waiting for
   stationary`` / ``ready`` (from its ``queued`` and ``loaded`` bits; a READ is ready at
-  once); each stationary buffer as ``free`` / ``loaded`` (for a matmul that has not
-  started, ``full``) / ``in use`` (a started matmul is still sending moving beats,
-  ``busy``); then whether a command is part-way through issuing its beats (``running``),
+  once); each stationary buffer of each buffer cell as ``free`` / ``loaded`` (for a matmul
+  that has not started, ``full``) / ``in use`` (a started matmul is still sending moving
+  beats, ``busy``); then whether a command is part-way through issuing its beats (``running``),
   the op of the command issuing (``issuing_read``, meaningful while running), which
   buffer the load under way writes (``load_buf``) and the next matmul uses (``use_buf``), and
   whether the pipeline advances or stalls (``advance``).
@@ -317,8 +317,10 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
     moving_lsb = moving_layout(rows)["data"].offset
     result_bits = result_layout(cols).size
     result_lsb = result_layout(cols)["data"].offset
-    out_token = probes["psum_token"].name      # the beat now at the PSUM stage
-    token = _fields(probes["psum_token"].shape)
+    out_token = probes["psum_token"].name      # the beats now at the PSUM stage, per cell
+    tokens = probes["psum_token"].shape         # ArrayLayout of token_layout, per cell
+    token = _fields(tokens.elem_shape)
+    token_size = Shape.cast(tokens.elem_shape).width
     token_bits = probes["psum_token"].width
     with save.group("Clock and reset"):
         w.wire("clk", "clk")
@@ -346,33 +348,41 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
     with save.group("MultiplyMoving stream"):
         w.wire("moving__valid", "valid")
         w.wire("moving__ready", "ready")
+        w.field("row cells", "moving__payload", moving_bits,
+                *_fields(moving_layout(rows))["groups"], datafmt="bin")
         for k in range(rows):
             w.lane(f"moving k{k}", "moving__payload", moving_bits,
                    moving_lsb + k * OPERAND_BITS, OPERAND_BITS, mode)
     with save.group("PSUM result stream"):
         w.wire("result__valid", "valid")
         w.wire("result__ready", "ready")
-        w.wire("result__payload", "last", result_bits, bit=result_layout(cols)["last"].offset)
+        results = _fields(result_layout(cols))
+        w.field("column cells", "result__payload", result_bits, *results["groups"],
+                datafmt="bin")
+        w.field("last", "result__payload", result_bits, *results["last"], datafmt="bin")
         for m in range(cols):
             w.lane(f"psum m{m}", "result__payload", result_bits,
                    result_lsb + m * PSUM_BITS, PSUM_BITS, mode)
     with save.group("PSUM"):
         w.wire(probes["psum_write"].name, "write")
-        w.field("op", out_token, token_bits, *token["read"], table="op")
-        addr_lsb, addr_bits = token["addr"]
-        entry_bits = (entries - 1).bit_length()
-        if entries == 1 << entry_bits:   # bank and entry are bit fields of the address
-            if addr_bits > entry_bits:
-                w.field("bank", out_token, token_bits, addr_lsb + entry_bits,
-                        addr_bits - entry_bits)
-            if entry_bits:
-                w.field("entry", out_token, token_bits, addr_lsb, entry_bits)
-        elif addr_bits:
-            w.field(f"address (bank * {entries} + entry)", out_token, token_bits, addr_lsb,
-                    addr_bits)
-        w.field("mode", out_token, token_bits, *token["accumulate"], table="mode")
-        w.field("dtype", out_token, token_bits, *token["fp32"], table="psum_dtype")
-        w.field("ftz", out_token, token_bits, *token["ftz"], table="ftz")
+        for h in range(tokens.length):
+            def field(name, lsb, bits, h=h, **kwargs):
+                label = f"cell {h} {name}" if tokens.length > 1 else name
+                w.field(label, out_token, token_bits, h * token_size + lsb, bits, **kwargs)
+
+            field("op", *token["read"], table="op")
+            addr_lsb, addr_bits = token["addr"]
+            entry_bits = (entries - 1).bit_length()
+            if entries == 1 << entry_bits:   # bank and entry are bit fields of the address
+                if addr_bits > entry_bits:
+                    field("bank", addr_lsb + entry_bits, addr_bits - entry_bits)
+                if entry_bits:
+                    field("entry", addr_lsb, entry_bits)
+            elif addr_bits:
+                field(f"address (bank * {entries} + entry)", addr_lsb, addr_bits)
+            field("mode", *token["accumulate"], table="mode")
+            field("dtype", *token["fp32"], table="psum_dtype")
+            field("ftz", *token["ftz"], table="ftz")
     with save.group("Tile state"):
         queued, loaded = probes["queued"], probes["loaded"]
         w.wire(queued.name, "command queue", queued.width, table="queue")
@@ -380,9 +390,12 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
             w.state(f"queue entry {i}", [(queued.name, queued.width, i),
                                          (loaded.name, loaded.width, i)], "entry")
         busy, full = probes["busy"], probes["full"]
-        for b in range(full.width):
-            w.state(f"stationary buffer {b}", [(busy.name, busy.width, b),
-                                               (full.name, full.width, b)], "buffer_state")
+        cells = full.width // 2
+        for bit in range(full.width):
+            cell, b = divmod(bit, 2)
+            name = f"stationary buffer {b}" if cells == 1 else f"cell {cell} buffer {b}"
+            w.state(name, [(busy.name, busy.width, bit), (full.name, full.width, bit)],
+                    "buffer_state")
         for key, alias, table in (("running", "issue", "running"),
                                   ("issuing_read", "issuing op", "op"),
                                   ("load_buf", "load into", "buffer"),

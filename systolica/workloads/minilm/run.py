@@ -44,11 +44,16 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import identity, max_k, program_cycles
+from systolica.golden import identity, max_k, program_cycles, tiled_program_cycles
 from systolica.golden.formats import format_of
 from systolica.sim.api.engine import SerialEngine, TileProgram, add_outcome
 from systolica.sim.api.runs import tile_config
-from systolica.sim.api.tiling import golden_tiled_matmul, plan
+from systolica.sim.api.tiling import (
+    concurrent_placement,
+    golden_tiled_matmul,
+    plan,
+    program_tile_ops,
+)
 from systolica.workloads.minilm.encoder import Matmuls, encode
 from systolica.workloads.minilm.quantize import (
     activation_scale,
@@ -191,6 +196,22 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None,
     return groups
 
 
+def placement(problems, rows, cols, perf_mode=None, is_transpose=False):
+    """Whether a program runs its small problems in the array's finest tiles, several at
+    once (:func:`~systolica.sim.api.tiling.concurrent_placement`), and the cycle model's
+    figure for it: ``(concurrent, cycles)``. It does when some problem fits a finest tile
+    and the cycle model (:func:`~systolica.golden.tiled_program_cycles`) says the program
+    takes no longer so: a kernel writer's choice, made by the model that the RTL follows
+    cycle for cycle."""
+    whole = _model_cycles(rows, cols, program_matmul_shapes(problems, rows, cols, perf_mode,
+                                                            is_transpose), perf_mode)
+    if not any(concurrent_placement(problems, rows, cols, perf_mode, is_transpose)):
+        return False, whole
+    tiled = tiled_program_cycles(rows, cols, program_tile_ops(problems, rows, cols, perf_mode,
+                                                              is_transpose, True))
+    return (True, tiled) if tiled <= whole else (False, whole)
+
+
 def program_matmul_shapes(problems, rows, cols, perf_mode=None, is_transpose=False):
     """The ``(K, N)`` of every matmul of a program, in order (tuple), for the cycle model."""
     out = []
@@ -244,6 +265,9 @@ class GemmReport:
     build_seconds, sim_seconds, clock_seconds : float
         Of ``seconds``: building the tile (0 when reused), the simulator processes (start-up
         included), and their clock loops alone, in seconds.
+    concurrent : bool
+        Its programs ran their small problems in the quarter tiles, up to four at once
+        (:func:`placement`).
     """
 
     layer: int
@@ -271,6 +295,7 @@ class GemmReport:
     build_seconds: float = 0.0
     sim_seconds: float = 0.0
     clock_seconds: float = 0.0
+    concurrent: bool = False
 
     @property
     def shape_text(self):
@@ -515,13 +540,13 @@ class TileMatmuls(Matmuls):
                           for i, m0, m1 in units)
             matmul_shapes = program_matmul_shapes(parts, self.rows, self.cols, perf_mode,
                                                   transpose)
+            concurrent, cycles = placement(parts, self.rows, self.cols, perf_mode, transpose)
             out.append(TileProgram(
                 key=f"{self.dtype}/L{layer}/{gemm}/{j}", problems=parts,
                 config=self.config, simulator=self.simulator, build_root=self.build_root,
-                matmuls=len(matmul_shapes),
-                model_cycles=_model_cycles(self.rows, self.cols, matmul_shapes, perf_mode),
-                perf_mode=perf_mode, priority=step_priority(layer, gemm),
-                is_transpose=transpose))
+                matmuls=len(matmul_shapes), model_cycles=cycles, perf_mode=perf_mode,
+                priority=step_priority(layer, gemm), is_transpose=transpose,
+                concurrent=concurrent))
         return out, groups, shapes
 
     def _run(self, layer, jobs):
@@ -554,11 +579,12 @@ class TileMatmuls(Matmuls):
                 n=problems[0][1].shape[1], count=len(problems),
                 shapes=[(s.shape[1], s.shape[0], m.shape[1]) for s, m in problems],
                 m_rtl=shapes[0][1], programs=len(programs), matmuls=0, cycles=0,
-                model_cycles=_model_cycles(self.rows, self.cols, tuple(
-                    x for p in programs for x in program_matmul_shapes(
-                        p.problems, self.rows, self.cols, perf_mode, transpose)),
-                    perf_mode) if programs else 0,
-                macs=0, mismatches=0, differing=0)
+                model_cycles=tiled_program_cycles(self.rows, self.cols, [
+                    op for p in programs for op in program_tile_ops(
+                        p.problems, self.rows, self.cols, perf_mode, transpose,
+                        p.concurrent)]) if programs else 0,
+                macs=0, mismatches=0, differing=0,
+                concurrent=any(p.concurrent for p in programs))
             for program, units in zip(programs, groups, strict=True):
                 o = outcomes[program.key]
                 for (i, m0, m1), out in zip(units, o.outs, strict=True):

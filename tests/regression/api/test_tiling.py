@@ -285,3 +285,41 @@ def test_scoreboard_mismatches_are_passed_on(monkeypatch):
 def test_bad_problems_are_refused(call, error, text):
     with pytest.raises(error, match=text):
         call()
+
+
+def test_concurrent_placement_puts_small_problems_in_the_finest_tiles_in_turn():
+    """One-matmul problems that fit a quarter tile take the diagonal quarters in turn;
+    others (K or M too large, or more than one matmul) keep the whole array; the cycle
+    model's ops carry the same tiles."""
+    from systolica.golden import finest_tile
+
+    small = (np.ones((2, 2), np.int8), np.ones((2, 5), np.int8))
+    tall = (np.ones((3, 2), np.int8), np.ones((3, 5), np.int8))      # K = 3 > 2
+    places = tiling.concurrent_placement([small, tall, small, small], 8, 8)
+    assert places == [finest_tile(8, 8, 0), None, finest_tile(8, 8, 1), finest_tile(8, 8, 2)]
+    ops = tiling.program_tile_ops([small, tall], 8, 8, concurrent=True)
+    assert [(op.tile_position, op.k, op.n) for op in ops] == [((0, 0), 2, 5), (None, 3, 5)]
+    assert tiling.concurrent_placement([small], 8, 8, perf_mode="double_row") == [None]
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_run_tiled_program_runs_small_problems_at_once(simulator, seed):
+    """concurrent=True: the same numbers as one at a time (the golden model's, bit for
+    bit), on the cycle model's stamps, in fewer cycles when N is long against K."""
+    rng = np.random.default_rng(seed)
+    problems = [(rng.standard_normal((2, 2)).astype(BF16),
+                 rng.standard_normal((2, 24)).astype(BF16)) for _ in range(8)]
+    problems.insert(3, (rng.standard_normal((6, 7)).astype(BF16),        # the whole array
+                        rng.standard_normal((6, 9)).astype(BF16)))
+    config = TileConfig(8, 8, "bf16")
+    alone = run_tiled_program(problems, config=config, simulator=simulator)
+    together = run_tiled_program(problems, config=config, simulator=simulator,
+                                 concurrent=True)
+    assert alone.mismatches == together.mismatches == 0
+    assert all(d == 0 for d in alone.differing + together.differing)
+    for a, b in zip(alone.outs, together.outs, strict=True):
+        assert (a.view(np.uint32) == b.view(np.uint32)).all()
+    from systolica.golden import tiled_program_cycles
+    ops = tiling.program_tile_ops(problems, 8, 8, concurrent=True)
+    assert together.cycles == tiled_program_cycles(8, 8, ops)
+    assert together.cycles < 0.6 * alone.cycles, (together.cycles, alone.cycles)

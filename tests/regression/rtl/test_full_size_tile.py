@@ -49,11 +49,12 @@ def _check_grid_of_blocks(text, meta):
     block = grid_block(128, 128)
     assert block is not None and 128 % block == 0
     assert meta["rows"] == meta["cols"] == 128 and meta["block"] == block
-    # 16-bit operand lanes only; the command stream carries the rest.
-    assert meta["ports"]["moving__payload"]["width"] == 128 * 16
+    # 16-bit operand lanes, the four row cells' bits of a moving beat; the command stream
+    # carries the rest. Results: 32-bit lanes, four column cells' groups and last bits.
+    assert meta["ports"]["moving__payload"]["width"] == 128 * 16 + 4
     assert meta["ports"]["stationary__payload"]["width"] == 128 * 16
     assert meta["ports"]["command__payload"]["width"] == command_layout().size
-    assert meta["ports"]["result__payload"]["width"] == 128 * 32 + 1
+    assert meta["ports"]["result__payload"]["width"] == 128 * 32 + 4 + 4
     assert text.count(f"module {PE_MODULE}(") == 1
     assert text.count(f"module {BLOCK_MODULE}(") == 1
     # block x block PE instances in the block module, (128 / block)^2 blocks in the tile.

@@ -12,15 +12,16 @@ def test_each_datapath_costs_more_cells():
     int8_total, int8_kinds = stats["int8"]
     assert int8_total == sum(int8_kinds.values())
     # Flip-flops: 2 x 8-bit weights + 16-bit moving + its mode (select, active, hi, two
-    # 3-bit types, FTZ, transpose, first row of a row tile) + 32-bit PSUM (INT8 only), and
-    # 16-bit weights with a float type.
+    # 3-bit types, FTZ, transpose, first row of a row tile, and the column-cell mask: one
+    # bit on the 1 x 1 tile measured) + 32-bit PSUM (INT8 only), and 16-bit weights with a
+    # float type.
     flops = {types: sum(v for k, v in kinds.items() if "DFF" in k)
              for types, (_, kinds) in stats.items()}
-    assert flops["int8"] == 2 * 8 + 16 + 12 + 32
-    assert set(list(flops.values())[1:6]) == {2 * 16 + 16 + 12 + 32}
+    assert flops["int8"] == 2 * 8 + 16 + 13 + 32
+    assert set(list(flops.values())[1:6]) == {2 * 16 + 16 + 13 + 32}
     # TF32 / FP32: 32-bit weights and moving lane, 4-bit types and the 2-bit pass (step) in
     # the mode, and the 48-bit partial-product sum of the FP32 multiplier
-    assert flops["fp32"] == flops["all+fp32"] == 2 * 32 + 32 + 16 + 32 + 48
+    assert flops["fp32"] == flops["all+fp32"] == 2 * 32 + 32 + 17 + 32 + 48
     total = {types: count for types, (count, _) in stats.items()}
     assert total["bf16"] > 2 * total["int8"]
     assert total["bf16"] < total["int8+bf16"] < total["int8+bf16+fp16+fp8"] < total["all"]

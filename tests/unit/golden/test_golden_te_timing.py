@@ -8,6 +8,7 @@ from systolica.golden import Command, command_schedule, tile_sizes
 from systolica.golden.timing import (
     TileOp,
     matmul_passes,
+    moving_beats,
     nc_matmul_cost,
     tiled_program_cycles,
     tiled_schedule,
@@ -111,6 +112,72 @@ def test_programs_of_lane_sharing_tiles_keep_the_rtl_stamps(seed):
             commands.append(Command("matmul", k=k, m=m, n=n, dtype=dtype, **tile))
             ops.append(TileOp(k=k, n=n, dtype=dtype, **tile))
         assert tiled_schedule(rows, cols, ops) == command_schedule(rows, cols, commands)
+
+
+def _random_tiled_program(rng, rows, cols):
+    """Commands in random tiles (any size, any position), BF16 / INT8 / FP32 matmuls, FP8
+    transposes and READs: the concurrent model has several in flight."""
+    tiles = [((r, c), (rs, cs)) for rs in tile_sizes(rows) for cs in tile_sizes(cols)
+             for r in range(0, rows, rs) for c in range(0, cols, cs)]
+    commands = []
+    for _ in range(rng.integers(1, 12)):
+        n = int(rng.integers(1, 7))
+        if rng.random() < 0.1:
+            commands.append(Command("read", n=n))
+            continue
+        position, size = tiles[rng.integers(len(tiles))]
+        k, m = int(rng.integers(1, size[0] + 1)), int(rng.integers(1, size[1] + 1))
+        kind = rng.integers(5)
+        extra = ({"dtype": "e4m3", "is_transpose": True} if kind == 4 else
+                 {"dtype": ("int8", "bf16", "fp32", "bf16")[kind]})
+        commands.append(Command("matmul", k=k, m=m, n=n, tile_position=position,
+                                tile_size=size, **extra))
+    return commands
+
+
+def test_stepped_model_equals_the_concurrent_recurrence(seed):
+    """Without idle cycles or backpressure the stepped model (which takes the moving beats
+    as the host packs them, several matmuls per beat) gives the closed recurrence's
+    stamps, on programs whose matmuls overlap."""
+    rng = np.random.default_rng(seed)
+    overlapping = 0
+    for _ in range(200):
+        rows, cols = (int(x) for x in rng.choice([4, 8], 2))
+        commands = _random_tiled_program(rng, rows, cols)
+        closed = command_schedule(rows, cols, commands)
+        assert command_schedule(rows, cols, commands, offer=lambda s, c: True) == closed
+        overlapping += any(len(beat) > 1 for beat in moving_beats(rows, cols, commands))
+    assert overlapping > 20
+
+
+def test_tiled_schedule_is_command_schedule_for_commands(seed):
+    """The two recurrences are one: tiled_schedule's per-cycle issues are command_schedule's
+    per-column ones with every pass."""
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        commands = _random_tiled_program(rng, 8, 8)
+        ops = [TileOp("read", n=c.n) if c.op == "read" else TileOp(
+            k=c.k, n=c.n, tile_position=c.tile_position, tile_size=c.tile_size,
+            dtype=c.dtype, is_transpose=c.is_transpose) for c in commands]
+        for mine, theirs in zip(command_schedule(8, 8, commands), tiled_schedule(8, 8, ops),
+                                strict=True):
+            assert (mine.accept, mine.loads, mine.results) == (
+                theirs.accept, theirs.loads, theirs.results)
+            assert mine.issues == theirs.issues[::len(theirs.issues) // len(mine.issues)]
+
+
+def test_packed_beats_by_hand():
+    # 4 x 4 array, L = 8: two quarter tiles on the diagonal; the second loads after the
+    # first (cycles 3-4, one stationary port) and streams beside it; a FP32 matmul (four
+    # passes per column) runs alone after both.
+    commands = [Command("matmul", k=2, m=2, n=3, tile_position=(0, 0), tile_size=(2, 2)),
+                Command("matmul", k=2, m=2, n=2, tile_position=(2, 2), tile_size=(2, 2)),
+                Command("matmul", k=2, m=2, n=2, dtype="fp32", tile_position=(2, 0),
+                        tile_size=(2, 2))]
+    assert moving_beats(4, 4, commands) == [(0,), (0,), (0, 1), (1,), (2,), (2,)]
+    first, second, third = command_schedule(4, 4, commands)
+    assert (first.issues, second.issues) == ((3, 4, 5), (5, 6))
+    assert third.issues == (7, 11)        # after both: it shares every lane
 
 
 def test_a_load_into_other_cells_does_not_wait_for_their_buffers():

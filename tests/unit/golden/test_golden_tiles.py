@@ -206,3 +206,23 @@ def test_command_error_checks_the_tile_after_every_other_rule():
         Command(k=1, m=1, tile_position=(0, 0))
     with pytest.raises(ValueError, match="tile_size must be None or a pair"):
         Command(k=1, m=1, tile_position=(0, 0), tile_size=(4, -1))
+
+
+@pytest.mark.parametrize("rows,cols", [(128, 128), (16, 16), (8, 4), (6, 8), (1, 1)])
+def test_finest_tiles_in_turn_share_no_lane_with_those_just_before(rows, cols):
+    """finest_tile: the smallest allowed tile, every position the rule accepts, and each
+    slot shares no PE row or column with the min(row tiles, column tiles) - 1 before it."""
+    from systolica.golden import finest_tile
+
+    size = (min(tile_sizes(rows)), min(tile_sizes(cols)))
+    ways = min(rows // size[0], cols // size[1])
+    tiles = []
+    for slot in range(40):
+        position, got = finest_tile(rows, cols, slot)
+        assert got == size
+        tiles.append(check_tile(position, got, rows=rows, cols=cols))
+        for before in tiles[max(0, slot - ways + 1):slot]:
+            assert not tiles[-1].shares_lanes(before), (slot, tiles[-1], before)
+    # every row tile and every column tile is used
+    assert {t.row for t in tiles} == set(range(0, rows, size[0]))
+    assert {t.col for t in tiles} == set(range(0, cols, size[1]))

@@ -19,9 +19,11 @@ ROWS, ENTRIES, DEPTH = 2, 4, 8
 def test_init():
     dut = IssueLogic(ROWS, psum_entries=ENTRIES, psum_depth=DEPTH)
     members = dut.signature.members
-    assert Shape.cast(members["moving"].signature.members["payload"].shape).width == ROWS * 16
-    # flags + range(8) + the column tile's span and part
-    assert Shape.cast(members["token"].shape).width == 6 + 3 + 4
+    # two lanes and the two row cells' bits
+    assert Shape.cast(members["moving"].signature.members["payload"].shape).width == (
+        ROWS * 16 + 2)
+    # one column cell's token: flags + range(8)
+    assert Shape.cast(members["tokens"].shape).width == 6 + 3
     assert list(members["buffers"].signature.members) == ["start", "release", "release_sel",
                                                            "release_cells", "sel", "cells"]
 
@@ -64,7 +66,8 @@ def test_sim_issues_every_beat_in_order_with_its_token_and_lanes():
         while issued < total or cycle < IDLE + total + ROWS + 2:
             ctx.set(dut.en, int(cycle >= IDLE))
             ctx.set(dut.buffers.sel, sel)
-            token = tuple(ctx.get(getattr(dut.token, f)) for f in (
+            ctx.set(dut.buffers.cells, 0b11)        # the whole array: both row cells
+            token = tuple(ctx.get(getattr(dut.tokens[0], f)) for f in (
                 "valid", "addr", "last", "read", "accumulate", "ftz", "fp32"))
             buffers = tuple(ctx.get(getattr(dut.buffers, f)) for f in (
                 "start", "release", "release_sel"))
@@ -79,7 +82,7 @@ def test_sim_issues_every_beat_in_order_with_its_token_and_lanes():
             assert cycle < 200, "the issue logic stopped issuing"
 
     heads = [command_layout().const(command_beat(c)) for c in PROGRAM]
-    beats = [moving_layout(ROWS).const({"data": data}) for _, data in moving]
+    beats = [moving_layout(ROWS).const({"data": data, "groups": 0b11}) for _, data in moving]
     simulate(dut, bench, background=[stream_source(dut.head, heads, cycles=head_cycles),
                                      stream_source(dut.moving, beats, cycles=moving_cycles)])
 
@@ -95,14 +98,14 @@ def test_sim_issues_every_beat_in_order_with_its_token_and_lanes():
                      if PROGRAM[w[0]].op == "matmul"]
     assert moving_cycles == matmul_cycles
     # Buffers: a start on each matmul's first beat, a release on its last, of the buffer it
-    # uses (0, 1, 0 for the three matmuls).
+    # uses in both cells (0, 1, 0 for the three matmuls).
     starts = [t for t in record if record[t][1][0]]
     releases = [(t, record[t][1][2]) for t in record if record[t][1][1]]
     matmul_firsts = [t for t in firsts if PROGRAM[want[issue_cycles.index(t)][0]].op == "matmul"]
     assert starts == matmul_firsts
     lasts = [t for t, w in zip(issue_cycles, want, strict=True)
              if w[2] and PROGRAM[w[0]].op == "matmul"]
-    assert releases == list(zip(lasts, [0, 1, 0], strict=True))
+    assert releases == list(zip(lasts, [0, 0b11, 0], strict=True))
     # Operand lanes: row k of the beat issued in cycle t, in cycle t + 1 + k.
     sels = {0: 0, 2: 1, 3: 0}
     beat_data = iter(moving)

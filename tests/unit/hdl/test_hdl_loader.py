@@ -17,7 +17,7 @@ def test_init():
     dut = StationaryLoader(ROWS, COLS)
     members = dut.signature.members
     assert Shape.cast(members["load_row"].shape).width == 1
-    assert Shape.cast(members["full"].shape).width == 2
+    assert Shape.cast(members["full"].shape).width == 2 * 2      # two buffer cells
     lane = Shape.cast(members["load"].shape).width // COLS
     assert lane == 1 + 1 + 1 + 16                # valid, row, buf, value
     assert Shape.cast(StationaryLoader(1, 1).signature.members["load_row"].shape).width == 0
@@ -93,11 +93,12 @@ def test_sim_two_buffers_hold_back_the_third_load_and_skew_every_write():
         log["disabled"] = ctx.get(dut.stationary.ready)
 
     simulate(dut, bench, background=[recorder])
-    assert log["after first"] == (0b01, 0, 0)
-    assert log["after second"] == (0b11, 1)
+    # bit 2 i + b: buffer b of cell i (two cells, both in the whole array's loads)
+    assert log["after first"] == (0b0101, 0, 0)
+    assert log["after second"] == (0b1111, 1)
     assert log["both full"] == 0
-    assert log["started"] == (0b10, 0b01, 1, 0)
-    assert log["released"] == (0b00, 1)
+    assert log["started"] == (0b1010, 0b0101, 1, 0)
+    assert log["released"] == (0b0000, 1)
     assert log["disabled"] == 0
     assert [(row, buf) for _, row, buf, _, _ in transfers] == [(0, 0), (1, 0), (0, 1), (1, 1),
                                                                  (0, 0), (1, 0)]

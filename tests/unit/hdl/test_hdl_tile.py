@@ -19,6 +19,7 @@ from systolica.hdl import (
     stationary_layout,
 )
 from systolica.hdl.config import TileConfig
+from systolica.hdl.layouts import cell_grid
 from systolica.hdl.streams import simulate, stream_sink, stream_source
 from systolica.tb.model import command_beat
 
@@ -28,6 +29,9 @@ def run_tile(rows, cols, program, *, banks=2, entries=16, result_ready=lambda cy
     """Run ``program`` (list of (Command, stationary [K, cols] int8 or None, moving [K, N] or
     None)) through a Tile in amaranth.sim. Operands of rejected commands are not sent.
 
+    Every command uses the whole array: its moving beats name every row cell, its result
+    beats (every column cell) carry ``last`` in every cell or none.
+
     Returns (results, stamps, status): result words per command (uint32 [N, cols]), the
     transfer cycles of every stream (dict of lists) and the final (rejected, error). With
     ``rejections`` (a list), every change of the rejected count is appended to it as
@@ -35,6 +39,7 @@ def run_tile(rows, cols, program, *, banks=2, entries=16, result_ready=lambda cy
     """
     dut = Tile(TileConfig(rows, cols, psum_banks=banks, psum_entries=entries), block=block)
     s_layout, m_layout = stationary_layout(cols), moving_layout(rows)
+    row_cells = (1 << cell_grid(rows)[0]) - 1      # every row cell
     legal = [command_error(c, rows=rows, cols=cols, banks=banks, entries=entries) is None
              for c, _, _ in program]
     s_beats, m_beats = [], []
@@ -69,12 +74,15 @@ def run_tile(rows, cols, program, *, banks=2, entries=16, result_ready=lambda cy
                                            for c, _, _ in program], cycles=stamps["command"]),
                stream_source(dut.stationary, [s_layout.const({"data": b}) for b in s_beats],
                              cycles=stamps["stationary"]),
-               stream_source(dut.moving, [m_layout.const({"data": b}) for b in m_beats],
-                             cycles=stamps["moving"])]
+               stream_source(dut.moving, [m_layout.const({"data": b, "groups": row_cells})
+                                          for b in m_beats], cycles=stamps["moving"])]
     if rejections is not None:
         sources.append(watch_status)
     simulate(dut, monitor, background=sources)
-    words = [[int(v) for v in beat.data] + [int(beat.last)] for beat in beats]
+    every = (1 << cell_grid(cols)[0]) - 1      # all column cells
+    assert all(int(beat.groups) == every for beat in beats)
+    words = [[int(v) for v in beat.data] + [{0: 0, every: 1}.get(int(beat.last), -1)]
+             for beat in beats]
     results, position = [], 0
     for (command, _, _), ok in zip(program, legal, strict=True):
         if ok:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from amaranth.hdl import Shape
 
 from systolica.cli import waves as waves_cli
 from systolica.hdl.config import TileConfig
@@ -146,9 +147,10 @@ def test_lanes_are_signed_decimal_for_int8_and_filtered_for_bf16(tmp_path):
     int8 = _generated(tmp_path, mode="int8").read_text()
     flags, line = flags_of(int8, "#{moving k1}")
     assert flags & GTKWFlag.signed.value and not flags & GTKWFlag.ptranslated.value
-    # Lane 1's low byte: bits 23..16 of the 32-bit payload, MSB-first positions 8..15.
-    assert line.split()[2:] == [f"({p})systolica_tile.moving__payload[31:0]"
-                                for p in range(8, 16)]
+    # Lane 1's low byte: bits 23..16 of the 34-bit payload (two lanes, then the two row
+    # cells' bits), MSB-first positions 10..17.
+    assert line.split()[2:] == [f"({p})systolica_tile.moving__payload[33:0]"
+                                for p in range(10, 18)]
     flags, line = flags_of(int8, "#{psum m2}")
     assert flags & GTKWFlag.signed.value and len(line.split()) == 2 + 32
     bf16 = _generated(tmp_path, mode="bf16").read_text()
@@ -243,14 +245,15 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
 
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
-    # 2 x 3: the token pipeline's last stage, result.out_token = {part, span, addr[11:0], read,
-    # accumulate, ftz, bf16, last, valid}, with 8 banks of 512 entries.
+    # 2 x 3 (three columns: one column cell): the token pipeline's last stage,
+    # result.out_token = {addr[11:0], read, accumulate, ftz, fp32, last, valid}, with 8
+    # banks of 512 entries.
     psum = _traces(_generated(tmp_path).read_text(), "PSUM")
     assert psum["write"][1] == ["systolica_tile.result.write"]
     for alias, bits in (("bank", [17, 16, 15]), ("entry", list(range(14, 5, -1))),
                         ("op", [5]), ("mode", [4]), ("ftz", [3]), ("dtype", [2])):
         refs = psum[alias][1]
-        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.result.out_token[21:0]"}
+        assert {ref.partition(")")[2] for ref in refs} == {"systolica_tile.result.out_token[17:0]"}
         assert _picked_bits(refs) == bits, alias
     assert _table(psum["dtype"][2]) == {"0": "INT32", "1": "FP32"}
     assert _table(psum["op"][2]) == {"0": "MATMUL", "1": "READ"}
@@ -276,8 +279,8 @@ def test_psum_address_is_split_when_entries_is_a_power_of_two(tmp_path, banks, e
     depth_bits = (banks * entries - 1).bit_length()
     widths = {ref.partition(")")[2] for _, refs, _ in psum.values() for ref in refs
               if ref.startswith("(")}
-    # 6 flags + addr + the column tile's span and part
-    assert widths == {f"systolica_tile.result.out_token[{9 + depth_bits}:0]"}
+    # 6 flags + addr
+    assert widths == {f"systolica_tile.result.out_token[{5 + depth_bits}:0]"}
 
 
 def test_partition_row_shows_as_a_number(tmp_path):
@@ -310,11 +313,12 @@ def test_tile_state_is_named(tmp_path):
     assert _table(traces["queue entry 0"][2]) == {
         "0": "empty", "1": "loaded, not queued (illegal)", "2": "waiting for stationary",
         "3": "ready"}
-    assert ("#{stationary buffer 0} (1)systolica_tile.loader.busy[1:0] "
-            "(1)systolica_tile.loader.full[1:0]") in text
-    assert ("#{stationary buffer 1} (0)systolica_tile.loader.busy[1:0] "
-            "(0)systolica_tile.loader.full[1:0]") in text
-    assert _table(traces["stationary buffer 1"][2]) == {
+    # 2 x 3: two buffer cells (the two rows; three columns are one cell), bit 2 i + b
+    assert ("#{cell 0 buffer 0} (3)systolica_tile.loader.busy[3:0] "
+            "(3)systolica_tile.loader.full[3:0]") in text
+    assert ("#{cell 1 buffer 1} (0)systolica_tile.loader.busy[3:0] "
+            "(0)systolica_tile.loader.full[3:0]") in text
+    assert _table(traces["cell 1 buffer 1"][2]) == {
         "0": "free", "1": "loaded", "2": "in use", "3": "loaded and in use (illegal)"}
     assert "#{issue} systolica_tile.issue.running" in text
     assert _table(traces["issuing op"][2]) == {"0": "MATMUL", "1": "READ"}
@@ -354,7 +358,7 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     assert ("systolica_tile.queue.queued", 3, None) in signals
     assert ("systolica_tile.command__payload", 150, 1) in signals          # dtype LSB
     assert ("systolica_tile.status", 20, 19) in signals                   # error MSB
-    assert ("systolica_tile.result.out_token", 22, 4) in signals                   # accumulate
+    assert ("systolica_tile.result.out_token", 18, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
 
@@ -377,10 +381,11 @@ def _verilog_top(rows, cols, instance=None):
                              top, re.M):
         declared[match[2]] = int(match[1]) + 1 if match[1] else 1
     fields = {}
-    for match in re.finditer(r"assign \\(\w+)\.(\w+)\s+= \1\[(\d+)(?::(\d+))?\];", top):
-        msb = int(match[3])
-        lsb = int(match[4]) if match[4] else msb
-        fields.setdefault(match[1], {})[match[2]] = (lsb, msb - lsb + 1)
+    for match in re.finditer(r"assign \\((\w+)(?:\[\d+\])?)\.(\w+)\s+= \2\[(\d+)(?::(\d+))?\];",
+                             top):
+        msb = int(match[4])
+        lsb = int(match[5]) if match[5] else msb
+        fields.setdefault(match[1], {})[match[3]] = (lsb, msb - lsb + 1)
     return declared, fields
 
 
@@ -400,10 +405,13 @@ def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols):
 def test_token_layout_mirrors_the_tile():
     from systolica.hdl.tile import tile_probes
 
-    probe = tile_probes(TileConfig(2, 2))["psum_token"]
+    probe = tile_probes(TileConfig(2, 2))["psum_token"]     # two column cells
     instance, port = probe.name.split(".")
     _, fields = _verilog_top(2, 2, instance)
-    assert fields[port] == waves._fields(probe.shape)
+    size = Shape.cast(probe.shape.elem_shape).width
+    for h in range(probe.shape.length):
+        assert fields[f"{port}[{h}]"] == {name: (lsb + h * size, width) for name, (lsb, width)
+                                          in waves._fields(probe.shape.elem_shape).items()}
 
 
 def test_save_file_errors(tmp_path):

@@ -16,11 +16,12 @@ def model(**kwargs):
 def test_read_expects_the_shadow_region_of_its_bank():
     tm = model()
     ones = np.ones((2, 2), np.int8)
-    tm.submit(ones, ones * 3, bank=4, offset=10)
+    *_, moving_bits = tm.submit(ones, ones * 3, bank=4, offset=10)
     record, beat = tm.read(bank=4, offset=9, n=3)
     assert beat["op"] == Op.READ and (beat["bank"], beat["offset"], beat["n"]) == (4, 9, 3)
     np.testing.assert_array_equal(record.expected, [[0, 6, 6], [0, 6, 6]])
-    assert tm.result_owner == [0, 0, 1, 1, 1]
+    tm.plan({0: moving_bits})
+    assert tm.result_owner == [(0,), (0,), (1,), (1,), (1,)]
 
 
 def test_matmul_beat_carries_the_command_fields():
@@ -48,6 +49,7 @@ def test_fp32_splits_its_type_code_over_the_low_field_and_the_hi_bit():
 def test_illegal_command_is_predicted_rejected_without_results():
     tm = model()
     record, _ = tm.submit_command(Command("read", n=1, bank=8))
+    tm.plan({})
     assert record.error == "BANK_RANGE" and tm.result_owner == [] and tm.rejected == [record]
     assert model().expected_status() == (0, 0)                 # NONE after reset
     tm.submit_command(Command("matmul", k=3, m=1, n=1))

@@ -75,3 +75,25 @@ def test_wide_classifiers():
     assert coverage.unbuilt_class(unpaired_command(Command("matmul", dtype="bf16"),
                                                    "fp32")) == coverage.UNBUILT[2]
     assert coverage.unbuilt_class(Command("matmul", dtype="bf16")) is None
+
+
+def test_fuzz_runs_concurrent_tiles_and_the_bin_counts_them():
+    """With the second generator, random programs hold runs of matmuls in the finest tiles
+    (K and M cut to fit) that the cycle model runs up to four at once, and
+    coverage.in_flight counts them from the stamps."""
+    from types import SimpleNamespace
+
+    from systolica.golden import command_schedule, finest_tile
+    from systolica.verif import fuzz
+
+    rng, noise = np.random.default_rng(3), np.random.default_rng(4)
+    items = fuzz.random_program(rng, 8, 8, 600, noise=noise)
+    placed = [item[8:10] for item in items if isinstance(item, tuple) and len(item) == 10
+              and item[9] == (2, 2)]
+    assert len(placed) > 20
+    assert all(position in {finest_tile(8, 8, s)[0] for s in range(16)}
+               for position, _ in placed)
+    commands = [Command("matmul", k=k, m=m, n=n, tile_position=(2 * r, 2 * r),
+                        tile_size=(2, 2)) for r, (k, m, n) in enumerate([(2, 2, 30)] * 4)]
+    records = [SimpleNamespace(error=None, op="matmul") for _ in commands]
+    assert coverage.in_flight(records, command_schedule(8, 8, commands)) == [1, 2, 3, 4]

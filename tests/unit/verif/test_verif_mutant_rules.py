@@ -138,7 +138,7 @@ end
 ISSUE = "systolica_tile.issue"
 ISSUE_TEXT = f"""module \\{ISSUE}
   wire input 1 \\clk
-  wire width 26 \\in_mode
+  wire width 26 \\mode_0
   wire width 26 $next
   wire output 2 \\hi
   cell $dff $127
@@ -146,7 +146,7 @@ ISSUE_TEXT = f"""module \\{ISSUE}
     parameter \\CLK_POLARITY 1
     connect \\D $next
     connect \\CLK \\clk
-    connect \\Q \\in_mode
+    connect \\Q \\mode_0
   end
   cell $gt $94
     parameter \\A_SIGNED 0
@@ -154,7 +154,7 @@ ISSUE_TEXT = f"""module \\{ISSUE}
     parameter \\A_WIDTH 16
     parameter \\B_WIDTH 3
     parameter \\Y_WIDTH 1
-    connect \\A \\in_mode [25:10]
+    connect \\A \\mode_0 [25:10]
     connect \\B 3'101
     connect \\Y \\hi
   end
@@ -213,18 +213,18 @@ def _rule(args):
     (f"-mode const1 -module {MUL_HI} -cell $procmux$1_CMP0 -port B -portbit 2",
      "same-constant"),
     (f"-mode const0 -module {MUL_HI} -cell $procmux$1_CMP0 -port B -portbit 2", None),
-    # in_mode.k (bits 10..25 of in_mode, after the transpose bit) <= 2 x rows = 6: its
-    # bits 3 and up (in_mode's 13 and up) are 0
+    # mode_0.k (bits 10..25 of row cell 0's mode, after the transpose bit) <= 2 x rows = 6: its
+    # bits 3 and up (mode_0's 13 and up) are 0
     (f"-mode const0 -module {ISSUE} -cell $94 -port A -portbit 7", "value-range"),
-    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 22 -wire in_mode "
+    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 22 -wire mode_0 "
      "-wirebit 2", "value-range"),
-    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 13 -wire in_mode "
+    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 13 -wire mode_0 "
      "-wirebit 2", "value-range"),
     (f"-mode const0 -module {ISSUE} -cell $94 -port A -portbit 2", None),
-    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 11 -wire in_mode "
+    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 11 -wire mode_0 "
      "-wirebit 2", None),
-    # in_mode's bit 12 is K's bit 2 (the rule had K at bit 9, before the transpose bit)
-    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 12 -wire in_mode "
+    # mode_0's bit 12 is K's bit 2 (the rule had K at bit 9, before the transpose bit)
+    (f"-mode cnot1 -module {ISSUE} -cell $127 -port Q -portbit 2 -ctrlbit 12 -wire mode_0 "
      "-wirebit 2", None),
 ])
 def test_class_rules_match_their_class_only(args, rule):
