@@ -126,9 +126,14 @@ def test_a_worker_killed_mid_program_leaves_no_matmul_unaccounted(serial):
         # worker, is lost with it and run again (Dask's lost-computed), so it counts too.
         keys = set(keys) | set(engine.client.has_what().get(address, ()))
         os.kill(pids[address], signal.SIGKILL)
-        # A program handed to it between the look and the kill is lost with it too: look
-        # again (the scheduler has not seen the death yet).
-        keys |= set(engine.client.processing().get(address, ()))
+        # A program handed to it after the look, until the scheduler has seen the death, is
+        # lost with it too: keep looking until the scheduler has dropped the worker.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            keys |= set(engine.client.processing().get(address, ()))
+            if address not in engine.client.scheduler_info()["workers"]:
+                break
+            time.sleep(0.005)
         prefix = engine._task(program)[:-len(program.key)]
         state["killed"] = (address, {key.removeprefix(prefix) for key in keys})
 
