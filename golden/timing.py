@@ -286,6 +286,10 @@ def _concurrent(steps):
         last = first + step.n * step.passes - 1
         if not step.read:
             buffers.hold(step.cells, buf, last)
+        # A command whose last beat is before this start cannot hold back a later one (it
+        # starts after this one): only those still in flight are kept, so a program costs
+        # time linear in its length.
+        history = [(other, end) for other, end in history if end >= first]
         history.append((step, last))
         started.append(first)
         prev_first = first

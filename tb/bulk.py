@@ -199,9 +199,9 @@ class BulkProgram:
         sends them (matmuls in flight together share beats), and the model's
         :attr:`~TileModel.events` and :attr:`~TileModel.moving_owners` for the check."""
         if self._plan is None or self._plan[0] != len(self._program):
-            data, groups = self.model.pack(self._program, self._moving)
-            self.model.events = self.model.result_events(self._program)
-            self.model.moving_owners = self.model.beat_owners(self._program)
+            moving, results = self.model.program_beats(self._program)
+            data, groups = self.model.pack(self._program, self._moving, moving)
+            self.model.events, self.model.moving_owners = results, moving
             self._plan = (len(self._program), data, groups)
         return self._plan[1:]
 

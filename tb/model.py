@@ -28,7 +28,6 @@ from systolica.golden import (
     psum_accumulate,
 )
 from systolica.golden.command import DTYPES
-from systolica.golden.timing import moving_beats
 from systolica.hdl.layouts import DType, ErrorCode, Op, cell_grid
 
 from .scoreboard import TRANSPOSED
@@ -529,60 +528,59 @@ class TileModel:
         start, size = record.command.tile_position[1], record.command.tile_size[1]
         return slice(start, start + size)
 
-    def beat_owners(self, commands):
-        """Per moving beat of a program as the host packs them, the indices of the matmuls
-        whose next column it carries (list of tuples;
-        :func:`~systolica.golden.timing.moving_beats` on this tile)."""
-        return moving_beats(self.rows, self.cols, commands, banks=self.banks,
-                            entries=self.entries, dtypes=self.dtypes,
-                            double_row=self.double_row)
-
-    def pack(self, commands, bits):
-        """The MultiplyMoving beats of a program as the host packs them
-        (:func:`~systolica.golden.timing.moving_beats`): ``(data, groups)``, ``data``
-        ``[beats, rows]`` lanes (each matmul's in its tile's rows) and ``groups``
-        ``[beats]`` the row-cell masks, from ``bits``: ``{command index: its [N, rows]
-        moving lanes}`` (what :meth:`stimulus` returns, for every legal matmul of
-        ``commands``)."""
-        beats = self.beat_owners(commands)
-        data = np.zeros((len(beats), self.rows), self.lane_dtype)
-        groups = np.zeros(len(beats), np.int64)
-        count, grain = cell_grid(self.rows)
-        column = dict.fromkeys(bits, 0)
-        for i, names in enumerate(beats):
-            for j in names:
-                rows = _tile(commands[j], self.rows, self.cols).row_range
-                data[i, rows] = bits[j][column[j], rows]
-                groups[i] |= sum(1 << g for g in range(count) if g * grain in rows)
-                column[j] += 1
-        return data, groups
-
-    def result_events(self, commands):
-        """Per result beat of a program, in order, the indices of the commands it carries
-        results of (list of tuples): a matmul's beat joins those of the matmuls in flight
-        beside it (their results leave together: every tile's take ``rows + cols``)."""
+    def program_beats(self, commands):
+        """``(moving, results)`` of a program on this tile, from the cycle model's no-stall
+        schedule (:func:`~systolica.golden.command_schedule`): per moving beat as the host
+        packs them, the indices of the matmuls whose next column it carries
+        (:func:`~systolica.golden.timing.moving_beats`), and per result beat, in order, the
+        indices of the commands it carries results of (matmuls in flight together share
+        both: every tile's results take ``rows + cols``). Lists of tuples."""
         schedule = command_schedule(self.rows, self.cols, commands, banks=self.banks,
                                     entries=self.entries, dtypes=self.dtypes,
                                     double_row=self.double_row)
-        cycles = defaultdict(list)
+        moving, results = defaultdict(list), defaultdict(list)
         for j, timing in enumerate(schedule):
+            if timing.loads:        # a matmul (a READ's beats cross no stream)
+                for cycle in timing.issues:
+                    moving[cycle].append(j)
             for cycle in timing.results:
-                cycles[cycle].append(j)
-        return [tuple(cycles[cycle]) for cycle in sorted(cycles)]
+                results[cycle].append(j)
+        return ([tuple(moving[c]) for c in sorted(moving)],
+                [tuple(results[c]) for c in sorted(results)])
+
+    def pack(self, commands, bits, beats):
+        """The MultiplyMoving beats of a program: ``(data, groups)``, ``data`` ``[beats,
+        rows]`` lanes (each matmul's in its tile's rows) and ``groups`` ``[beats]`` the
+        row-cell masks, from ``beats`` (:meth:`program_beats`' first) and ``bits``:
+        ``{command index: its [N, rows] moving lanes}`` (what :meth:`stimulus` returns,
+        for every legal matmul of ``commands``)."""
+        data = np.zeros((len(beats), self.rows), self.lane_dtype)
+        groups = np.zeros(len(beats), np.int64)
+        count, grain = cell_grid(self.rows)
+        positions = defaultdict(list)       # matmul -> the beats of its columns, in order
+        for i, names in enumerate(beats):
+            for j in names:
+                positions[j].append(i)
+        for j, where in positions.items():
+            rows = _tile(commands[j], self.rows, self.cols).row_range
+            lanes = slice(rows.start, rows.stop)
+            data[where, lanes] = bits[j][:, lanes]
+            groups[where] |= sum(1 << g for g in range(count) if g * grain in rows)
+        return data, groups
 
     def plan(self, bits):
         """Pack the records submitted since the last plan as a program of their own (it
-        starts when everything before it is done): their expected result beats join
-        :attr:`events`; returns their moving beats as :meth:`pack` does, ``bits`` keyed by
-        record index."""
+        starts when everything before it is done): their moving beats join
+        :attr:`moving_owners`, their expected result beats :attr:`events`; returns their
+        moving beats as :meth:`pack` does, ``bits`` keyed by record index."""
         start, records = self._planned, self.records[self._planned:]
         self._planned = len(self.records)
         commands = [r.command for r in records]
-        self.events += [tuple(start + j for j in beat)
-                        for beat in self.result_events(commands)]
-        self.moving_owners += [tuple(start + j for j in beat)
-                               for beat in self.beat_owners(commands)]
-        return self.pack(commands, {j - start: b for j, b in bits.items() if j >= start})
+        moving, results = self.program_beats(commands)
+        self.events += [tuple(start + j for j in beat) for beat in results]
+        self.moving_owners += [tuple(start + j for j in beat) for beat in moving]
+        return self.pack(commands, {j - start: b for j, b in bits.items() if j >= start},
+                         moving)
 
     @property
     def result_count(self):
@@ -613,7 +611,7 @@ class TileModel:
 
     def on_results(self, lanes, cycles, last):
         """Hand every captured result beat to its commands at once (bulk harness, which
-        sets :attr:`events` from :meth:`result_events`): ``lanes`` ``[beats, cols]``
+        sets :attr:`events` from :meth:`program_beats`): ``lanes`` ``[beats, cols]``
         uint32, ``cycles`` and ``last`` (per-cell flags) ``[beats]``; beats past the
         expected ones go to the scoreboard as unexpected."""
         cycles = np.asarray(cycles, np.int64).tolist()

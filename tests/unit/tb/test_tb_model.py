@@ -156,3 +156,17 @@ def test_mixed_and_double_row_beats():
     assert s_beats[rows - 1, 1] == bits[rows - 1, 1]
     mbits = mv.view(np.uint8).astype(np.uint16)
     assert m_beats[2, 0] == mbits[0, 2] | mbits[rows, 2] << 8
+
+
+def test_program_beats_are_the_golden_packing_and_share_result_beats():
+    """TileModel.program_beats: its moving beats are golden.timing.moving_beats' (one
+    schedule serves both), and matmuls in flight together share result beats too."""
+    from systolica.golden.timing import moving_beats
+
+    tm = TileModel(4, 4, Scoreboard())
+    commands = [Command("matmul", k=2, m=2, n=3, tile_position=(2 * q, 2 * q),
+                        tile_size=(2, 2)) for q in range(2)] + [Command("read", n=2)]
+    moving, results = tm.program_beats(commands)
+    assert moving == moving_beats(4, 4, commands)
+    assert any(len(beat) == 2 for beat in moving) and any(len(beat) == 2 for beat in results)
+    assert results[-2:] == [(2,), (2,)]            # the READ's two beats, alone, last
