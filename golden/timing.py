@@ -167,11 +167,13 @@ def _cells(tile, grain):
             for c in range(tile.col // grain[1], (tile.col + tile.cols) // grain[1])]
 
 
-def _command_cells(command, rows, cols, grain):
-    """The grain cells of a matmul command's tile (the whole array without one)."""
-    if command.tile_position is None:
-        return _cells(Tile(0, 0, rows, cols), grain)
-    return _cells(Tile(*command.tile_position, *command.tile_size), grain)
+def command_tile(command, rows, cols):
+    """The :class:`~systolica.golden.Tile` a :class:`Command` occupies on a ``rows x cols``
+    array: a matmul's ``tile_position`` / ``tile_size``, else the whole array (a READ
+    shares every lane)."""
+    if command.op == "matmul" and command.tile_position is not None:
+        return Tile(*command.tile_position, *command.tile_size)
+    return Tile(0, 0, rows, cols)
 
 
 class _WeightBuffers:
@@ -249,9 +251,7 @@ def _command_steps(commands, errors, rows, cols):
         if error is not None:
             steps.append(_Step(error))
             continue
-        tile = (Tile(*command.tile_position, *command.tile_size)
-                if command.op == "matmul" and command.tile_position is not None
-                else Tile(0, 0, rows, cols))
+        tile = command_tile(command, rows, cols)
         read = command.op == "read"
         steps.append(_Step(None, read, tile, () if read else tuple(_cells(tile, grain)),
                            0 if read else command.load_beats(rows), command.n,
@@ -310,15 +310,18 @@ def _recurrence(commands, errors, latency, rows, cols):
     return out
 
 
-def moving_beats(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
-                 dtypes=DTYPES, double_row=True):
-    """The MultiplyMoving beats of a program as the host packs them: which matmuls' next
-    moving column each beat carries (list of tuples of command indices, in stream order).
+def program_beats(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
+                  dtypes=DTYPES, double_row=True):
+    """The stream beats of a program as the host packs them: ``(moving, results)``, per
+    MultiplyMoving beat the commands whose next moving column it carries, and per result
+    beat the commands it carries results of (lists of tuples of command indices, in
+    stream order).
 
     A beat carries the column of every matmul that takes one in the same cycle of the
     no-stall schedule (:func:`command_schedule`): matmuls in flight in tiles that share no
-    PE row or column share beats, each in its own lanes; stalls then delay every beat
-    alike. Rejected commands have none.
+    PE row or column share beats, each in its own lanes, and so their result beats (every
+    tile's results take ``rows + cols``); stalls then delay every beat alike. Rejected
+    commands have none, a READ only result beats.
 
     Raises
     ------
@@ -326,18 +329,28 @@ def moving_beats(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES
         As :func:`command_schedule`.
     """
     commands, errors = _checked(commands, rows, cols, banks, entries, dtypes, double_row)
-    return _packed(commands, errors, rows, cols)
-
-
-def _packed(commands, errors, rows, cols):
-    cycles = defaultdict(list)
     steps = _command_steps(commands, errors, rows, cols)
-    for j, (step, (_, _, first, last)) in enumerate(zip(steps, _concurrent(steps),
-                                                       strict=True)):
-        if step.error is None and not step.read:
-            for cycle in range(first, last + 1, step.passes):
-                cycles[cycle].append(j)
-    return [tuple(cycles[cycle]) for cycle in sorted(cycles)]
+    return _beats(steps, _concurrent(steps), tile_latency(rows, cols))
+
+
+def moving_beats(rows, cols, commands, **kwargs):
+    """The MultiplyMoving beats of :func:`program_beats` (same arguments and errors)."""
+    return program_beats(rows, cols, commands, **kwargs)[0]
+
+
+def _beats(steps, spans, latency):
+    """:func:`program_beats` from the :class:`_Step` s and their :func:`_concurrent`
+    spans."""
+    moving, results = defaultdict(list), defaultdict(list)
+    for j, (step, (_, _, first, last)) in enumerate(zip(steps, spans, strict=True)):
+        if step.error is not None:
+            continue
+        for cycle in range(first, last + 1, step.passes):
+            if not step.read:
+                moving[cycle].append(j)
+            results[cycle + step.passes - 1 + latency].append(j)
+    return ([tuple(moving[c]) for c in sorted(moving)],
+            [tuple(results[c]) for c in sorted(results)])
 
 
 def _command_passes(command):
@@ -351,7 +364,7 @@ def _command_passes(command):
 def _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, offer=None):
     stamps = [dict(accept=None, error=e, loads=[], issues=[], results=[]) for e in errors]
     steps = _command_steps(commands, errors, rows, cols)
-    beats = _packed(commands, errors, rows, cols)   # the moving stream, as the host packs it
+    beats = _beats(steps, _concurrent(steps), latency)[0]   # as the host packs them
     drivers = {"command": _Driver(len(commands)),
                "stationary": _Driver(sum(s.beats for s in steps if s.error is None)),
                "moving": _Driver(len(beats))}
@@ -398,7 +411,7 @@ def _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, of
                 names = beats[drivers["moving"].sent]
                 new = [j for j in names if j not in flight]
                 if (all(flight[j][2] == 0 for j in names if j in flight)
-                        and (not new or (new == [head[0]] if clear else False))):
+                        and (not new or (clear and new == [head[0]]))):
                     beat = names
                     issued += list(names)
                     start = new[0] if new else None

@@ -16,6 +16,7 @@ from .layouts import (
     NarrowDType,
     Op,
     cell_grid,
+    cell_mask,
     command_layout,
     four_passes,
     is_narrow,
@@ -149,8 +150,8 @@ class IssueLogic(wiring.Component):
         self._rows, self._cols = rows, cols
         self._entries, self._depth = psum_entries, psum_depth
         self._width = width
-        (self._row_cells, self._grain_r) = cell_grid(rows)
-        (self._col_cells, self._grain_c) = cell_grid(cols)
+        self._row_cells, self._grain_r = cell_grid(rows)
+        self._col_cells = cell_grid(cols)[0]
         lanes = data.ArrayLayout(operand_lane_layout(width, col_cells=self._col_cells), rows)
         super().__init__({
             "en": In(1),
@@ -170,7 +171,7 @@ class IssueLogic(wiring.Component):
         width = self._width
         wide = width == WIDE_WIDTH
         row_cells, grain_r = self._row_cells, self._grain_r
-        col_cells, grain_c = self._col_cells, self._grain_c
+        col_cells = self._col_cells
         m.submodules.skew = skew = SkewBuffer(
             operand_lane_layout(width, col_cells=col_cells), range(rows))
         m.d.comb += skew.en.eq(self.en)
@@ -193,8 +194,8 @@ class IssueLogic(wiring.Component):
             head_trows.eq(Mux(head_tiled, head.tile_rows, rows)),
             head_col0.eq(Mux(head_tiled, head.tile_col, 0)),
             head_tcols.eq(Mux(head_tiled, head.tile_cols, cols)),
-            head_rcells.eq(_cells_of(head_row0, head_trows, row_cells, grain_r)),
-            head_ccells.eq(_cells_of(head_col0, head_tcols, col_cells, grain_c)),
+            head_rcells.eq(cell_mask(head_row0, head_trows, rows)),
+            head_ccells.eq(cell_mask(head_col0, head_tcols, cols)),
             head_slot.eq(Cat(head_rcells[g] & (head_row0 < (g + 1) * grain_r)
                              for g in range(row_cells))),
             head_alone.eq(_passes(head_read, head.transpose, head_stype, head_mtype) != 1
@@ -382,12 +383,6 @@ def _any(values):
     for value in values[1:]:
         total = total | value
     return total
-
-
-def _cells_of(start, size, count, grain):
-    """The cells ``start .. start + size - 1`` covers, of ``count`` cells of ``grain``
-    (a mask; whole cells, as every tile is)."""
-    return Cat((start <= g * grain) & (start + size > g * grain) for g in range(count))
 
 
 def _passes(read, transpose, stype, mtype):

@@ -269,6 +269,14 @@ def cell_grid(extent):
     return extent // grain, grain
 
 
+def cell_mask(start, size, extent):
+    """The cells (:func:`cell_grid`) of a dimension of ``extent`` PEs that PEs ``start ..
+    start + size - 1`` cover, one bit per cell (an Amaranth value; every tile is whole
+    cells)."""
+    count, grain = cell_grid(extent)
+    return Cat((start <= g * grain) & (start + size > g * grain) for g in range(count))
+
+
 def token_layout(psum_depth):
     """What each beat in flight is in one column cell, for the PSUM stage (StructLayout;
     internal to the tile: the issue logic makes one per column cell per beat, the result

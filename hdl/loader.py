@@ -7,17 +7,16 @@ from amaranth.lib.wiring import In, Out
 
 from .array import load_lane_layout
 from .command_queue import COMMAND_QUEUE_DEPTH, load_request_signature
-from .layouts import OPERAND_WIDTH, SIZE_WIDTH, cell_grid, stationary_layout
+from .layouts import OPERAND_WIDTH, SIZE_WIDTH, cell_grid, cell_mask, stationary_layout
 from .skew import SkewBuffer
 
 
 def buffer_cells(rows, cols):
     """The cells in which a tile of ``rows x cols`` PEs tracks its weight buffers:
-    ``(row cells, column cells, rows per cell, columns per cell)``, a cell being the finest
-    tile (:func:`~.layouts.cell_grid`); cell ``(g, h)`` is bit ``g * column cells + h`` of
-    a cell mask."""
-    (row_cells, grain_r), (col_cells, grain_c) = cell_grid(rows), cell_grid(cols)
-    return row_cells, col_cells, grain_r, grain_c
+    ``(row cells, column cells)``, a cell being the finest tile
+    (:func:`~.layouts.cell_grid`); cell ``(g, h)`` is bit ``g * column cells + h`` of a
+    cell mask."""
+    return cell_grid(rows)[0], cell_grid(cols)[0]
 
 
 def buffer_control_signature(cells=1):
@@ -118,7 +117,7 @@ class StationaryLoader(wiring.Component):
 
     def __init__(self, rows, cols, width=OPERAND_WIDTH, depth=COMMAND_QUEUE_DEPTH):
         self._rows, self._cols, self._width, self._depth = rows, cols, width, depth
-        row_cells, col_cells, _, _ = buffer_cells(rows, cols)
+        row_cells, col_cells = buffer_cells(rows, cols)
         self._cells = row_cells * col_cells
         super().__init__({
             "en": In(1),
@@ -135,7 +134,7 @@ class StationaryLoader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         rows, cols, request = self._rows, self._cols, self.request
-        row_cells, col_cells, grain_r, grain_c = buffer_cells(rows, cols)
+        row_cells, col_cells = buffer_cells(rows, cols)
         lane = load_lane_layout(rows, self._width)
         m.submodules.load_skew = load_skew = SkewBuffer(lane, range(cols))
         m.d.comb += load_skew.en.eq(self.en)
@@ -143,14 +142,9 @@ class StationaryLoader(wiring.Component):
         load_buf = self.load_buf         # buffer the load under way writes
         load_row = self.load_row         # partition row the next stationary beat writes
         # The request's tile as a cell mask.
-        in_rows = [Signal(name=f"in_rows_{g}") for g in range(row_cells)]
-        in_cols = [Signal(name=f"in_cols_{h}") for h in range(col_cells)]
-        m.d.comb += [in_rows[g].eq((request.row <= g * grain_r)
-                                   & (request.row + request.trows > g * grain_r))
-                     for g in range(row_cells)]
-        m.d.comb += [in_cols[h].eq((request.col <= h * grain_c)
-                                   & (request.col + request.tcols > h * grain_c))
-                     for h in range(col_cells)]
+        in_rows, in_cols = Signal(row_cells), Signal(col_cells)
+        m.d.comb += [in_rows.eq(cell_mask(request.row, request.trows, rows)),
+                     in_cols.eq(cell_mask(request.col, request.tcols, cols))]
         tile_cells = Signal(self._cells)
         m.d.comb += tile_cells.eq(Cat(in_rows[g] & in_cols[h] for g in range(row_cells)
                                       for h in range(col_cells)))

@@ -101,7 +101,7 @@ class BulkProgram:
         self._program = []               # every Command, in order
         self._moving = {}                # command index -> [N, rows] moving lanes (uint16;
                                          # uint32: 32-bit lanes)
-        self._plan = None                # (commands, moving data, groups), once packed
+        self._plan = None                # (commands packed, moving data, groups)
         self.stationary_count = 0
         #: Status the harness reported: (rejected count, last error code), after check().
         self.status = None

@@ -17,10 +17,8 @@ from systolica.golden import (
     PSUM_BANKS,
     PSUM_ENTRIES,
     Command,
-    Tile,
     check_tile,
     command_error,
-    command_schedule,
     format_of,
     nc_matmul,
     nc_matmul_batch,
@@ -28,6 +26,7 @@ from systolica.golden import (
     psum_accumulate,
 )
 from systolica.golden.command import DTYPES
+from systolica.golden.timing import command_tile, program_beats
 from systolica.hdl.layouts import DType, ErrorCode, Op, cell_grid
 
 from .scoreboard import TRANSPOSED
@@ -130,14 +129,6 @@ def tile_fields(command):
         return {"tiled": 0, "tile_row": 0, "tile_col": 0, "tile_rows": 0, "tile_cols": 0}
     (row, col), (rows, cols) = command.tile_position, command.tile_size
     return {"tiled": 1, "tile_row": row, "tile_col": col, "tile_rows": rows, "tile_cols": cols}
-
-
-def _tile(command, rows, cols):
-    """The :class:`~systolica.golden.Tile` a command occupies (the whole array but for a
-    tiled matmul)."""
-    if command.op == "matmul" and command.tile_position is not None:
-        return Tile(*command.tile_position, *command.tile_size)
-    return Tile(0, 0, rows, cols)
 
 
 def _hex_list(values, limit=8):
@@ -529,24 +520,13 @@ class TileModel:
         return slice(start, start + size)
 
     def program_beats(self, commands):
-        """``(moving, results)`` of a program on this tile, from the cycle model's no-stall
-        schedule (:func:`~systolica.golden.command_schedule`): per moving beat as the host
-        packs them, the indices of the matmuls whose next column it carries
-        (:func:`~systolica.golden.timing.moving_beats`), and per result beat, in order, the
-        indices of the commands it carries results of (matmuls in flight together share
-        both: every tile's results take ``rows + cols``). Lists of tuples."""
-        schedule = command_schedule(self.rows, self.cols, commands, banks=self.banks,
-                                    entries=self.entries, dtypes=self.dtypes,
-                                    double_row=self.double_row)
-        moving, results = defaultdict(list), defaultdict(list)
-        for j, timing in enumerate(schedule):
-            if timing.loads:        # a matmul (a READ's beats cross no stream)
-                for cycle in timing.issues:
-                    moving[cycle].append(j)
-            for cycle in timing.results:
-                results[cycle].append(j)
-        return ([tuple(moving[c]) for c in sorted(moving)],
-                [tuple(results[c]) for c in sorted(results)])
+        """``(moving, results)`` of a program on this tile: per moving beat as the host
+        packs them, the indices of the matmuls whose next column it carries, and per result
+        beat, in order, the indices of the commands it carries results of
+        (:func:`~systolica.golden.timing.program_beats`). Lists of tuples."""
+        return program_beats(self.rows, self.cols, commands, banks=self.banks,
+                             entries=self.entries, dtypes=self.dtypes,
+                             double_row=self.double_row)
 
     def pack(self, commands, bits, beats):
         """The MultiplyMoving beats of a program: ``(data, groups)``, ``data`` ``[beats,
@@ -562,7 +542,7 @@ class TileModel:
             for j in names:
                 positions[j].append(i)
         for j, where in positions.items():
-            rows = _tile(commands[j], self.rows, self.cols).row_range
+            rows = command_tile(commands[j], self.rows, self.cols).row_range
             lanes = slice(rows.start, rows.stop)
             data[where, lanes] = bits[j][:, lanes]
             groups[where] |= sum(1 << g for g in range(count) if g * grain in rows)
@@ -644,17 +624,16 @@ class TileModel:
                                               record.last_flags)
             self._fed += 1
 
-    def stamp(self, command_cycles, moving_cycles, owners=None):
+    def stamp(self, command_cycles, moving_cycles):
         """Set each record's command accept cycle and its matmul's moving accept cycles
-        (``moving_cycles``: one per moving beat, whose records ``owners`` names, default
-        :attr:`moving_owners`)."""
+        (``moving_cycles``: one per moving beat, whose records :attr:`moving_owners`
+        names)."""
         for record, cycle in zip(self.records, command_cycles, strict=False):
             record.accept = int(cycle)
         for record in self.matmuls:
             record.issues = []
-        owners = self.moving_owners if owners is None else owners
-        for names, cycle in zip(owners, np.asarray(moving_cycles, np.int64).tolist(),
-                                strict=False):
+        for names, cycle in zip(self.moving_owners,
+                                np.asarray(moving_cycles, np.int64).tolist(), strict=False):
             for j in names:
                 self.records[j].issues.append(cycle)
 
