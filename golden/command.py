@@ -76,7 +76,24 @@ OPS = ("matmul", "read")
 DTYPES = tuple(FORMATS) + tuple(WIDE_FORMATS)
 #: Rejection reasons, in the order they are checked (``status.error`` names in the RTL).
 ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT",
-          "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ") + TILE_ERRORS
+          "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ") + TILE_ERRORS + (
+          "MX_TYPE", "MX_K", "MX_MODE", "MX_TILE", "DST_MODE")
+#: The rejections only a tile generated with the MX datapath gives (on another, an MX matmul
+#: is ``TYPE_NOT_BUILT`` first).
+MX_ONLY_ERRORS = ("MX_K", "MX_MODE", "MX_TILE")
+#: Element types of an MX matmul (``Command.mx``; NKI's ``float8_e4m3fn_x4`` and
+#: ``float8_e5m2_x4``): OCP FP8 only, legacy e4m3 does not mix (``docs/numerics.md``, MX
+#: formats). MXFP4 (``float4_e2m1fn_x4``) is a side with ``fp4`` set and type ``e4m3fn``, the
+#: type its elements are converted to in front of the array.
+MX_DTYPES = ("e4m3fn", "e5m2")
+#: Partition rows per E8M0 scale group (8 partitions x 4 packed elements = 32 elements): an MX
+#: matmul's K is a multiple of it (``golden.mx.GROUP_PARTITIONS``).
+MX_GROUP_ROWS = 8
+#: PSUM element types a matmul writes (``Command.dst_dtype``) and their rounding modes.
+DST_DTYPES = ("fp32", "bf16")
+ROUNDINGS = ("rne", "stochastic")
+#: Bits of the command word's stochastic-rounding seed (``Command.seed``).
+SEED_WIDTH = 32
 
 
 @dataclass(frozen=True)
@@ -121,6 +138,23 @@ class Command:
         ``SIZE_WIDTH``-bit field of the command word. A tile the array does not allow can be
         made, and the tile rejects it (``TILE_*``, :func:`~.tiles.tile_error`); giving only
         one of the pair is a ``ValueError``. Unused by ``read``.
+    mx : bool
+        An MX matmul (NKI's ``nc_matmul_mx``, NeuronCore-v4): each operand lane is an x4
+        word of four elements of ``dtype`` / ``moving_dtype`` (:data:`MX_DTYPES`) with an
+        E8M0 scale per group of :data:`MX_GROUP_ROWS` partitions, K counts partition rows
+        (a contraction of 4 K) and must be a multiple of :data:`MX_GROUP_ROWS`. It takes no
+        ``perf_mode``, ``is_transpose``, ``ftz`` or column tile; the tile rejects a command
+        that breaks these (``MX_*``).
+    fp4 : (bool, bool)
+        MXFP4 on the stationary / moving side (``mx`` only; that side's type ``e4m3fn``, to
+        which its e2m1 elements convert exactly).
+    dst_dtype : str
+        PSUM element type, ``"fp32"`` (default) or ``"bf16"`` (``mx`` only: rounded from FP32
+        immediately before the PSUM write).
+    rounding : str
+        ``"rne"`` (default) or ``"stochastic"`` (``dst_dtype="bf16"`` only).
+    seed : int
+        The stochastic rounding's seed (``SEED_WIDTH`` bits; ``golden.xorwow_bits``).
     """
 
     op: str = "matmul"
@@ -137,6 +171,11 @@ class Command:
     is_transpose: bool = False
     tile_position: tuple | None = None
     tile_size: tuple | None = None
+    mx: bool = False
+    fp4: tuple = (False, False)
+    dst_dtype: str = "fp32"
+    rounding: str = "rne"
+    seed: int = 0
 
     def __post_init__(self):
         if self.op not in OPS:
@@ -154,8 +193,20 @@ class Command:
         check_perf_mode(self.perf_mode)
         if self.op == "matmul":     # the double-row pair is command_error's to judge
             operand_formats(format_of(self.dtype).dtype, format_of(self.mtype).dtype)
-        for name in ("ftz", "accumulate", "is_transpose"):
+        for name in ("ftz", "accumulate", "is_transpose", "mx"):
             check_bool(name, getattr(self, name))
+        if not (isinstance(self.fp4, tuple) and len(self.fp4) == 2
+                and all(isinstance(v, (bool, np.bool_)) for v in self.fp4)):
+            raise ValueError(f"fp4 must be a pair of bools (stationary, moving), not "
+                             f"{self.fp4!r}")
+        for name, allowed in (("dst_dtype", DST_DTYPES), ("rounding", ROUNDINGS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {', '.join(allowed)}, not "
+                                 f"{getattr(self, name)!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or not (
+                0 <= self.seed < 1 << SEED_WIDTH):
+            raise ValueError(f"seed must be an integer in 0..{(1 << SEED_WIDTH) - 1} "
+                             f"({SEED_WIDTH}-bit field), not {self.seed!r}")
         if (self.tile_position is None) != (self.tile_size is None):
             raise ValueError("tile_position and tile_size must be given together (leave both "
                              "out for the whole array)")
@@ -235,11 +286,12 @@ def check_fits(k, m, n, *, rows, cols, entries=PSUM_ENTRIES, perf_mode=None):
 
 
 def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
-                  dtypes=DTYPES, double_row=True):
+                  dtypes=DTYPES, double_row=True, mx=False):
     """Why a ``rows x cols`` tile with ``banks x entries`` PSUM, generated for the operand
-    types ``dtypes`` (short names; default every one) and with the FP8 double-row datapath
-    or not (``double_row``), rejects ``command``, or None. (The tile's type set is its
-    ``TileConfig``'s ``dtypes`` and ``double_row``; golden takes them as plain values.)
+    types ``dtypes`` (short names; default every one), with the FP8 double-row datapath or
+    not (``double_row``) and with the MX datapath or not (``mx``), rejects ``command``, or
+    None. (The tile's type set is its ``TileConfig``'s ``dtypes``, ``double_row`` and
+    ``mx``; golden takes them as plain values.)
 
     Checked in order: ``"BANK_RANGE"`` (bank >= banks), ``"K_RANGE"`` (matmul with K = 0 or
     K > rows; K > 2 x rows in double-row mode), ``"M_RANGE"`` (matmul with M = 0 or
@@ -253,8 +305,14 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     ``"TRANSPOSE_ACCUMULATE"``, ``"TRANSPOSE_FTZ"`` (a transposing matmul with double-row,
     ``accumulate`` or ``ftz``), then the tiling rule (:func:`~.tiles.tile_error`, same
     order): ``"TILE_SIZE"``, ``"TILE_POSITION"``, ``"TILE_K_RANGE"``, ``"TILE_M_RANGE"``,
-    ``"TILE_DOUBLE_ROW"``. Tiles that overlap a matmul in flight are not an error (the
-    later matmul waits: ``docs/numerics.md``, tiles choice 10).
+    ``"TILE_DOUBLE_ROW"``, then the MX rules (an MX matmul on a tile without ``mx`` is
+    ``"TYPE_NOT_BUILT"`` above): ``"MX_TYPE"`` (an MX operand type not in
+    :data:`MX_DTYPES`, an ``fp4`` side whose type is not ``e4m3fn``, or ``fp4`` on a matmul
+    that is not MX), ``"MX_K"`` (an MX K not a multiple of :data:`MX_GROUP_ROWS`),
+    ``"MX_MODE"`` (MX with double-row, transpose or ``ftz``), ``"MX_TILE"`` (MX in a column
+    tile: row tiles only), ``"DST_MODE"`` (a BF16 destination on a matmul that is not MX,
+    or stochastic rounding without one). Tiles that overlap a matmul in flight are not an
+    error (the later matmul waits: ``docs/numerics.md``, tiles choice 10).
 
     Returns
     -------
@@ -273,7 +331,8 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
             DOUBLE_ROW_TYPES):
         return "DOUBLE_ROW_TYPE"
     if matmul and (not {command.dtype, command.mtype} <= set(dtypes) or (
-            command.double_row and not double_row) or not _pairs(command)):
+            command.double_row and not double_row) or not _pairs(command)
+            or (command.mx and not mx)):
         return "TYPE_NOT_BUILT"
     if matmul and command.is_transpose:
         for code, mode in (("TRANSPOSE_DOUBLE_ROW", command.double_row),
@@ -281,9 +340,30 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
                            ("TRANSPOSE_FTZ", command.ftz)):
             if mode:
                 return code
-    if matmul:
-        return tile_error(command.tile_position, command.tile_size, command.k, command.m,
-                          rows=rows, cols=cols, perf_mode=command.perf_mode)
+    if not matmul:
+        return None
+    return (tile_error(command.tile_position, command.tile_size, command.k, command.m,
+                       rows=rows, cols=cols, perf_mode=command.perf_mode)
+            or mx_error(command, cols))
+
+
+def mx_error(command, cols):
+    """The MX and destination rules of :func:`command_error` for a matmul ``command`` on a
+    tile of ``cols`` columns (the codes after the tiling rule), or None."""
+    types = (command.dtype, command.mtype)
+    if (command.mx and not set(types) <= set(MX_DTYPES)) or any(
+            fp4 and (not command.mx or t != "e4m3fn")
+            for fp4, t in zip(command.fp4, types, strict=True)):
+        return "MX_TYPE"
+    if command.mx and command.k % MX_GROUP_ROWS:
+        return "MX_K"
+    if command.mx and (command.double_row or command.is_transpose or command.ftz):
+        return "MX_MODE"
+    if command.mx and command.tile_size is not None and command.tile_size[1] != cols:
+        return "MX_TILE"
+    if (command.dst_dtype == "bf16" and not command.mx) or (
+            command.rounding == "stochastic" and command.dst_dtype != "bf16"):
+        return "DST_MODE"
     return None
 
 

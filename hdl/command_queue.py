@@ -12,6 +12,7 @@ from .layouts import (
     command_layout,
     is_narrow,
     is_wide,
+    mx_type,
     operand_types,
     status_layout,
     tile_sizes,
@@ -83,7 +84,9 @@ class CommandQueue(wiring.Component):
     ``TRANSPOSE_DOUBLE_ROW``, ``TRANSPOSE_ACCUMULATE`` and ``TRANSPOSE_FTZ`` (transpose mode
     with ``double_row``, ``accumulate`` or ``ftz``); for a ``tiled`` matmul the tiling rule
     (golden: ``tiles.tile_error``), ``TILE_SIZE``, ``TILE_POSITION``, ``TILE_K_RANGE``,
-    ``TILE_M_RANGE``, ``TILE_DOUBLE_ROW``. A rejected beat is
+    ``TILE_M_RANGE``, ``TILE_DOUBLE_ROW``; then the MX rules (golden: ``command.mx_error``;
+    an MX matmul on a queue built without ``mx`` is ``TYPE_NOT_BUILT``): ``MX_TYPE``,
+    ``MX_K``, ``MX_MODE``, ``MX_TILE``, ``DST_MODE``. A rejected beat is
     taken and dropped: ``status.rejected`` counts up and ``status.error`` takes its
     :class:`~.layouts.ErrorCode` at the clock edge.
 
@@ -111,6 +114,8 @@ class CommandQueue(wiring.Component):
         Operand types the tile's datapath has (default: every one).
     double_row : bool
         Whether it has the FP8 double-row datapath (default True).
+    mx : bool
+        Whether it has NeuronCore-v4's MX datapath and BF16 PSUM writes (default False).
 
     Sizes come from a validated :class:`~.config.TileConfig` (the tile builds this
     component); they are not checked again here.
@@ -133,8 +138,9 @@ class CommandQueue(wiring.Component):
     """
 
     def __init__(self, rows, cols, *, psum_banks, psum_entries, depth=COMMAND_QUEUE_DEPTH,
-                 dtypes=tuple(DType), double_row=True):
+                 dtypes=tuple(DType), double_row=True, mx=False):
         self._dtypes, self._double_row = tuple(dtypes), bool(double_row)
+        self._mx = bool(mx)
         self._rows, self._cols = rows, cols
         self._banks, self._entries = psum_banks, psum_entries
         self._depth = depth
@@ -179,7 +185,8 @@ class CommandQueue(wiring.Component):
             & Cat(mtype == t for t in self._dtypes).any()
             & ((stype == DType.INT8) == (mtype == DType.INT8))
             & (is_wide(stype) == is_wide(mtype))
-            & (1 if self._double_row else ~command.double_row))
+            & (1 if self._double_row else ~command.double_row)
+            & (1 if self._mx else is_read | ~command.mx))
         # The tiling rule: sizes and starts are a few constants of the array's extents.
         tiled = ~is_read & command.tiled
         size_ok, start_ok = (Signal(name=f"tile_{n}_ok") for n in ("size", "start"))
@@ -218,6 +225,22 @@ class CommandQueue(wiring.Component):
             m.d.comb += error.eq(ErrorCode.TILE_M_RANGE)
         with m.Elif(tiled & command.double_row & (command.tile_cols != cols)):
             m.d.comb += error.eq(ErrorCode.TILE_DOUBLE_ROW)
+        # The MX rules (golden ``mx_error``): on a tile without MX, an MX matmul stopped at
+        # TYPE_NOT_BUILT, so only its fp4 and destination bits are left to judge.
+        mx = ~is_read & command.mx
+        with m.Elif(~is_read & ((mx & ~(mx_type(stype) & mx_type(mtype)))
+                                | (command.fp4[0] & (~mx | (stype != DType.E4M3FN)))
+                                | (command.fp4[1] & (~mx | (mtype != DType.E4M3FN))))):
+            m.d.comb += error.eq(ErrorCode.MX_TYPE)
+        with m.Elif(mx & (command.k[:3] != 0)):
+            m.d.comb += error.eq(ErrorCode.MX_K)
+        with m.Elif(mx & (command.double_row | command.transpose | command.ftz)):
+            m.d.comb += error.eq(ErrorCode.MX_MODE)
+        with m.Elif(mx & tiled & (command.tile_cols != cols)):
+            m.d.comb += error.eq(ErrorCode.MX_TILE)
+        with m.Elif(~is_read & ((command.bf16_out & ~command.mx)
+                                | (command.stochastic & ~command.bf16_out))):
+            m.d.comb += error.eq(ErrorCode.DST_MODE)
 
         # ---- the queue -------------------------------------------------------------------
         queue = [Signal(command_layout(), name=f"queue_{i}") for i in range(depth_q)]

@@ -36,6 +36,10 @@ PSUM_ENTRIES = 512
 BANK_WIDTH = 8
 #: Bits of the command's ``k``, ``m``, ``n`` and ``offset`` fields.
 SIZE_WIDTH = 16
+#: Bits of the command's stochastic-rounding ``seed`` field.
+SEED_WIDTH = 32
+#: Partition rows per E8M0 scale group of an MX operand (8 partitions x 4 packed elements).
+MX_GROUP_ROWS = 8
 
 
 class DType(enum.Enum, shape=4):
@@ -77,6 +81,14 @@ def lane_dtype(width):
 
 #: Operand types 32 bits wide (only on a tile generated with them: 32-bit lanes).
 WIDE_DTYPES = (DType.TF32, DType.FP32)
+#: Element types of an MX matmul (OCP FP8; MXFP4 is an E4M3FN side with its ``fp4`` bit).
+MX_DTYPES = (DType.E4M3FN, DType.E5M2)
+
+
+def mx_type(dtype):
+    """A 1-bit value: 1 when ``dtype`` (a :class:`DType` code) is an MX element type
+    (:data:`MX_DTYPES`)."""
+    return Cat(Value.cast(dtype) == t for t in MX_DTYPES).any()
 
 
 def is_wide(dtype):
@@ -110,7 +122,7 @@ class Op(enum.Enum, shape=1):
     READ = 1
 
 
-class ErrorCode(enum.Enum, shape=4):
+class ErrorCode(enum.Enum, shape=5):
     """Why the tile rejected a command (``status.error``), checked in this order.
 
     ``BANK_RANGE``: bank >= the tile's bank count. ``K_RANGE``: K = 0 or K > rows (matmul).
@@ -120,7 +132,12 @@ class ErrorCode(enum.Enum, shape=4):
     double-row) the tile was not generated for, a type code that is no :class:`DType`,
     INT8 paired with a float type, or TF32 / FP32 paired with an 8- or 16-bit type.
     ``TRANSPOSE_DOUBLE_ROW``, ``TRANSPOSE_ACCUMULATE``, ``TRANSPOSE_FTZ``: ``transpose`` set
-    on a matmul together with ``double_row``, ``accumulate`` or ``ftz``.
+    on a matmul together with ``double_row``, ``accumulate`` or ``ftz``. ``TILE_*``: the
+    tiling rule (``golden.tiles.tile_error``). ``MX_TYPE``: an MX operand type other than
+    E4M3FN / E5M2, or ``fp4`` on a side that is not E4M3FN or on a matmul that is not MX.
+    ``MX_K``: an MX K not a multiple of 8. ``MX_MODE``: MX with ``double_row``,
+    ``transpose`` or ``ftz``. ``MX_TILE``: MX in a column tile. ``DST_MODE``: ``bf16_out``
+    on a matmul that is not MX, or ``stochastic`` without ``bf16_out``.
     """
 
     NONE = 0
@@ -138,6 +155,11 @@ class ErrorCode(enum.Enum, shape=4):
     TILE_K_RANGE = 12
     TILE_M_RANGE = 13
     TILE_DOUBLE_ROW = 14
+    MX_TYPE = 15
+    MX_K = 16
+    MX_MODE = 17
+    MX_TILE = 18
+    DST_MODE = 19
 
 
 def stationary_layout(cols, width=OPERAND_WIDTH):
@@ -212,7 +234,11 @@ def command_layout():
     stationary, its free size, moving beats), then the tile (NKI's ``tile_position`` /
     ``tile_size``): ``tiled`` (0: the whole array, the other tile fields ignored),
     ``tile_row``, ``tile_col``, ``tile_rows``, ``tile_cols`` (``SIZE_WIDTH`` bits each), then
-    ``dtype_hi`` and ``moving_dtype_hi``. A READ uses ``bank``, ``offset`` and ``n`` only.
+    ``dtype_hi`` and ``moving_dtype_hi``, then NeuronCore-v4's fields: ``mx`` (an MX matmul:
+    x4 words with E8M0 scales, K in partition rows, a multiple of 8), ``fp4`` (bit 0: the
+    stationary side is MXFP4, bit 1: the moving side), ``bf16_out`` (PSUM written as BF16),
+    ``stochastic`` (stochastic rounding of that write) and ``seed`` (``SEED_WIDTH`` bits,
+    its XORWOW seed). A READ uses ``bank``, ``offset`` and ``n`` only.
     """
     return data.StructLayout({
         "op": Op,
@@ -234,6 +260,11 @@ def command_layout():
         "tile_cols": unsigned(SIZE_WIDTH),
         "dtype_hi": 1,      # the type codes' bit 3 (TF32 / FP32 came after the tile fields)
         "moving_dtype_hi": 1,
+        "mx": 1,            # NeuronCore-v4's MX matmul and BF16 PSUM writes, last of all
+        "fp4": 2,
+        "bf16_out": 1,
+        "stochastic": 1,
+        "seed": unsigned(SEED_WIDTH),
     })
 
 

@@ -56,6 +56,13 @@ FIELD_MEANINGS = {
     "k": "partition rows of the stationary, the contraction size (matmul)",
     "m": "free size of the stationary, PSUM partitions written (matmul)",
     "n": "moving beats of a matmul, or PSUM entries a READ sends",
+    "mx": "MX matmul (NeuronCore-v4's nc_matmul_mx): x4 words with E8M0 scales, K in "
+          "partition rows (a multiple of 8); rejected as TYPE_NOT_BUILT on a tile without MX",
+    "fp4": "MXFP4 side of an MX matmul (bit 0 stationary, bit 1 moving; that side's type "
+           "E4M3FN, to which e2m1 converts exactly)",
+    "bf16_out": "PSUM written as BF16, rounded from FP32 before the write (MX matmul)",
+    "stochastic": "stochastic rounding of the BF16 write instead of round-to-nearest-even",
+    "seed": "seed of the stochastic rounding's XORWOW generators",
     "rejected": "commands rejected since reset (wraps)",
     "error": "why the latest command was rejected, checked in this order",
 }

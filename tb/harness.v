@@ -31,7 +31,7 @@ module systolica_harness #(
     output reg  [31:0] m_sent = 32'd0,
     output reg  [31:0] r_received = 32'd0,
     output wire [15:0] rejected,
-    output wire [3:0]  error
+    output wire [4:0]  error
 );
     localparam integer SW = COLS * LW;
 
@@ -96,9 +96,9 @@ module systolica_harness #(
         .result__payload(r_payload), .result__valid(r_valid), .result__ready(r_ready),
         .status(status)
     );
-    wire [19:0] status;                 // status_layout(): rejected [15:0], error [19:16]
+    wire [20:0] status;                 // status_layout(): rejected [15:0], error [20:16]
     assign rejected = status[15:0];
-    assign error = status[19:16];
+    assign error = status[20:16];
 
     reg seeded = 1'b0;
     always @(posedge clk) begin

@@ -119,7 +119,10 @@ def command_beat(command):
             "ftz": int(command.ftz), "accumulate": int(command.accumulate),
             "transpose": int(command.is_transpose),
             "bank": command.bank, "offset": command.offset,
-            "k": command.k, "m": command.m, "n": command.n, **tile_fields(command)}
+            "k": command.k, "m": command.m, "n": command.n, **tile_fields(command),
+            "mx": int(command.mx), "fp4": int(command.fp4[0]) | int(command.fp4[1]) << 1,
+            "bf16_out": int(command.dst_dtype == "bf16"),
+            "stochastic": int(command.rounding == "stochastic"), "seed": command.seed}
 
 
 def tile_fields(command):

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, coverage_section
 
-from systolica.golden.command import DTYPES, ERRORS, PSUM_ENTRIES
+from systolica.golden.command import DTYPES, ERRORS, MX_ONLY_ERRORS, PSUM_ENTRIES
 from systolica.golden.formats import WIDE_FORMATS, decode, format_of
 from systolica.sim.options import OneLineParser, add_json_argument, integer, report_as_json
 from systolica.verif.exhaustive import ROUNDING, classify_rounding
@@ -85,6 +85,9 @@ REMOVED = {
                                       "cross is sampled for accumulate only; overwrite is one "
                                       "bin of its own)",
     "queue: occupancy 4+": "the queue holds 3 (golden.timing.COMMAND_QUEUE_DEPTH)",
+    "error: MX_K, MX_MODE, MX_TILE": "checked only on a tile generated with the MX datapath "
+                                     "(golden.command.MX_ONLY_ERRORS), which the fuzzer does "
+                                     "not build yet: there an MX matmul is TYPE_NOT_BUILT",
 }
 
 _P = "systolica."
@@ -104,7 +107,7 @@ _unbuilt = _point("unbuilt", UNBUILT)
 _product = _point("product", PRODUCT_CLASSES)
 _wide_product = _point("product.wide", WIDE_PRODUCT_CLASSES)
 _add = _point("add", ROUNDING)
-_error = _point("error", ERRORS)
+_error = _point("error", [e for e in ERRORS if e not in MX_ONLY_ERRORS])
 _transpose = _point("transpose", DTYPES)
 _queue = _point("queue", range(4))
 _tile = _point("tile", TILE_SHAPES)

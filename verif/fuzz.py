@@ -44,7 +44,14 @@ import numpy as np
 
 from systolica.golden import FORMATS, Command, command_schedule, finest_tile, operand_formats
 from systolica.golden import tile_sizes as golden_tile_sizes
-from systolica.golden.command import PSUM_BANKS, PSUM_ENTRIES, SIZE_WIDTH, unpaired_command
+from systolica.golden.command import (
+    MX_DTYPES,
+    PSUM_BANKS,
+    PSUM_ENTRIES,
+    SEED_WIDTH,
+    SIZE_WIDTH,
+    unpaired_command,
+)
 from systolica.golden.formats import DOUBLE_ROW_TYPES, WIDE_FORMATS
 from systolica.hdl.config import TYPE_SET_SEPARATOR, TileConfig, type_sets
 from systolica.sim.options import (
@@ -351,8 +358,8 @@ def _illegal(rng, rows, cols):
     """A command the tile must reject; which check fails is drawn (sometimes several;
     ``"TILE"`` stands for the tile rule's codes, :func:`_bad_tile`)."""
     op = "matmul" if rng.random() < 0.7 else "read"
-    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE", "TILE"]
-                                         if op == "matmul" else [])
+    kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE", "TILE",
+                                          "MX"] if op == "matmul" else [])
     wrong = {kinds[int(rng.integers(len(kinds)))]}
     while rng.random() < 0.25:
         wrong.add(kinds[int(rng.integers(len(kinds)))])
@@ -380,9 +387,31 @@ def _illegal(rng, rows, cols):
                       dtype="bf16" if rng.random() < 0.5 else "int8",
                       ftz=bool(rng.random() < 0.3), accumulate=bool(rng.random() < 0.5),
                       perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
-    if "TILE" in wrong:      # TILE_*: the tile rule (checked last, so alone or hidden)
+    if "TILE" in wrong:      # TILE_*: the tile rule (checked late, so alone or hidden)
         command = _bad_tile(rng, command, rows, cols)
+    if "MX" in wrong:        # the MX fields on a tile without MX (the last checks)
+        command = _bad_mx(rng, command)
     return command
+
+
+def _bad_mx(rng, command):
+    """``command`` (a matmul) given NeuronCore-v4 fields a tile without the MX datapath
+    refuses: an MX matmul (``TYPE_NOT_BUILT``), ``fp4`` without MX (``MX_TYPE``), or a BF16
+    destination without MX or stochastic rounding without one (``DST_MODE``)."""
+    seed = int(rng.integers(1 << SEED_WIDTH))
+    kind = int(rng.integers(4))
+    if kind == 0:
+        return dataclasses.replace(
+            command, mx=True, dtype=str(rng.choice(MX_DTYPES)),
+            moving_dtype=str(rng.choice(MX_DTYPES)), perf_mode=None, is_transpose=False,
+            dst_dtype="bf16" if rng.random() < 0.5 else "fp32", seed=seed)
+    if kind == 1:
+        side = int(rng.integers(3))
+        return dataclasses.replace(command, fp4=(side != 1, side != 0))
+    if kind == 2:
+        return dataclasses.replace(command, dst_dtype="bf16", seed=seed, rounding=str(
+            rng.choice(["rne", "stochastic"])))
+    return dataclasses.replace(command, rounding="stochastic", seed=seed)
 
 
 def _unused_matmul_fields(noise):
@@ -392,6 +421,10 @@ def _unused_matmul_fields(noise):
     fields = {"moving_dtype": str(noise.choice(list(FORMATS))),
               "perf_mode": "double_row" if noise.random() < 0.5 else None,
               "is_transpose": bool(noise.random() < 0.5)}
+    if noise.random() < 0.3:
+        fields.update(mx=True, fp4=(bool(noise.random() < 0.5), bool(noise.random() < 0.5)),
+                      dst_dtype="bf16", rounding=str(noise.choice(["rne", "stochastic"])),
+                      seed=int(noise.integers(1 << SEED_WIDTH)))
     if noise.random() < 0.5:
         fields["tile_position"], fields["tile_size"] = (
             tuple(int(v) for v in noise.integers(1 << SIZE_WIDTH, size=2)) for _ in range(2))

@@ -71,6 +71,9 @@ def test_command_field_widths():
     fields = dict(layouts.command_layout())
     assert {name: fields[name].width for name in command.FIELD_WIDTHS} == command.FIELD_WIDTHS
     assert (command.BANK_WIDTH, command.SIZE_WIDTH) == (layouts.BANK_WIDTH, layouts.SIZE_WIDTH)
+    assert (command.SEED_WIDTH, command.MX_GROUP_ROWS) == (layouts.SEED_WIDTH,
+                                                           layouts.MX_GROUP_ROWS)
+    assert command.MX_DTYPES == tuple(t.name.lower() for t in layouts.MX_DTYPES)
     assert set(command.OPS) == {op.name.lower() for op in layouts.Op}
 
 

@@ -54,27 +54,42 @@ def random_command(rng, rows=ROWS, cols=COLS):
     double = rng.random() < 0.3
     dtype = str(rng.choice(TYPES))
     moving_dtype = "int8" if dtype == "int8" else str(rng.choice(TYPES[1:]))
-    return Command("matmul", k=int(rng.integers(0, 2 * rows + 2)),
+    mx = rng.random() < 0.3
+    if mx and rng.random() < 0.8:     # mostly OCP FP8 pairs, the rest what MX_TYPE refuses
+        dtype, moving_dtype = (str(rng.choice(["e4m3fn", "e5m2"])) for _ in range(2))
+    bf16 = rng.random() < (0.6 if mx else 0.1)
+    new = {"mx": mx, "fp4": tuple(bool(rng.random() < (0.3 if mx else 0.03)) for _ in range(2)),
+           "dst_dtype": "bf16" if bf16 else "fp32",
+           "rounding": "stochastic" if rng.random() < (0.4 if bf16 else 0.05) else "rne",
+           "seed": int(rng.integers(0, 1 << 32))}
+    if mx:                  # modes and sizes mostly legal, so that the later MX rules show
+        double = double and rng.random() < 0.2
+    k = (int(rng.choice([8, 16, rows])) if mx and rng.random() < 0.7
+         else int(rng.integers(0, 2 * rows + 2)))
+    return Command("matmul", k=k,
                    m=int(rng.integers(0, cols + 2)), n=int(rng.integers(0, ENTRIES + 1)),
                    bank=int(rng.integers(0, BANKS + 1)), offset=int(rng.integers(0, ENTRIES)),
                    dtype=dtype, moving_dtype=moving_dtype,
                    perf_mode="double_row" if double else None,
-                   is_transpose=bool(rng.random() < 0.4), ftz=bool(rng.random() < 0.3),
-                   accumulate=bool(rng.random() < 0.3), **random_tile(rng, rows, cols))
+                   is_transpose=bool(rng.random() < (0.1 if mx else 0.4)),
+                   ftz=bool(rng.random() < (0.1 if mx else 0.3)),
+                   accumulate=bool(rng.random() < 0.3), **random_tile(rng, rows, cols), **new)
 
 
-@pytest.mark.parametrize("seed,rows,cols,dtypes,double_row", [
-    (1, ROWS, COLS, tuple(DType), True),
+@pytest.mark.parametrize("seed,rows,cols,dtypes,double_row,mx", [
+    (1, ROWS, COLS, tuple(DType), True, False),
     # A queue of a tile generated for INT8 and two FP8 types only, without double-row.
-    (3, ROWS, COLS, (DType.INT8, DType.E4M3, DType.E5M2), False),
+    (3, ROWS, COLS, (DType.INT8, DType.E4M3, DType.E5M2), False, False),
     # Column tiles (3 columns have none), so double-row in one is refused.
-    (5, 4, 4, tuple(DType), True)])
-def test_sim_check_and_queue_follow_the_golden_rules(seed, rows, cols, dtypes, double_row):
+    (5, 4, 4, tuple(DType), True, False),
+    # The MX datapath: 8 rows for whole scale groups, column tiles for MX_TILE.
+    (7, 8, 4, tuple(DType), True, True)])
+def test_sim_check_and_queue_follow_the_golden_rules(seed, rows, cols, dtypes, double_row, mx):
     """Random commands one at a time: a rejected one counts in ``status`` with the golden
     error; a legal one asks for its stationary load (``K`` beats, ``min(K, rows)`` in
     double-row), and only once ``load.done`` is given is it offered at the head, unchanged."""
     rng = np.random.default_rng(seed)
-    commands = [random_command(rng, rows, cols) for _ in range(150)]
+    commands = [random_command(rng, rows, cols) for _ in range(250 if mx else 150)]
     # Transposes that only their mode makes illegal (rare in the draw), and a legal one.
     for mode in ({"perf_mode": "double_row", "ftz": True}, {"accumulate": True, "ftz": True},
                  {"ftz": True}, {}):
@@ -93,18 +108,31 @@ def test_sim_check_and_queue_follow_the_golden_rules(seed, rows, cols, dtypes, d
         commands.insert(int(rng.integers(len(commands) + 1)), Command(**{
             "op": "matmul", "k": 1, "m": 1, "n": 1, "dtype": "e4m3", "tile_position": tile[0],
             "tile_size": tile[1], **extra}))
+    # Matmuls that only an MX or destination rule makes illegal, and a legal MX one.
+    mx_k = 8 if rows >= 8 else rows
+    for extra in ({"fp4": (True, False)}, {"dst_dtype": "bf16"}, {"rounding": "stochastic"},
+                  {"mx": True, "moving_dtype": "e4m3"}, {"mx": True, "fp4": (False, True),
+                                                         "moving_dtype": "e5m2"},
+                  {"mx": True, "k": 3}, {"mx": True, "ftz": True},
+                  {"mx": True, "tile_position": (0, 0), "tile_size": (mx_k, cols // 2 or cols)},
+                  {"mx": True, "rounding": "stochastic"},
+                  {"mx": True, "dst_dtype": "bf16", "rounding": "stochastic", "seed": 5}):
+        commands.insert(int(rng.integers(len(commands) + 1)), Command(**{
+            "op": "matmul", "k": mx_k, "m": 1, "n": 1, "dtype": "e5m2", **extra}))
     names = tuple(t.name.lower() for t in dtypes)
     errors = [command_error(c, rows=rows, cols=cols, banks=BANKS, entries=ENTRIES,
-                            dtypes=names, double_row=double_row) for c in commands]
+                            dtypes=names, double_row=double_row, mx=mx) for c in commands]
     unreachable = set()
     if not double_row:      # a double-row command is TYPE_NOT_BUILT (checked first)
         unreachable |= {"TRANSPOSE_DOUBLE_ROW", "TILE_DOUBLE_ROW"}
-    elif len(dtypes) == len(DType):
+    elif len(dtypes) == len(DType) and mx:
         unreachable.add("TYPE_NOT_BUILT")
+    if not mx:              # an MX matmul is TYPE_NOT_BUILT; fp4 and bf16_out still judged
+        unreachable |= {"MX_K", "MX_MODE", "MX_TILE"}
     if cols % 2:            # no column tiles
         unreachable |= {"TILE_DOUBLE_ROW", "TILE_M_RANGE"}
     assert set(errors) == {None, *[e.name for e in ErrorCode if e.name != "NONE"]} - unreachable
-    dut = queue(rows, cols, dtypes=dtypes, double_row=double_row)
+    dut = queue(rows, cols, dtypes=dtypes, double_row=double_row, mx=mx)
     seen = []
 
     async def bench(ctx):

@@ -251,6 +251,12 @@ ILLEGAL = [
      "TILE_POSITION"),
     (Command("matmul", k=3, m=1, n=1, tile_position=(2, 0), tile_size=(2, 3)),
      "TILE_K_RANGE"),
+    # The NeuronCore-v4 fields on a tile without the MX datapath.
+    (Command("matmul", k=4, m=1, n=1, dtype="e4m3fn", mx=True), "TYPE_NOT_BUILT"),
+    (Command("matmul", k=1, m=1, n=1, dtype="e4m3fn", fp4=(False, True)), "MX_TYPE"),
+    (Command("matmul", k=1, m=1, n=1, dtype="bf16", dst_dtype="bf16"), "DST_MODE"),
+    (Command("matmul", k=1, m=1, n=1, dtype="bf16", rounding="stochastic", seed=7),
+     "DST_MODE"),
 ]
 
 
@@ -287,13 +293,16 @@ def test_default_psum_geometry_is_the_neuroncore_one():
     tile_fields = {"tiled", "tile_row", "tile_col", "tile_rows", "tile_cols"}
     assert set(Command.__dataclass_fields__) >= (set(command_layout().members)
                                                  - {"double_row", "transpose", "dtype_hi",
-                                                    "moving_dtype_hi"} - tile_fields
+                                                    "moving_dtype_hi", "bf16_out",
+                                                    "stochastic"} - tile_fields
                                                  | {"perf_mode", "is_transpose",
-                                                    "tile_position", "tile_size"})
+                                                    "tile_position", "tile_size", "dst_dtype",
+                                                    "rounding"})
     assert [e.name for e in ErrorCode if e.name != "NONE"] == [
         "BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT",
         "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ", "TILE_SIZE",
-        "TILE_POSITION", "TILE_K_RANGE", "TILE_M_RANGE", "TILE_DOUBLE_ROW"]
+        "TILE_POSITION", "TILE_K_RANGE", "TILE_M_RANGE", "TILE_DOUBLE_ROW", "MX_TYPE", "MX_K",
+        "MX_MODE", "MX_TILE", "DST_MODE"]
 
 
 def test_tile_takes_only_a_config():

@@ -34,7 +34,8 @@ def test_bit_tables_are_generated_from_the_layouts(text):
 def test_bit_table_rows_by_hand(text):
     # The command word's published positions (issue 30: op[0] ... n[81:66]; issue 25 adds
     # transpose[82] after them, then the tile fields, then the type codes' bit 3 for TF32 /
-    # FP32) and the status (error widened to 4 bits by issue 25).
+    # FP32, then issue 26's MX fields) and the status (error widened to 4 bits by issue 25,
+    # to 5 by issue 26).
     for row in ("| `op` | [0] | 1 | `Op`: MATMUL = 0, READ = 1 |",
                 "| `dtype` | [3:1] | 3 |", "| `moving_dtype` | [6:4] | 3 |",
                 "| `double_row` | [7] | 1 |", "| `ftz` | [8] | 1 |", "| `accumulate` | [9] | 1 |",
@@ -44,9 +45,12 @@ def test_bit_table_rows_by_hand(text):
                 "| `tile_row` | [99:84] | 16 |", "| `tile_col` | [115:100] | 16 |",
                 "| `tile_rows` | [131:116] | 16 |", "| `tile_cols` | [147:132] | 16 |",
                 "| `dtype_hi` | [148] | 1 |", "| `moving_dtype_hi` | [149] | 1 |",
-                "| `rejected` | [15:0] | 16 |", "| `error` | [19:16] | 4 |"):
+                "| `mx` | [150] | 1 |", "| `fp4` | [152:151] | 2 |",
+                "| `bf16_out` | [153] | 1 |", "| `stochastic` | [154] | 1 |",
+                "| `seed` | [186:155] | 32 |",
+                "| `rejected` | [15:0] | 16 |", "| `error` | [20:16] | 5 |"):
         assert row in text, row
-    assert "150 bits, bit 0 first" in text and "20 bits, bit 0 first" in text
+    assert "187 bits, bit 0 first" in text and "21 bits, bit 0 first" in text
 
 
 def test_the_index_names_every_rule_function_and_error_code(text):
