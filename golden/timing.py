@@ -207,14 +207,14 @@ class _WeightBuffers:
             self._last[cell][buf] = last_issue
 
 
-def _checked(commands, rows, cols, banks, entries, dtypes=DTYPES, double_row=True):
+def _checked(commands, rows, cols, banks, entries, dtypes=DTYPES, double_row=True, mx=False):
     commands = list(commands)
     for j, command in enumerate(commands):
         if not isinstance(command, Command):
             raise TypeError(f"command {j} must be a systolica.golden.Command, "
                             f"not {type(command).__name__}")
     return commands, [command_error(c, rows=rows, cols=cols, banks=banks, entries=entries,
-                                    dtypes=dtypes, double_row=double_row)
+                                    dtypes=dtypes, double_row=double_row, mx=mx)
                       for c in commands]
 
 
@@ -311,7 +311,7 @@ def _recurrence(commands, errors, latency, rows, cols):
 
 
 def program_beats(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
-                  dtypes=DTYPES, double_row=True):
+                  dtypes=DTYPES, double_row=True, mx=False):
     """The stream beats of a program as the host packs them: ``(moving, results)``, per
     MultiplyMoving beat the commands whose next moving column it carries, and per result
     beat the commands it carries results of (lists of tuples of command indices, in
@@ -328,7 +328,7 @@ def program_beats(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIE
     TypeError, ValueError
         As :func:`command_schedule`.
     """
-    commands, errors = _checked(commands, rows, cols, banks, entries, dtypes, double_row)
+    commands, errors = _checked(commands, rows, cols, banks, entries, dtypes, double_row, mx)
     steps = _command_steps(commands, errors, rows, cols)
     return _beats(steps, _concurrent(steps), tile_latency(rows, cols))
 
@@ -496,7 +496,7 @@ class _Driver:
 
 def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
                      result_ready=None, offer=None, max_cycles=10_000_000, dtypes=DTYPES,
-                     double_row=True):
+                     double_row=True, mx=False):
     """Predict every command's cycle stamps (see the module docstring for the rules).
 
     Parameters
@@ -507,9 +507,10 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
         The program, in order.
     banks, entries : int
         PSUM geometry (decides which commands are rejected).
-    dtypes, double_row
+    dtypes, double_row, mx
         The tile's type set, as :func:`~.command.command_error` takes it (default every
-        type and double-row): a command outside it is rejected.
+        type and double-row, no MX datapath): a command outside it is rejected. An MX
+        matmul is timed like any other (``K`` load beats, one pass per moving column).
     result_ready : callable or None
         ``result_ready(cycle) -> bool``: whether the result stream's consumer is ready in
         that cycle. ``None`` means always ready (the closed recurrence is used, unless
@@ -537,7 +538,7 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
     latency = tile_latency(rows, cols)
     check_positive("banks", banks)
     check_positive("entries", entries)
-    commands, errors = _checked(commands, rows, cols, banks, entries, dtypes, double_row)
+    commands, errors = _checked(commands, rows, cols, banks, entries, dtypes, double_row, mx)
     if result_ready is None and offer is None:
         return _recurrence(commands, errors, latency, rows, cols)
     return _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, offer)

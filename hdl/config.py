@@ -20,12 +20,17 @@ make's ``TYPES=``):
 ``fp8-double-row`` FP8 double-row matmuls (e4m3 / e5m2, K up to ``2 * rows``); implies ``fp8``
 ``fp32``           TF32 and FP32 (with each other only): 32-bit operand lanes and a four-pass
                    FP32 multiplier in every PE (``docs/numerics.md``, FP32 and TF32)
-``all``            every one of the above except ``fp32`` (the default): the 8- and 16-bit
-                   types on 16-bit lanes
+``mx``             NeuronCore-v4's MX matmuls (MXFP8 and MXFP4 x4 words with E8M0 block
+                   scales, ``Command.mx``): 32-bit operand lanes with an 8-bit scale each,
+                   four FP8 multipliers and their adder tree in every PE
+                   (``docs/numerics.md``, MX formats); implies ``fp8``
+``all``            every one of the above except ``fp32`` and ``mx`` (the default): the 8- and
+                   16-bit types on 16-bit lanes
 ================== ===========================================================================
 
-``fp32`` is never implied: it doubles the width of every operand lane and register, so a
-tile generated without it keeps its size and speed.
+``fp32`` and ``mx`` are never implied: each widens every operand lane and register (``mx``
+also adds the scale lanes and about 1.2 PEs' worth of cells to each PE), so a tile generated
+without them keeps its size and speed.
 
 The operand type names inside a set (:attr:`TileConfig.dtypes`) are the golden model's
 short names (``systolica.golden.formats.FORMATS``: ``int8``, ``bf16``, ``fp16``, ``e4m3``,
@@ -35,7 +40,7 @@ short names (``systolica.golden.formats.FORMATS``: ``int8``, ``bf16``, ``fp16``,
 import hashlib
 from dataclasses import dataclass
 
-__all__ = ["DOUBLE_ROW", "TYPE_SETS", "TYPE_SET_SEPARATOR", "WIDE", "TileConfig",
+__all__ = ["DOUBLE_ROW", "MX", "TYPE_SETS", "TYPE_SET_SEPARATOR", "WIDE", "TileConfig",
            "parse_types", "type_sets"]
 
 #: The type-set names and the operand types (golden short names) each adds, in the order a
@@ -47,9 +52,12 @@ TYPE_SETS = {
     "fp8": ("e4m3", "e5m2", "e3m4", "e4m3fn"),
     "fp8-double-row": (),
     "fp32": ("tf32", "fp32"),
+    "mx": (),
 }
 #: The type-set name of the 32-bit types (not in ``all``: it widens every operand lane).
 WIDE = "fp32"
+#: The type-set name of the MX datapath (not in ``all``: it widens every operand lane).
+MX = "mx"
 #: The type-set name of the FP8 double-row mode.
 DOUBLE_ROW = "fp8-double-row"
 #: Every operand type the tile's command word carries, in code order (the golden model's
@@ -95,13 +103,13 @@ def parse_types(types):
     chosen = set()
     for name in names:
         if name == "all":
-            chosen.update(set(TYPE_SETS) - {WIDE})
+            chosen.update(set(TYPE_SETS) - {WIDE, MX})
         elif name in TYPE_SETS:
             chosen.add(name)
         else:
             raise ValueError(f"unknown type set {name!r}; allowed: {_ALLOWED} (joined with "
                              f"'+' or ',')")
-    if DOUBLE_ROW in chosen:
+    if DOUBLE_ROW in chosen or MX in chosen:
         chosen.add("fp8")
     return tuple(name for name in TYPE_SETS if name in chosen)
 
@@ -234,18 +242,26 @@ class TileConfig:
         return WIDE in self.types
 
     @property
+    def mx(self):
+        """Whether the MX datapath is generated: x4 words with E8M0 scales on 32-bit lanes
+        (bool)."""
+        return MX in self.types
+
+    @property
     def operand_width(self):
-        """Bits of one operand lane (int): 32 with the ``fp32`` type set, else 16."""
-        return 32 if self.wide else 16
+        """Bits of one operand lane (int): 32 with the ``fp32`` or ``mx`` type set, else
+        16."""
+        return 32 if self.wide or self.mx else 16
 
     @property
     def types_name(self):
         """The type set as users type it (str): ``"all"``, or names joined with ``+``
         (``fp8`` left out when ``fp8-double-row`` implies it): ``"int8+bf16"``."""
-        narrow = tuple(name for name in self.types if name != WIDE)
+        narrow = tuple(name for name in self.types if name not in (WIDE, MX))
         if narrow == parse_types("all"):
-            return "+".join(("all", WIDE)) if self.wide else "all"
-        shown = [name for name in self.types if not (name == "fp8" and self.double_row)]
+            return "+".join(("all", *(name for name in (WIDE, MX) if name in self.types)))
+        shown = [name for name in self.types
+                 if not (name == "fp8" and (self.double_row or self.mx))]
         return "+".join(shown)
 
     @property

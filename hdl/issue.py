@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from .array import operand_lane_layout
 from .layouts import (
     FP32_PASSES,
+    MX_SCALE_BITS,
     OPERAND_WIDTH,
     SIZE_WIDTH,
     WIDE_TRANSPOSE_PASSES,
@@ -26,6 +27,7 @@ from .layouts import (
     token_layout,
 )
 from .loader import buffer_control_signature
+from .mx_quad import MX_LANES, fp4_to_e4m3fn
 from .skew import SkewBuffer
 
 #: The mode of a row cell's moving lanes (registers ``mode_<g>``): what each lane of the
@@ -40,24 +42,33 @@ WIDE_MODE_LAYOUT = data.StructLayout({**dict(MODE_LAYOUT.members), "stype": DTyp
                                       "mtype": DType, "step": 2})
 
 
-def mode_layout(width, col_cells):
+#: The mode bits of an MX matmul (a tile with the MX datapath): its operands are x4 words
+#: (``mx``), and the moving side is MXFP4 (``fp4``: converted to e4m3fn in front of the skew).
+MX_MODE = {"mx": 1, "fp4": 1}
+#: What a matmul in flight also keeps on such a tile: its PSUM words are rounded to BF16.
+MX_SLOT = {**MX_MODE, "bf16": 1}
+
+
+def mode_layout(width, col_cells, mx=False):
     """The mode registers of a row cell (StructLayout): :data:`MODE_LAYOUT` (16-bit lanes)
     or :data:`WIDE_MODE_LAYOUT` (32-bit), then ``cskip``, the column cells outside the
-    matmul's tile."""
+    matmul's tile, and with ``mx`` :data:`MX_MODE`."""
     base = WIDE_MODE_LAYOUT if width == WIDE_WIDTH else MODE_LAYOUT
-    return data.StructLayout({**dict(base.members), "cskip": col_cells})
+    return data.StructLayout({**dict(base.members), "cskip": col_cells,
+                              **(MX_MODE if mx else {})})
 
 
-def slot_layout(psum_depth, row_cells, col_cells):
+def slot_layout(psum_depth, row_cells, col_cells, mx=False):
     """One matmul in flight (StructLayout): ``run`` (it has issued beats and not its last
     one), its mode, PSUM address and beats left after the current one, its tile's row and
     column cells (``rcells``, ``ccells``), the buffer cells it holds (``cells``) and the
-    pass of its moving column (``step``)."""
+    pass of its moving column (``step``), with ``mx`` :data:`MX_SLOT`."""
     return data.StructLayout({
         "run": 1, "sel": 1, "stype": DType, "mtype": DType, "double": 1, "ftz": 1,
         "accumulate": 1, "transpose": 1, "addr": range(psum_depth), "left": SIZE_WIDTH,
         "k": SIZE_WIDTH, "row0": SIZE_WIDTH, "trows": SIZE_WIDTH, "rcells": row_cells,
-        "ccells": col_cells, "cells": row_cells * col_cells, "step": 2})
+        "ccells": col_cells, "cells": row_cells * col_cells, "step": 2,
+        **(MX_SLOT if mx else {})})
 
 
 class IssueLogic(wiring.Component):
@@ -117,7 +128,11 @@ class IssueLogic(wiring.Component):
     psum_depth : int
         Flat PSUM addresses (banks x entries), >= 1 (the token's address range).
     width : int
-        Bits of an operand lane: 16, or 32 on a tile with TF32 / FP32.
+        Bits of an operand lane: 16, or 32 on a tile with TF32 / FP32 or MX.
+    mx : bool
+        The MX datapath: each moving lane's E8M0 ``scale`` and the matmul's ``mx`` bit
+        travel with the operand; an MXFP4 moving side's e2m1 elements (bits [15:0] of a
+        lane) are converted to the x4 word of their e4m3fn values in front of the skew.
 
     Members
     -------
@@ -146,21 +161,23 @@ class IssueLogic(wiring.Component):
     component); they are not checked again here.
     """
 
-    def __init__(self, rows, *, psum_entries, psum_depth, cols=1, width=OPERAND_WIDTH):
+    def __init__(self, rows, *, psum_entries, psum_depth, cols=1, width=OPERAND_WIDTH,
+                 mx=False):
         self._rows, self._cols = rows, cols
         self._entries, self._depth = psum_entries, psum_depth
-        self._width = width
+        self._width, self._mx = width, bool(mx)
         self._row_cells, self._grain_r = cell_grid(rows)
         self._col_cells = cell_grid(cols)[0]
-        lanes = data.ArrayLayout(operand_lane_layout(width, col_cells=self._col_cells), rows)
+        lanes = data.ArrayLayout(operand_lane_layout(width, self._mx, self._col_cells), rows)
         super().__init__({
             "en": In(1),
             "head": In(stream.Signature(command_layout())),
-            "moving": In(stream.Signature(moving_layout(rows, width))),
+            "moving": In(stream.Signature(moving_layout(rows, width, self._mx))),
             "buffers": Out(buffer_control_signature(self._row_cells * self._col_cells)),
             "operands": Out(lanes),
             "operands_next": Out(lanes),
-            "tokens": Out(data.ArrayLayout(token_layout(psum_depth), self._col_cells)),
+            "tokens": Out(data.ArrayLayout(token_layout(psum_depth, self._mx),
+                                           self._col_cells)),
             "running": Out(1),
             "read": Out(1),
         })
@@ -172,8 +189,9 @@ class IssueLogic(wiring.Component):
         wide = width == WIDE_WIDTH
         row_cells, grain_r = self._row_cells, self._grain_r
         col_cells = self._col_cells
+        mx = self._mx
         m.submodules.skew = skew = SkewBuffer(
-            operand_lane_layout(width, col_cells=col_cells), range(rows))
+            operand_lane_layout(width, mx, col_cells), range(rows))
         m.d.comb += skew.en.eq(self.en)
         en, head, mask = self.en, self.head.payload, self.moving.payload.groups
 
@@ -203,7 +221,7 @@ class IssueLogic(wiring.Component):
         ]
 
         # ---- the slots and the READ in flight -------------------------------------------
-        layout = slot_layout(depth, row_cells, col_cells)
+        layout = slot_layout(depth, row_cells, col_cells, mx)
         slots = [Signal(layout, name=f"slot_{s}") for s in range(row_cells)]
         read_run = self.read
         read_addr = Signal(range(depth))
@@ -258,7 +276,8 @@ class IssueLogic(wiring.Component):
             "transpose": head.transpose, "addr": head.bank * entries + head.offset,
             "left": head.n - 1, "k": head.k, "row0": head_row0, "trows": head_trows,
             "rcells": head_rcells, "ccells": head_ccells, "cells": self.buffers.cells,
-            "step": 0,
+            "step": 0, **({"mx": head.mx, "fp4": head.fp4[1], "bf16": head.bf16_out}
+                          if mx else {}),
         }
         issues, now, col_done, releases = [], [], [], []
         for s, slot in enumerate(slots):
@@ -314,6 +333,8 @@ class IssueLogic(wiring.Component):
                                  token.last.eq(cur.left == 0),
                                  token.fp32.eq(cur.stype != DType.INT8), token.ftz.eq(cur.ftz),
                                  token.accumulate.eq(cur.accumulate)]
+                    if mx:
+                        m.d.comb += token.bf16.eq(cur.bf16)
 
         # ---- the loader's buffers ------------------------------------------------------
         m.d.comb += [
@@ -329,13 +350,15 @@ class IssueLogic(wiring.Component):
         # The operands and mode only change on a beat or an issue there, so bubbles do not
         # toggle the array (this also keeps event-driven simulators such as Icarus from
         # evaluating garbage); ``live`` says a matmul issued there in the last enabled cycle.
-        mode_shape = mode_layout(width, col_cells)
+        mode_shape = mode_layout(width, col_cells, mx)
         mode_bits = ["sel", "stype", "mtype", "double", "ftz", "transpose", "k", "row0",
-                     "trows"] + (["step"] if wide else [])
+                     "trows"] + (["step"] if wide else []) + (list(MX_MODE) if mx else [])
         data_in = self.moving.payload.data
         for g in range(row_cells):
             lanes = range(g * grain_r, (g + 1) * grain_r)
             vector = Signal(data.ArrayLayout(width, grain_r), name=f"vector_{g}")
+            scales = (Signal(data.ArrayLayout(MX_SCALE_BITS, grain_r), name=f"scales_{g}")
+                      if mx else None)
             mode = Signal(mode_shape, name=f"mode_{g}")
             live = Signal(name=f"live_{g}")
             issuing = Signal(name=f"issuing_{g}")     # a matmul issues in this cell
@@ -349,13 +372,16 @@ class IssueLogic(wiring.Component):
             taken = beat & mask[g]
             with m.If(taken):
                 m.d.sync += vector.eq(Cat(data_in[k] for k in lanes))
+                if mx:
+                    m.d.sync += scales.eq(Cat(self.moving.payload.scale[k] for k in lanes))
             with m.If(issuing):
                 m.d.sync += mode.eq(owner)
             with m.If(en):
                 m.d.sync += live.eq(issuing)
             narrow, ends = _narrow(m, mode, f"c{g}_"), _rows_taking_part(m, mode, f"c{g}_")
             for i, k in enumerate(lanes):
-                m.d.comb += _lane(skew.i[k], k, vector[i], mode, live, narrow, ends)
+                m.d.comb += _lane(skew.i[k], k, vector[i], mode, live, narrow, ends,
+                                  scale=scales[i] if mx else None, m=m)
                 m.d.comb += [self.operands[k].eq(skew.o[k]),
                              self.operands_next[k].eq(skew.o_next[k])]
             if g == 0:
@@ -363,6 +389,7 @@ class IssueLogic(wiring.Component):
                 # registers' next values (they load on a beat and an issue, both only when
                 # enabled).
                 vector_next = Signal(width, name="vector_next")
+                scale_next = Signal(MX_SCALE_BITS, name="scale_next") if mx else None
                 mode_next = Signal(mode_shape, name="mode_next")
                 live_next = Signal(name="live_next")
                 m.d.comb += [
@@ -370,9 +397,13 @@ class IssueLogic(wiring.Component):
                     mode_next.eq(Mux(issuing, owner, mode)),
                     live_next.eq(Mux(en, issuing, live)),
                 ]
+                if mx:
+                    m.d.comb += scale_next.eq(Mux(taken, self.moving.payload.scale[0],
+                                                  scales[0]))
                 m.d.comb += _lane(skew.i_next[0], 0, vector_next, mode_next, live_next,
                                   _narrow(m, mode_next, "next_"),
-                                  _rows_taking_part(m, mode_next, "next_"), "next_")
+                                  _rows_taking_part(m, mode_next, "next_"), "next_",
+                                  scale=scale_next, m=m)
         return m
 
 
@@ -420,11 +451,18 @@ def _rows_taking_part(m, mode, prefix=""):
     return act_end, hi_end
 
 
-def _lane(lane, k, value, mode, live, narrow, ends, prefix=""):
+def _lane(lane, k, value, mode, live, narrow, ends, prefix="", *, scale=None, m=None):
     """The statements that make partition row ``k``'s skew input ``lane`` from its operand
     ``value``, its row cell's mode and ``live`` registers (or their next values); ``ends``
-    from :func:`_rows_taking_part`."""
+    from :func:`_rows_taking_part`. With the MX datapath, ``scale`` is the operand's E8M0
+    scale and ``m`` the module (an MXFP4 operand's e2m1 elements are converted here)."""
     act_end, hi_end = ends
+    extra_mx = []
+    if scale is not None:
+        x4 = Cat(fp4_to_e4m3fn(m, value[4 * j:4 * j + 4], f"{prefix}fp4_{k}_{j}")
+                 for j in range(MX_LANES))
+        value = Mux(mode.fp4, x4, value)
+        extra_mx = [lane.mx.eq(mode.mx), lane.scale.eq(scale)]
     # Transpose mode: a row takes part only where its moving element is not +-0 (the
     # column's selector, a 1 there; golden refuses any other value).
     picked = Signal(name=f"{prefix}picked_{k}")
@@ -434,7 +472,7 @@ def _lane(lane, k, value, mode, live, narrow, ends, prefix=""):
         extra = [lane.step.eq(mode.step)]
     else:
         nonzero, extra = value[:15].any(), []
-    return extra + [
+    return extra + extra_mx + [
         picked.eq(Mux(narrow, value[:7].any(), nonzero)),
         inside.eq(mode.row0 <= k),
         lane.value.eq(value),

@@ -40,6 +40,8 @@ SIZE_WIDTH = 16
 SEED_WIDTH = 32
 #: Partition rows per E8M0 scale group of an MX operand (8 partitions x 4 packed elements).
 MX_GROUP_ROWS = 8
+#: Bits of an E8M0 block scale (the MX stream lanes, the PE's scale registers).
+MX_SCALE_BITS = 8
 
 
 class DType(enum.Enum, shape=4):
@@ -81,7 +83,8 @@ def lane_dtype(width):
 
 #: Operand types 32 bits wide (only on a tile generated with them: 32-bit lanes).
 WIDE_DTYPES = (DType.TF32, DType.FP32)
-#: Element types of an MX matmul (OCP FP8; MXFP4 is an E4M3FN side with its ``fp4`` bit).
+#: Element types of an MX matmul, the ones the MX PE's lane multipliers decode (OCP FP8;
+#: MXFP4 is an E4M3FN side with its ``fp4`` bit, converted in front of the array).
 MX_DTYPES = (DType.E4M3FN, DType.E5M2)
 
 
@@ -162,22 +165,27 @@ class ErrorCode(enum.Enum, shape=5):
     DST_MODE = 19
 
 
-def stationary_layout(cols, width=OPERAND_WIDTH):
+def stationary_layout(cols, width=OPERAND_WIDTH, mx=False):
     """Layout of one LoadStationary beat: one partition row of the stationary matrix.
 
     Beat ``k`` of a load carries ``stationary[k, :]`` (``cols`` operand lanes of ``width``
-    bits: 16, or 32 on a tile with TF32 / FP32) in the
+    bits: 16, or 32 on a tile with TF32 / FP32 or MX) in the
     data type of the matmul that will use it. A load is ``K`` beats (``K`` from the command);
     lanes ``>= M`` are ignored (loaded as zeros), and partition rows ``>= K`` are marked
-    inactive and pass partial sums through unchanged.
+    inactive and pass partial sums through unchanged. With ``mx`` (a tile generated with
+    the MX datapath) each lane also has an 8-bit ``scale``: an MX matmul's lane holds an x4
+    word (four FP8 elements, lane j in bits 8j+7..8j; an MXFP4 side's four e2m1 elements in
+    bits 15..0, 4j+3..4j) and ``scale`` the E8M0 scale of its group (partition row ``k``
+    takes group ``k // 8``'s); other matmuls ignore ``scale``.
 
     """
-    return data.StructLayout({
-        "data": data.ArrayLayout(unsigned(width), cols),
-    })
+    fields = {"data": data.ArrayLayout(unsigned(width), cols)}
+    if mx:
+        fields["scale"] = data.ArrayLayout(unsigned(MX_SCALE_BITS), cols)
+    return data.StructLayout(fields)
 
 
-def moving_layout(rows, width=OPERAND_WIDTH):
+def moving_layout(rows, width=OPERAND_WIDTH, mx=False):
     """Layout of one MultiplyMoving beat: one unskewed K-vector of the moving matrix, or of
     several matmuls running in tiles that share no PE row.
 
@@ -188,13 +196,15 @@ def moving_layout(rows, width=OPERAND_WIDTH):
     command); the tile spends several cycles on one beat of a matmul with an FP32 operand
     (``docs/numerics.md``, FP32 passes). One beat carries one column of every matmul in
     flight that takes one in that cycle, and the first column of at most one more, the
-    oldest not started (``docs/tile.md``, concurrent tiles).
+    oldest not started (``docs/tile.md``, concurrent tiles). With ``mx``, each lane also
+    has an 8-bit ``scale``, the E8M0 scale of its x4 word's group in an MX matmul
+    (:func:`stationary_layout`).
 
     """
-    return data.StructLayout({
-        "data": data.ArrayLayout(unsigned(width), rows),
-        "groups": cell_grid(rows)[0],
-    })
+    fields = {"data": data.ArrayLayout(unsigned(width), rows), "groups": cell_grid(rows)[0]}
+    if mx:
+        fields["scale"] = data.ArrayLayout(unsigned(MX_SCALE_BITS), rows)
+    return data.StructLayout(fields)
 
 
 def result_layout(cols):
@@ -308,14 +318,16 @@ def cell_mask(start, size, extent):
     return Cat((start <= g * grain) & (start + size > g * grain) for g in range(count))
 
 
-def token_layout(psum_depth):
+def token_layout(psum_depth, mx=False):
     """What each beat in flight is in one column cell, for the PSUM stage (StructLayout;
     internal to the tile: the issue logic makes one per column cell per beat, the result
     path carries them ``rows + cols`` cycles).
 
     ``valid``, ``last`` (final beat of its command), ``fp32`` (a float matmul: FP32 PSUM
     words), ``ftz``, ``accumulate``, ``read`` (a READ beat) and ``addr``, the flat PSUM
-    address ``bank * entries + entry`` (``range(psum_depth)``).
+    address ``bank * entries + entry`` (``range(psum_depth)``); with ``mx`` (a tile with
+    the MX datapath) ``bf16``, the word written is rounded to BF16.
     """
     return data.StructLayout({"valid": 1, "last": 1, "fp32": 1, "ftz": 1, "accumulate": 1,
-                              "read": 1, "addr": range(psum_depth)})
+                              "read": 1, "addr": range(psum_depth),
+                              **({"bf16": 1} if mx else {})})

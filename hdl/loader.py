@@ -7,7 +7,15 @@ from amaranth.lib.wiring import In, Out
 
 from .array import load_lane_layout
 from .command_queue import COMMAND_QUEUE_DEPTH, load_request_signature
-from .layouts import OPERAND_WIDTH, SIZE_WIDTH, cell_grid, cell_mask, stationary_layout
+from .layouts import (
+    MX_SCALE_BITS,
+    OPERAND_WIDTH,
+    SIZE_WIDTH,
+    cell_grid,
+    cell_mask,
+    stationary_layout,
+)
+from .mx_quad import MX_LANES, fp4_to_e4m3fn
 from .skew import SkewBuffer
 
 
@@ -67,7 +75,8 @@ class StationaryLoader(wiring.Component):
 
     Each beat is registered once (lanes outside ``request.col .. request.col + M - 1``
     zeroed, and bits [15:8] of every lane when ``request.narrow``: an 8-bit type outside
-    double-row mode; with 32-bit lanes, bits [31:16] unless ``request.wide``) and enters a
+    double-row mode; with 32-bit lanes, bits [31:16] unless ``request.wide``; with
+    ``request.fp4``, bits [15:0] converted to the x4 word of their e4m3fn values) and enters a
     column-skewed lane per column, written only in the tile's columns (``request.col ..
     request.col + request.tcols - 1``, so a load leaves the other tiles' weights alone):
     the write reaches column ``c`` of the array ``1 + c`` enabled cycles after its beat,
@@ -80,7 +89,9 @@ class StationaryLoader(wiring.Component):
     rows, cols : int
         The tile's partition rows and columns, >= 1.
     width : int
-        Bits of an operand lane: 16, or 32 on a tile with TF32 / FP32.
+        Bits of an operand lane: 16, or 32 on a tile with TF32 / FP32 or MX.
+    mx : bool
+        The MX datapath: each stationary lane's E8M0 ``scale`` travels with its value.
     depth : int
         Loaded matmuls that have not started it keeps track of, >= 1 (the command queue's
         depth, default :data:`~.command_queue.COMMAND_QUEUE_DEPTH`).
@@ -115,16 +126,17 @@ class StationaryLoader(wiring.Component):
     component); they are not checked again here.
     """
 
-    def __init__(self, rows, cols, width=OPERAND_WIDTH, depth=COMMAND_QUEUE_DEPTH):
+    def __init__(self, rows, cols, width=OPERAND_WIDTH, depth=COMMAND_QUEUE_DEPTH, mx=False):
         self._rows, self._cols, self._width, self._depth = rows, cols, width, depth
+        self._mx = bool(mx)
         row_cells, col_cells = buffer_cells(rows, cols)
         self._cells = row_cells * col_cells
         super().__init__({
             "en": In(1),
-            "stationary": In(stream.Signature(stationary_layout(cols, width))),
+            "stationary": In(stream.Signature(stationary_layout(cols, width, self._mx))),
             "request": In(load_request_signature()),
             "buffers": In(buffer_control_signature(self._cells)),
-            "load": Out(data.ArrayLayout(load_lane_layout(rows, width), cols)),
+            "load": Out(data.ArrayLayout(load_lane_layout(rows, width, self._mx), cols)),
             "load_buf": Out(1),
             "load_row": Out(range(rows)),
             "full": Out(2 * self._cells),
@@ -135,7 +147,7 @@ class StationaryLoader(wiring.Component):
         m = Module()
         rows, cols, request = self._rows, self._cols, self.request
         row_cells, col_cells = buffer_cells(rows, cols)
-        lane = load_lane_layout(rows, self._width)
+        lane = load_lane_layout(rows, self._width, self._mx)
         m.submodules.load_skew = load_skew = SkewBuffer(lane, range(cols))
         m.d.comb += load_skew.en.eq(self.en)
 
@@ -212,6 +224,7 @@ class StationaryLoader(wiring.Component):
         # like the moving operands, and writes PE[row][c] as it passes column c.
         load_in = Signal(lane)
         load_values = Signal(data.ArrayLayout(self._width, cols))
+        load_scales = Signal(data.ArrayLayout(MX_SCALE_BITS, cols)) if self._mx else None
         load_cols = Signal(cols)         # the columns of the load's tile
         with m.If(self.en):
             m.d.sync += load_in.valid.eq(load_beat)
@@ -219,10 +232,21 @@ class StationaryLoader(wiring.Component):
         tile_end = Signal(SIZE_WIDTH + 1)   # lanes col .. tile_end - 1 are the tile's
         m.d.comb += [col_end.eq(request.col + request.m),
                      tile_end.eq(request.col + request.tcols)]
+        # An MXFP4 stationary's four e2m1 elements (bits [15:0]) become the x4 word of their
+        # e4m3fn values (the default MXFP4 -> MXFP8 mapping, exact) before the lanes.
+        words = [self.stationary.payload.data[c] for c in range(cols)]
+        if self._mx:
+            words = [Mux(request.fp4, Cat(fp4_to_e4m3fn(m, word[4 * j:4 * j + 4],
+                                                        f"fp4_{c}_{j}")
+                                          for j in range(MX_LANES)), word)
+                     for c, word in enumerate(words)]
         with m.If(load_beat):
             m.d.sync += load_in.row.eq(request.row + load_row)
             for c in range(cols):
-                value = self.stationary.payload.data[c]
+                value = words[c]
+                if self._mx:     # zero outside M too: a zero word with scale 0 adds +0
+                    m.d.sync += load_scales[c].eq(Mux((col_end > c) & (request.col <= c),
+                                                      self.stationary.payload.scale[c], 0))
                 m.d.sync += [
                     load_values[c].eq(Mux(
                         (col_end > c) & (request.col <= c),
@@ -236,6 +260,7 @@ class StationaryLoader(wiring.Component):
                 load_skew.i[c].row.eq(load_in.row),
                 load_skew.i[c].buf.eq(load_buf),     # set with load_in, on the beat
                 load_skew.i[c].value.eq(load_values[c]),
+                *([load_skew.i[c].scale.eq(load_scales[c])] if self._mx else []),
                 self.load[c].eq(load_skew.o[c]),
             ]
         return m

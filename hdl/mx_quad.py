@@ -16,16 +16,12 @@ from amaranth.lib.wiring import In, Out
 
 from .float_mul import FloatMultiplier
 from .fp32_add import CANONICAL_NAN, INF_MAGNITUDE, Fp32Adder, rounded_magnitude
-from .layouts import DType, NarrowDType
+from .layouts import MX_DTYPES, MX_SCALE_BITS, NarrowDType
 
 #: Packed elements of an x4 word, and the bits of an FP8 lane.
 MX_LANES, MX_LANE_BITS = 4, 8
-#: The element types the lane multipliers decode (MXFP4 arrives converted to e4m3fn).
-MX_DTYPES = (DType.E4M3FN, DType.E5M2)
 #: The E8M0 scale code that means NaN (OCP MX v1.0, E8M0), and twice the E8M0 bias.
 SCALE_NAN, SCALE_BIAS2 = 0xFF, 254
-#: Bits of an E8M0 block scale.
-MX_SCALE_BITS = 8
 
 
 def fp4_to_e4m3fn(m, nibble, name="fp4"):

@@ -36,6 +36,8 @@ class ResultPath(wiring.Component):
         Token pipeline stages, >= 1 (the tile's ``rows + cols``).
     psum_depth : int
         Flat PSUM addresses (banks x entries), >= 1.
+    mx : bool
+        The tokens carry ``bf16`` and PSUM has the BF16 write (the MX datapath).
 
     Members
     -------
@@ -58,10 +60,11 @@ class ResultPath(wiring.Component):
     component); they are not checked again here.
     """
 
-    def __init__(self, cols, latency, *, psum_depth):
+    def __init__(self, cols, latency, *, psum_depth, mx=False):
         self._cols, self._latency, self._depth = cols, latency, psum_depth
+        self._mx = bool(mx)
         self._cells, self._grain = cell_grid(cols)
-        tokens = data.ArrayLayout(token_layout(psum_depth), self._cells)
+        tokens = data.ArrayLayout(token_layout(psum_depth, self._mx), self._cells)
         super().__init__({
             "advance": Out(1),
             "tokens": In(tokens),
@@ -80,7 +83,7 @@ class ResultPath(wiring.Component):
         m.d.comb += [deskew.en.eq(advance), deskew.i.eq(self.column)]
 
         # What each beat in flight is, per column cell, for the PSUM stage.
-        layout = data.ArrayLayout(token_layout(depth), cells)
+        layout = data.ArrayLayout(token_layout(depth, self._mx), cells)
         tokens = [Signal(layout, name=f"token_{i}") for i in range(self._latency)]
         with m.If(advance):
             m.d.sync += tokens[0].eq(self.tokens)
@@ -97,7 +100,7 @@ class ResultPath(wiring.Component):
         ]
         for h in range(cells):
             token = out_token[h]
-            psum = m.submodules[f"psum_{h}"] = Psum(grain, depth)
+            psum = m.submodules[f"psum_{h}"] = Psum(grain, depth, self._mx)
             write = Signal(name=f"write_{h}")
             m.d.comb += [
                 write.eq(result_beat & token.valid & ~token.read),
@@ -107,6 +110,7 @@ class ResultPath(wiring.Component):
                 psum.fp32.eq(token.fp32),
                 psum.ftz.eq(token.ftz),
                 psum.write.eq(write),
+                *([psum.bf16.eq(token.bf16)] if self._mx else []),
                 self.result.payload.groups[h].eq(token.valid),
                 self.result.payload.last[h].eq(token.last),
             ]

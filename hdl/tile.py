@@ -134,18 +134,20 @@ def pe_for(config):
     """The :class:`~.pe.ProcessingElement` generated for ``config``'s type set: the INT8
     datapath if ``int8`` is in it, a float multiplier for its float types, and the FP8
     double-row datapath with ``fp8-double-row``, the TF32 / FP32 datapath (32-bit lanes)
-    with ``fp32``."""
+    with ``fp32``, the MX datapath (32-bit lanes, block scales) with ``mx``."""
     dtypes = config_dtypes(_check_config(config))
     return ProcessingElement(float_dtypes=tuple(t for t in dtypes if t in FLOAT_FIELDS),
                              double_row=config.double_row, int8=DType.INT8 in dtypes,
-                             wide=config.wide, col_cells=cell_grid(config.cols)[0])
+                             wide=config.wide, mx=config.mx,
+                             col_cells=cell_grid(config.cols)[0])
 
 
 def _array_options(config):
     """The :class:`~.array.SystolicArray` options every array of ``config``'s tile takes:
-    lane width, and the column-cell mask's bits and cell width."""
+    lane width, the MX lanes, and the column-cell mask's bits and cell width."""
     col_cells, col_group = cell_grid(config.cols)
-    return {"width": config.operand_width, "col_cells": col_cells, "col_group": col_group}
+    return {"width": config.operand_width, "mx": config.mx, "col_cells": col_cells,
+            "col_group": col_group}
 
 
 def block_array(config, block, pe_module):
@@ -167,12 +169,12 @@ def _component_makers(config):
         "queue": lambda: CommandQueue(rows, cols, psum_banks=config.psum_banks,
                                       psum_entries=entries, depth=config.queue_depth,
                                       dtypes=config_dtypes(config),
-                                      double_row=config.double_row),
+                                      double_row=config.double_row, mx=config.mx),
         "loader": lambda: StationaryLoader(rows, cols, config.operand_width,
-                                            depth=config.queue_depth),
+                                            depth=config.queue_depth, mx=config.mx),
         "issue": lambda: IssueLogic(rows, psum_entries=entries, psum_depth=depth, cols=cols,
-                                    width=config.operand_width),
-        "result": lambda: ResultPath(cols, rows + cols, psum_depth=depth),
+                                    width=config.operand_width, mx=config.mx),
+        "result": lambda: ResultPath(cols, rows + cols, psum_depth=depth, mx=config.mx),
     }
 
 
@@ -279,8 +281,8 @@ class Tile(wiring.Component):
     Members
     -------
     command : In(stream.Signature(command_layout()))
-    stationary : In(stream.Signature(stationary_layout(cols, config.operand_width)))
-    moving : In(stream.Signature(moving_layout(rows, config.operand_width)))
+    stationary : In(stream.Signature(stationary_layout(cols, config.operand_width, config.mx)))
+    moving : In(stream.Signature(moving_layout(rows, config.operand_width, config.mx)))
     result : Out(stream.Signature(result_layout(cols)))
     status : Out(status_layout())
         Driven by ``queue``: rejected-command count and the latest
@@ -310,8 +312,10 @@ class Tile(wiring.Component):
                              f"are {', '.join(self._components)}")
         super().__init__({
             "command": In(stream.Signature(command_layout())),
-            "stationary": In(stream.Signature(stationary_layout(cols, config.operand_width))),
-            "moving": In(stream.Signature(moving_layout(rows, config.operand_width))),
+            "stationary": In(stream.Signature(stationary_layout(cols, config.operand_width,
+                                                                config.mx))),
+            "moving": In(stream.Signature(moving_layout(rows, config.operand_width,
+                                                        config.mx))),
             "result": Out(stream.Signature(result_layout(cols))),
             "status": Out(status_layout()),
         })

@@ -23,6 +23,7 @@ Public API (re-exported here):
   tile (size, type set, PSUM, queue) every entry point takes.
 - :func:`run_matmul`: one matmul on the RTL tile, returning PSUM and cycles.
 - :func:`run_program`: a command sequence (:class:`Matmul` into PSUM bank/offset regions,
+  :class:`MatmulMx` for NeuronCore-v4's MX matmuls on a tile with the ``mx`` type set,
   :class:`Read` of PSUM regions) back to back, with per-command cycle stamps and the cycle
   model's prediction beside them.
 - :func:`build`: generate and build a tile configuration for a simulator.
@@ -31,6 +32,7 @@ Public API (re-exported here):
 
 from .api.runs import (
     Matmul,
+    MatmulMx,
     MatmulResult,
     ProgramResult,
     Read,
@@ -46,6 +48,7 @@ __all__ = [
     "SIMULATORS",
     "BuildError",
     "Matmul",
+    "MatmulMx",
     "MatmulResult",
     "ProgramResult",
     "Read",

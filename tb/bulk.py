@@ -46,10 +46,10 @@ def harness_depth(beats):
     return max(MIN_DEPTH, 1 << math.ceil(math.log2(max(1, beats))))
 
 
-def resident_depth(rows, cols, command_width, lane_width=16):
+def resident_depth(rows, cols, command_width, lane_width=16, mx=False):
     """The largest power-of-two memory depth whose harness memories fit in
     :data:`RESIDENT_BYTES` for a ``rows x cols`` tile with ``lane_width``-bit operand lanes
-    (int, at least :data:`MIN_DEPTH`).
+    (and their scales with ``mx``; int, at least :data:`MIN_DEPTH`).
 
     Per beat the harness holds a command, a stationary row, a moving vector and a result,
     each rounded up to 32-bit words as Verilator stores them, plus three 32-bit stamps.
@@ -57,8 +57,8 @@ def resident_depth(rows, cols, command_width, lane_width=16):
     def words(bits):
         return (bits + 31) // 32
 
-    per_beat = 4 * (words(command_width) + words(lane_width * cols)
-                    + words(moving_layout(rows, lane_width).size)
+    per_beat = 4 * (words(command_width) + words(stationary_layout(cols, lane_width, mx).size)
+                    + words(moving_layout(rows, lane_width, mx).size)
                     + words(result_layout(cols).size) + 3)
     return max(MIN_DEPTH, 1 << int(math.log2(RESIDENT_BYTES // per_beat)))
 
@@ -89,19 +89,22 @@ class BulkProgram:
         self._noise = noise
         self.width = width = config.operand_width
         self.scoreboard = Scoreboard(log=log)
+        self.mx = config.mx
         self.model = TileModel(rows, cols, self.scoreboard, config.psum_banks,
                                config.psum_entries, dtypes=config.dtypes,
-                               double_row=config.double_row)
+                               double_row=config.double_row, mx=config.mx)
         self._packers = {"commands": LayoutPacker(command_layout()),
-                         "stationary": LayoutPacker(stationary_layout(cols, width)),
-                         "moving": LayoutPacker(moving_layout(rows, width)),
+                         "stationary": LayoutPacker(stationary_layout(cols, width, self.mx)),
+                         "moving": LayoutPacker(moving_layout(rows, width, self.mx)),
                          "results": LayoutPacker(result_layout(cols))}
         self._commands = []              # command beats (dicts of ints)
         self._stationary = []            # uint16 (uint32: 32-bit lanes) [K, cols] per matmul
         self._program = []               # every Command, in order
         self._moving = {}                # command index -> [N, rows] moving lanes (uint16;
                                          # uint32: 32-bit lanes)
-        self._plan = None                # (commands packed, moving data, groups)
+        self._stationary_scales = []     # MX tile: E8M0 bits [K, cols] per matmul
+        self._moving_scales = {}         # MX tile: command index -> [N, rows] E8M0 bits
+        self._plan = None                # (commands packed, moving data, groups, scales)
         self.stationary_count = 0
         #: Status the harness reported: (rejected count, last error code), after check().
         self.status = None
@@ -138,14 +141,47 @@ class BulkProgram:
             raise RuntimeError("commit the staged matmuls before staging more")
         self._staged = self.model.prepare_many(matmuls)
         for item in self._staged:
-            command, s_bits, m_bits = self.model.stimulus(item)
-            if self._noise is not None:
-                s_bits, m_bits = self._scribble(item["command"], s_bits, m_bits)
-            self._add_command(command)
-            self._moving[len(self._program)] = m_bits
-            self._program.append(item["command"])
-            self._stationary.append(s_bits)
-            self.stationary_count += len(s_bits)
+            self._stage(item)
+
+    def _stage(self, item):
+        """Add a prepared matmul's command and operand beats to the program."""
+        command, s_bits, m_bits = self.model.stimulus(item)
+        if self._noise is not None:
+            s_bits, m_bits = self._scribble(item["command"], s_bits, m_bits)
+        if self.mx:
+            s_scales, m_scales = self.model.scales(item)
+            if self._noise is not None:      # lanes past M: the tile loads scale 0 there
+                outside = np.ones(self.cols, bool)
+                outside[:item["command"].m] = False
+                s_scales[:, outside] = self._noise.integers(0, 256, s_scales[:, outside].shape)
+            self._stationary_scales.append(s_scales)
+            self._moving_scales[len(self._program)] = m_scales
+        self._add_command(command)
+        self._moving[len(self._program)] = m_bits
+        self._program.append(item["command"])
+        self._stationary.append(s_bits)
+        self.stationary_count += len(s_bits)
+
+    def submit_mx(self, stationary, moving, stationary_scale, moving_scale, *,
+                  accumulate=False, bank=0, offset=0, tile_position=None, tile_size=None,
+                  dst_dtype="fp32"):
+        """Add one MX matmul (see :meth:`TileModel.submit_mx`; a tile generated with the
+        ``mx`` type set); returns its record.
+
+        Raises
+        ------
+        RuntimeError
+            If matmuls are staged (commit them first).
+        TypeError, ValueError
+            As :meth:`TileModel.submit_mx`, before any beat is added.
+        """
+        if self._staged:
+            raise RuntimeError("commit the staged matmuls before an MX matmul")
+        item = self.model.prepare_mx(stationary, moving, stationary_scale, moving_scale,
+                                     accumulate, bank, offset, tile_position, tile_size,
+                                     dst_dtype)
+        self._stage(item)
+        return self.model.commit_mx(item)
 
     def _scribble(self, command, s_bits, m_bits):
         """Random bits where the tile must ignore them (see ``noise``)."""
@@ -158,7 +194,7 @@ class BulkProgram:
         outside = np.ones(self.cols, bool)
         outside[col:col + command.m] = False
         s_bits[:, outside] = rng.integers(0, 1 << self.width, size=s_bits[:, outside].shape)
-        if not command.double_row:      # there the high byte holds partition row r + rows
+        if not command.double_row and not command.mx:   # there the high bytes hold data
             lanes = ((s_bits[:, col:col + command.m], command.dtype),
                      (m_bits[:, row:row + min(command.k, rows)], command.mtype))
             for bits, name in lanes:
@@ -201,9 +237,11 @@ class BulkProgram:
         if self._plan is None or self._plan[0] != len(self._program):
             moving, results = self.model.program_beats(self._program)
             data, groups = self.model.pack(self._program, self._moving, moving)
+            scales = (self.model.pack(self._program, self._moving_scales, moving)[0]
+                      if self.mx else None)
             self.model.events, self.model.moving_owners = results, moving
-            self._plan = (len(self._program), data, groups)
-        return self._plan[1:]
+            self._plan = (len(self._program), data, groups, scales)
+        return self._plan[1:3]
 
     @property
     def moving_count(self):
@@ -234,6 +272,9 @@ class BulkProgram:
             "moving": (self.moving_count, dict(zip(("data", "groups"), self._packed(),
                                                    strict=True))),
         }
+        if self.mx:
+            contents["stationary"][1]["scale"] = _stack(self._stationary_scales, self.cols)
+            contents["moving"][1]["scale"] = self._plan[3]
         files = {}
         for name, (beats, values) in contents.items():
             path = folder / f"{name}.hex"

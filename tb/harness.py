@@ -123,7 +123,7 @@ def harness_depth_for(program, simulator):
     depth = program.depth
     if simulator == "verilator":
         depth = max(depth, resident_depth(program.rows, program.cols, command_layout().size,
-                                          program.width))
+                                          program.width, program.mx))
     return depth
 
 

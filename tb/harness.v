@@ -17,8 +17,10 @@ module systolica_harness #(
     parameter integer COLS = 8,
     parameter integer DEPTH = 4096,
     parameter integer CW = 77,          // command_layout().size
-    parameter integer LW = 16,          // operand lane width (32 with TF32 / FP32)
-    parameter integer MW = 8 * 16 + 2,  // moving_layout(ROWS, LW).size (lanes, row cells)
+    parameter integer LW = 16,          // operand lane width (32 with TF32 / FP32 or MX)
+    parameter integer SW = 8 * 16,      // stationary_layout(COLS, LW, mx).size (lanes, scales)
+    parameter integer MW = 8 * 16 + 2,  // moving_layout(ROWS, LW, mx).size (lanes, row cells,
+                                        // scales)
     parameter integer RW = 8 * 32 + 4   // result_layout(COLS).size (lanes, cells, last)
 ) (
     input  wire clk,
@@ -33,7 +35,6 @@ module systolica_harness #(
     output wire [15:0] rejected,
     output wire [4:0]  error
 );
-    localparam integer SW = COLS * LW;
 
     reg [CW-1:0] c_mem [0:DEPTH-1];
     reg [31:0]   c_stamp [0:DEPTH-1];

@@ -11,6 +11,7 @@ bulk-stimulus harness (:mod:`systolica.tb.bulk`).
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from systolica.golden import (
@@ -26,6 +27,7 @@ from systolica.golden import (
     psum_accumulate,
 )
 from systolica.golden.command import DTYPES
+from systolica.golden.mx import MX_TYPES, nc_matmul_mx, pack_x4, round_to_bf16
 from systolica.golden.timing import command_tile, program_beats
 from systolica.hdl.layouts import DType, ErrorCode, Op, cell_grid
 
@@ -82,11 +84,12 @@ def transposed_words(stationary, moving):
     return out.view(f"u{out.dtype.itemsize}").astype(np.uint32)
 
 
-def lane_width(dtypes):
+def lane_width(dtypes, mx=False):
     """Bits of an operand lane of a tile generated for the operand types ``dtypes`` (golden
-    short names; int): 32 when TF32 or FP32 is among them (the ``fp32`` type set), else 16
+    short names) and with the MX datapath or not (``mx``; int): 32 when TF32 or FP32 is
+    among them (the ``fp32`` type set) or with ``mx``, else 16
     (``systolica.hdl.config.TileConfig.operand_width``, the same rule)."""
-    return 32 if {"tf32", "fp32"} & set(dtypes) else 16
+    return 32 if {"tf32", "fp32"} & set(dtypes) or mx else 16
 
 
 def operand_bits(array):
@@ -161,6 +164,9 @@ class TileModel:
     double_row : bool
         Whether it has the FP8 double-row datapath (default True); a matmul outside these
         is predicted rejected with ``TYPE_NOT_BUILT``.
+    mx : bool
+        Whether it has the MX datapath (default False): 32-bit lanes with E8M0 scales, and
+        :meth:`submit_mx`.
     psum_zeroed : bool
         PSUM holds zeros at the start (true right after the simulator starts: the memory's
         initial value). False when earlier tests of the same simulation may have written
@@ -169,9 +175,9 @@ class TileModel:
     """
 
     def __init__(self, rows, cols, scoreboard, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
-                 psum_zeroed=True, dtypes=DTYPES, double_row=True):
+                 psum_zeroed=True, dtypes=DTYPES, double_row=True, mx=False):
         self.rows, self.cols = rows, cols
-        self.dtypes, self.double_row = tuple(dtypes), bool(double_row)
+        self.dtypes, self.double_row, self.mx = tuple(dtypes), bool(double_row), bool(mx)
         self.banks, self.entries = banks, entries
         self.scoreboard = scoreboard
         self.psum = np.zeros((banks, entries, cols), np.uint32)
@@ -190,9 +196,9 @@ class TileModel:
 
     @property
     def lane_dtype(self):
-        """numpy dtype of the operand lanes: uint32 on a tile with TF32 / FP32 (32-bit
+        """numpy dtype of the operand lanes: uint32 on a tile with TF32 / FP32 or MX (32-bit
         lanes), else uint16."""
-        return np.dtype(f"u{lane_width(self.dtypes) // 8}")
+        return np.dtype(f"u{lane_width(self.dtypes, self.mx) // 8}")
 
     @property
     def matmuls(self):
@@ -210,7 +216,7 @@ class TileModel:
         """Why the tile would reject ``command`` (str), or None."""
         return command_error(command, rows=self.rows, cols=self.cols, banks=self.banks,
                              entries=self.entries, dtypes=self.dtypes,
-                             double_row=self.double_row)
+                             double_row=self.double_row, mx=self.mx)
 
     def submit(self, stationary, moving, *, accumulate=False, ftz=False, bank=0, offset=0,
                expected=None, perf_mode=None, is_transpose=False, tile_position=None,
@@ -247,6 +253,91 @@ class TileModel:
                              is_transpose, tile_position, tile_size)
         record = self._commit(item, self._column_sums([item])[0], expected)
         return (record, *self.stimulus(item))
+
+    def submit_mx(self, stationary, moving, stationary_scale, moving_scale, *,
+                  accumulate=False, bank=0, offset=0, tile_position=None, tile_size=None,
+                  dst_dtype="fp32"):
+        """Model one MX matmul on a tile generated with the MX datapath; return ``(record,
+        command_beat, stationary_bits, moving_bits)`` as :meth:`submit` (the x4 words in
+        the lanes, an MXFP4 side's in bits [15:0]); :meth:`scales` gives the beats' scales.
+
+        ``stationary`` [P, M, 4] and ``moving`` [P, N, 4] are MX elements (float8_e4m3fn,
+        float8_e5m2 or float4_e2m1fn), ``stationary_scale`` [P // 8, M] and
+        ``moving_scale`` [P // 8, N] their E8M0 scale bits
+        (:func:`~systolica.golden.mx.nc_matmul_mx`, which gives the expected PSUM; the
+        stationary lanes past M hold zero words with scale 0, as the tile loads them).
+        ``dst_dtype="bf16"``: the PSUM words are rounded to BF16 (RNE) after the
+        accumulation and stored as the FP32 words of those values.
+
+        Raises
+        ------
+        TypeError, ValueError
+            As ``nc_matmul_mx`` for bad operands, or if the tile would reject the matmul.
+        """
+        item = self.prepare_mx(stationary, moving, stationary_scale, moving_scale,
+                               accumulate, bank, offset, tile_position, tile_size, dst_dtype)
+        return (self.commit_mx(item), *self.stimulus(item))
+
+    def commit_mx(self, item):
+        """Model a prepared MX matmul (:meth:`prepare_mx`) in program order; returns its
+        :class:`CommandRecord`."""
+        command, column = item["command"], item["column"]
+        if command.dst_dtype == "fp32":
+            return self._commit(item, column)
+        if command.accumulate:      # upcast (the stored word is exact), add, round
+            region = (command.bank, slice(command.offset, command.offset + command.n))
+            self._require_known(region, "accumulate into")
+            column = _psum_add(command.dtype, False, np.ascontiguousarray(self.psum[region].T),
+                               column)
+        rounded = round_to_bf16(np.ascontiguousarray(column, np.float32))
+        words = rounded.view(np.uint16).astype(np.uint32) << np.uint32(16)
+        return self._commit(item, words.view(np.float32), accumulated=True)
+
+    def prepare_mx(self, stationary, moving, stationary_scale, moving_scale, accumulate=False,
+                   bank=0, offset=0, tile_position=None, tile_size=None, dst_dtype="fp32"):
+        """Check one MX matmul (arguments as :meth:`submit_mx`), compute its golden column
+        sums and build its command and lanes, without modelling it (no state): for
+        :meth:`stimulus`, :meth:`scales` and then :meth:`commit_mx`."""
+        e2m1 = np.dtype(ml_dtypes.float4_e2m1fn)
+        nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, rows=self.rows)
+        p, m = stationary.shape[:2]
+        n = moving.shape[1]
+        names = tuple("e4m3fn" if a.dtype == e2m1 else MX_TYPES[a.dtype][0]
+                      for a in (stationary, moving))
+        command = Command("matmul", k=p, m=m, n=n, bank=bank, offset=offset, dtype=names[0],
+                          moving_dtype=names[1], mx=True, accumulate=bool(accumulate),
+                          dst_dtype=dst_dtype,
+                          fp4=(stationary.dtype == e2m1, moving.dtype == e2m1),
+                          tile_position=None if tile_position is None else tuple(tile_position),
+                          tile_size=None if tile_size is None else tuple(tile_size))
+        error = self.error_of(command)
+        if error:
+            raise ValueError(f"MX matmul [P={p}, M={m}] x [P={p}, N={n}] into bank {bank} "
+                             f"offset {offset} does not fit a {self.rows} x {self.cols} "
+                             f"tile with {self.banks} x {self.entries} PSUM ({error})")
+        tile = check_tile(command.tile_position, command.tile_size, rows=self.rows,
+                          cols=self.cols)
+        padded = np.zeros((p, self.cols, 4), stationary.dtype)
+        padded[:, :m] = stationary
+        s_scale = np.zeros((p // 8, self.cols), np.uint8)
+        s_scale[:, :m] = np.asarray(stationary_scale).view(np.uint8)
+        m_scale = np.asarray(moving_scale).view(np.uint8)
+        column = nc_matmul_mx(padded, moving, s_scale, m_scale, rows=self.rows)
+        return {"command": command, "padded": pack_x4(padded).astype(np.uint32),
+                "moving": pack_x4(moving).astype(np.uint32), "tile": tile, "column": column,
+                "scales": (np.repeat(s_scale, 8, axis=0), np.repeat(m_scale, 8, axis=0))}
+
+    def scales(self, item):
+        """``(stationary_scales [K, cols], moving_scales [N, rows])`` (uint32 E8M0 bits) of a
+        prepared matmul's beats: an MX matmul's group scales, row ``k`` taking group
+        ``k // 8``'s, in its tile's rows; zeros for any other matmul."""
+        command, tile = item["command"], item["tile"]
+        s_scales = np.zeros((len(item["padded"]), self.cols), self.lane_dtype)
+        m_scales = np.zeros((command.n, self.rows), self.lane_dtype)
+        if "scales" in item:
+            s_scales[:] = item["scales"][0]
+            m_scales[:, tile.row:tile.row + command.k] = item["scales"][1].T
+        return s_scales, m_scales
 
     def submit_many(self, matmuls):
         """Model matmuls that follow each other in the program, as :meth:`submit` each.
@@ -445,7 +536,8 @@ class TileModel:
 
         lanes = self._lanes(record)
         self.scoreboard.expect_block(record.index, golden[lanes].T, dtype=psum_dtype,
-                                     macs=0 if command.is_transpose else k * m,
+                                     macs=0 if command.is_transpose else (
+                                         4 if command.mx else 1) * k * m,
                                      describe=lambda lane, c: describe(lane + lanes.start, c))
         return record
 
@@ -529,7 +621,7 @@ class TileModel:
         (:func:`~systolica.golden.timing.program_beats`). Lists of tuples."""
         return program_beats(self.rows, self.cols, commands, banks=self.banks,
                              entries=self.entries, dtypes=self.dtypes,
-                             double_row=self.double_row)
+                             double_row=self.double_row, mx=self.mx)
 
     def pack(self, commands, bits, beats):
         """The MultiplyMoving beats of a program: ``(data, groups)``, ``data`` ``[beats,

@@ -45,13 +45,15 @@ CORRUPT_GOLDEN = "SYSTOLICA_CORRUPT_GOLDEN"
 
 def tile_config_env(config):
     """The value of :data:`TILE_CONFIG` for a ``TileConfig`` (str, JSON): its size, PSUM,
-    operand types (golden short names) and double-row flag, as plain values (the testbench
-    reads them with :func:`read_tile_config` and imports no configuration class)."""
+    operand types (golden short names), double-row and MX flags, as plain values (the
+    testbench reads them with :func:`read_tile_config` and imports no configuration
+    class)."""
     import json
 
     return json.dumps({"rows": config.rows, "cols": config.cols,
                        "banks": config.psum_banks, "entries": config.psum_entries,
-                       "dtypes": list(config.dtypes), "double_row": config.double_row})
+                       "dtypes": list(config.dtypes), "double_row": config.double_row,
+                       "mx": config.mx})
 
 
 def read_tile_config(environ):

@@ -86,20 +86,22 @@ class TileTB:
         self.scoreboard = Scoreboard(log=self.log)
         self.command = StreamDriver(dut, "command", command_layout(),
                                     random.Random(rng.random()), idle)
-        width = lane_width(config["dtypes"])
-        self.stationary = StreamDriver(dut, "stationary", stationary_layout(self.cols, width),
+        mx = config.get("mx", False)
+        width = lane_width(config["dtypes"], mx)
+        self.stationary = StreamDriver(dut, "stationary",
+                                       stationary_layout(self.cols, width, mx),
                                        random.Random(rng.random()), idle)
-        self.moving = StreamDriver(dut, "moving", moving_layout(self.rows, width),
+        self.moving = StreamDriver(dut, "moving", moving_layout(self.rows, width, mx),
                                    random.Random(rng.random()), idle)
         self.result = StreamMonitor(dut, "result", result_layout(self.cols),
                                     random.Random(rng.random()), backpressure, self._on_result)
         self.model = model_class(self.rows, self.cols, self.scoreboard,
                                  psum_zeroed=psum_zeroed,
-                                 **{key: config[key] for key in (
+                                 mx=mx, **{key: config[key] for key in (
                                      "banks", "entries", "dtypes", "double_row")})
         self._packers = {name: LayoutPacker(layout) for name, layout in (
-            ("stationary", stationary_layout(self.cols, width)),
-            ("moving", moving_layout(self.rows, width)),
+            ("stationary", stationary_layout(self.cols, width, mx)),
+            ("moving", moving_layout(self.rows, width, mx)),
             ("result", result_layout(self.cols)))}
         self._idle, self._backpressure = idle, backpressure
         #: Operands of each accepted matmul by record index, kept only for the coverage dump

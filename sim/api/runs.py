@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 from systolica.golden import (
@@ -30,6 +31,7 @@ from systolica.golden import (
     operand_formats,
     psum_accumulate,
 )
+from systolica.golden.mx import MX_TYPES, nc_matmul_mx
 from systolica.golden.timing import command_schedule
 from systolica.hdl.config import TileConfig
 from systolica.sim.builder.errors import SimulationError
@@ -86,6 +88,48 @@ class Matmul:
     is_transpose: bool = False
     tile_position: tuple | None = None
     tile_size: tuple | None = None
+
+
+@dataclass(frozen=True)
+class MatmulMx:
+    """One MX matmul (NeuronCore-v4's ``nc_matmul_mx``) of a program for
+    :func:`run_program`, on a tile generated with the ``mx`` type set, bulk driver.
+
+    Attributes
+    ----------
+    stationary : numpy.ndarray, shape [P, M, 4]
+        MX elements (``ml_dtypes.float8_e4m3fn``, ``float8_e5m2`` or ``float4_e2m1fn``):
+        ``[p, m, j]`` is lane j of the x4 word at partition p (a contraction of K = 4 P);
+        P a multiple of 8, at most rows; M <= cols.
+    moving : numpy.ndarray, shape [P, N, 4]
+        MX elements of any of those types (legacy ``float8_e4m3`` does not mix).
+    stationary_scale, moving_scale : numpy.ndarray, shapes [P // 8, M] and [P // 8, N]
+        E8M0 block scales (uint8 bits or ``ml_dtypes.float8_e8m0fnu``): ``scale[g, f]``
+        applies to partitions ``8 g .. 8 g + 7`` of column ``f`` (0xFF is NaN).
+    accumulate : bool
+        Add into the PSUM region with one FP32 add instead of overwriting it.
+    bank, offset : int
+        The PSUM region, as :class:`Matmul`.
+    tile_position, tile_size : (int, int) or None
+        A row tile (whole columns: MX takes no column tile), or None for the whole array.
+    dst_dtype : numpy.float32 or ml_dtypes.bfloat16
+        The PSUM element type: BF16 rounds the FP32 result to nearest even before the
+        write (after the add when accumulating). Stochastic rounding is golden-model only.
+
+    The result [M, N] is in ``dst_dtype``, :func:`systolica.golden.nc_matmul_mx`'s bit for
+    bit.
+    """
+
+    stationary: np.ndarray
+    moving: np.ndarray
+    stationary_scale: np.ndarray
+    moving_scale: np.ndarray
+    accumulate: bool = False
+    bank: int = 0
+    offset: int = 0
+    tile_position: tuple | None = None
+    tile_size: tuple | None = None
+    dst_dtype: object = np.float32
 
 
 @dataclass(frozen=True)
@@ -231,10 +275,19 @@ def _check_operands(stationary, moving, config, ftz=False, perf_mode=None):
 
 def _check_built(command, config):
     """ValueError (one line) if the tile of ``config`` was not generated for ``command``'s
-    operand types or mode (the tile would reject it: ``TYPE_NOT_BUILT``)."""
-    if command_error(command, rows=config.rows, cols=config.cols, banks=config.psum_banks,
-                     entries=config.psum_entries, dtypes=config.dtypes,
-                     double_row=config.double_row) == "TYPE_NOT_BUILT":
+    operand types or mode (the tile would reject it: ``TYPE_NOT_BUILT``), or would reject
+    an MX matmul for another reason."""
+    error = command_error(command, rows=config.rows, cols=config.cols,
+                          banks=config.psum_banks, entries=config.psum_entries,
+                          dtypes=config.dtypes, double_row=config.double_row, mx=config.mx)
+    if command.mx and error == "TYPE_NOT_BUILT":
+        raise ValueError(f"the tile was generated for types {config.types_name}, not for MX "
+                         f"matmuls; allowed: a TileConfig whose types include 'mx' (such as "
+                         f"'int8+mx')")
+    if command.mx and error is not None:
+        raise ValueError(f"the tile rejects this MX matmul ({error}: docs/rules.md, MX "
+                         f"command fields); allowed: P a multiple of 8, a row tile at most")
+    if error == "TYPE_NOT_BUILT":
         mode = " double-row" if command.double_row else ""
         raise ValueError(f"the tile was generated for types {config.types_name}, not for a"
                          f"{mode} {command.dtype} x {command.mtype} matmul; allowed: a "
@@ -245,23 +298,23 @@ def _check_built(command, config):
 def _job_list(jobs):
     """``jobs`` if it is an iterable of commands; TypeError naming the fix for one command
     given alone (``run_program(Matmul(...))``) or anything else that is not a list."""
-    if isinstance(jobs, (Matmul, Read)):
+    if isinstance(jobs, (Matmul, MatmulMx, Read)):
         kind = type(jobs).__name__
         raise TypeError(f"jobs must be a list of commands, not a single {kind}; allowed: "
                         f"run_program([{kind}(...)], ...) or a list of several")
     if isinstance(jobs, (str, bytes, np.ndarray)) or not hasattr(jobs, "__iter__"):
-        raise TypeError(f"jobs must be a list of Matmul, Read or (stationary, moving) "
-                        f"commands, not {type(jobs).__name__}")
+        raise TypeError(f"jobs must be a list of Matmul, MatmulMx, Read or (stationary, "
+                        f"moving) commands, not {type(jobs).__name__}")
     return jobs
 
 
 def _as_job(job):
-    if isinstance(job, (Matmul, Read)):
+    if isinstance(job, (Matmul, MatmulMx, Read)):
         return job
     if isinstance(job, tuple) and len(job) == 2:
         return Matmul(*job)
-    raise TypeError(f"each job must be a Matmul, a Read or a (stationary, moving) pair, "
-                    f"not {type(job).__name__}")
+    raise TypeError(f"each job must be a Matmul, a MatmulMx, a Read or a (stationary, "
+                    f"moving) pair, not {type(job).__name__}")
 
 
 def _check_job(job, config):
@@ -269,6 +322,15 @@ def _check_job(job, config):
     if isinstance(job, Read):
         n = check_positive("Read.n", job.n)
         check_region("the READ reads", job.bank, job.offset, n, **region)
+        return
+    if isinstance(job, MatmulMx):
+        check_bool("MatmulMx.accumulate", job.accumulate)
+        nc_matmul_mx(job.stationary, job.moving, job.stationary_scale, job.moving_scale,
+                     rows=config.rows)
+        if job.tile_position is not None or job.tile_size is not None:
+            check_tile(job.tile_position, job.tile_size, rows=config.rows, cols=config.cols)
+        check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1], **region)
+        _mx_dst(job)
         return
     check_bool("Matmul.accumulate", job.accumulate)
     check_transpose(job.is_transpose, perf_mode=job.perf_mode, accumulate=job.accumulate,
@@ -281,10 +343,35 @@ def _check_job(job, config):
     check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1], **region)
 
 
+def _mx_dst(job):
+    """The Command ``dst_dtype`` of a MatmulMx (``"fp32"`` or ``"bf16"``); ValueError (one
+    line) for another type."""
+    try:
+        dtype = np.dtype(job.dst_dtype)
+    except TypeError:
+        dtype = None
+    if dtype == np.dtype(np.float32):
+        return "fp32"
+    if dtype == np.dtype(ml_dtypes.bfloat16):
+        return "bf16"
+    raise ValueError(f"MatmulMx.dst_dtype must be numpy.float32 or ml_dtypes.bfloat16, not "
+                     f"{job.dst_dtype!r}")
+
+
 def _command(job):
     """The golden Command of a job (for the cycle model)."""
     if isinstance(job, Read):
         return Command("read", n=int(job.n), bank=int(job.bank), offset=int(job.offset))
+    if isinstance(job, MatmulMx):
+        fp4 = tuple(a.dtype == np.dtype(ml_dtypes.float4_e2m1fn)
+                    for a in (job.stationary, job.moving))
+        names = ["e4m3fn" if is_fp4 else MX_TYPES[a.dtype][0]
+                 for a, is_fp4 in zip((job.stationary, job.moving), fp4, strict=True)]
+        p, m = job.stationary.shape[:2]
+        return Command("matmul", k=p, m=m, n=job.moving.shape[1], bank=int(job.bank),
+                       offset=int(job.offset), dtype=names[0], moving_dtype=names[1], mx=True,
+                       fp4=fp4, accumulate=bool(job.accumulate), dst_dtype=_mx_dst(job),
+                       **_tile(job))
     (k, m), n = job.stationary.shape, job.moving.shape[1]
     stype, mtype = operand_formats(job.stationary.dtype, job.moving.dtype,
                                    perf_mode=job.perf_mode)
@@ -374,6 +461,8 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         config = tile_config(None, rows, cols,
                              {t for c in matmuls for t in (c.dtype, c.mtype)},
                              any(c.double_row for c in matmuls))
+        if any(isinstance(job, MatmulMx) for job in jobs):
+            config = TileConfig(config.rows, config.cols, (*config.types, "mx"))
     rows, cols = config.rows, config.cols
     check_simulator_name(simulator)
     if not jobs:
@@ -385,7 +474,7 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         _check_built(command, config)
 
     def predicted():   # the cycle model's stamps (the bulk path computes them in a thread)
-        return command_schedule(rows, cols, commands)
+        return command_schedule(rows, cols, commands, mx=config.mx)
     for name, p in (("idle", idle), ("backpressure", backpressure)):
         if not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
             raise ValueError(f"{name} must be a probability in [0, 1), not {p!r}")
@@ -393,6 +482,9 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         driver = "cycle" if waves else "bulk"
     if driver not in ("bulk", "cycle"):
         raise ValueError(f"driver must be 'bulk' or 'cycle', not {driver!r}")
+    if driver == "cycle" and any(isinstance(job, MatmulMx) for job in jobs):
+        raise ValueError("MX matmuls run on the bulk driver only; allowed: driver='bulk' "
+                         "(the default without waves)")
     if driver == "bulk":
         return _run_bulk(jobs, config, simulator=simulator, waves=waves, seed=seed,
                          idle=idle, backpressure=backpressure, build_root=build_root,
@@ -460,11 +552,16 @@ def _run_bulk(jobs, config, *, simulator, waves, seed, idle, backpressure, build
     from systolica.tb.harness import harness_depth_for, run_harness
 
     program = BulkProgram(config)
-    matmuls_only = not any(isinstance(job, Read) for job in jobs)
-    for is_read, run in itertools.groupby(jobs, key=lambda job: isinstance(job, Read)):
-        if is_read:
+    matmuls_only = all(isinstance(job, Matmul) for job in jobs)
+    for kind, run in itertools.groupby(jobs, key=type):
+        if kind is Read:
             for job in run:
                 program.submit_command(_command(job))
+        elif kind is MatmulMx:
+            for j in run:
+                program.submit_mx(j.stationary, j.moving, j.stationary_scale, j.moving_scale,
+                                  accumulate=j.accumulate, bank=j.bank, offset=j.offset,
+                                  dst_dtype=_mx_dst(j), **_tile(j))
         else:   # a run of matmuls: one batched golden computation per shape
             run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset,
                     j.perf_mode, j.is_transpose, *_tile(j).values()) for j in run]
@@ -488,8 +585,12 @@ def _run_bulk(jobs, config, *, simulator, waves, seed, idle, backpressure, build
     records = program.model.records
     stamps = [CommandTiming(r.accept, issues=tuple(r.issues), results=tuple(r.result_cycles))
               for r in records]
+    psums = [program.model.results(r) for r in records]
+    for i, job in enumerate(jobs):     # a BF16 destination's words are BF16 values
+        if isinstance(job, MatmulMx) and _mx_dst(job) == "bf16":
+            psums[i] = psums[i].astype(ml_dtypes.bfloat16)
     result = _program_result(
-        [program.model.results(r) for r in records], stamps, predicted,
+        psums, stamps, predicted,
         cycles=max(r.last_result for r in records) + 1, seconds=harness.seconds,
         mismatches=harness.mismatches, build=tile, run=harness.run,
         free_seconds=harness.free_seconds, cpu_seconds=harness.cpu_seconds,

@@ -23,7 +23,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from systolica.hdl.config import TileConfig
-from systolica.hdl.layouts import command_layout, moving_layout, result_layout
+from systolica.hdl.layouts import (
+    command_layout,
+    moving_layout,
+    result_layout,
+    stationary_layout,
+)
 from systolica.sim.builder.errors import (
     BuildFolderError,
     SimulationError,
@@ -392,7 +397,9 @@ def _run_build(simulator, verilog, directory, fst, waves, harness_depth=None, bl
         toplevel = HARNESS_TOPLEVEL
         parameters = {"ROWS": config.rows, "COLS": config.cols, "DEPTH": harness_depth,
                       "CW": command_layout().size, "LW": config.operand_width,
-                      "MW": moving_layout(config.rows, config.operand_width).size,
+                      "SW": stationary_layout(config.cols, config.operand_width,
+                                              config.mx).size,
+                      "MW": moving_layout(config.rows, config.operand_width, config.mx).size,
                       "RW": result_layout(config.cols).size}
     args = (list(verilator_args()) + list(extra_args)) if simulator == "verilator" else []
     if simulator == "verilator":

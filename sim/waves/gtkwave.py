@@ -135,6 +135,11 @@ def _filters(directory):
         "ftz": [(0, "IEEE"), (1, "FTZ")],
         "transpose": [(0, "matmul"), (1, "transpose")],
         "tiled": [(0, "whole array"), (1, "tile")],
+        "mx": [(0, "not MX"), (1, "MX (x4 words, E8M0 scales)")],
+        "fp4": [(0, "MXFP8 x MXFP8"), (1, "MXFP4 stationary"), (2, "MXFP4 moving"),
+                (3, "MXFP4 both")],
+        "dst": [(0, "FP32 PSUM"), (1, "BF16 PSUM")],
+        "rounding": [(0, "round to nearest even"), (1, "stochastic")],
         "buffer": [(0, "buffer 0"), (1, "buffer 1")],
         # {busy, full} of one stationary buffer.
         "buffer_state": [(0, "free"), (1, "loaded"), (2, "in use"),
@@ -330,7 +335,8 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
         w.wire("command__ready", "ready")
         tables = {"op": "op", "dtype": "dtype", "moving_dtype": "dtype", "ftz": "ftz",
                   "accumulate": "mode", "double_row": "double_row", "transpose": "transpose",
-                  "tiled": "tiled", "dtype_hi": "dtype_hi", "moving_dtype_hi": "dtype_hi"}
+                  "tiled": "tiled", "dtype_hi": "dtype_hi", "moving_dtype_hi": "dtype_hi",
+                  "mx": "mx", "fp4": "fp4", "bf16_out": "dst", "stochastic": "rounding"}
         for name, (lsb, bits) in command.items():
             w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
     with save.group("Status"):

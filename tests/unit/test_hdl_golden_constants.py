@@ -39,9 +39,9 @@ def test_pass_counts_and_lane_widths():
     assert (layouts.FP32_PASSES, layouts.WIDE_TRANSPOSE_PASSES) == (
         timing.FP32_PASSES, timing.WIDE_TRANSPOSE_PASSES)
     # the testbench's lane-width rule (from a type list) is the configuration's
-    for name in [*config.TYPE_SETS, "all", "all+fp32"]:
+    for name in [*config.TYPE_SETS, "all", "all+fp32", "int8+mx"]:
         tile = config.TileConfig(2, 2, name)
-        assert model.lane_width(tile.dtypes) == tile.operand_width, name
+        assert model.lane_width(tile.dtypes, tile.mx) == tile.operand_width, name
 
 
 def test_canonical_nan():

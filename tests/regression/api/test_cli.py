@@ -58,7 +58,7 @@ def test_cli_fp32_run_reports_its_four_passes():
     (["--n", "600"], "--n must be at most the PSUM bank size 512, not 600"),
     (["--rows", "0"], "systolica sim: error: rows must be a positive integer, not 0"),
     (["--types", "int8+e4m3"], "unknown type set 'e4m3'; allowed: int8, bf16, fp16, fp8, "
-                               "fp8-double-row, fp32, all (joined with '+' or ',') "
+                               "fp8-double-row, fp32, mx, all (joined with '+' or ',') "
                                "(--types or TYPES)"),
     (["--seed", "-1"], "argument --seed: must be an integer >= 0"),
     (["--sim", "xsim"], "invalid choice: 'xsim'"),

@@ -114,7 +114,7 @@ def test_folder_problem_leaves_nothing_behind(tmp_path):
 TYPES_COMMANDS = [["sim", "--workload", "random"], ["sim", "--workload", "minilm"], ["waves"],
                   ["waves", "--test", "test_identity"], ["bench"], ["fuzz"], ["regress"]]
 NO_TYPE_SET = ("types must name at least one type set (int8, bf16, fp16, fp8, "
-               "fp8-double-row, fp32, all), not ''")
+               "fp8-double-row, fp32, mx, all), not ''")
 
 
 @pytest.mark.parametrize("command", TYPES_COMMANDS, ids=lambda c: "-".join(c))

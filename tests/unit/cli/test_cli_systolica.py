@@ -53,7 +53,7 @@ def test_every_subcommand_has_help_and_json(name, capsys):
                                  "not 'x'"),
     (["sim", "--workload", "random", "--types", "fp64"],
      "systolica sim: error: unknown type set 'fp64'; allowed: int8, bf16, fp16, fp8, "
-     "fp8-double-row, fp32, all (joined with '+' or ',') (--types or TYPES)"),
+     "fp8-double-row, fp32, mx, all (joined with '+' or ',') (--types or TYPES)"),
     (["bench", "--n", "0"], "systolica bench: error: argument --n: must be a positive integer"),
     (["bench", "--sim", "questa", "--main-job", "no", "--throughput-tile", "none"],
      "systolica bench: error: unknown simulator 'questa' in --sims; choose from icarus, "

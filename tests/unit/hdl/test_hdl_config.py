@@ -28,11 +28,11 @@ from systolica.hdl.tile import pe_for
     ({"psum_entries": 1 << 16}, "psum_entries must be an integer in 1..65535, not 65536"),
     ({"queue_depth": 0}, "queue_depth must be a positive integer, not 0"),
     ({"types": "int4"}, "unknown type set 'int4'; allowed: int8, bf16, fp16, fp8, "
-                        "fp8-double-row, fp32, all (joined with '+' or ',')"),
+                        "fp8-double-row, fp32, mx, all (joined with '+' or ',')"),
     ({"types": ""}, "types must name at least one type set (int8, bf16, fp16, fp8, "
-                    "fp8-double-row, fp32, all), not ''"),
+                    "fp8-double-row, fp32, mx, all), not ''"),
     ({"types": 3}, "types must be type-set names (int8, bf16, fp16, fp8, fp8-double-row, "
-                   "fp32, all), not 3"),
+                   "fp32, mx, all), not 3"),
 ])
 def test_bad_configuration_is_one_line(kwargs, message):
     args = {"rows": 4, "cols": 4, **kwargs}
@@ -45,10 +45,16 @@ def test_frozen_and_normalised():
     assert config.types == ("int8", "bf16") and config == TileConfig(4, 2, ["bf16", "int8"])
     with pytest.raises(AttributeError):
         config.rows = 8
-    # "all" is every set but fp32, which widens every operand lane
-    assert TileConfig(1, 1).types == tuple(TYPE_SETS)[:-1] == parse_types("all")
+    # "all" is every set but fp32 and mx, which widen every operand lane
+    assert TileConfig(1, 1).types == tuple(TYPE_SETS)[:-2] == parse_types("all")
     assert "fp32" not in parse_types("all") and TYPE_SETS["fp32"] == ("tf32", "fp32")
+    assert "mx" not in parse_types("all") and parse_types("mx") == ("fp8", "mx")
     assert parse_types("fp8-double-row") == ("fp8", "fp8-double-row")
+    mx = TileConfig(8, 4, "int8+mx")
+    assert (mx.mx, mx.operand_width, mx.types_name, TileConfig(8, 4, "mx").types_name) == (
+        True, 32, "int8+mx", "mx")
+    assert TileConfig(8, 4, "all+fp32+mx").types_name == "all+fp32+mx"
+    assert not TileConfig(8, 4).mx and TileConfig(8, 4, "fp32").operand_width == 32
 
 
 @pytest.mark.parametrize("types,dtypes,double_row,name", [

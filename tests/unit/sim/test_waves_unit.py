@@ -210,7 +210,7 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
         # MSB first, so the picked bits run from the field's top bit down to its offset.
         assert _picked_bits(refs) == list(range(field.offset + width - 1, field.offset - 1, -1))
         if name in ("bank", "offset", "k", "m", "n", "tile_row", "tile_col", "tile_rows",
-                    "tile_cols"):
+                    "tile_cols", "seed"):
             assert flags & GTKWFlag.dec.value and filter_file is None, name
         else:
             assert width == field.width and filter_file, name
@@ -224,6 +224,11 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
     assert _table(traces["accumulate"][2]) == {"0": "overwrite", "1": "accumulate"}
     assert _table(traces["transpose"][2]) == {"0": "matmul", "1": "transpose"}
     assert _table(traces["tiled"][2]) == {"0": "whole array", "1": "tile"}
+    assert _table(traces["fp4"][2]) == {"0": "MXFP8 x MXFP8", "1": "MXFP4 stationary",
+                                        "2": "MXFP4 moving", "3": "MXFP4 both"}
+    assert _table(traces["bf16_out"][2]) == {"0": "FP32 PSUM", "1": "BF16 PSUM"}
+    assert _table(traces["stochastic"][2]) == {"0": "round to nearest even",
+                                               "1": "stochastic"}
     assert len(traces["bank"][1]) == 8 and len(traces["n"][1]) == 16
     assert traces["valid"][1] == ["systolica_tile.command__valid"]
 
@@ -235,13 +240,15 @@ def test_status_shows_the_count_and_the_error_by_name(tmp_path):
     flags, refs, _ = traces["rejected"]
     assert flags & GTKWFlag.dec.value and _picked_bits(refs) == list(range(15, -1, -1))
     _, refs, filter_file = traces["error"]
-    assert _picked_bits(refs) == [19, 18, 17, 16]
-    assert _table(filter_file) == {"0": "NONE", "1": "BANK_RANGE", "2": "K_RANGE",
-                                   "3": "M_RANGE", "4": "N_RANGE", "5": "DOUBLE_ROW_TYPE",
-                                   "6": "TYPE_NOT_BUILT", "7": "TRANSPOSE_DOUBLE_ROW",
-                                   "8": "TRANSPOSE_ACCUMULATE", "9": "TRANSPOSE_FTZ",
-                                   "a": "TILE_SIZE", "b": "TILE_POSITION", "c": "TILE_K_RANGE",
-                                   "d": "TILE_M_RANGE", "e": "TILE_DOUBLE_ROW"}
+    assert _picked_bits(refs) == [20, 19, 18, 17, 16]
+    assert _table(filter_file) == {"00": "NONE", "01": "BANK_RANGE", "02": "K_RANGE",
+                                   "03": "M_RANGE", "04": "N_RANGE", "05": "DOUBLE_ROW_TYPE",
+                                   "06": "TYPE_NOT_BUILT", "07": "TRANSPOSE_DOUBLE_ROW",
+                                   "08": "TRANSPOSE_ACCUMULATE", "09": "TRANSPOSE_FTZ",
+                                   "0a": "TILE_SIZE", "0b": "TILE_POSITION",
+                                   "0c": "TILE_K_RANGE", "0d": "TILE_M_RANGE",
+                                   "0e": "TILE_DOUBLE_ROW", "0f": "MX_TYPE", "10": "MX_K",
+                                   "11": "MX_MODE", "12": "MX_TILE", "13": "DST_MODE"}
 
 
 def test_psum_bank_and_entry_come_from_the_last_token(tmp_path):
@@ -356,8 +363,8 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     signals = waves.save_file_signals(_generated(tmp_path, rows=2, cols=3))
     assert ("systolica_tile.clk", 1, None) in signals
     assert ("systolica_tile.queue.queued", 3, None) in signals
-    assert ("systolica_tile.command__payload", 150, 1) in signals          # dtype LSB
-    assert ("systolica_tile.status", 20, 19) in signals                   # error MSB
+    assert ("systolica_tile.command__payload", 187, 1) in signals          # dtype LSB
+    assert ("systolica_tile.status", 21, 20) in signals                   # error MSB
     assert ("systolica_tile.result.out_token", 18, 4) in signals                   # accumulate
     assert ("systolica_tile.array.pe_1_2.psum_out", 32, None) in signals
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
@@ -471,7 +478,7 @@ def test_open_without_gtkwave_is_a_one_line_error(tmp_path, monkeypatch):
     (["--rows", "0"], {}, "rows must be a positive integer, not 0 (--rows or ROWS)"),
     ([], {"COLS": "x"}, "cols must be a positive integer, not 'x'"),
     (["--types", "int4"], {}, "unknown type set 'int4'; allowed: int8, bf16, fp16, fp8, "
-                              "fp8-double-row, fp32, all (joined with '+' or ',') "
+                              "fp8-double-row, fp32, mx, all (joined with '+' or ',') "
                               "(--types or TYPES)"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, env, message, monkeypatch, capsys):

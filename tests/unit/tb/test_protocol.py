@@ -140,5 +140,8 @@ def test_tile_config_travels_as_plain_values():
     env = {protocol.TILE_CONFIG: protocol.tile_config_env(config)}
     assert protocol.read_tile_config(env) == {
         "rows": 3, "cols": 5, "banks": 2, "entries": 64,
-        "dtypes": ["int8", "e4m3", "e5m2", "e3m4", "e4m3fn"], "double_row": True}
+        "dtypes": ["int8", "e4m3", "e5m2", "e3m4", "e4m3fn"], "double_row": True, "mx": False}
+    mx = protocol.read_tile_config({protocol.TILE_CONFIG: protocol.tile_config_env(
+        TileConfig(8, 2, "int8+mx"))})
+    assert (mx["mx"], mx["double_row"]) == (True, False)
     assert protocol.read_tile_config({}) is None

@@ -33,7 +33,8 @@ def test_matmul_beat_carries_the_command_fields():
                     "dtype_hi": 0, "moving_dtype_hi": 0, "double_row": 0, "ftz": 0,
                     "accumulate": 0, "transpose": 0,
                     "bank": 1, "offset": 5, "k": 1, "m": 2, "n": 3, "tiled": 0, "tile_row": 0,
-                    "tile_col": 0, "tile_rows": 0, "tile_cols": 0}
+                    "tile_col": 0, "tile_rows": 0, "tile_cols": 0, "mx": 0, "fp4": 0,
+                    "bf16_out": 0, "stochastic": 0, "seed": 0}
     assert len(s_beats) == 1 and len(m_beats) == 3 and record.error is None
 
 

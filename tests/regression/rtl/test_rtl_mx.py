@@ -1,0 +1,122 @@
+"""Regression tier: NeuronCore-v4 MX matmuls on the RTL tile through the run API (bulk
+driver) on both simulators.
+
+A 16 x 4 tile generated with ``int8+mx`` (32-bit lanes with E8M0 scales, MX PEs) runs MXFP8 x
+MXFP8 of both element types and mixed, MXFP4 on either side and both, every E8M0 scale code
+0..255 (the extremes 0 and 254 and the NaN code 0xFF included) on both operands, special
+elements (NaN and Inf codes, -0, subnormals) in every lane, a row tile, accumulation into an
+MX result, BF16 PSUM writes (round to nearest even, overwrite and accumulate) and an INT8
+matmul between MX ones: every word checked by the scoreboard against
+the golden model, every stamp against the cycle model, and each overwriting result against
+``golden.nc_matmul_mx`` directly.
+"""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from systolica.golden.mx import nc_matmul_mx
+from systolica.hdl.config import TileConfig
+from systolica.sim import Matmul, MatmulMx, Read, run_program
+
+CONFIG = TileConfig(16, 4, "int8+mx")
+E4M3FN, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
+E2M1 = np.dtype(ml_dtypes.float4_e2m1fn)
+
+
+def _elements(rng, dtype, shape, specials=False):
+    """MX elements [P, F, 4]: finite random codes, or with ``specials`` every code of the
+    type (NaN and Inf included) spread over the lanes."""
+    top = 16 if dtype == E2M1 else 256
+    codes = rng.integers(0, top, shape).astype(np.uint8)
+    if specials:
+        flat = codes.reshape(-1)
+        every = np.arange(top, dtype=np.uint8)
+        flat[rng.permutation(len(flat))[:top]] = every[:min(top, len(flat))]
+    else:
+        codes[~np.isfinite(codes.view(dtype).astype(np.float32))] &= 0xBF
+    return codes.view(dtype)
+
+
+def _program(rng):
+    jobs = []
+    pairs = [(E4M3FN, E4M3FN), (E5M2, E5M2), (E4M3FN, E5M2), (E5M2, E4M3FN), (E2M1, E4M3FN),
+             (E5M2, E2M1), (E2M1, E2M1)]
+    for i, (stype, mtype) in enumerate(pairs):
+        p = 16 if i % 2 else 8
+        jobs.append(MatmulMx(_elements(rng, stype, (p, 4, 4)), _elements(rng, mtype, (p, 6, 4)),
+                             rng.integers(100, 150, (p // 8, 4)).astype(np.uint8),
+                             rng.integers(100, 150, (p // 8, 6)).astype(np.uint8),
+                             bank=i % 4, offset=8 * (i // 4)))
+    # Every E8M0 code on each side: 256 codes over [2, 4] stationary x [2, 32] moving scales.
+    codes = rng.permutation(256).astype(np.uint8)
+    for s_codes, m_codes in ((codes[:8], codes[8:72]), (codes[72:80], codes[80:144]),
+                             (codes[144:152], codes[152:216]), (codes[216:224], codes[224:256])):
+        n = len(m_codes) // 2
+        jobs.append(MatmulMx(_elements(rng, E4M3FN, (16, 4, 4)), _elements(rng, E5M2, (16, n, 4)),
+                             s_codes.reshape(2, 4), m_codes.reshape(2, n), bank=4))
+    # Special elements (every code, NaN and Inf among them) in every lane.
+    for stype, mtype in ((E4M3FN, E5M2), (E5M2, E4M3FN), (E2M1, E5M2)):
+        jobs.append(MatmulMx(_elements(rng, stype, (16, 4, 4), True),
+                             _elements(rng, mtype, (16, 8, 4), True),
+                             np.full((2, 4), 127, np.uint8), np.full((2, 8), 127, np.uint8),
+                             bank=5))
+    # A row tile, an INT8 matmul between, then an MX accumulation into the tile's region.
+    jobs.append(MatmulMx(_elements(rng, E4M3FN, (8, 4, 4)), _elements(rng, E2M1, (8, 5, 4)),
+                         np.uint8([[120, 125, 130, 135]]), np.uint8([[127, 126, 128, 129, 131]]),
+                         bank=6,
+                         tile_position=(8, 0), tile_size=(8, 4)))
+    jobs.append(Matmul(rng.integers(-128, 128, (16, 4), dtype=np.int8),
+                       rng.integers(-128, 128, (16, 3), dtype=np.int8), bank=7))
+    jobs.append(MatmulMx(_elements(rng, E5M2, (16, 4, 4)), _elements(rng, E5M2, (16, 5, 4)),
+                         rng.integers(110, 140, (2, 4)).astype(np.uint8),
+                         rng.integers(110, 140, (2, 5)).astype(np.uint8), bank=6,
+                         accumulate=True))
+    jobs.append(Read(5, bank=6))
+    # BF16 destinations: an overwrite and an accumulation into it (upcast, add, round).
+    for accumulate in (False, True):
+        jobs.append(MatmulMx(_elements(rng, E4M3FN, (16, 4, 4)), _elements(rng, E5M2, (16, 7, 4)),
+                             rng.integers(90, 170, (2, 4)).astype(np.uint8),
+                             rng.integers(90, 170, (2, 7)).astype(np.uint8), bank=3,
+                             offset=16, accumulate=accumulate, dst_dtype=ml_dtypes.bfloat16))
+    return jobs
+
+
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_mx_programs_are_bit_exact_and_on_time(simulator):
+    rng = np.random.default_rng(26)
+    jobs = _program(rng)
+    result = run_program(jobs, config=CONFIG, simulator=simulator)
+    assert result.mismatches == 0 and result.model_agrees()
+    checked = 0
+    for job, psum in zip(jobs, result.psums, strict=True):
+        if isinstance(job, MatmulMx) and not job.accumulate:
+            want = nc_matmul_mx(job.stationary, job.moving, job.stationary_scale,
+                                job.moving_scale, rows=CONFIG.rows, dst_dtype=job.dst_dtype)
+            assert psum.dtype == want.dtype
+            np.testing.assert_array_equal(psum.view(f"u{psum.itemsize}"),
+                                          want.view(f"u{want.itemsize}"))
+            checked += 1
+    assert checked == 16
+    first, second = jobs[-2:]
+    want = nc_matmul_mx(second.stationary, second.moving, second.stationary_scale,
+                        second.moving_scale, psum=result.psums[-2], accumulate=True,
+                        rows=CONFIG.rows, dst_dtype=ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(result.psums[-1].view(np.uint16), want.view(np.uint16))
+    words = np.concatenate([p.view(np.uint32).reshape(-1) for p in result.psums[7:11]])
+    assert (words == 0x7FC00000).any() and (words & 0x7FFFFFFF == 0x7F800000).any()
+
+
+def test_mx_on_a_tile_without_it_and_on_the_cycle_driver_are_refused():
+    rng = np.random.default_rng(3)
+    job = MatmulMx(_elements(rng, E4M3FN, (8, 2, 4)), _elements(rng, E5M2, (8, 3, 4)),
+                   np.uint8([[127, 127]]), np.uint8([[127, 127, 127]]))
+    with pytest.raises(ValueError, match=r"^the tile was generated for types all, not for MX "
+                       r"matmuls; allowed: a TileConfig whose types include 'mx'"):
+        run_program([job], config=TileConfig(8, 4))
+    with pytest.raises(ValueError, match="^MX matmuls run on the bulk driver only"):
+        run_program([job], config=CONFIG, driver="cycle")
+    with pytest.raises(ValueError, match=r"^the tile rejects this MX matmul \(MX_TILE"):
+        run_program([MatmulMx(job.stationary, job.moving, job.stationary_scale,
+                               job.moving_scale, tile_position=(0, 0), tile_size=(16, 2))],
+                    config=CONFIG)
