@@ -560,7 +560,11 @@ def outside_output_cone(mutations, folder):
     reason a mutated instance *input* port (whose object is the parent's wire on it) is not
     named: in the 2026-12-03 draw (seed 1) the issue stage's wire on its skew buffer's
     input ``i`` was called outside the cone, and the kill-set killed that mutant (#115, a
-    wrong word). An instance output port's wire is driven by the instance, and is named.
+    wrong word). An instance output port's wire is named only when it is the port's own
+    (``<cell>_<port>``, as Amaranth names it): in the 2026-12-04 draw on the netlist with
+    concurrent tiles, a PE's ``stype_out`` bit on the array's shared ``moving_out_next``
+    wire was called outside the cone (#30), and the kill-set killed it (a wrong word): the
+    flattened netlist reads that bit through another name of the same net.
     """
     folder = Path(folder)
     # memory_collect merges PSUM's write-port cells into the memory cell they write: a
@@ -579,13 +583,19 @@ def outside_output_cone(mutations, folder):
     for m in mutations:
         wire = re.search(r"-wire (\S+)", m.args)
         instance = not m.cell.startswith("$")
-        if instance and (not wire or _input_port(design, m)):
-            continue        # an input port's wire may be an alias (see above)
+        if instance and (not wire or _input_port(design, m) or not _own_wire(m, wire[1])):
+            continue        # an input port's wire, or a shared one, may be an alias
         target = _flat_name(m.module, wire.group(1) if instance else m.cell)
         if target in named and target not in cone:
             out[m.index] = (f"{'wire' if instance else 'cell'} {target} is outside the "
                             "fan-in cone of every tile output (flattened netlist)")
     return out
+
+
+def _own_wire(mutation, wire):
+    """Whether ``wire`` is the mutated instance port's own wire, ``<cell>_<port>`` (bool)."""
+    port = re.search(r"-port (\S+)", mutation.args)
+    return bool(port) and wire == f"{mutation.cell}_{port[1]}"
 
 
 def _input_port(design, mutation):
