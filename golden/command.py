@@ -78,9 +78,6 @@ DTYPES = tuple(FORMATS) + tuple(WIDE_FORMATS)
 ERRORS = ("BANK_RANGE", "K_RANGE", "M_RANGE", "N_RANGE", "DOUBLE_ROW_TYPE", "TYPE_NOT_BUILT",
           "TRANSPOSE_DOUBLE_ROW", "TRANSPOSE_ACCUMULATE", "TRANSPOSE_FTZ") + TILE_ERRORS + (
           "MX_TYPE", "MX_K", "MX_MODE", "MX_TILE", "DST_MODE")
-#: The rejections only a tile generated with the MX datapath gives (on another, an MX matmul
-#: is ``TYPE_NOT_BUILT`` first).
-MX_ONLY_ERRORS = ("MX_K", "MX_MODE", "MX_TILE")
 #: Element types of an MX matmul (``Command.mx``; NKI's ``float8_e4m3fn_x4`` and
 #: ``float8_e5m2_x4``): OCP FP8 only, legacy e4m3 does not mix (``docs/numerics.md``, MX
 #: formats). MXFP4 (``float4_e2m1fn_x4``) is a side with ``fp4`` set and type ``e4m3fn``, the

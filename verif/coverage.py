@@ -25,12 +25,15 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
 - ``stall``: the idle and backpressure levels; ``read``: READ bank x region (from entry 0,
   inside, up to the bank's end); ``tile``: square, wider or taller tiles; ``placement``:
   a legal matmul on the whole array, in a row tile, a column tile, or both;
-  ``concurrent``: 1 to 4 matmuls in flight at once (tiles that share no PE row or column).
+  ``concurrent``: 1 to 4 matmuls in flight at once (tiles that share no PE row or column);
+- ``mx``: MX matmuls run (:data:`MX_BINS`: element-type pairs, MXFP4 on each side, both
+  destinations, accumulation, a row tile, the E8M0 codes 0, 254 and NaN).
 
 :data:`REMOVED` lists the bins left out, each with the reason. ``python -m
 systolica.verif.coverage`` (``make coverage``) runs a seeded fuzz sample with coverage
 on (four programs of 400 commands, the fuzzer's default type sets: the fourth on a 4 x 4
-tile generated with ``fp32``), merges it with the databases earlier runs wrote
+tile generated with ``fp32``; then :data:`MX_COMMANDS` on a 16 x 4 ``int8+mx`` tile),
+merges it with the databases earlier runs wrote
 (``<build>/coverage/*.xml``, one per run: ``make test`` writes one), prints the summary
 table, writes ``merged.xml`` and ``merged.yaml`` and exits 1 if a bin is not hit (closure).
 """
@@ -43,7 +46,7 @@ from pathlib import Path
 import numpy as np
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, coverage_section
 
-from systolica.golden.command import DTYPES, ERRORS, MX_ONLY_ERRORS, PSUM_ENTRIES
+from systolica.golden.command import DTYPES, ERRORS, PSUM_ENTRIES
 from systolica.golden.formats import WIDE_FORMATS, decode, format_of
 from systolica.sim.options import OneLineParser, add_json_argument, integer, report_as_json
 from systolica.verif.exhaustive import ROUNDING, classify_rounding
@@ -67,6 +70,11 @@ TILE_SHAPES = ("square", "wider", "taller")
 #: from the other normals, NaN (TF32: a payload in its upper 10 fraction bits; an FP32 NaN
 #: whose payload lies only in the 13 bits TF32 ignores reads as Inf).
 WIDE_CLASSES = ("+0", "-0", "subnormal", "normal", "max finite", "inf", "nan")
+#: What an MX matmul the tile ran had: its element types, destination and E8M0 scales (the
+#: extremes 0 and 254 and the NaN code 0xFF on either side).
+MX_BINS = ("mxfp8 pair", "mixed mxfp8 pair", "mxfp4 stationary", "mxfp4 moving",
+           "fp32 destination", "bf16 destination", "accumulate", "row tile", "scale 0",
+           "scale 254", "nan scale")
 #: Why a TF32/FP32 command was TYPE_NOT_BUILT.
 UNBUILT = ("tf32 on a tile without fp32", "fp32 on a tile without fp32",
            "32-bit with an 8/16-bit partner")
@@ -85,10 +93,10 @@ REMOVED = {
                                       "cross is sampled for accumulate only; overwrite is one "
                                       "bin of its own)",
     "queue: occupancy 4+": "the queue holds 3 (golden.timing.COMMAND_QUEUE_DEPTH)",
-    "error: MX_K, MX_MODE, MX_TILE": "checked only on a tile generated with the MX datapath "
-                                     "(golden.command.MX_ONLY_ERRORS), which the fuzzer does "
-                                     "not build yet: there an MX matmul is TYPE_NOT_BUILT",
 }
+
+#: The MX leg of ``make coverage``: commands and tile (16 rows: MX row tiles of 8).
+MX_COMMANDS, MX_SIZE = 1200, (16, 4)
 
 _P = "systolica."
 
@@ -107,8 +115,9 @@ _unbuilt = _point("unbuilt", UNBUILT)
 _product = _point("product", PRODUCT_CLASSES)
 _wide_product = _point("product.wide", WIDE_PRODUCT_CLASSES)
 _add = _point("add", ROUNDING)
-_error = _point("error", [e for e in ERRORS if e not in MX_ONLY_ERRORS])
+_error = _point("error", ERRORS)
 _transpose = _point("transpose", DTYPES)
+_mx = _point("mx", MX_BINS)
 _queue = _point("queue", range(4))
 _tile = _point("tile", TILE_SHAPES)
 #: Where a legal matmul runs (the command's tile_position / tile_size).
@@ -173,6 +182,25 @@ def wide_classes(bits, name):
              "max finite": magnitude == top, "inf": magnitude == 0x7F800000,
              "nan": (exp == 255) & (frac != 0)}
     return [klass for klass, mask in masks.items() if mask.any()]
+
+
+def mx_classes(command, stationary_scale, moving_scale):
+    """The :data:`MX_BINS` of a legal MX matmul ``command`` with E8M0 scale codes
+    ``stationary_scale`` and ``moving_scale`` (arrays of uint8; list of str)."""
+    fp4 = command.fp4
+    out = ["bf16 destination" if command.dst_dtype == "bf16" else "fp32 destination"]
+    if not any(fp4):
+        out.append("mixed mxfp8 pair" if command.dtype != command.mtype else "mxfp8 pair")
+    out += [name for name, side in (("mxfp4 stationary", fp4[0]), ("mxfp4 moving", fp4[1]))
+            if side]
+    if command.accumulate:
+        out.append("accumulate")
+    if command.tile_size is not None:
+        out.append("row tile")
+    codes = set(np.concatenate([np.ravel(stationary_scale), np.ravel(moving_scale)]).tolist())
+    out += [name for name, code in (("scale 0", 0), ("scale 254", 254), ("nan scale", 255))
+            if code in codes]
+    return out
 
 
 def unbuilt_class(command):
@@ -291,6 +319,10 @@ def sample_program(report, records, operands, predicted):
         stationary, moving = operands[r.index]
         command = r.command
         _placement(placement(command, rows, cols))
+        if command.mx:              # operands are its scales: (stationary, moving)
+            for name in mx_classes(command, *operands[r.index]):
+                _mx(name)
+            continue
         if command.is_transpose:    # bits moved, nothing multiplied or added
             _transpose(command.dtype)
             continue
@@ -458,6 +490,8 @@ def _run(args):
         return (0 if dumps else 1), {"dumps": len(dumps), "hit": hit, "bins": total,
                                      "database": f"{folder / args.tag}.xml"}
     fuzz.fuzz(args.seed, args.commands, chunk=400, sizes=fuzz.SIZES, sample=sample_program)
+    fuzz.fuzz(args.seed, MX_COMMANDS, chunk=400, sizes=(MX_SIZE,), types="int8+mx",
+              sample=sample_program)
     own = export(folder, f"run-make-coverage-seed{args.seed}")
     files = sorted(str(p) for p in folder.glob("*.xml") if not p.name.startswith("merged"))
     merged = folder / "merged.xml"

@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 from systolica.golden import FORMATS, Command, command_schedule, finest_tile, operand_formats
@@ -89,6 +90,10 @@ CONCURRENT, CONCURRENT_RUN = 0.04, (4, 13)
 #: (see :func:`wide_item`) on a tile generated with the ``fp32`` type set, and on a tile
 #: without it (where each is the illegal command ``TYPE_NOT_BUILT`` rejects).
 WIDE_SHARE, UNBUILT_WIDE_SHARE = 0.4, 0.03
+#: Share of the legal matmuls that the fourth generator replaces with an MX matmul
+#: (:func:`mx_item`) on a tile generated with the ``mx`` type set (at least 8 rows: whole
+#: scale groups), and on any other (where each is the illegal command it is).
+MX_SHARE, UNBUILT_MX_SHARE = 0.4, 0.03
 #: The type sets of the default run (``--types``): every size with ``all`` (8/16-bit types
 #: on 16-bit lanes), then every size with ``all+fp32`` (the same types and TF32/FP32 on
 #: 32-bit lanes).
@@ -358,8 +363,9 @@ def _illegal(rng, rows, cols):
     """A command the tile must reject; which check fails is drawn (sometimes several;
     ``"TILE"`` stands for the tile rule's codes, :func:`_bad_tile`)."""
     op = "matmul" if rng.random() < 0.7 else "read"
+    # MX twice: its rules are eight codes behind one kind
     kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE", "TILE",
-                                          "MX"] if op == "matmul" else [])
+                                          "MX", "MX"] if op == "matmul" else [])
     wrong = {kinds[int(rng.integers(len(kinds)))]}
     while rng.random() < 0.25:
         wrong.add(kinds[int(rng.integers(len(kinds)))])
@@ -389,22 +395,38 @@ def _illegal(rng, rows, cols):
                       perf_mode="double_row" if "DOUBLE_ROW_TYPE" in wrong else None)
     if "TILE" in wrong:      # TILE_*: the tile rule (checked late, so alone or hidden)
         command = _bad_tile(rng, command, rows, cols)
-    if "MX" in wrong:        # the MX fields on a tile without MX (the last checks)
-        command = _bad_mx(rng, command)
+    if "MX" in wrong:        # the MX fields (the last checks)
+        command = _bad_mx(rng, command, rows, cols)
     return command
 
 
-def _bad_mx(rng, command):
-    """``command`` (a matmul) given NeuronCore-v4 fields a tile without the MX datapath
-    refuses: an MX matmul (``TYPE_NOT_BUILT``), ``fp4`` without MX (``MX_TYPE``), or a BF16
-    destination without MX or stochastic rounding without one (``DST_MODE``)."""
+def _bad_mx(rng, command, rows, cols):
+    """``command`` (a matmul) given NeuronCore-v4 fields every tile refuses: an MX matmul
+    with K not whole scale groups (``MX_K``), with ``ftz`` (``MX_MODE``), in a column tile
+    (``MX_TILE``), of legacy e4m3 (``MX_TYPE``) or writing BF16 stochastically (built
+    nowhere: ``TYPE_NOT_BUILT``), each ``TYPE_NOT_BUILT`` on a tile without MX; ``fp4``
+    without MX (``MX_TYPE``); or a BF16 destination without MX or stochastic rounding
+    without one (``DST_MODE``)."""
     seed = int(rng.integers(1 << SEED_WIDTH))
-    kind = int(rng.integers(4))
+    kind = (0, 0, 1, 2, 3)[int(rng.integers(5))]
     if kind == 0:
-        return dataclasses.replace(
+        groups = 8 * (command.k // 8)
+        mx = dataclasses.replace(
             command, mx=True, dtype=str(rng.choice(MX_DTYPES)),
             moving_dtype=str(rng.choice(MX_DTYPES)), perf_mode=None, is_transpose=False,
-            dst_dtype="bf16" if rng.random() < 0.5 else "fp32", seed=seed)
+            ftz=False, k=groups or command.k, dst_dtype="bf16" if rng.random() < 0.5 else "fp32",
+            seed=seed)
+        wrong = str(rng.choice(["k", "ftz", "column tile", "e4m3", "stochastic"]))
+        if wrong == "k" or not groups:
+            return dataclasses.replace(mx, k=command.k + 1 if command.k % 8 == 0 else command.k)
+        if wrong == "column tile" and cols % 2 == 0:
+            return dataclasses.replace(mx, m=min(command.m, cols // 2), tile_position=(0, 0),
+                                       tile_size=(rows, cols // 2))
+        if wrong == "e4m3":
+            return dataclasses.replace(mx, dtype="e4m3")
+        if wrong == "stochastic":
+            return dataclasses.replace(mx, dst_dtype="bf16", rounding="stochastic")
+        return dataclasses.replace(mx, ftz=True)
     if kind == 1:
         side = int(rng.integers(3))
         return dataclasses.replace(command, fp4=(side != 1, side != 0))
@@ -579,6 +601,80 @@ def wide_item(rng, rows, cols, k, m, n, bank, offset):
     return s, v, accumulate, ftz, bank, offset, None
 
 
+@dataclasses.dataclass(frozen=True)
+class MxItem:
+    """An MX matmul of a fuzzed program (:func:`mx_item`): the arguments of
+    :meth:`~systolica.tb.bulk.BulkProgram.submit_mx`."""
+
+    stationary: np.ndarray
+    moving: np.ndarray
+    stationary_scale: np.ndarray
+    moving_scale: np.ndarray
+    accumulate: bool = False
+    bank: int = 0
+    offset: int = 0
+    tile_position: tuple | None = None
+    tile_size: tuple | None = None
+    dst_dtype: str = "fp32"
+
+    def command(self):
+        """The golden Command of this matmul (for a tile that rejects it)."""
+        e2m1 = np.dtype(ml_dtypes.float4_e2m1fn)
+        fp4 = tuple(a.dtype == e2m1 for a in (self.stationary, self.moving))
+        names = ["e4m3fn" if is_fp4 else a.dtype.name.removeprefix("float8_")
+                 for a, is_fp4 in zip((self.stationary, self.moving), fp4, strict=True)]
+        tile = {} if self.tile_size is None else {"tile_position": self.tile_position,
+                                                  "tile_size": self.tile_size}
+        p, m = self.stationary.shape[:2]
+        return Command("matmul", k=p, m=m, n=self.moving.shape[1], bank=self.bank,
+                       offset=self.offset, dtype=names[0], moving_dtype=names[1], mx=True,
+                       fp4=fp4, accumulate=self.accumulate, dst_dtype=self.dst_dtype, **tile)
+
+
+#: MX element types the fuzzer draws (MXFP4 as float4_e2m1fn).
+MX_ELEMENTS = tuple(np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+                                          ml_dtypes.float4_e2m1fn))
+#: E8M0 codes drawn on purpose beside the ones around 2^0: the extremes and NaN.
+MX_EDGE_SCALES = (0, 1, 126, 127, 128, 253, 254, 255)
+
+
+def mx_elements(rng, dtype, shape):
+    """MX elements [P, F, 4] of ``dtype``: uniform codes (NaN and Inf codes included, one in
+    eight draws) or finite ones."""
+    top = 16 if dtype == MX_ELEMENTS[2] else 256
+    codes = rng.integers(0, top, shape).astype(np.uint8)
+    if rng.random() >= 0.125:
+        codes[~np.isfinite(codes.view(dtype).astype(np.float32))] &= 0xBF
+    return codes.view(dtype)
+
+
+def mx_scales(rng, shape):
+    """E8M0 scale codes: mostly near 2^0 (so sums stay normal), some extreme or NaN."""
+    scales = rng.integers(112, 143, shape).astype(np.uint8)
+    edge = rng.random(shape) < 0.05
+    scales[edge] = rng.choice(MX_EDGE_SCALES, int(edge.sum()))
+    return scales
+
+
+def mx_item(rng, rows, cols, n, bank, offset):
+    """An MX matmul of the main draw's N and region: K whole scale groups up to ``rows``
+    (at least 8), M up to ``cols``, element types drawn from :data:`MX_ELEMENTS` for each
+    side, a row tile a fifth of the time, a BF16 destination a third of the time,
+    accumulation two fifths."""
+    groups = int(rng.integers(1, max(1, rows // 8) + 1))
+    p, m = 8 * groups, int(rng.integers(1, cols + 1))
+    stype, mtype = (MX_ELEMENTS[int(rng.integers(3))] for _ in range(2))
+    tile = {}
+    if rng.random() < 0.2 and rows % 2 == 0 and rows // 2 >= 8:
+        half = rows // 2
+        p = 8 * int(rng.integers(1, half // 8 + 1))
+        tile = {"tile_position": (half * int(rng.integers(2)), 0), "tile_size": (half, cols)}
+    return MxItem(mx_elements(rng, stype, (p, m, 4)), mx_elements(rng, mtype, (p, n, 4)),
+                  mx_scales(rng, (p // 8, m)), mx_scales(rng, (p // 8, n)),
+                  accumulate=bool(rng.random() < 0.4), bank=bank, offset=offset,
+                  dst_dtype="bf16" if rng.random() < 0.33 else "fp32", **tile)
+
+
 def random_tile(rng, rows, cols, k, m, perf_mode=None):
     """``(tile_position, tile_size)`` of a random tile of a ``rows x cols`` array that holds
     a matmul of K = ``k`` (``2 x`` the tile's rows in double-row mode) and M = ``m``, any
@@ -592,7 +688,7 @@ def random_tile(rng, rows, cols, k, m, perf_mode=None):
 
 
 def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0,
-                   wide=None, wide_share=0.0):
+                   wide=None, wide_share=0.0, mx=None, mx_share=0.0):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode[, is_transpose]])`` (a
     legal matmul) or a :class:`~systolica.golden.Command` (a legal READ or an illegal
@@ -627,6 +723,10 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     stay the same), with a TF32/FP32 command of the same K, M, N and region
     (:func:`wide_item`); with ``noise`` too, it puts TF32/FP32 codes in the type fields of a
     fifth of the READs (which must ignore them).
+
+    ``mx``: a fourth generator (None: off) that replaces ``mx_share`` of the legal matmuls,
+    after the others have drawn them, with an MX matmul of the same N and region
+    (:class:`MxItem`, :func:`mx_item`); a tile of fewer than 8 rows draws none.
     """
     out = []
     if burst is None and noise is not None and noise.random() < 0.5:
@@ -693,6 +793,8 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
             item = (s, v, accumulate, ftz, bank, offset, perf_mode)
         if wide is not None and wide.random() < wide_share:
             item = wide_item(wide, rows, cols, k, m, n, bank, offset)
+        if mx is not None and rows >= 8 and mx.random() < mx_share:
+            item = mx_item(mx, rows, cols, n, bank, offset)
         out.append(item)
     return out
 
@@ -1159,6 +1261,19 @@ def _submit(program, items):
     matmul of a type the tile was not generated for goes as the illegal command it is."""
     batch = []
     for item in items:
+        if isinstance(item, MxItem):
+            if batch:
+                program.submit_many(batch)
+                batch = []
+            if program.mx:
+                program.submit_mx(item.stationary, item.moving, item.stationary_scale,
+                                  item.moving_scale, accumulate=item.accumulate,
+                                  bank=item.bank, offset=item.offset,
+                                  tile_position=item.tile_position, tile_size=item.tile_size,
+                                  dst_dtype=item.dst_dtype)
+            else:
+                program.submit_command(item.command())
+            continue
         command = item if isinstance(item, Command) else _unbuilt(program, item)
         if command is not None:
             if batch:
@@ -1226,8 +1341,10 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
         # The third generator draws the TF32/FP32 commands (legal on an fp32 tile, else
         # TYPE_NOT_BUILT), leaving the other two generators' draws as they were.
         wide = np.random.default_rng([seed, index, 2])
+        mx = np.random.default_rng([seed, index, 3])      # the fourth: MX matmuls
         items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats, wide,
-                               WIDE_SHARE if config.wide else UNBUILT_WIDE_SHARE)
+                               WIDE_SHARE if config.wide else UNBUILT_WIDE_SHARE, mx,
+                               MX_SHARE if config.mx else UNBUILT_MX_SHARE)
         counts = {"commands": chunk, "burst": len(items) - chunk}
     else:
         items = directed(rng, rows, cols)
@@ -1272,10 +1389,13 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
     predicted = command_schedule(rows, cols, [r.command for r in records],
                                  result_ready=patterns.ready, offer=patterns.offer,
                                  banks=config.psum_banks, entries=config.psum_entries,
-                                 dtypes=config.dtypes, double_row=config.double_row)
+                                 dtypes=config.dtypes, double_row=config.double_row,
+                                 mx=config.mx)
     report.stamps_checked = _compare_stamps(records, predicted, errors)
     if sample is not None:
-        operands = {i: item[:2] for i, item in enumerate(items) if not isinstance(item, Command)}
+        operands = {i: ((item.stationary_scale, item.moving_scale) if isinstance(item, MxItem)
+                        else item[:2]) for i, item in enumerate(items)
+                    if not isinstance(item, Command)}
         sample(report, records, operands, predicted)
     if report.passed and not keep:
         shutil.rmtree(run_dir, ignore_errors=True)

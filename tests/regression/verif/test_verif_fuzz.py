@@ -21,7 +21,9 @@ def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
     listed in systolica.verif.coverage.REMOVED with their reasons). Its coverage
     database goes to <build>/coverage for ``make coverage`` to merge. The default type
     sets (fuzz.TYPES): three programs on tiles without fp32 (TF32/FP32 commands are
-    TYPE_NOT_BUILT there), the fourth on a 4 x 4 all+fp32 tile (TF32/FP32 bins)."""
+    TYPE_NOT_BUILT there), the fourth on a 4 x 4 all+fp32 tile (TF32/FP32 bins); then one
+    on MiniLM's type set, three on a 16 x 4 int8+mx tile (MX bins and rules) and one more
+    on the all+fp32 tile."""
     lines = []
     reports = fuzz.fuzz(seed, 1200, chunk=300, sizes=SAMPLE_SIZES, out=lines.append,
                         sample=coverage.sample_program)
@@ -30,9 +32,17 @@ def test_fuzz_sample_loses_nothing_and_closes_coverage(seed):
     # FP16 and mixed matmuls are the illegal commands TYPE_NOT_BUILT rejects.
     reports += fuzz.fuzz(seed + 1, 300, chunk=300, sizes=((4, 4),), out=lines.append,
                          sample=coverage.sample_program, types="int8+bf16+fp8-double-row")
-    assert [r.passed for r in reports] == [True] * 5, "\n".join(lines)
-    assert sum(r.commands for r in reports) == 1500
     assert reports[-1].rejected.get("TYPE_NOT_BUILT"), reports[-1].rejected
+    # A 16 x 4 tile with the MX datapath (the build tests/regression/rtl/test_rtl_mx.py
+    # uses): MX matmuls (both destinations, MXFP4, extreme and NaN scales, row tiles) and
+    # the MX rules that only such a tile reaches (MX_K, MX_MODE, MX_TILE).
+    reports += fuzz.fuzz(seed + 2, 900, chunk=300, sizes=((16, 4),), out=lines.append,
+                         sample=coverage.sample_program, types="int8+mx")
+    # and a second program on the all+fp32 tile (its 32-bit transposes are a few per program)
+    reports += fuzz.fuzz(seed + 3, 300, chunk=300, sizes=((4, 4),), out=lines.append,
+                         sample=coverage.sample_program, types="all+fp32")
+    assert [r.passed for r in reports] == [True] * 9, "\n".join(lines)
+    assert sum(r.commands for r in reports) == 2700
     coverage.export(coverage.default_folder(), f"make-test-seed{seed}")
     hit, total, missing = coverage.bins_report()
     assert not missing, f"{hit} of {total} bins hit; missing: {missing}"
