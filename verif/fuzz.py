@@ -55,6 +55,7 @@ from systolica.golden.command import (
 )
 from systolica.golden.formats import DOUBLE_ROW_TYPES, WIDE_FORMATS
 from systolica.hdl.config import TYPE_SET_SEPARATOR, TileConfig, type_sets
+from systolica.sim.api.runs import MatmulMx
 from systolica.sim.options import (
     OneLineParser,
     add_json_argument,
@@ -601,36 +602,6 @@ def wide_item(rng, rows, cols, k, m, n, bank, offset):
     return s, v, accumulate, ftz, bank, offset, None
 
 
-@dataclasses.dataclass(frozen=True)
-class MxItem:
-    """An MX matmul of a fuzzed program (:func:`mx_item`): the arguments of
-    :meth:`~systolica.tb.bulk.BulkProgram.submit_mx`."""
-
-    stationary: np.ndarray
-    moving: np.ndarray
-    stationary_scale: np.ndarray
-    moving_scale: np.ndarray
-    accumulate: bool = False
-    bank: int = 0
-    offset: int = 0
-    tile_position: tuple | None = None
-    tile_size: tuple | None = None
-    dst_dtype: str = "fp32"
-
-    def command(self):
-        """The golden Command of this matmul (for a tile that rejects it)."""
-        e2m1 = np.dtype(ml_dtypes.float4_e2m1fn)
-        fp4 = tuple(a.dtype == e2m1 for a in (self.stationary, self.moving))
-        names = ["e4m3fn" if is_fp4 else a.dtype.name.removeprefix("float8_")
-                 for a, is_fp4 in zip((self.stationary, self.moving), fp4, strict=True)]
-        tile = {} if self.tile_size is None else {"tile_position": self.tile_position,
-                                                  "tile_size": self.tile_size}
-        p, m = self.stationary.shape[:2]
-        return Command("matmul", k=p, m=m, n=self.moving.shape[1], bank=self.bank,
-                       offset=self.offset, dtype=names[0], moving_dtype=names[1], mx=True,
-                       fp4=fp4, accumulate=self.accumulate, dst_dtype=self.dst_dtype, **tile)
-
-
 #: MX element types the fuzzer draws (MXFP4 as float4_e2m1fn).
 MX_ELEMENTS = tuple(np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
                                           ml_dtypes.float4_e2m1fn))
@@ -669,10 +640,11 @@ def mx_item(rng, rows, cols, n, bank, offset):
         half = rows // 2
         p = 8 * int(rng.integers(1, half // 8 + 1))
         tile = {"tile_position": (half * int(rng.integers(2)), 0), "tile_size": (half, cols)}
-    return MxItem(mx_elements(rng, stype, (p, m, 4)), mx_elements(rng, mtype, (p, n, 4)),
-                  mx_scales(rng, (p // 8, m)), mx_scales(rng, (p // 8, n)),
-                  accumulate=bool(rng.random() < 0.4), bank=bank, offset=offset,
-                  dst_dtype="bf16" if rng.random() < 0.33 else "fp32", **tile)
+    return MatmulMx(mx_elements(rng, stype, (p, m, 4)), mx_elements(rng, mtype, (p, n, 4)),
+                    mx_scales(rng, (p // 8, m)), mx_scales(rng, (p // 8, n)),
+                    accumulate=bool(rng.random() < 0.4), bank=bank, offset=offset,
+                    dst_dtype=ml_dtypes.bfloat16 if rng.random() < 0.33 else np.float32,
+                    **tile)
 
 
 def random_tile(rng, rows, cols, k, m, perf_mode=None):
@@ -726,7 +698,8 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
 
     ``mx``: a fourth generator (None: off) that replaces ``mx_share`` of the legal matmuls,
     after the others have drawn them, with an MX matmul of the same N and region
-    (:class:`MxItem`, :func:`mx_item`); a tile of fewer than 8 rows draws none.
+    (:class:`~systolica.sim.MatmulMx`, :func:`mx_item`); a tile of fewer than 8 rows draws
+    none.
     """
     out = []
     if burst is None and noise is not None and noise.random() < 0.5:
@@ -1261,18 +1234,19 @@ def _submit(program, items):
     matmul of a type the tile was not generated for goes as the illegal command it is."""
     batch = []
     for item in items:
-        if isinstance(item, MxItem):
+        if isinstance(item, MatmulMx):
             if batch:
                 program.submit_many(batch)
                 batch = []
+            command = item.command()
             if program.mx:
                 program.submit_mx(item.stationary, item.moving, item.stationary_scale,
                                   item.moving_scale, accumulate=item.accumulate,
                                   bank=item.bank, offset=item.offset,
                                   tile_position=item.tile_position, tile_size=item.tile_size,
-                                  dst_dtype=item.dst_dtype)
+                                  dst_dtype=command.dst_dtype)
             else:
-                program.submit_command(item.command())
+                program.submit_command(command)
             continue
         command = item if isinstance(item, Command) else _unbuilt(program, item)
         if command is not None:
@@ -1393,7 +1367,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
                                  mx=config.mx)
     report.stamps_checked = _compare_stamps(records, predicted, errors)
     if sample is not None:
-        operands = {i: ((item.stationary_scale, item.moving_scale) if isinstance(item, MxItem)
+        operands = {i: ((item.stationary_scale, item.moving_scale) if isinstance(item, MatmulMx)
                         else item[:2]) for i, item in enumerate(items)
                     if not isinstance(item, Command)}
         sample(report, records, operands, predicted)

@@ -131,6 +131,29 @@ class MatmulMx:
     tile_size: tuple | None = None
     dst_dtype: object = np.float32
 
+    def command(self):
+        """The golden :class:`~systolica.golden.Command` of this matmul (``mx=True``, the
+        element types as ``dtype`` / ``moving_dtype``, an MXFP4 side as ``fp4`` with type
+        e4m3fn, ``dst_dtype`` ``"fp32"`` or ``"bf16"``).
+
+        Raises
+        ------
+        ValueError
+            If ``dst_dtype`` is not float32 or bfloat16, or a field does not fit the
+            command word.
+        KeyError
+            If an operand's type is not an MX element type (check the job first).
+        """
+        fp4 = tuple(a.dtype == np.dtype(ml_dtypes.float4_e2m1fn)
+                    for a in (self.stationary, self.moving))
+        names = ["e4m3fn" if is_fp4 else MX_TYPES[a.dtype][0]
+                 for a, is_fp4 in zip((self.stationary, self.moving), fp4, strict=True)]
+        p, m = self.stationary.shape[:2]
+        return Command("matmul", k=p, m=m, n=self.moving.shape[1], bank=int(self.bank),
+                       offset=int(self.offset), dtype=names[0], moving_dtype=names[1],
+                       mx=True, fp4=fp4, accumulate=bool(self.accumulate),
+                       dst_dtype=_mx_dst(self), **_tile(self))
+
 
 @dataclass(frozen=True)
 class Read:
@@ -363,15 +386,7 @@ def _command(job):
     if isinstance(job, Read):
         return Command("read", n=int(job.n), bank=int(job.bank), offset=int(job.offset))
     if isinstance(job, MatmulMx):
-        fp4 = tuple(a.dtype == np.dtype(ml_dtypes.float4_e2m1fn)
-                    for a in (job.stationary, job.moving))
-        names = ["e4m3fn" if is_fp4 else MX_TYPES[a.dtype][0]
-                 for a, is_fp4 in zip((job.stationary, job.moving), fp4, strict=True)]
-        p, m = job.stationary.shape[:2]
-        return Command("matmul", k=p, m=m, n=job.moving.shape[1], bank=int(job.bank),
-                       offset=int(job.offset), dtype=names[0], moving_dtype=names[1], mx=True,
-                       fp4=fp4, accumulate=bool(job.accumulate), dst_dtype=_mx_dst(job),
-                       **_tile(job))
+        return job.command()
     (k, m), n = job.stationary.shape, job.moving.shape[1]
     stype, mtype = operand_formats(job.stationary.dtype, job.moving.dtype,
                                    perf_mode=job.perf_mode)
