@@ -418,6 +418,8 @@ def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, p
         run.matmuls.append({"index": index, "stationary": operands[0], "moving": operands[1],
                             "perf_mode": params["perf_mode"], "sums": sums,
                             "region": dst.access()})
+    elif opcode == "nc_matmul_mx":
+        run.mx_matmuls += 1
     return _finish(index, dst, fresh)
 
 

@@ -91,7 +91,8 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
         ``transposes`` (TensorE transposes checked, in this process whatever ``workers``),
         ``transpose_commands``, ``transpose_words`` (PSUM elements compared),
         ``words`` (PSUM words the scoreboard compared), ``mismatches`` (0), ``seconds``
-        (wall time of the RTL runs including builds), ``build_seconds``.
+        (wall time of the RTL runs including builds), ``build_seconds``, ``mx_golden_only``
+        (``nc_matmul_mx`` instructions not run on the tile: a warning says so).
 
     Raises
     ------
@@ -101,7 +102,13 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
     start = time.perf_counter()
     summary = {"matmuls": 0, "tile_matmuls": 0, "words": 0, "mismatches": 0,
                "transposes": 0, "transpose_commands": 0, "transpose_words": 0,
-               "build_seconds": 0.0, "rows": rows, "cols": cols}
+               "build_seconds": 0.0, "rows": rows, "cols": cols,
+               "mx_golden_only": run.mx_matmuls}
+    if run.mx_matmuls:
+        run.warnings.append(f"{run.mx_matmuls} nc_matmul_mx instructions ran on the golden "
+                            f"model only: the RTL check runs nc_matmul and TensorE transposes "
+                            f"(MX matmuls run on a tile generated with the mx type set "
+                            f"through systolica.sim.MatmulMx)")
     groups = {}
     for m in run.matmuls:
         groups.setdefault(m["perf_mode"], []).append(m)

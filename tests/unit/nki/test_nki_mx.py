@@ -120,3 +120,14 @@ def test_trn3_engine_figures_are_the_published_ones():
     assert t.clocks_hz == {"tensor": 2.4e9, "vector": 1.2e9, "scalar": 1.2e9, "gpsimd": 1.2e9}
     assert (t.dma_engines, t.dma_engine_bandwidth) == (16, 33e9)
     assert t.core == "NeuronCore-v4" and t.sbuf_partition_bytes == 256 * 1024
+
+
+def test_an_rtl_check_says_its_mx_matmuls_ran_on_the_golden_model_only():
+    """``tensor_engine="rtl"`` runs nc_matmul and TensorE transposes on the tile; a kernel's
+    nc_matmul_mx instructions are counted and named in a warning, not passed over."""
+    a, b = _operands(512, 128, 512, seed=4)
+    result = nki.run(matmul_mx.matmul_mxfp8, a, b, target="trn3", tensor_engine="rtl",
+                     rows=4, cols=4)
+    assert result.rtl["mx_golden_only"] == 1 and result.rtl["matmuls"] == 0
+    assert any(w.startswith("1 nc_matmul_mx instructions ran on the golden model only")
+               for w in result.warnings), result.warnings
