@@ -24,7 +24,7 @@ export $(foreach v,$(PASSED),$(if $(filter undefined,$(origin $(v))),,$(v)))
 # --types for the commands that do not read $TYPES (regress, fuzz): only when TYPES is set.
 TYPES_ARG = $(if $(filter undefined,$(origin TYPES)),,--types '$(TYPES)')
 
-.PHONY: help venv sim waves test test-unit check-types regress-long bench minilm-speedup cells lint \
+.PHONY: help venv sim waves test test-unit check-types check-mx regress-long bench minilm-speedup cells lint \
 	clean distclean fuzz exhaustive mutants coverage
 
 help:
@@ -44,6 +44,8 @@ help:
 	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), about 2 minutes"
 	@echo "make check-types  every FP8 x BF16 pair of bit patterns vs the exact reference (16.7M"
 	@echo "                per FP8 type, both orders, IEEE and FTZ; make test runs a sample)"
+	@echo "make check-mx   every MX element pair x a grid of E8M0 scale pairs through one PE of"
+	@echo "                an 8x16 int8+mx RTL tile (make test runs a sample)"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
 	@echo "make bench      the main job's time split (build / simulator / host), then build and"
 	@echo "                simulation speed from 8x8 to the full-size 128x128, both simulators"
@@ -100,6 +102,9 @@ test-unit: $(STAMP)
 
 check-types: $(STAMP)
 	SYSTOLICA_EXHAUSTIVE=1 $(PY) -m pytest -p no:xdist tests/unit/golden/test_golden_types.py -k fp8_with_bf16
+
+check-mx: $(STAMP)
+	$(PY) -m systolica.verif.mx_sweep
 
 regress-long: $(STAMP)
 	$(PY) -m systolica regress --seed $(or $(SEED),1) $(TYPES_ARG)
