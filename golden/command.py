@@ -297,8 +297,8 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     :data:`~.formats.DOUBLE_ROW_TYPES`), ``"TYPE_NOT_BUILT"`` (matmul with an operand type
     not in ``dtypes``, double-row on a tile without ``double_row``, or an operand pair no
     tile takes: INT8 with a float type, TF32/FP32 with an 8/16-bit type, a command word
-    only :func:`unpaired_command` makes; an MX matmul on a tile without ``mx``, or one
-    writing BF16 with stochastic rounding, which no tile builds yet), then the transpose
+    only :func:`unpaired_command` makes; an MX matmul on a tile without ``mx``), then the
+    transpose
     rule (:func:`~.formats.check_transpose`, same order): ``"TRANSPOSE_DOUBLE_ROW"``,
     ``"TRANSPOSE_ACCUMULATE"``, ``"TRANSPOSE_FTZ"`` (a transposing matmul with double-row,
     ``accumulate`` or ``ftz``), then the tiling rule (:func:`~.tiles.tile_error`, same
@@ -330,7 +330,7 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
         return "DOUBLE_ROW_TYPE"
     if matmul and (not {command.dtype, command.mtype} <= set(dtypes) or (
             command.double_row and not double_row) or not _pairs(command)
-            or (command.mx and not mx) or _stochastic_write(command)):
+            or (command.mx and not mx)):
         return "TYPE_NOT_BUILT"
     if matmul and command.is_transpose:
         for code, mode in (("TRANSPOSE_DOUBLE_ROW", command.double_row),
@@ -343,13 +343,6 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
     return (tile_error(command.tile_position, command.tile_size, command.k, command.m,
                        rows=rows, cols=cols, perf_mode=command.perf_mode)
             or mx_error(command, cols))
-
-
-def _stochastic_write(command):
-    """An MX matmul writing BF16 with stochastic rounding: no tile builds the XORWOW
-    generators yet, so every tile rejects it as ``TYPE_NOT_BUILT`` (the golden model,
-    ``golden.nc_matmul_mx``, computes it)."""
-    return command.mx and command.dst_dtype == "bf16" and command.rounding == "stochastic"
 
 
 def mx_error(command, cols):

@@ -126,19 +126,28 @@ def _check_dst(dst_dtype, rounding, seed):
 # Rounding to BF16 and the XORWOW generator
 
 
-def _xorwow_init(seed, lanes):
-    """State words (x, y, z, w, v, d) of one XORWOW generator per lane (uint32 arrays)."""
+def xorwow_constants(lanes):
+    """The per-lane constants of the XORWOW seeding, ``[5, lanes]`` uint32: word i of lane m
+    is ``fmix32((5 m + i + 1) * 0x9E3779B9 mod 2^32)`` (MurmurHash3's finaliser), fixed
+    when the tile is generated (:func:`xorwow_bits` XORs the seed into them)."""
     lane = np.arange(lanes, dtype=np.uint64)
     words = []
     for i in range(5):
-        h = ((np.uint64(seed) + (lane * 5 + i + 1) * 0x9E3779B9) & 0xFFFFFFFF)
+        h = ((lane * 5 + i + 1) * 0x9E3779B9) & 0xFFFFFFFF
         for shift, mult in ((16, 0x85EBCA6B), (13, 0xC2B2AE35), (16, None)):   # fmix32
             h ^= h >> shift
             if mult is not None:
                 h = (h * mult) & 0xFFFFFFFF
         words.append(h.astype(np.uint32))
+    return np.array(words, np.uint32)
+
+
+def _xorwow_init(seed, lanes):
+    """State words (x, y, z, w, v, d) of one XORWOW generator per lane (uint32 arrays)."""
+    words = list(xorwow_constants(lanes) ^ np.uint32(seed))
     words[0] = np.where(np.all(np.array(words) == 0, axis=0), np.uint32(1), words[0])
-    return words + [(np.uint32(6615241) + lane.astype(np.uint32)).astype(np.uint32)]
+    lane = np.arange(lanes, dtype=np.uint32)
+    return words + [(np.uint32(6615241) + lane).astype(np.uint32)]
 
 
 def xorwow_bits(seed, lanes, steps):
@@ -148,8 +157,9 @@ def xorwow_bits(seed, lanes, steps):
     section 3.1: five xorshift words and a Weyl counter ``d += 362437``, output ``v + d``),
     as NeuronCore-v4's Vector engine holds XORWOW states per compute lane (AWS, "Trainium3
     Architecture Guide for NKI", "XORWOW-based PRNG"). Lane m's words are
-    ``fmix32(seed + (5 m + i + 1) * 0x9E3779B9)`` for i = 0..4 (MurmurHash3's finaliser,
-    mod 2^32) and ``d = 6615241 + m``.
+    ``seed XOR fmix32((5 m + i + 1) * 0x9E3779B9)`` for i = 0..4 (:func:`xorwow_constants`;
+    x = 1 if all five would be zero) and ``d = 6615241 + m``: the hashing is done once, when
+    the tile is generated, and a command's seed costs one XOR per word.
 
     Parameters
     ----------

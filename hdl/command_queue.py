@@ -191,9 +191,7 @@ class CommandQueue(wiring.Component):
             & ((stype == DType.INT8) == (mtype == DType.INT8))
             & (is_wide(stype) == is_wide(mtype))
             & (1 if self._double_row else ~command.double_row)
-            & (1 if self._mx else is_read | ~command.mx)
-            # no tile builds the stochastic BF16 write yet (golden: _stochastic_write)
-            & ~(~is_read & command.mx & command.bf16_out & command.stochastic))
+            & (1 if self._mx else is_read | ~command.mx))
         # The tiling rule: sizes and starts are a few constants of the array's extents.
         tiled = ~is_read & command.tiled
         size_ok, start_ok = (Signal(name=f"tile_{n}_ok") for n in ("size", "start"))

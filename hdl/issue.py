@@ -9,6 +9,7 @@ from .array import operand_lane_layout
 from .layouts import (
     FP32_PASSES,
     MX_SCALE_BITS,
+    MX_TOKEN,
     OPERAND_WIDTH,
     SIZE_WIDTH,
     WIDE_TRANSPOSE_PASSES,
@@ -45,8 +46,10 @@ WIDE_MODE_LAYOUT = data.StructLayout({**dict(MODE_LAYOUT.members), "stype": DTyp
 #: The mode bits of an MX matmul (a tile with the MX datapath): its operands are x4 words
 #: (``mx``), and the moving side is MXFP4 (``fp4``: converted to e4m3fn in front of the skew).
 MX_MODE = {"mx": 1, "fp4": 1}
-#: What a matmul in flight also keeps on such a tile: its PSUM words are rounded to BF16.
-MX_SLOT = {**MX_MODE, "bf16": 1}
+#: What a matmul in flight also keeps on such a tile: its PSUM words are rounded to BF16,
+#: stochastically from ``seed``, and whether its next column is its first (the tokens'
+#: :data:`~.layouts.MX_TOKEN`).
+MX_SLOT = {**MX_MODE, **MX_TOKEN}
 
 
 def mode_layout(width, col_cells, mx=False):
@@ -276,7 +279,8 @@ class IssueLogic(wiring.Component):
             "transpose": head.transpose, "addr": head.bank * entries + head.offset,
             "left": head.n - 1, "k": head.k, "row0": head_row0, "trows": head_trows,
             "rcells": head_rcells, "ccells": head_ccells, "cells": self.buffers.cells,
-            "step": 0, **({"mx": head.mx, "fp4": head.fp4[1], "bf16": head.bf16_out}
+            "step": 0, **({"mx": head.mx, "fp4": head.fp4[1], "bf16": head.bf16_out,
+                           "stochastic": head.stochastic, "first": 1, "seed": head.seed}
                           if mx else {}),
         }
         issues, now, col_done, releases = [], [], [], []
@@ -303,6 +307,8 @@ class IssueLogic(wiring.Component):
                 m.d.sync += [slot.eq(cur), slot.run.eq(~release),
                              slot.step.eq(Mux(done, 0, cur.step + 1)),
                              slot.addr.eq(cur.addr + done), slot.left.eq(cur.left - done)]
+                if mx:
+                    m.d.sync += slot.first.eq(cur.first & ~done)
             issues.append(issue)
             now.append(cur)
             col_done.append(done)
@@ -334,7 +340,7 @@ class IssueLogic(wiring.Component):
                                  token.fp32.eq(cur.stype != DType.INT8), token.ftz.eq(cur.ftz),
                                  token.accumulate.eq(cur.accumulate)]
                     if mx:
-                        m.d.comb += token.bf16.eq(cur.bf16)
+                        m.d.comb += [token[name].eq(cur[name]) for name in MX_TOKEN]
 
         # ---- the loader's buffers ------------------------------------------------------
         m.d.comb += [

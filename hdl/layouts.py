@@ -326,8 +326,14 @@ def token_layout(psum_depth, mx=False):
     ``valid``, ``last`` (final beat of its command), ``fp32`` (a float matmul: FP32 PSUM
     words), ``ftz``, ``accumulate``, ``read`` (a READ beat) and ``addr``, the flat PSUM
     address ``bank * entries + entry`` (``range(psum_depth)``); with ``mx`` (a tile with
-    the MX datapath) ``bf16``, the word written is rounded to BF16.
+    the MX datapath) ``bf16`` (the word written is rounded to BF16), ``stochastic`` (by
+    the column's XORWOW bits), ``first`` (the command's first column: the generators start
+    from ``seed``) and ``seed`` (``SEED_WIDTH`` bits).
     """
     return data.StructLayout({"valid": 1, "last": 1, "fp32": 1, "ftz": 1, "accumulate": 1,
                               "read": 1, "addr": range(psum_depth),
-                              **({"bf16": 1} if mx else {})})
+                              **(MX_TOKEN if mx else {})})
+
+
+#: The fields an MX tile's tokens add (:func:`token_layout`).
+MX_TOKEN = {"bf16": 1, "stochastic": 1, "first": 1, "seed": SEED_WIDTH}

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .layouts import PSUM_WIDTH, cell_grid, result_layout, token_layout
+from .layouts import MX_TOKEN, PSUM_WIDTH, cell_grid, result_layout, token_layout
 from .psum import Psum
 from .skew import SkewBuffer
 
@@ -100,7 +100,7 @@ class ResultPath(wiring.Component):
         ]
         for h in range(cells):
             token = out_token[h]
-            psum = m.submodules[f"psum_{h}"] = Psum(grain, depth, self._mx)
+            psum = m.submodules[f"psum_{h}"] = Psum(grain, depth, self._mx, col0=h * grain)
             write = Signal(name=f"write_{h}")
             m.d.comb += [
                 write.eq(result_beat & token.valid & ~token.read),
@@ -110,7 +110,8 @@ class ResultPath(wiring.Component):
                 psum.fp32.eq(token.fp32),
                 psum.ftz.eq(token.ftz),
                 psum.write.eq(write),
-                *([psum.bf16.eq(token.bf16)] if self._mx else []),
+                *([getattr(psum, name).eq(token[name]) for name in MX_TOKEN] if self._mx
+                  else []),
                 self.result.payload.groups[h].eq(token.valid),
                 self.result.payload.last[h].eq(token.last),
             ]

@@ -152,7 +152,8 @@ def add_tile_arguments(p, sizes=None, types_help="what the workload needs"):
     p.add_argument("--types", default=env_types(),
                    help="the operand types the tile is generated for: int8, bf16, fp16, fp8 "
                         "(e4m3, e5m2, e3m4, e4m3fn), fp8-double-row, fp32 (tf32, fp32: 32-bit "
-                        "lanes) or all (every set but fp32), joined with + "
+                        "lanes), mx (MXFP8/MXFP4 matmuls: 32-bit lanes with E8M0 scales) or all "
+                        "(every set but fp32 and mx), joined with + "
                         f"or , (default: $TYPES or {types_help})")
 
 

@@ -164,7 +164,7 @@ class BulkProgram:
 
     def submit_mx(self, stationary, moving, stationary_scale, moving_scale, *,
                   accumulate=False, bank=0, offset=0, tile_position=None, tile_size=None,
-                  dst_dtype="fp32"):
+                  dst_dtype="fp32", rounding="rne", seed=0):
         """Add one MX matmul (see :meth:`TileModel.submit_mx`; a tile generated with the
         ``mx`` type set); returns its record.
 
@@ -179,7 +179,7 @@ class BulkProgram:
             raise RuntimeError("commit the staged matmuls before an MX matmul")
         item = self.model.prepare_mx(stationary, moving, stationary_scale, moving_scale,
                                      accumulate, bank, offset, tile_position, tile_size,
-                                     dst_dtype)
+                                     dst_dtype, rounding, seed)
         self._stage(item)
         return self.model.commit_mx(item)
 

@@ -256,7 +256,7 @@ class TileModel:
 
     def submit_mx(self, stationary, moving, stationary_scale, moving_scale, *,
                   accumulate=False, bank=0, offset=0, tile_position=None, tile_size=None,
-                  dst_dtype="fp32"):
+                  dst_dtype="fp32", rounding="rne", seed=0):
         """Model one MX matmul on a tile generated with the MX datapath; return ``(record,
         command_beat, stationary_bits, moving_bits)`` as :meth:`submit` (the x4 words in
         the lanes, an MXFP4 side's in bits [15:0]); :meth:`scales` gives the beats' scales.
@@ -266,8 +266,10 @@ class TileModel:
         ``moving_scale`` [P // 8, N] their E8M0 scale bits
         (:func:`~systolica.golden.mx.nc_matmul_mx`, which gives the expected PSUM; the
         stationary lanes past M hold zero words with scale 0, as the tile loads them).
-        ``dst_dtype="bf16"``: the PSUM words are rounded to BF16 (RNE) after the
-        accumulation and stored as the FP32 words of those values.
+        ``dst_dtype="bf16"``: the PSUM words are rounded to BF16 after the accumulation
+        (``rounding``: ``"rne"``, or ``"stochastic"`` with ``seed``: one XORWOW generator
+        per PSUM partition, :func:`~systolica.golden.xorwow_bits`) and stored as the FP32
+        words of those values.
 
         Raises
         ------
@@ -275,7 +277,8 @@ class TileModel:
             As ``nc_matmul_mx`` for bad operands, or if the tile would reject the matmul.
         """
         item = self.prepare_mx(stationary, moving, stationary_scale, moving_scale,
-                               accumulate, bank, offset, tile_position, tile_size, dst_dtype)
+                               accumulate, bank, offset, tile_position, tile_size, dst_dtype,
+                               rounding, seed)
         return (self.commit_mx(item), *self.stimulus(item))
 
     def commit_mx(self, item):
@@ -289,12 +292,15 @@ class TileModel:
             self._require_known(region, "accumulate into")
             column = _psum_add(command.dtype, False, np.ascontiguousarray(self.psum[region].T),
                                column)
-        rounded = round_to_bf16(np.ascontiguousarray(column, np.float32))
+        stochastic = command.rounding == "stochastic"
+        rounded = round_to_bf16(np.ascontiguousarray(column, np.float32), command.rounding,
+                                command.seed if stochastic else None)
         words = rounded.view(np.uint16).astype(np.uint32) << np.uint32(16)
         return self._commit(item, words.view(np.float32), accumulated=True)
 
     def prepare_mx(self, stationary, moving, stationary_scale, moving_scale, accumulate=False,
-                   bank=0, offset=0, tile_position=None, tile_size=None, dst_dtype="fp32"):
+                   bank=0, offset=0, tile_position=None, tile_size=None, dst_dtype="fp32",
+                   rounding="rne", seed=0):
         """Check one MX matmul (arguments as :meth:`submit_mx`), compute its golden column
         sums and build its command and lanes, without modelling it (no state): for
         :meth:`stimulus`, :meth:`scales` and then :meth:`commit_mx`."""
@@ -306,7 +312,7 @@ class TileModel:
                       for a in (stationary, moving))
         command = Command("matmul", k=p, m=m, n=n, bank=bank, offset=offset, dtype=names[0],
                           moving_dtype=names[1], mx=True, accumulate=bool(accumulate),
-                          dst_dtype=dst_dtype,
+                          dst_dtype=dst_dtype, rounding=rounding, seed=seed,
                           fp4=(stationary.dtype == e2m1, moving.dtype == e2m1),
                           tile_position=None if tile_position is None else tuple(tile_position),
                           tile_size=None if tile_size is None else tuple(tile_size))

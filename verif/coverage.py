@@ -27,7 +27,8 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
   a legal matmul on the whole array, in a row tile, a column tile, or both;
   ``concurrent``: 1 to 4 matmuls in flight at once (tiles that share no PE row or column);
 - ``mx``: MX matmuls run (:data:`MX_BINS`: element-type pairs, MXFP4 on each side, both
-  destinations, accumulation, a row tile, the E8M0 codes 0, 254 and NaN).
+  destinations, stochastic rounding, accumulation, a row tile, the E8M0 codes 0, 254 and
+  NaN).
 
 :data:`REMOVED` lists the bins left out, each with the reason. ``python -m
 systolica.verif.coverage`` (``make coverage``) runs a seeded fuzz sample with coverage
@@ -73,7 +74,8 @@ WIDE_CLASSES = ("+0", "-0", "subnormal", "normal", "max finite", "inf", "nan")
 #: What an MX matmul the tile ran had: its element types, destination and E8M0 scales (the
 #: extremes 0 and 254 and the NaN code 0xFF on either side).
 MX_BINS = ("mxfp8 pair", "mixed mxfp8 pair", "mxfp4 stationary", "mxfp4 moving",
-           "fp32 destination", "bf16 destination", "accumulate", "row tile", "scale 0",
+           "fp32 destination", "bf16 destination", "stochastic rounding", "accumulate",
+           "row tile", "scale 0",
            "scale 254", "nan scale")
 #: Why a TF32/FP32 command was TYPE_NOT_BUILT.
 UNBUILT = ("tf32 on a tile without fp32", "fp32 on a tile without fp32",
@@ -189,6 +191,8 @@ def mx_classes(command, stationary_scale, moving_scale):
     ``stationary_scale`` and ``moving_scale`` (arrays of uint8; list of str)."""
     fp4 = command.fp4
     out = ["bf16 destination" if command.dst_dtype == "bf16" else "fp32 destination"]
+    if command.rounding == "stochastic":
+        out.append("stochastic rounding")
     if not any(fp4):
         out.append("mixed mxfp8 pair" if command.dtype != command.mtype else "mxfp8 pair")
     out += [name for name, side in (("mxfp4 stationary", fp4[0]), ("mxfp4 moving", fp4[1]))

@@ -404,8 +404,8 @@ def _illegal(rng, rows, cols):
 def _bad_mx(rng, command, rows, cols):
     """``command`` (a matmul) given NeuronCore-v4 fields every tile refuses: an MX matmul
     with K not whole scale groups (``MX_K``), with ``ftz`` (``MX_MODE``), in a column tile
-    (``MX_TILE``), of legacy e4m3 (``MX_TYPE``) or writing BF16 stochastically (built
-    nowhere: ``TYPE_NOT_BUILT``), each ``TYPE_NOT_BUILT`` on a tile without MX; ``fp4``
+    (``MX_TILE``) or of legacy e4m3 (``MX_TYPE``), each ``TYPE_NOT_BUILT`` on a tile without
+    MX; ``fp4``
     without MX (``MX_TYPE``); or a BF16 destination without MX or stochastic rounding
     without one (``DST_MODE``)."""
     seed = int(rng.integers(1 << SEED_WIDTH))
@@ -417,7 +417,7 @@ def _bad_mx(rng, command, rows, cols):
             moving_dtype=str(rng.choice(MX_DTYPES)), perf_mode=None, is_transpose=False,
             ftz=False, k=groups or command.k, dst_dtype="bf16" if rng.random() < 0.5 else "fp32",
             seed=seed)
-        wrong = str(rng.choice(["k", "ftz", "column tile", "e4m3", "stochastic"]))
+        wrong = str(rng.choice(["k", "ftz", "column tile", "e4m3"]))
         if wrong == "k" or not groups:
             return dataclasses.replace(mx, k=command.k + 1 if command.k % 8 == 0 else command.k)
         if wrong == "column tile" and cols % 2 == 0:
@@ -425,8 +425,6 @@ def _bad_mx(rng, command, rows, cols):
                                        tile_size=(rows, cols // 2))
         if wrong == "e4m3":
             return dataclasses.replace(mx, dtype="e4m3")
-        if wrong == "stochastic":
-            return dataclasses.replace(mx, dst_dtype="bf16", rounding="stochastic")
         return dataclasses.replace(mx, ftz=True)
     if kind == 1:
         side = int(rng.integers(3))
@@ -630,8 +628,8 @@ def mx_scales(rng, shape):
 def mx_item(rng, rows, cols, n, bank, offset):
     """An MX matmul of the main draw's N and region: K whole scale groups up to ``rows``
     (at least 8), M up to ``cols``, element types drawn from :data:`MX_ELEMENTS` for each
-    side, a row tile a fifth of the time, a BF16 destination a third of the time,
-    accumulation two fifths."""
+    side, a row tile a fifth of the time, a BF16 destination a third of the time (half of
+    those rounded stochastically, a random seed), accumulation two fifths."""
     groups = int(rng.integers(1, max(1, rows // 8) + 1))
     p, m = 8 * groups, int(rng.integers(1, cols + 1))
     stype, mtype = (MX_ELEMENTS[int(rng.integers(3))] for _ in range(2))
@@ -640,11 +638,13 @@ def mx_item(rng, rows, cols, n, bank, offset):
         half = rows // 2
         p = 8 * int(rng.integers(1, half // 8 + 1))
         tile = {"tile_position": (half * int(rng.integers(2)), 0), "tile_size": (half, cols)}
+    bf16 = rng.random() < 0.33
+    rounding = "stochastic" if bf16 and rng.random() < 0.5 else "rne"
     return MatmulMx(mx_elements(rng, stype, (p, m, 4)), mx_elements(rng, mtype, (p, n, 4)),
                     mx_scales(rng, (p // 8, m)), mx_scales(rng, (p // 8, n)),
                     accumulate=bool(rng.random() < 0.4), bank=bank, offset=offset,
-                    dst_dtype=ml_dtypes.bfloat16 if rng.random() < 0.33 else np.float32,
-                    **tile)
+                    dst_dtype=ml_dtypes.bfloat16 if bf16 else np.float32, rounding=rounding,
+                    seed=int(rng.integers(1 << SEED_WIDTH)), **tile)
 
 
 def random_tile(rng, rows, cols, k, m, perf_mode=None):
@@ -1191,6 +1191,8 @@ class ProgramReport(HarnessRun):
         The harness's probabilities for the program.
     matmuls, reads : int
         Legal matmuls and READs.
+    mx_matmuls : int
+        Legal MX matmuls among ``matmuls``.
     rejected : dict of str to int
         Illegal commands by error code (``ERRORS`` names).
     stamps_checked : int
@@ -1205,6 +1207,7 @@ class ProgramReport(HarnessRun):
     backpressure: float
     burst: int = 0
     matmuls: int = 0
+    mx_matmuls: int = 0
     reads: int = 0
     rejected: dict = field(default_factory=dict)
     stamps_checked: int = 0
@@ -1244,7 +1247,8 @@ def _submit(program, items):
                                   item.moving_scale, accumulate=item.accumulate,
                                   bank=item.bank, offset=item.offset,
                                   tile_position=item.tile_position, tile_size=item.tile_size,
-                                  dst_dtype=command.dst_dtype)
+                                  dst_dtype=command.dst_dtype, rounding=command.rounding,
+                                  seed=command.seed)
             else:
                 program.submit_command(command)
             continue
@@ -1348,6 +1352,7 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
             report.rejected[r.error] = report.rejected.get(r.error, 0) + 1
         elif r.op == "matmul":
             report.matmuls += 1
+            report.mx_matmuls += r.command.mx
         else:
             report.reads += 1
     errors = report.errors
@@ -1460,20 +1465,19 @@ def fuzz(seed, commands, *, chunk=CHUNK, sizes=SIZES, simulator="verilator", bui
 
 def totals(reports):
     """Sums over the :class:`ProgramReport` s ``reports`` (a dict): ``programs``,
-    ``commands`` (plus ``burst``, the illegal commands of rejection bursts), ``matmuls``,
-    ``reads``, ``rejected`` (by error code), ``words`` (PSUM words checked),
-    ``result_beats``, ``stamps_checked``, ``missing_beats`` and ``unexpected_beats`` (what
-    the scoreboards lost or did not expect; 0 and 0 when nothing is lost), ``mismatches``
-    (wrong words), ``cycles`` and
-    ``seconds`` (clock cycles simulated and the harness runs' wall time, s) and
-    ``failed_programs`` (indices)."""
+    ``commands`` (plus ``burst``, the illegal commands of rejection bursts), ``matmuls``
+    (``mx_matmuls`` of them MX), ``reads``, ``rejected`` (by error code), ``words`` (PSUM
+    words checked), ``result_beats``, ``stamps_checked``, ``missing_beats`` and
+    ``unexpected_beats`` (what the scoreboards lost or did not expect; 0 and 0 when nothing
+    is lost), ``mismatches`` (wrong words), ``cycles`` and ``seconds`` (clock cycles
+    simulated and the harness runs' wall time, s) and ``failed_programs`` (indices)."""
     rejected = {}
     for r in reports:
         for name, count in r.rejected.items():
             rejected[name] = rejected.get(name, 0) + count
     out = {"programs": len(reports), "rejected": dict(sorted(rejected.items())),
            "failed_programs": [r.index for r in reports if not r.passed]}
-    for name in ("commands", "burst", "matmuls", "reads", "words", "result_beats",
+    for name in ("commands", "burst", "matmuls", "mx_matmuls", "reads", "words", "result_beats",
                  "stamps_checked", "missing_beats", "unexpected_beats", "mismatches",
                  "cycles"):
         out[name] = sum(getattr(r, name) for r in reports)
@@ -1499,7 +1503,9 @@ def summarize(reports, seconds):
         f"commands   {t['commands']:,} in {t['programs']} programs on tiles "
         f"{', '.join(sorted({f'{r.rows}x{r.cols} ({r.types})' for r in reports}))}"
         + (f", plus {t['burst']:,} illegal commands in rejection bursts" if t["burst"] else ""),
-        f"matmuls    {t['matmuls']:,}; reads {t['reads']:,}"
+        f"matmuls    {t['matmuls']:,}"
+        + (f" ({t['mx_matmuls']:,} MX)" if t["mx_matmuls"] else "")
+        + f"; reads {t['reads']:,}"
         f"; rejected {sum(t['rejected'].values()):,} ("
         + ", ".join(f"{k} {v:,}" for k, v in t["rejected"].items()) + ")",
         f"checked    {t['words']:,} PSUM words, {t['result_beats']:,} result beats, "
@@ -1529,7 +1535,8 @@ def main(argv=None):
                         help="tile sizes, one per program in turn (default %(default)s)")
     parser.add_argument("--types", default=TYPES,
                         help="type set the tiles are generated for (int8, bf16, fp16, fp8, "
-                             "fp8-double-row, fp32, all (every set but fp32); joined with + "
+                             "fp8-double-row, fp32, mx (MX matmuls; tiles of 8 rows or more), "
+                             "all (every set but fp32 and mx); joined with + "
                              f"or ,), or several separated by {TYPE_SET_SEPARATOR}: the "
                              "programs take every size with the first, then every size with "
                              "the next, in turn; matmuls of other types go as the illegal "

@@ -106,7 +106,7 @@ def sweep(type_pairs=None, scale_grid=SCALE_GRID, *, rows=GROUP_PARTITIONS, cols
         total["cycles"] += result.cycles
         out(f"{sname} x {mname}: {len(a)} x {len(b)} codes x {len(scales)} scale pairs, "
             f"{len(jobs)} matmuls, {words:,} words, {result.mismatches} mismatches "
-            f"[{time.perf_counter() - started:.0f} s]")
+            f"[{time.perf_counter() - started:.0f} s since the start]")
     total["seconds"] = round(time.perf_counter() - started, 1)
     return total
 

@@ -113,8 +113,14 @@ class MatmulMx:
     tile_position, tile_size : (int, int) or None
         A row tile (whole columns: MX takes no column tile), or None for the whole array.
     dst_dtype : numpy.float32 or ml_dtypes.bfloat16
-        The PSUM element type: BF16 rounds the FP32 result to nearest even before the
-        write (after the add when accumulating). Stochastic rounding is golden-model only.
+        The PSUM element type: BF16 rounds the FP32 result before the write (after the add
+        when accumulating).
+    rounding : "rne" or "stochastic"
+        The BF16 rounding (stochastic: BF16 only): to nearest even, or by the bits of one
+        XORWOW generator per PSUM partition seeded from ``seed``
+        (:func:`systolica.golden.xorwow_bits`).
+    seed : int
+        The stochastic rounding's seed, 0 .. 2^32 - 1.
 
     The result [M, N] is in ``dst_dtype``, :func:`systolica.golden.nc_matmul_mx`'s bit for
     bit.
@@ -130,6 +136,8 @@ class MatmulMx:
     tile_position: tuple | None = None
     tile_size: tuple | None = None
     dst_dtype: object = np.float32
+    rounding: str = "rne"
+    seed: int = 0
 
     def command(self):
         """The golden :class:`~systolica.golden.Command` of this matmul (``mx=True``, the
@@ -152,7 +160,8 @@ class MatmulMx:
         return Command("matmul", k=p, m=m, n=self.moving.shape[1], bank=int(self.bank),
                        offset=int(self.offset), dtype=names[0], moving_dtype=names[1],
                        mx=True, fp4=fp4, accumulate=bool(self.accumulate),
-                       dst_dtype=_mx_dst(self), **_tile(self))
+                       dst_dtype=_mx_dst(self), rounding=self.rounding, seed=int(self.seed),
+                       **_tile(self))
 
 
 @dataclass(frozen=True)
@@ -296,6 +305,20 @@ def _check_operands(stationary, moving, config, ftz=False, perf_mode=None):
                perf_mode=perf_mode)
 
 
+#: What each rule an MX matmul can break on an MX tile allows (one-line errors).
+_MX_ALLOWED = {
+    "K_RANGE": "P at most the tile's rows",
+    "M_RANGE": "M at most the tile's columns",
+    "N_RANGE": "offset + N within the PSUM bank",
+    "BANK_RANGE": "a bank below the tile's PSUM banks",
+    "MX_TILE": "a row tile (tile_size's columns the tile's), or none",
+    "TILE_SIZE": "a row tile of the tile's rows, its half or its quarter",
+    "TILE_POSITION": "a row tile starting at a multiple of its size",
+    "TILE_K_RANGE": "P at most the row tile's rows",
+    "TILE_M_RANGE": "M at most the tile's columns",
+}
+
+
 def _check_built(command, config):
     """ValueError (one line) if the tile of ``config`` was not generated for ``command``'s
     operand types or mode (the tile would reject it: ``TYPE_NOT_BUILT``), or would reject
@@ -308,8 +331,10 @@ def _check_built(command, config):
                          f"matmuls; allowed: a TileConfig whose types include 'mx' (such as "
                          f"'int8+mx')")
     if command.mx and error is not None:
-        raise ValueError(f"the tile rejects this MX matmul ({error}: docs/rules.md, MX "
-                         f"command fields); allowed: P a multiple of 8, a row tile at most")
+        allowed = _MX_ALLOWED.get(error, "see docs/rules.md, MX command fields")
+        raise ValueError(f"the tile rejects this MX matmul ({error}: P = {command.k}, "
+                         f"M = {command.m}, N = {command.n}, tile {command.tile_size or 'none'} "
+                         f"on a {config.rows} x {config.cols} tile); allowed: {allowed}")
     if error == "TYPE_NOT_BUILT":
         mode = " double-row" if command.double_row else ""
         raise ValueError(f"the tile was generated for types {config.types_name}, not for a"
@@ -418,18 +443,19 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
 
     Parameters
     ----------
-    jobs : sequence of Matmul, Read or (numpy.ndarray, numpy.ndarray)
+    jobs : sequence of Matmul, MatmulMx, Read or (numpy.ndarray, numpy.ndarray)
         The commands in order. Per matmul, ``stationary`` [K, M] and ``moving`` [K, N], both
         int8 or any pair of float types (:class:`Matmul`), K <= rows (``2 * rows`` in
         double-row), M <= cols, 1 <= N, and a PSUM region
         (``bank`` < 8, ``offset + N`` <= 512); pairs run as overwriting matmuls into bank 0
-        from entry 0. A :class:`Read` streams a PSUM region out.
+        from entry 0. A :class:`MatmulMx` is an MX matmul (a tile with the ``mx`` type
+        set, bulk driver). A :class:`Read` streams a PSUM region out.
     config : TileConfig, optional
         The tile (size, type set, PSUM, queue depth).
     rows, cols : int, optional
         Without ``config``: the tile size in PEs, for the smallest type set that runs the
         program's operand types (and FP8 double-row if a matmul asks for it):
-        ``TileConfig.for_dtypes``.
+        ``TileConfig.for_dtypes``, plus ``mx`` when a job is a :class:`MatmulMx`.
     simulator : {"verilator", "icarus"}
     waves : bool
         Trace the run into a waveform (``ProgramResult.run.waveform``).
@@ -574,9 +600,11 @@ def _run_bulk(jobs, config, *, simulator, waves, seed, idle, backpressure, build
                 program.submit_command(_command(job))
         elif kind is MatmulMx:
             for j in run:
+                command = j.command()
                 program.submit_mx(j.stationary, j.moving, j.stationary_scale, j.moving_scale,
                                   accumulate=j.accumulate, bank=j.bank, offset=j.offset,
-                                  dst_dtype=_mx_dst(j), **_tile(j))
+                                  dst_dtype=command.dst_dtype, rounding=command.rounding,
+                                  seed=command.seed, **_tile(j))
         else:   # a run of matmuls: one batched golden computation per shape
             run = [(j.stationary, j.moving, j.accumulate, j.ftz, j.bank, j.offset,
                     j.perf_mode, j.is_transpose, *_tile(j).values()) for j in run]

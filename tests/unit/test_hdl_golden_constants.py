@@ -97,3 +97,13 @@ def test_mx_constants():
     assert np.isnan(nan.astype(np.float32)).all()
     one = np.array([mx_quad.SCALE_BIAS2 // 2], np.uint8).view(ml_dtypes.float8_e8m0fnu)
     assert one.astype(np.float32)[0] == 1.0
+
+
+def test_xorwow_seeding_constants():
+    from systolica.golden.mx import xorwow_constants
+    from systolica.hdl import psum
+
+    golden_words = xorwow_constants(130)
+    for lane in (0, 1, 7, 63, 129):
+        assert psum.xorwow_constants(lane) == golden_words[:, lane].tolist()
+    assert (psum.XORWOW_D0, psum.XORWOW_STEP) == (6615241, 362437)

@@ -5,8 +5,8 @@ A 16 x 4 tile generated with ``int8+mx`` (32-bit lanes with E8M0 scales, MX PEs)
 MXFP8 of both element types and mixed, MXFP4 on either side and both, every E8M0 scale code
 0..255 (the extremes 0 and 254 and the NaN code 0xFF included) on both operands, special
 elements (NaN and Inf codes, -0, subnormals) in every lane, a row tile, accumulation into an
-MX result, BF16 PSUM writes (round to nearest even, overwrite and accumulate) and an INT8
-matmul between MX ones: every word checked by the scoreboard against
+MX result, BF16 PSUM writes (round to nearest even, and stochastic from a seed; overwrite and
+accumulate) and an INT8 matmul between MX ones: every word checked by the scoreboard against
 the golden model, every stamp against the cycle model, and each overwriting result against
 ``golden.nc_matmul_mx`` directly.
 """
@@ -73,12 +73,16 @@ def _program(rng):
                          rng.integers(110, 140, (2, 5)).astype(np.uint8), bank=6,
                          accumulate=True))
     jobs.append(Read(5, bank=6))
-    # BF16 destinations: an overwrite and an accumulation into it (upcast, add, round).
-    for accumulate in (False, True):
-        jobs.append(MatmulMx(_elements(rng, E4M3FN, (16, 4, 4)), _elements(rng, E5M2, (16, 7, 4)),
-                             rng.integers(90, 170, (2, 4)).astype(np.uint8),
-                             rng.integers(90, 170, (2, 7)).astype(np.uint8), bank=3,
-                             offset=16, accumulate=accumulate, dst_dtype=ml_dtypes.bfloat16))
+    # BF16 destinations, stochastic (seeded) then RNE: an overwrite and an accumulation into
+    # it (upcast, add, round) each.
+    for rounding, offset in (("stochastic", 32), ("rne", 16)):
+        for accumulate in (False, True):
+            jobs.append(MatmulMx(
+                _elements(rng, E4M3FN, (16, 4, 4)), _elements(rng, E5M2, (16, 7, 4)),
+                rng.integers(90, 170, (2, 4)).astype(np.uint8),
+                rng.integers(90, 170, (2, 7)).astype(np.uint8), bank=3, offset=offset,
+                accumulate=accumulate, dst_dtype=ml_dtypes.bfloat16, rounding=rounding,
+                seed=int(rng.integers(1 << 32))))
     return jobs
 
 
@@ -92,17 +96,22 @@ def test_mx_programs_are_bit_exact_and_on_time(simulator):
     for job, psum in zip(jobs, result.psums, strict=True):
         if isinstance(job, MatmulMx) and not job.accumulate:
             want = nc_matmul_mx(job.stationary, job.moving, job.stationary_scale,
-                                job.moving_scale, rows=CONFIG.rows, dst_dtype=job.dst_dtype)
+                                job.moving_scale, rows=CONFIG.rows, dst_dtype=job.dst_dtype,
+                                rounding=job.rounding,
+                                seed=job.seed if job.rounding == "stochastic" else None)
             assert psum.dtype == want.dtype
             np.testing.assert_array_equal(psum.view(f"u{psum.itemsize}"),
                                           want.view(f"u{want.itemsize}"))
             checked += 1
-    assert checked == 16
-    first, second = jobs[-2:]
-    want = nc_matmul_mx(second.stationary, second.moving, second.stationary_scale,
-                        second.moving_scale, psum=result.psums[-2], accumulate=True,
-                        rows=CONFIG.rows, dst_dtype=ml_dtypes.bfloat16)
-    np.testing.assert_array_equal(result.psums[-1].view(np.uint16), want.view(np.uint16))
+    assert checked == 17
+    for at in (-3, -1):             # the accumulations: stored BF16 + FP32 sums, rounded
+        job = jobs[at]
+        want = nc_matmul_mx(job.stationary, job.moving, job.stationary_scale,
+                            job.moving_scale, psum=result.psums[at - 1], accumulate=True,
+                            rows=CONFIG.rows, dst_dtype=ml_dtypes.bfloat16,
+                            rounding=job.rounding,
+                            seed=job.seed if job.rounding == "stochastic" else None)
+        np.testing.assert_array_equal(result.psums[at].view(np.uint16), want.view(np.uint16))
     words = np.concatenate([p.view(np.uint32).reshape(-1) for p in result.psums[7:11]])
     assert (words == 0x7FC00000).any() and (words & 0x7FFFFFFF == 0x7F800000).any()
 
@@ -116,7 +125,9 @@ def test_mx_on_a_tile_without_it_and_on_the_cycle_driver_are_refused():
         run_program([job], config=TileConfig(8, 4))
     with pytest.raises(ValueError, match="^MX matmuls run on the bulk driver only"):
         run_program([job], config=CONFIG, driver="cycle")
-    with pytest.raises(ValueError, match=r"^the tile rejects this MX matmul \(MX_TILE"):
+    with pytest.raises(ValueError, match=r"^the tile rejects this MX matmul \(MX_TILE: P = 8, "
+                       r"M = 2, N = 3, tile \(16, 2\) on a 16 x 4 tile\); allowed: a row tile "
+                       r"\(tile_size's columns the tile's\), or none$"):
         run_program([MatmulMx(job.stationary, job.moving, job.stationary_scale,
                                job.moving_scale, tile_position=(0, 0), tile_size=(16, 2))],
                     config=CONFIG)

@@ -228,7 +228,7 @@ def ref_xorwow(seed, lane, steps):
         h ^= h >> 13
         h = (h * 0xC2B2AE35) & 0xFFFFFFFF
         return h ^ (h >> 16)
-    x, y, z, w, v = (fmix32((seed + (5 * lane + i + 1) * 0x9E3779B9) & 0xFFFFFFFF)
+    x, y, z, w, v = (seed ^ fmix32(((5 * lane + i + 1) * 0x9E3779B9) & 0xFFFFFFFF)
                      for i in range(5))
     d, out = 6615241 + lane, []
     for _ in range(steps):

@@ -94,6 +94,8 @@ def run(program, *, config=None, result_ready=lambda cycle: True):
             stored = psum[command.bank, command.offset:command.offset + command.n, :
                           command.m].T.copy()
             bf16 = {"dst_dtype": ml_dtypes.bfloat16} if command.dst_dtype == "bf16" else {}
+            if command.rounding == "stochastic":
+                bf16.update(rounding="stochastic", seed=command.seed)
             out = nc_matmul_mx(item.stationary, item.moving, item.s_scale, item.m_scale,
                                psum=stored.astype(bf16.get("dst_dtype", np.float32)),
                                accumulate=command.accumulate, rows=rows,
@@ -192,3 +194,20 @@ def test_bf16_psum_writes_round_to_nearest_even():
                         **fields)
     got = run([mx(dst_dtype="bf16"), mx(bank=1), mx(dst_dtype="bf16", accumulate=True)])
     assert (got[[0, 1, 2, 6, 7, 8]] & 0xFFFF == 0).all() and (got[3:6] & 0xFFFF != 0).any()
+
+
+def test_stochastic_bf16_writes_follow_the_seeded_generators():
+    """Stochastic BF16 writes: one XORWOW generator per PSUM partition, started from the
+    command's seed at its first column and advanced once per element (golden
+    ``round_to_bf16(..., "stochastic", seed)``), overwrite and accumulate, a second
+    command restarting from its own seed, an RNE write between them."""
+    rng = np.random.default_rng(17)
+
+    def mx(**fields):
+        return MxMatmul(elements(rng, E4M3FN, (16, 2, 4)), elements(rng, E5M2, (16, 5, 4)),
+                        rng.integers(100, 160, (2, 2)), rng.integers(100, 160, (2, 5)),
+                        dst_dtype="bf16", **fields)
+    got = run([mx(rounding="stochastic", seed=0xDEADBEEF), mx(bank=1),
+               mx(rounding="stochastic", seed=7, accumulate=True),
+               mx(rounding="stochastic", seed=0, bank=1)])
+    assert (got & 0xFFFF == 0).all()
