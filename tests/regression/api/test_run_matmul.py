@@ -114,7 +114,8 @@ GOOD = np.zeros((2, 2), np.int8)
     (lambda: run_program([Matmul(GOOD, GOOD, accumulate="yes")], rows=2, cols=2), TypeError,
      "Matmul.accumulate must be a bool, not str"),
     (lambda: run_program(["x"], rows=2, cols=2), TypeError,
-     "each job must be a Matmul, a Read or a \\(stationary, moving\\) pair, not str"),
+     "each job must be a Matmul, a MatmulMx, a Read or a \\(stationary, moving\\) pair, "
+     "not str"),
 ])
 def test_bad_input_gives_one_line_error(call, error, text):
     with pytest.raises(error, match=text) as info:
