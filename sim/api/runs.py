@@ -316,6 +316,7 @@ _MX_ALLOWED = {
     "TILE_POSITION": "a row tile starting at a multiple of its size",
     "TILE_K_RANGE": "P at most the row tile's rows",
     "TILE_M_RANGE": "M at most the tile's columns",
+    "DST_MODE": "rounding='stochastic' with dst_dtype=ml_dtypes.bfloat16 only",
 }
 
 

@@ -133,6 +133,16 @@ def test_mx_on_a_tile_without_it_and_on_the_cycle_driver_are_refused():
                     config=CONFIG)
 
 
+def test_stochastic_rounding_needs_a_bf16_destination():
+    rng = np.random.default_rng(4)
+    job = MatmulMx(_elements(rng, E4M3FN, (8, 2, 4)), _elements(rng, E5M2, (8, 3, 4)),
+                   np.uint8([[127, 127]]), np.uint8([[127, 127, 127]]), rounding="stochastic")
+    with pytest.raises(ValueError, match=r"^the tile rejects this MX matmul \(DST_MODE: .*; "
+                       r"allowed: rounding='stochastic' with dst_dtype=ml_dtypes.bfloat16 "
+                       r"only$"):
+        run_program([job], config=CONFIG)
+
+
 def test_back_to_back_mx_matmuls_reach_four_times_the_bf16_peak():
     """Eight MX matmuls of K = 64 (16 partitions x 4), M = 4, N = 512 back to back on the
     16 x 4 tile: at least 97 % of four MACs per PE per cycle (the BF16 peak x 4,
