@@ -29,7 +29,7 @@ import ml_dtypes
 import numpy as np
 
 from .bf16 import CANONICAL_NAN, check_fp_environment
-from .command import check_bool
+from .command import MX_GROUP_ROWS, check_bool
 from .matmul import ENGINE_ROWS
 
 __all__ = ["E8M0", "ENGINE_ROWS", "GROUP_PARTITIONS", "LANES", "MX_TYPES", "deinterleave",
@@ -40,7 +40,7 @@ __all__ = ["E8M0", "ENGINE_ROWS", "GROUP_PARTITIONS", "LANES", "MX_TYPES", "dein
 #: The scale type (OCP E8M0: value 2^(s - 127), 0xFF is NaN, no zero, no sign).
 E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
 #: Packed elements per x4 word, and partitions per 32-element scale group.
-LANES, GROUP_PARTITIONS = 4, 8
+LANES, GROUP_PARTITIONS = 4, MX_GROUP_ROWS
 #: MX element types: dtype -> (short name, Emax: largest unbiased exponent, max finite).
 MX_TYPES = {
     np.dtype(ml_dtypes.float8_e4m3fn): ("e4m3fn", 8, 448.0),
