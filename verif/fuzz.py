@@ -405,9 +405,8 @@ def _bad_mx(rng, command, rows, cols):
     """``command`` (a matmul) given NeuronCore-v4 fields every tile refuses: an MX matmul
     with K not whole scale groups (``MX_K``), with ``ftz`` (``MX_MODE``), in a column tile
     (``MX_TILE``) or of legacy e4m3 (``MX_TYPE``), each ``TYPE_NOT_BUILT`` on a tile without
-    MX; ``fp4``
-    without MX (``MX_TYPE``); or a BF16 destination without MX or stochastic rounding
-    without one (``DST_MODE``)."""
+    MX; ``fp4`` without MX (``MX_TYPE``); or a BF16 destination without MX or stochastic
+    rounding without one (``DST_MODE``)."""
     seed = int(rng.integers(1 << SEED_WIDTH))
     kind = (0, 0, 1, 2, 3)[int(rng.integers(5))]
     if kind == 0:
