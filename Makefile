@@ -45,7 +45,7 @@ help:
 	@echo "make check-types  every FP8 x BF16 pair of bit patterns vs the exact reference (16.7M"
 	@echo "                per FP8 type, both orders, IEEE and FTZ; make test runs a sample)"
 	@echo "make check-mx   every MX element pair x a grid of E8M0 scale pairs through one PE of"
-	@echo "                an 8x16 int8+mx RTL tile, about 8 minutes (make test runs a sample)"
+	@echo "                an 8x16 int8+mx RTL tile, about 4 minutes (make test runs a sample)"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
 	@echo "make bench      the main job's time split (build / simulator / host), then build and"
 	@echo "                simulation speed from 8x8 to the full-size 128x128, both simulators"
