@@ -32,7 +32,8 @@ from .bf16 import CANONICAL_NAN, check_fp_environment
 from .command import MX_GROUP_ROWS, check_bool
 from .matmul import ENGINE_ROWS
 
-__all__ = ["E8M0", "ENGINE_ROWS", "GROUP_PARTITIONS", "LANES", "MX_TYPES", "deinterleave",
+__all__ = ["E8M0", "ENGINE_ROWS", "GROUP_PARTITIONS", "LANES", "MX_TYPES", "check_mx_operands",
+           "command_types", "deinterleave",
            "dequantize_mx", "interleave", "mx_error_bound", "mx_pe", "nc_matmul_mx", "pack_x4",
            "quadrant_rows", "quantize_mx", "round_to_bf16", "scales_to_quadrants", "unpack_x4",
            "xorwow_bits"]
@@ -274,6 +275,43 @@ def _pe_step(a, b, scale):
         return (quad.astype(np.float64) * scale).astype(np.float32)
 
 
+def check_mx_operands(stationary, moving, stationary_scale, moving_scale, *,
+                      dst_dtype=np.float32, rows=ENGINE_ROWS):
+    """The operand rules of :func:`nc_matmul_mx` (its arguments of the same names), without
+    computing it: returns the two scales' E8M0 bits (uint8 arrays).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`nc_matmul_mx` for the operands and scales (one line each).
+    """
+    _check_element("stationary", stationary)
+    _check_element("moving", moving, other=stationary.dtype.name)
+    _check_operand("stationary", stationary, rows)
+    _check_operand("moving", moving, rows)
+    dst = np.dtype(dst_dtype)
+    p, m, n = stationary.shape[0], stationary.shape[1], moving.shape[1]
+    if moving.shape[0] != p:
+        raise ValueError(f"stationary and moving must share P; got {stationary.shape} and "
+                         f"{moving.shape}")
+    if m > _MAX_M or n > _MAX_N[dst]:
+        raise ValueError(f"M = {m}, N = {n}: nc_matmul_mx takes M <= {_MAX_M} and N <= "
+                         f"{_MAX_N[dst]} with a {dst.name} destination")
+    return (_check_scale("stationary_scale", stationary_scale, (p // GROUP_PARTITIONS, m)),
+            _check_scale("moving_scale", moving_scale, (p // GROUP_PARTITIONS, n)))
+
+
+def command_types(stationary, moving):
+    """The tile command's view of an MX operand pair (checked elements): ``(dtype,
+    moving_dtype)`` short names and ``fp4`` per side; an MXFP4 (e2m1) side is ``e4m3fn``,
+    the type its elements convert to in front of the array (``Command.fp4``)."""
+    e2m1 = np.dtype(ml_dtypes.float4_e2m1fn)
+    fp4 = (stationary.dtype == e2m1, moving.dtype == e2m1)
+    names = tuple("e4m3fn" if is_fp4 else MX_TYPES[a.dtype][0]
+                  for a, is_fp4 in zip((stationary, moving), fp4, strict=True))
+    return names, fp4
+
+
 def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, psum=None,
                  accumulate=False, dst_dtype=np.float32, rounding="rne", seed=None,
                  rows=ENGINE_ROWS):
@@ -318,21 +356,13 @@ def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, psum=Non
     RuntimeError
         The CPU's FP mode (FTZ/DAZ) would make the model inexact.
     """
-    _check_element("stationary", stationary)
+    _check_element("stationary", stationary)    # the types first, as they always were
     _check_element("moving", moving, other=stationary.dtype.name)
     check_bool("accumulate", accumulate)
     dst = _check_dst(dst_dtype, rounding, seed)
-    _check_operand("stationary", stationary, rows)
-    _check_operand("moving", moving, rows)
+    s_bits, m_bits = check_mx_operands(stationary, moving, stationary_scale, moving_scale,
+                                       dst_dtype=dst, rows=rows)
     p, m, n = stationary.shape[0], stationary.shape[1], moving.shape[1]
-    if moving.shape[0] != p:
-        raise ValueError(f"stationary and moving must share P; got {stationary.shape} and "
-                         f"{moving.shape}")
-    if m > _MAX_M or n > _MAX_N[dst]:
-        raise ValueError(f"M = {m}, N = {n}: nc_matmul_mx takes M <= {_MAX_M} and N <= "
-                         f"{_MAX_N[dst]} with a {dst.name} destination")
-    s_bits = _check_scale("stationary_scale", stationary_scale, (p // GROUP_PARTITIONS, m))
-    m_bits = _check_scale("moving_scale", moving_scale, (p // GROUP_PARTITIONS, n))
     if accumulate and psum is None:
         raise ValueError(f"accumulate=True needs psum, the [M, N] {dst.name} PSUM contents")
     if psum is not None and (not isinstance(psum, np.ndarray) or psum.dtype != dst

@@ -11,7 +11,6 @@ bulk-stimulus harness (:mod:`systolica.tb.bulk`).
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 
 from systolica.golden import (
@@ -27,7 +26,13 @@ from systolica.golden import (
     psum_accumulate,
 )
 from systolica.golden.command import DTYPES
-from systolica.golden.mx import MX_TYPES, nc_matmul_mx, pack_x4, round_to_bf16
+from systolica.golden.mx import (
+    check_mx_operands,
+    command_types,
+    nc_matmul_mx,
+    pack_x4,
+    round_to_bf16,
+)
 from systolica.golden.timing import command_tile, program_beats
 from systolica.hdl.layouts import DType, ErrorCode, Op, cell_grid
 
@@ -304,16 +309,14 @@ class TileModel:
         """Check one MX matmul (arguments as :meth:`submit_mx`), compute its golden column
         sums and build its command and lanes, without modelling it (no state): for
         :meth:`stimulus`, :meth:`scales` and then :meth:`commit_mx`."""
-        e2m1 = np.dtype(ml_dtypes.float4_e2m1fn)
-        nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, rows=self.rows)
+        check_mx_operands(stationary, moving, stationary_scale, moving_scale, rows=self.rows)
         p, m = stationary.shape[:2]
         n = moving.shape[1]
-        names = tuple("e4m3fn" if a.dtype == e2m1 else MX_TYPES[a.dtype][0]
-                      for a in (stationary, moving))
+        names, fp4 = command_types(stationary, moving)
         command = Command("matmul", k=p, m=m, n=n, bank=bank, offset=offset, dtype=names[0],
                           moving_dtype=names[1], mx=True, accumulate=bool(accumulate),
                           dst_dtype=dst_dtype, rounding=rounding, seed=seed,
-                          fp4=(stationary.dtype == e2m1, moving.dtype == e2m1),
+                          fp4=fp4,
                           tile_position=None if tile_position is None else tuple(tile_position),
                           tile_size=None if tile_size is None else tuple(tile_size))
         error = self.error_of(command)

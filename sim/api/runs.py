@@ -31,7 +31,7 @@ from systolica.golden import (
     operand_formats,
     psum_accumulate,
 )
-from systolica.golden.mx import MX_TYPES, nc_matmul_mx
+from systolica.golden.mx import check_mx_operands, command_types
 from systolica.golden.timing import command_schedule
 from systolica.hdl.config import TileConfig
 from systolica.sim.builder.errors import SimulationError
@@ -152,10 +152,7 @@ class MatmulMx:
         KeyError
             If an operand's type is not an MX element type (check the job first).
         """
-        fp4 = tuple(a.dtype == np.dtype(ml_dtypes.float4_e2m1fn)
-                    for a in (self.stationary, self.moving))
-        names = ["e4m3fn" if is_fp4 else MX_TYPES[a.dtype][0]
-                 for a, is_fp4 in zip((self.stationary, self.moving), fp4, strict=True)]
+        names, fp4 = command_types(self.stationary, self.moving)
         p, m = self.stationary.shape[:2]
         return Command("matmul", k=p, m=m, n=self.moving.shape[1], bank=int(self.bank),
                        offset=int(self.offset), dtype=names[0], moving_dtype=names[1],
@@ -374,12 +371,12 @@ def _check_job(job, config):
         return
     if isinstance(job, MatmulMx):
         check_bool("MatmulMx.accumulate", job.accumulate)
-        nc_matmul_mx(job.stationary, job.moving, job.stationary_scale, job.moving_scale,
-                     rows=config.rows)
+        dst = ml_dtypes.bfloat16 if _mx_dst(job) == "bf16" else np.float32
+        check_mx_operands(job.stationary, job.moving, job.stationary_scale,
+                          job.moving_scale, dst_dtype=dst, rows=config.rows)
         if job.tile_position is not None or job.tile_size is not None:
             check_tile(job.tile_position, job.tile_size, rows=config.rows, cols=config.cols)
         check_region("the matmul writes", job.bank, job.offset, job.moving.shape[1], **region)
-        _mx_dst(job)
         return
     check_bool("Matmul.accumulate", job.accumulate)
     check_transpose(job.is_transpose, perf_mode=job.perf_mode, accumulate=job.accumulate,
