@@ -3,8 +3,10 @@
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import exact_log2
 
 from .layouts import (
+    MX_GROUP_ROWS,
     SIZE_WIDTH,
     DType,
     ErrorCode,
@@ -237,7 +239,7 @@ class CommandQueue(wiring.Component):
                                 | (command.fp4[0] & (~mx | (stype != DType.E4M3FN)))
                                 | (command.fp4[1] & (~mx | (mtype != DType.E4M3FN))))):
             m.d.comb += error.eq(ErrorCode.MX_TYPE)
-        with m.Elif(mx & (command.k[:3] != 0)):
+        with m.Elif(mx & (command.k[:exact_log2(MX_GROUP_ROWS)] != 0)):   # K % 8
             m.d.comb += error.eq(ErrorCode.MX_K)
         with m.Elif(mx & (command.double_row | command.transpose | command.ftz)):
             m.d.comb += error.eq(ErrorCode.MX_MODE)

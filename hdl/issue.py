@@ -28,7 +28,7 @@ from .layouts import (
     token_layout,
 )
 from .loader import buffer_control_signature
-from .mx_quad import MX_LANES, fp4_to_e4m3fn
+from .mx_quad import fp4_word
 from .skew import SkewBuffer
 
 #: The mode of a row cell's moving lanes (registers ``mode_<g>``): what each lane of the
@@ -465,9 +465,7 @@ def _lane(lane, k, value, mode, live, narrow, ends, prefix="", *, scale=None, m=
     act_end, hi_end = ends
     extra_mx = []
     if scale is not None:
-        x4 = Cat(fp4_to_e4m3fn(m, value[4 * j:4 * j + 4], f"{prefix}fp4_{k}_{j}")
-                 for j in range(MX_LANES))
-        value = Mux(mode.fp4, x4, value)
+        value = Mux(mode.fp4, fp4_word(m, value, f"{prefix}fp4_{k}"), value)
         extra_mx = [lane.mx.eq(mode.mx), lane.scale.eq(scale)]
     # Transpose mode: a row takes part only where its moving element is not +-0 (the
     # column's selector, a 1 there; golden refuses any other value).

@@ -15,7 +15,7 @@ from .layouts import (
     cell_mask,
     stationary_layout,
 )
-from .mx_quad import MX_LANES, fp4_to_e4m3fn
+from .mx_quad import fp4_word
 from .skew import SkewBuffer
 
 
@@ -236,9 +236,7 @@ class StationaryLoader(wiring.Component):
         # e4m3fn values (the default MXFP4 -> MXFP8 mapping, exact) before the lanes.
         words = [self.stationary.payload.data[c] for c in range(cols)]
         if self._mx:
-            words = [Mux(request.fp4, Cat(fp4_to_e4m3fn(m, word[4 * j:4 * j + 4],
-                                                        f"fp4_{c}_{j}")
-                                          for j in range(MX_LANES)), word)
+            words = [Mux(request.fp4, fp4_word(m, word, f"fp4_{c}"), word)
                      for c, word in enumerate(words)]
         with m.If(load_beat):
             m.d.sync += load_in.row.eq(request.row + load_row)

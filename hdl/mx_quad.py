@@ -39,6 +39,13 @@ def fp4_to_e4m3fn(m, nibble, name="fp4"):
     return out
 
 
+def fp4_word(m, word, name="fp4"):
+    """The x4 word (32 bits) of the e4m3fn values of the four e2m1 elements in ``word``'s
+    bits [15:0] (element j in bits 4j+3..4j, as ``golden.pack_x4`` lays MXFP4): what an
+    MXFP4 side becomes in front of the array (:func:`fp4_to_e4m3fn` per element)."""
+    return Cat(fp4_to_e4m3fn(m, word[4 * j:4 * j + 4], f"{name}_{j}") for j in range(MX_LANES))
+
+
 class MxScale(wiring.Component):
     """Combinational block-scale stage: ``y = round_RNE(x * 2^(a_scale + b_scale - 254))``.
 
