@@ -30,6 +30,7 @@ from .command import (
     check_positive,
     check_region,
     command_error,
+    region_limit,
 )
 from .folding import fold, gemm_folds, gemm_matmul_count
 from .formats import (
@@ -99,7 +100,7 @@ __all__ = ["bf16_bits", "bf16_product", "CANONICAL_NAN", "check_bool", "check_fi
            "fp32_bits", "from_bf16_bits", "from_fp32_bits", "gemm_folds", "gemm_matmul_count",
            "matmul_cycles", "max_k", "nc_matmul", "nc_matmul_batch", "operand_formats",
            "OperandFormat", "program_cycles", "program_schedule", "psum_accumulate", "PSUM_BANKS",
-           "PSUM_ENTRIES", "tile_latency", "wrap_int32",
+           "PSUM_ENTRIES", "region_limit", "tile_latency", "wrap_int32",
            # tensor-engine instruction: tiles, transpose, TF32/FP32
            "as_tfloat32", "check_tile", "check_tile_operands", "check_transpose", "finest_tile",
            "identity",

@@ -242,10 +242,22 @@ class Command:
         return self.tile_position[0] if self.op == "matmul" and self.tile_position else 0
 
 
-def check_region(what, bank, offset, n, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES):
+def region_limit(bank, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES, across=False):
+    """How far a PSUM region that starts in ``bank`` may reach, in entries from the bank's
+    first: the bank's own ``entries``, or with ``across`` (a tile generated with the ``mx``
+    type set, NeuronCore-v4) to the end of PSUM, ``(banks - bank) x entries``: NeuronCore-v4
+    streams up to 4,096 FP32 moving columns, the 8 banks, into one matmul (AWS NKI API
+    reference, ``nki.isa.nc_matmul``, "Tile size"; ``docs/numerics.md``, MX choice 8). The
+    one rule of :func:`check_region` and the ``N_RANGE`` check of :func:`command_error`."""
+    return (banks - bank) * entries if across else entries
+
+
+def check_region(what, bank, offset, n, *, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
+                 across=False):
     """The PSUM region rule with a user-facing message (the tile's codes for it are
     ``BANK_RANGE`` and ``N_RANGE``, :func:`command_error`): ``bank`` in ``0..banks-1``,
-    ``offset`` >= 0 and ``offset + n <= entries``. ``what`` names the access in the message
+    ``offset`` >= 0 and ``offset + n`` at most :func:`region_limit` (the bank's
+    ``entries``; with ``across``, the end of PSUM). ``what`` names the access in the message
     ("the matmul writes", "the READ reads").
 
     Raises
@@ -259,15 +271,23 @@ def check_region(what, bank, offset, n, *, banks=PSUM_BANKS, entries=PSUM_ENTRIE
     if bank >= banks:
         raise ValueError(f"bank must be between 0 and {banks - 1} (the tile has {banks} PSUM "
                          f"banks), not {bank}")
-    if offset + n > entries:
+    limit = region_limit(bank, banks=banks, entries=entries, across=across)
+    if offset + n > limit and across:
+        raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1} from the start of "
+                         f"bank {bank}, past the end of PSUM ({banks} banks of {entries}: "
+                         f"offset + n must be at most {limit})")
+    if offset + n > limit:
         raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1}, past the end of "
-                         f"the {entries}-entry bank (offset + n must be at most {entries})")
+                         f"the {entries}-entry bank (offset + n must be at most {entries}; "
+                         f"a tile generated with 'mx' lets a region continue into the next "
+                         f"banks)")
 
 
 def check_fits(k, m, n, *, rows, cols, entries=PSUM_ENTRIES, perf_mode=None):
     """The one-matmul size rule with a user-facing message (the tile's codes are
     ``K_RANGE``, ``M_RANGE``, ``N_RANGE``): K by :func:`~systolica.golden.check_k`,
-    ``1 <= M <= cols`` and ``1 <= N <= entries``.
+    ``1 <= M <= cols`` and ``1 <= N <= entries`` (a tile whose regions cross banks passes
+    its whole PSUM, ``banks x entries``).
 
     Raises
     ------
@@ -278,8 +298,9 @@ def check_fits(k, m, n, *, rows, cols, entries=PSUM_ENTRIES, perf_mode=None):
     if not 1 <= m <= cols:
         raise ValueError(f"M = {m} must be between 1 and cols = {cols}")
     if not 1 <= n <= entries:
-        raise ValueError(f"N (moving columns) must be between 1 and the PSUM bank size "
-                         f"{entries}, not {n} (split larger N into several matmuls)")
+        raise ValueError(f"N (moving columns) must be between 1 and {entries} (the PSUM "
+                         f"entries one matmul may write), not {n} (split larger N into "
+                         f"several matmuls)")
 
 
 def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES,
@@ -292,7 +313,8 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
 
     Checked in order: ``"BANK_RANGE"`` (bank >= banks), ``"K_RANGE"`` (matmul with K = 0 or
     K > rows; K > 2 x rows in double-row mode), ``"M_RANGE"`` (matmul with M = 0 or
-    M > cols), ``"N_RANGE"`` (N = 0 or offset + N > entries: the region leaves its bank),
+    M > cols), ``"N_RANGE"`` (N = 0 or offset + N > entries: the region leaves its bank;
+    on a tile with ``mx``, past the end of PSUM: :func:`region_limit`),
     ``"DOUBLE_ROW_TYPE"`` (double-row matmul whose operands are not both
     :data:`~.formats.DOUBLE_ROW_TYPES`), ``"TYPE_NOT_BUILT"`` (matmul with an operand type
     not in ``dtypes``, double-row on a tile without ``double_row``, or an operand pair no
@@ -323,7 +345,8 @@ def command_error(command, *, rows, cols, banks=PSUM_BANKS, entries=PSUM_ENTRIES
         return "K_RANGE"
     if matmul and not 1 <= command.m <= cols:
         return "M_RANGE"
-    if command.n < 1 or command.offset + command.n > entries:
+    if command.n < 1 or command.offset + command.n > region_limit(
+            command.bank, banks=banks, entries=entries, across=mx):
         return "N_RANGE"
     if matmul and command.double_row and not {command.dtype, command.mtype} <= set(
             DOUBLE_ROW_TYPES):

@@ -362,7 +362,7 @@ def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, psum=Non
     dst = _check_dst(dst_dtype, rounding, seed)
     s_bits, m_bits = check_mx_operands(stationary, moving, stationary_scale, moving_scale,
                                        dst_dtype=dst, rows=rows)
-    p, m, n = stationary.shape[0], stationary.shape[1], moving.shape[1]
+    m, n = stationary.shape[1], moving.shape[1]
     if accumulate and psum is None:
         raise ValueError(f"accumulate=True needs psum, the [M, N] {dst.name} PSUM contents")
     if psum is not None and (not isinstance(psum, np.ndarray) or psum.dtype != dst
@@ -370,24 +370,47 @@ def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, psum=Non
         shown = (psum.dtype, psum.shape) if isinstance(psum, np.ndarray) else type(psum)
         raise TypeError(f"psum must be a {dst.name} array of shape [M, N] = {(m, n)}, not "
                         f"{shown}")
-    check_fp_environment()
+    acc = mx_sums(stationary, moving, s_bits, m_bits)
+    if accumulate:
+        with np.errstate(all="ignore"):
+            acc = _canonical(np.add(acc, psum.astype(np.float32), dtype=np.float32))
+    if dst == _FP32:
+        return acc
+    return round_to_bf16(acc, rounding, seed)
 
+
+def mx_sums(stationary, moving, stationary_bits, moving_bits):
+    """The FP32 column sums of an MX matmul before any PSUM add or BF16 rounding (what
+    :func:`nc_matmul_mx` computes first), for operands :func:`check_mx_operands` passed and
+    the E8M0 bits it returned; any N (the columns are independent: a tile whose region
+    crosses banks takes more than the instruction's 512).
+
+    Returns
+    -------
+    numpy.ndarray, [M, N], float32, NaN canonical.
+
+    Raises
+    ------
+    RuntimeError
+        The CPU's FP mode (FTZ/DAZ) would make the model inexact.
+    """
+    check_fp_environment()
     a = stationary.astype(np.float32)          # exact: every MX element is an FP32 value
     b = moving.astype(np.float32)
-    s_scale, m_scale = _scale_values(s_bits), _scale_values(m_bits)
+    s_scale, m_scale = _scale_values(stationary_bits), _scale_values(moving_bits)
     acc = None
     with np.errstate(all="ignore"):
-        for part in range(p):
+        for part in range(stationary.shape[0]):
             group = part // GROUP_PARTITIONS
             scaled = _pe_step(a[part, :, None, :], b[part, None, :, :],
                               s_scale[group][:, None] * m_scale[group][None, :])
             acc = scaled if acc is None else np.add(acc, scaled, dtype=np.float32)
-        if accumulate:
-            acc = np.add(acc, psum.astype(np.float32), dtype=np.float32)
-    acc = np.where(np.isnan(acc), np.uint32(CANONICAL_NAN), acc.view(np.uint32)).view(_FP32)
-    if dst == _FP32:
-        return acc
-    return round_to_bf16(acc, rounding, seed)
+    return _canonical(acc)
+
+
+def _canonical(acc):
+    """FP32 ``acc`` with every NaN the canonical one."""
+    return np.where(np.isnan(acc), np.uint32(CANONICAL_NAN), acc.view(np.uint32)).view(_FP32)
 
 
 def mx_error_bound(p, magnitude):

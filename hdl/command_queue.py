@@ -82,7 +82,9 @@ class CommandQueue(wiring.Component):
     Combinational check of the command beat, in this order (first failing wins):
     ``BANK_RANGE`` (bank >= ``psum_banks``); for a matmul ``K_RANGE`` (K = 0 or K > ``rows``,
     ``2 * rows`` with ``double_row``), ``M_RANGE`` (M = 0 or M > ``cols``); ``N_RANGE``
-    (N = 0 or ``offset + N`` > ``psum_entries``); for a matmul ``DOUBLE_ROW_TYPE``
+    (N = 0 or ``offset + N`` > ``psum_entries``; with ``mx``, ``bank * psum_entries + offset
+    + N`` > ``psum_banks * psum_entries``: a NeuronCore-v4 region may cross banks); for a
+    matmul ``DOUBLE_ROW_TYPE``
     (``double_row`` with an operand type other than E4M3 / E5M2); for a matmul
     ``TYPE_NOT_BUILT`` (an operand type not in ``dtypes``, or ``double_row`` on a queue
     built without it: the tile was not generated for it; also, on every tile, a type code
@@ -210,7 +212,14 @@ class CommandQueue(wiring.Component):
             m.d.comb += error.eq(ErrorCode.K_RANGE)
         with m.Elif(~is_read & ((command.m == 0) | (command.m > cols))):
             m.d.comb += error.eq(ErrorCode.M_RANGE)
-        with m.Elif((command.n == 0) | (command.offset + command.n > entries)):
+        # A region stays in its bank; an MX (NeuronCore-v4) tile lets it run on to the end of
+        # PSUM (golden ``region_limit``), the flat address bank x entries + offset + n.
+        if self._mx:
+            region_end = command.bank * entries + command.offset + command.n
+            region_limit = banks * entries
+        else:
+            region_end, region_limit = command.offset + command.n, entries
+        with m.Elif((command.n == 0) | (region_end > region_limit)):
             m.d.comb += error.eq(ErrorCode.N_RANGE)
         with m.Elif(~is_read & command.double_row & ~fp8_pair):
             m.d.comb += error.eq(ErrorCode.DOUBLE_ROW_TYPE)

@@ -130,8 +130,9 @@ class ErrorCode(enum.Enum, shape=5):
 
     ``BANK_RANGE``: bank >= the tile's bank count. ``K_RANGE``: K = 0 or K > rows (matmul).
     ``M_RANGE``: M = 0 or M > cols (matmul). ``N_RANGE``: N = 0 or offset + N > entries per
-    bank (the region leaves its bank). ``DOUBLE_ROW_TYPE``: ``double_row`` set on a matmul
-    whose operand types are not both E4M3 or E5M2. ``TYPE_NOT_BUILT``: an operand type (or
+    bank (the region leaves its bank; on an ``mx`` tile, the region passes the end of
+    PSUM). ``DOUBLE_ROW_TYPE``: ``double_row`` set on a matmul whose operand types are not
+    both E4M3 or E5M2. ``TYPE_NOT_BUILT``: an operand type (or
     double-row) the tile was not generated for, a type code that is no :class:`DType`,
     INT8 paired with a float type, or TF32 / FP32 paired with an 8- or 16-bit type.
     ``TRANSPOSE_DOUBLE_ROW``, ``TRANSPOSE_ACCUMULATE``, ``TRANSPOSE_FTZ``: ``transpose`` set

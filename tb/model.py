@@ -2,15 +2,16 @@
 
 :class:`TileModel` turns each submitted command into the stream beats that carry it (as
 dicts for the Amaranth layouts) and into the golden PSUM entries the scoreboard expects,
-keeping a shadow PSUM (banks x entries x cols bit patterns) so that accumulating matmuls and
-READ commands are predicted from it. Illegal commands are predicted to be rejected (no
-beats, no results). It is shared by the per-cycle TB (:mod:`systolica.tb.tile_tb`) and the
-bulk-stimulus harness (:mod:`systolica.tb.bulk`).
+keeping a shadow PSUM (cols bit patterns at each flat address bank x entries + entry) so
+that accumulating matmuls and READ commands are predicted from it. Illegal commands are
+predicted to be rejected (no beats, no results). It is shared by the per-cycle TB
+(:mod:`systolica.tb.tile_tb`) and the bulk-stimulus harness (:mod:`systolica.tb.bulk`).
 """
 
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import ml_dtypes
 import numpy as np
 
 from systolica.golden import (
@@ -29,7 +30,7 @@ from systolica.golden.command import DTYPES
 from systolica.golden.mx import (
     check_mx_operands,
     command_types,
-    nc_matmul_mx,
+    mx_sums,
     pack_x4,
     round_to_bf16,
 )
@@ -185,9 +186,11 @@ class TileModel:
         self.dtypes, self.double_row, self.mx = tuple(dtypes), bool(double_row), bool(mx)
         self.banks, self.entries = banks, entries
         self.scoreboard = scoreboard
-        self.psum = np.zeros((banks, entries, cols), np.uint32)
-        self._known = np.full((banks, entries), bool(psum_zeroed))
-        self._psum_dtype = np.full((banks, entries), "int8", dtype=object)
+        #: The shadow PSUM, ``[banks x entries, cols]`` uint32 words at their flat addresses
+        #: ``bank x entries + entry`` (on an MX tile a region may run into the next bank).
+        self.psum = np.zeros((banks * entries, cols), np.uint32)
+        self._known = np.full(banks * entries, bool(psum_zeroed))
+        self._psum_dtype = np.full(banks * entries, "int8", dtype=object)
         #: Submitted commands, in order (rejected ones included).
         self.records = []
         #: Per expected result beat, in order: the indices of the records it carries results
@@ -293,7 +296,7 @@ class TileModel:
         if command.dst_dtype == "fp32":
             return self._commit(item, column)
         if command.accumulate:      # upcast (the stored word is exact), add, round
-            region = (command.bank, slice(command.offset, command.offset + command.n))
+            region = self._region(command)
             self._require_known(region, "accumulate into")
             column = _psum_add(command.dtype, False, np.ascontiguousarray(self.psum[region].T),
                                column)
@@ -309,7 +312,9 @@ class TileModel:
         """Check one MX matmul (arguments as :meth:`submit_mx`), compute its golden column
         sums and build its command and lanes, without modelling it (no state): for
         :meth:`stimulus`, :meth:`scales` and then :meth:`commit_mx`."""
-        check_mx_operands(stationary, moving, stationary_scale, moving_scale, rows=self.rows)
+        dst = ml_dtypes.bfloat16 if dst_dtype == "bf16" else np.float32
+        check_mx_operands(stationary, moving, stationary_scale, moving_scale, dst_dtype=dst,
+                          rows=self.rows)
         p, m = stationary.shape[:2]
         n = moving.shape[1]
         names, fp4 = command_types(stationary, moving)
@@ -331,7 +336,7 @@ class TileModel:
         s_scale = np.zeros((p // 8, self.cols), np.uint8)
         s_scale[:, :m] = np.asarray(stationary_scale).view(np.uint8)
         m_scale = np.asarray(moving_scale).view(np.uint8)
-        column = nc_matmul_mx(padded, moving, s_scale, m_scale, rows=self.rows)
+        column = mx_sums(padded, moving, s_scale, m_scale)
         return {"command": command, "padded": pack_x4(padded).astype(np.uint32),
                 "moving": pack_x4(moving).astype(np.uint32), "tile": tile, "column": column,
                 "scales": (np.repeat(s_scale, 8, axis=0), np.repeat(m_scale, 8, axis=0))}
@@ -414,11 +419,11 @@ class TileModel:
         ValueError
             If a matmul accumulates into PSUM entries not known to this model.
         """
-        owner = np.full((self.banks, self.entries), -1)
+        owner = np.full(self.banks * self.entries, -1)
         base, depth = {}, [0] * len(prepared)
         for i, item in enumerate(prepared):
             command = item["command"]
-            region = (command.bank, slice(command.offset, command.offset + command.n))
+            region = self._region(command)
             if command.accumulate:
                 writers = owner[region]
                 j = int(writers[0])
@@ -512,8 +517,8 @@ class TileModel:
         scoreboard what to expect."""
         command, padded, moving = item["command"], item["padded"], item["moving"]
         tile = item["tile"]
-        k, m, n, dtype = command.k, command.m, command.n, command.dtype
-        region = (command.bank, slice(command.offset, command.offset + n))
+        k, m, dtype = command.k, command.m, command.dtype
+        region = self._region(command)
         if command.accumulate and not accumulated:
             self._require_known(region, "accumulate into")
             column = _psum_add(dtype, command.ftz, np.ascontiguousarray(self.psum[region].T),
@@ -567,15 +572,15 @@ class TileModel:
             raise ValueError("a legal matmul needs its operands: use submit()")
         if error is not None:
             return self._record(command, error, None), command_beat(command)
-        region = (command.bank, slice(command.offset, command.offset + command.n))
+        region = self._region(command)
         self._require_known(region, "read")
         words = self.psum[region].T.copy()   # what PSUM holds now, not a view of it
         record = self._record(command, None, words)
         dtypes = self._psum_dtype[region]
         record.psum_dtype = dtypes[0]
 
-        def describe(lane, c, bank=command.bank, offset=command.offset):
-            return f"READ of bank {bank} entry {offset + c}"
+        def describe(lane, c, start=region.start):
+            return "READ of bank {} entry {}".format(*divmod(start + c, self.entries))
 
         self.scoreboard.expect_block(record.index, words.T, dtype=dtypes.astype(str),
                                      describe=describe)
@@ -591,12 +596,20 @@ class TileModel:
                              f"not fit {self.banks} x {self.entries} PSUM ({error})")
         return self.submit_command(command)
 
+    def _region(self, command):
+        """The flat PSUM addresses (a slice of :attr:`psum`) of ``command``'s region."""
+        start = command.bank * self.entries + command.offset
+        return slice(start, start + command.n)
+
     def _require_known(self, region, what):
-        unknown = np.flatnonzero(~self._known[region]) + region[1].start
+        bank = region.start // self.entries
+        unknown = np.flatnonzero(~self._known[region]) + region.start - bank * self.entries
         if unknown.size:
-            raise ValueError(f"cannot {what} PSUM bank {region[0]} entries "
-                             f"{unknown.tolist()}: not written since this test began (earlier "
-                             f"tests of the simulation may have left anything there)")
+            beyond = (f" (from {self.entries}: the next banks)"
+                      if unknown[-1] >= self.entries else "")
+            raise ValueError(f"cannot {what} PSUM bank {bank} entries {unknown.tolist()}"
+                             f"{beyond}: not written since this test began (earlier tests of "
+                             f"the simulation may have left anything there)")
 
     def _record(self, command, error, expected):
         record = CommandRecord(len(self.records), command, error, expected)

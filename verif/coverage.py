@@ -23,7 +23,8 @@ commands, golden results, stamps) into ``cocotb_coverage``'s coverage database, 
 - ``queue``: command-queue occupancy 0..3 when a command is taken (3: the command waited
   for a slot);
 - ``stall``: the idle and backpressure levels; ``read``: READ bank x region (from entry 0,
-  inside, up to the bank's end); ``tile``: square, wider or taller tiles; ``placement``:
+  inside, up to the bank's end); ``crossing``: a READ and a matmul whose region runs into
+  the next bank (a tile with ``mx``); ``tile``: square, wider or taller tiles; ``placement``:
   a legal matmul on the whole array, in a row tile, a column tile, or both;
   ``concurrent``: 1 to 4 matmuls in flight at once (tiles that share no PE row or column);
 - ``mx``: MX matmuls run (:data:`MX_BINS`: element-type pairs, MXFP4 on each side, both
@@ -47,7 +48,7 @@ from pathlib import Path
 import numpy as np
 from cocotb_coverage.coverage import CoverCross, CoverPoint, coverage_db, coverage_section
 
-from systolica.golden.command import DTYPES, ERRORS, PSUM_ENTRIES
+from systolica.golden.command import DTYPES, ERRORS, PSUM_BANKS, PSUM_ENTRIES
 from systolica.golden.formats import WIDE_FORMATS, decode, format_of
 from systolica.sim.options import OneLineParser, add_json_argument, integer, report_as_json
 from systolica.verif.exhaustive import ROUNDING, classify_rounding
@@ -159,6 +160,18 @@ def _stall(idle, bp):
     CoverCross(_P + "read.bank_x_region", items=[_P + "read.bank", _P + "read.region"]),
 )
 def _read(bank, region):
+    pass
+
+
+#: Commands whose PSUM region runs from its bank into the next (a tile with ``mx``,
+#: NeuronCore-v4: :func:`~systolica.golden.region_limit`).
+CROSSING_OPS = ("read", "matmul")
+
+
+@coverage_section(
+    CoverPoint(_P + "crossing", xf=lambda op: op, bins=list(CROSSING_OPS)),
+)
+def _crossing(op):
     pass
 
 
@@ -298,15 +311,18 @@ def sample_program(report, records, operands, predicted):
     rows, cols = report.rows, report.cols
     _tile("square" if rows == cols else "wider" if cols > rows else "taller")
     _stall(report.idle, report.backpressure)
-    shadow = np.zeros((8, PSUM_ENTRIES), np.uint32)
-    shadow_dtype = np.full((8, PSUM_ENTRIES), "int8", object)
+    shadow = np.zeros(PSUM_BANKS * PSUM_ENTRIES, np.uint32)    # flat: bank x entries + entry
+    shadow_dtype = np.full(PSUM_BANKS * PSUM_ENTRIES, "int8", object)
     for r in records:
         if r.error is not None:
             _error(r.error)
             if r.error == "TYPE_NOT_BUILT" and (reason := unbuilt_class(r.command)):
                 _unbuilt(reason)
             continue
-        region = (r.bank, slice(r.offset, r.offset + r.n))
+        start = r.bank * PSUM_ENTRIES + r.offset
+        region = slice(start, start + r.n)
+        if r.offset + r.n > PSUM_ENTRIES:
+            _crossing(r.op)
         if r.op == "read":
             region_name = ("from entry 0" if r.offset == 0 else
                            "to the end" if r.offset + r.n == PSUM_ENTRIES else "inside")

@@ -43,7 +43,14 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from systolica.golden import FORMATS, Command, command_schedule, finest_tile, operand_formats
+from systolica.golden import (
+    FORMATS,
+    Command,
+    command_schedule,
+    finest_tile,
+    operand_formats,
+    region_limit,
+)
 from systolica.golden import tile_sizes as golden_tile_sizes
 from systolica.golden.command import (
     MX_DTYPES,
@@ -95,6 +102,10 @@ WIDE_SHARE, UNBUILT_WIDE_SHARE = 0.4, 0.03
 #: (:func:`mx_item`) on a tile generated with the ``mx`` type set (at least 8 rows: whole
 #: scale groups), and on any other (where each is the illegal command it is).
 MX_SHARE, UNBUILT_MX_SHARE = 0.4, 0.03
+#: Share of the READs and legal matmuls whose region the fourth generator moves to cross
+#: from its bank into the next on a tile whose regions may (the ``mx`` type set,
+#: NeuronCore-v4: :func:`~systolica.golden.region_limit`).
+CROSSING = 0.1
 #: The type sets of the default run (``--types``): every size with ``all`` (8/16-bit types
 #: on 16-bit lanes), then every size with ``all+fp32`` (the same types and TF32/FP32 on
 #: 32-bit lanes).
@@ -360,9 +371,10 @@ def _out_of_range(rng, legal, low, width):
     return value if value < top else low
 
 
-def _illegal(rng, rows, cols):
+def _illegal(rng, rows, cols, across=False):
     """A command the tile must reject; which check fails is drawn (sometimes several;
-    ``"TILE"`` stands for the tile rule's codes, :func:`_bad_tile`)."""
+    ``"TILE"`` stands for the tile rule's codes, :func:`_bad_tile`). ``across``: the tile's
+    regions may cross banks (an ``N_RANGE`` region then passes the end of PSUM)."""
     op = "matmul" if rng.random() < 0.7 else "read"
     # MX twice: its rules are eight codes behind one kind
     kinds = ["BANK_RANGE", "N_RANGE"] + (["K_RANGE", "M_RANGE", "DOUBLE_ROW_TYPE", "TILE",
@@ -382,13 +394,14 @@ def _illegal(rng, rows, cols):
     offset = int(rng.integers(PSUM_ENTRIES))
     n = _n(rng, PSUM_ENTRIES - offset)
     if "N_RANGE" in wrong:
+        limit = region_limit(min(bank, PSUM_BANKS - 1), across=across)
         case = rng.integers(3)
         if case == 0:
             n = 0
         elif case == 1:
-            n = _out_of_range(rng, n, PSUM_ENTRIES - offset + 1, 16)
+            n = _out_of_range(rng, n, limit - offset + 1, 16)
         else:
-            offset = _out_of_range(rng, offset, PSUM_ENTRIES, 16)
+            offset = _out_of_range(rng, offset, limit, 16)
     # DOUBLE_ROW_TYPE: double-row with a BF16 or INT8 pair (only e4m3 / e5m2 may).
     command = Command(op, k=k, m=m, n=n, bank=bank, offset=offset,
                       dtype="bf16" if rng.random() < 0.5 else "int8",
@@ -659,7 +672,7 @@ def random_tile(rng, rows, cols, k, m, perf_mode=None):
 
 
 def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, floats=0.0,
-                   wide=None, wide_share=0.0, mx=None, mx_share=0.0):
+                   wide=None, wide_share=0.0, mx=None, mx_share=0.0, across=False):
     """``count`` random commands for a ``rows x cols`` tile: a list whose items are either
     ``(stationary, moving, accumulate, ftz, bank, offset[, perf_mode[, is_transpose]])`` (a
     legal matmul) or a :class:`~systolica.golden.Command` (a legal READ or an illegal
@@ -698,25 +711,31 @@ def random_program(rng, rows, cols, count, dense=0.0, noise=None, burst=None, fl
     ``mx``: a fourth generator (None: off) that replaces ``mx_share`` of the legal matmuls,
     after the others have drawn them, with an MX matmul of the same N and region
     (:class:`~systolica.sim.MatmulMx`, :func:`mx_item`); a tile of fewer than 8 rows draws
-    none.
+    none. With ``across`` (a tile whose regions may cross banks: the ``mx`` type set) it
+    also moves :data:`CROSSING` of the READ and legal matmul regions to start before the
+    end of their bank and end in the next, and the illegal ``N_RANGE`` regions pass the end
+    of PSUM.
     """
     out = []
     if burst is None and noise is not None and noise.random() < 0.5:
         # A random length: the count's check is at the end of the program, so a wrong
         # carry that flips back and forth must stop on the wrong side in some program.
         burst = int(noise.integers(BURST // 4, BURST + 1))
-    out.extend(_illegal(noise or rng, rows, cols) for _ in range(burst or 0))
+    out.extend(_illegal(noise or rng, rows, cols, across) for _ in range(burst or 0))
     run_left = slot = 0          # a run of matmuls in the finest tiles, and its next tile
     for _ in range(count):
         draw = rng.random()
         if draw < 0.3:
-            out.append(_illegal(rng, rows, cols))
+            out.append(_illegal(rng, rows, cols, across))
             continue
         bank = int(rng.integers(PSUM_BANKS))
         offset = int(rng.integers(PSUM_ENTRIES)) if rng.random() < 0.5 else 0
         n = _n(rng, PSUM_ENTRIES - offset)
         if rng.random() < 0.3:              # a region that ends at the bank's end
             offset = PSUM_ENTRIES - n
+        if (across and mx is not None and n > 1 and bank < PSUM_BANKS - 1
+                and mx.random() < CROSSING):     # one that runs into the next bank
+            offset = PSUM_ENTRIES - int(mx.integers(1, n))
         if draw < 0.45:
             unused = {}
             if noise is not None:
@@ -1321,7 +1340,8 @@ def run_program_index(seed, index, *, chunk=CHUNK, sizes=SIZES, simulator="veril
         mx = np.random.default_rng([seed, index, 3])      # the fourth: MX matmuls
         items = random_program(rng, rows, cols, chunk, dense, noise, burst, floats, wide,
                                WIDE_SHARE if config.wide else UNBUILT_WIDE_SHARE, mx,
-                               MX_SHARE if config.mx else UNBUILT_MX_SHARE)
+                               MX_SHARE if config.mx else UNBUILT_MX_SHARE,
+                               across=config.mx)
         counts = {"commands": chunk, "burst": len(items) - chunk}
     else:
         items = directed(rng, rows, cols)

@@ -30,6 +30,7 @@ from systolica.golden import (
     nc_matmul,
     operand_formats,
     psum_accumulate,
+    region_limit,
 )
 from systolica.golden.mx import check_mx_operands, command_types
 from systolica.golden.timing import command_schedule
@@ -294,11 +295,18 @@ def tile_config(config, rows, cols, dtypes, double_row):
     return config
 
 
+def _entries(config):
+    """PSUM entries one matmul may write on ``config``'s tile: a bank's, or on an MX
+    (NeuronCore-v4) tile the whole PSUM's (:func:`~systolica.golden.region_limit`)."""
+    return region_limit(0, banks=config.psum_banks, entries=config.psum_entries,
+                        across=config.mx)
+
+
 def _check_operands(stationary, moving, config, ftz=False, perf_mode=None):
     check_bool("ftz", ftz)
     check_ftz(ftz, check_operands(stationary, moving, perf_mode=perf_mode))
     (k, m), n = stationary.shape, moving.shape[1]
-    check_fits(k, m, n, rows=config.rows, cols=config.cols, entries=config.psum_entries,
+    check_fits(k, m, n, rows=config.rows, cols=config.cols, entries=_entries(config),
                perf_mode=perf_mode)
 
 
@@ -306,7 +314,7 @@ def _check_operands(stationary, moving, config, ftz=False, perf_mode=None):
 _MX_ALLOWED = {
     "K_RANGE": "P at most the tile's rows",
     "M_RANGE": "M at most the tile's columns",
-    "N_RANGE": "offset + N within the PSUM bank",
+    "N_RANGE": "offset + N within PSUM from the bank's start",
     "BANK_RANGE": "a bank below the tile's PSUM banks",
     "MX_TILE": "a row tile (tile_size's columns the tile's), or none",
     "TILE_SIZE": "a row tile of the tile's rows, its half or its quarter",
@@ -364,7 +372,7 @@ def _as_job(job):
 
 
 def _check_job(job, config):
-    region = {"banks": config.psum_banks, "entries": config.psum_entries}
+    region = {"banks": config.psum_banks, "entries": config.psum_entries, "across": config.mx}
     if isinstance(job, Read):
         n = check_positive("Read.n", job.n)
         check_region("the READ reads", job.bank, job.offset, n, **region)

@@ -158,3 +158,40 @@ def test_back_to_back_mx_matmuls_reach_four_times_the_bf16_peak():
                for j in jobs)
     peak = 4 * CONFIG.rows * CONFIG.cols        # MACs per cycle: four per PE
     assert macs / result.cycles >= 0.97 * peak, (macs / result.cycles, peak)
+
+
+@pytest.mark.parametrize("simulator", ["verilator", "icarus"])
+def test_regions_cross_banks_on_an_mx_tile(simulator):
+    """NeuronCore-v4's longer moving stream: on an MX tile a matmul's region runs from its
+    bank into the next ones (an MX matmul of N = 1,024 with a BF16 destination, [MM]'s
+    largest, from the middle of bank 5 into bank 7; an INT8 matmul and a BF16 accumulation
+    over the end of bank 0), and a READ across the boundary returns both banks' words."""
+    rng = np.random.default_rng(28)
+    mx = MatmulMx(_elements(rng, E4M3FN, (16, 4, 4)), _elements(rng, E5M2, (16, 1024, 4)),
+                  rng.integers(120, 135, (2, 4)).astype(np.uint8),
+                  rng.integers(120, 135, (2, 1024)).astype(np.uint8), bank=5, offset=256,
+                  dst_dtype=ml_dtypes.bfloat16)
+    a = rng.integers(-128, 128, (16, 4), dtype=np.int8)
+    b = rng.integers(-128, 128, (16, 20), dtype=np.int8)
+    jobs = [mx, Matmul(a, b, bank=0, offset=500), Read(30, bank=0, offset=495)]
+    result = run_program(jobs, config=CONFIG, simulator=simulator)
+    assert result.mismatches == 0 and result.model_agrees()
+    want = nc_matmul_mx(mx.stationary, mx.moving, mx.stationary_scale, mx.moving_scale,
+                        rows=CONFIG.rows, dst_dtype=ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(result.psums[0].view(np.uint16), want.view(np.uint16))
+    product = a.astype(np.int64).T @ b.astype(np.int64)
+    np.testing.assert_array_equal(result.psums[1], product)
+    np.testing.assert_array_equal(result.psums[2][:, 5:25], product)     # 512.. in bank 1
+    assert not result.psums[2][:, :5].any() and not result.psums[2][:, 25:].any()
+
+
+def test_a_region_past_its_bank_is_refused_without_mx():
+    a = np.ones((8, 4), np.int8)
+    with pytest.raises(ValueError, match=r"^the matmul writes PSUM entries 500\.\.519, past the "
+                       r"end of the 512-entry bank"):
+        run_program([Matmul(a, np.ones((8, 20), np.int8), bank=0, offset=500)],
+                    config=TileConfig(8, 4))
+    with pytest.raises(ValueError, match=r"^the matmul writes PSUM entries 500\.\.531 from the "
+                       r"start of bank 7, past the end of PSUM"):
+        run_program([Matmul(np.ones((16, 4), np.int8), np.ones((16, 32), np.int8), bank=7,
+                            offset=500)], config=CONFIG)

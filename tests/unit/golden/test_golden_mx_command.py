@@ -3,7 +3,7 @@
 
 import pytest
 
-from systolica.golden import Command, command_error
+from systolica.golden import Command, check_region, command_error
 from systolica.golden.command import ERRORS
 
 ROWS, COLS = 16, 8
@@ -27,6 +27,34 @@ def test_legal_mx_matmuls():
         assert error(mx_matmul(**fields)) is None, fields
 
 
+@pytest.mark.parametrize("op", ["matmul", "read"])
+def test_a_region_crosses_banks_on_an_mx_tile_only(op):
+    """NeuronCore-v4 streams up to 4,096 FP32 moving columns across the 8 banks: on a tile
+    with MX a region may run from its bank into the next ones, up to the end of PSUM (8 x
+    512 entries); without MX it stays in its bank. Any matmul, MX or not, and a READ."""
+    def region(bank, offset, n):
+        if op == "read":
+            return Command("read", bank=bank, offset=offset, n=n)
+        return Command("matmul", k=8, m=4, n=n, bank=bank, offset=offset, dtype="bf16")
+    legal_on_v4 = [(0, 500, 13), (0, 0, 4096), (6, 511, 513), (7, 0, 512), (3, 100, 2460)]
+    past_the_end = [(7, 1, 512), (6, 511, 514), (0, 1, 4096), (1, 0, 3585), (3, 100, 2461)]
+    for bank, offset, n in legal_on_v4:
+        assert error(region(bank, offset, n)) is None, (bank, offset, n)
+        want = None if offset + n <= 512 else "N_RANGE"
+        assert error(region(bank, offset, n), mx=False) == want, (bank, offset, n)
+    for bank, offset, n in past_the_end:
+        assert error(region(bank, offset, n)) == "N_RANGE", (bank, offset, n)
+    assert error(mx_matmul(n=1024, bank=6, dst_dtype="bf16")) is None    # [MM]'s BF16 N
+    assert error(mx_matmul(n=1024, bank=7, dst_dtype="bf16")) == "N_RANGE"
+
+
+def test_check_region_names_the_end_of_psum_on_an_mx_tile():
+    check_region("the matmul writes", 6, 511, 513, across=True)
+    with pytest.raises(ValueError, match=r"^the matmul writes PSUM entries 511\.\.1024 from "
+                                         r"the start of bank 6, past the end of PSUM"):
+        check_region("the matmul writes", 6, 511, 514, across=True)
+    with pytest.raises(ValueError, match="past the end of the 512-entry bank"):
+        check_region("the matmul writes", 6, 511, 2)
 
 
 def test_mx_rules_in_check_order():
