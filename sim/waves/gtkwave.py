@@ -63,9 +63,8 @@ from pathlib import Path
 from amaranth.hdl import Shape
 from vcd.gtkw import GTKWSave, make_translation_filter
 
-from systolica.golden import FORMATS
+from systolica.golden.command import DTYPES
 from systolica.hdl.layouts import (
-    OPERAND_WIDTH,
     PSUM_WIDTH,
     DType,
     ErrorCode,
@@ -96,9 +95,10 @@ ZOOM = -15.0
 #: Largest rows and cols for which the save file has per-PE groups.
 PE_GROUP_LIMIT = 8
 #: Lane decodings: one data type, or both for runs that mix them.
-LANE_MODES = ("int8", "bf16", "mixed", *(name for name in FORMATS if name not in ("int8", "bf16")))
-#: Bits per operand lane and per PSUM word (from systolica.hdl.layouts).
-OPERAND_BITS, PSUM_BITS = OPERAND_WIDTH, PSUM_WIDTH
+LANE_MODES = ("int8", "bf16", "mixed", *(name for name in DTYPES if name not in ("int8", "bf16")))
+#: Bits per PSUM word (from systolica.hdl.layouts; operand lanes are the tile's
+#: ``TileConfig.operand_width``).
+PSUM_BITS = PSUM_WIDTH
 #: Kinds of the translate filter process (see ``gtkwave_filter.py``).
 FILTER_KINDS = tuple(FILTER_WIDTHS)
 #: The cocotb test module a regression failure is reproduced from.
@@ -233,26 +233,37 @@ class _Writer:
         self.save.trace(f"#{{{alias}}} {names}", datafmt="hex",
                         translate_filter_file=str(self.filters[table]))
 
-    def lane(self, alias, signal, width, lsb, lane_bits, mode):
-        """One operand (16-bit) or PSUM (32-bit) lane at bit ``lsb`` of ``signal``, decoded."""
+    def decoded(self, alias, signal, width, msb, lsb, datafmt="hex", proc=None):
+        """Bits ``msb..lsb`` of a ``width``-bit ``signal`` as one trace ``alias`` in
+        ``datafmt``, through the filter process of kind ``proc`` (a key of
+        :data:`FILTER_KINDS`) when given."""
+        proc = str(self.filters[proc]) if proc else None
+        if (msb, lsb) == (width - 1, 0):
+            self.save.trace(self.name(signal, width), alias=alias, datafmt=datafmt,
+                            translate_filter_proc=proc)
+        else:
+            self.save.trace(self.bits(alias, signal, width, msb, lsb), datafmt=datafmt,
+                            translate_filter_proc=proc)
+
+    def lane(self, alias, signal, width, lsb, lane_bits, mode, operand=True):
+        """One operand lane (``operand``; 16 or 32 bits) or PSUM word (32 bits) at bit
+        ``lsb`` of ``signal``, decoded as ``mode`` (one of :data:`LANE_MODES` but ``"mx"``)."""
         kinds = ("int8", "bf16") if mode == "mixed" else (mode,)
         for kind in kinds:
-            shown = kind if lane_bits == OPERAND_BITS else "int32" if kind == "int8" else "fp32"
+            shown = kind if operand else "int32" if kind == "int8" else "fp32"
             label = alias if len(kinds) == 1 else f"{alias} {shown}"
             if kind == "int8":   # INT8 operands in the low byte, INT32 PSUM words whole
-                msb = lsb + (7 if lane_bits == OPERAND_BITS else PSUM_BITS - 1)
-                proc, datafmt = None, "signed"
+                self.decoded(label, signal, width, lsb + (7 if operand else lane_bits - 1),
+                             lsb, datafmt="signed")
             else:   # float operands (FP8 in the low byte: k = r in double-row), FP32 PSUM
-                operand = lane_bits == OPERAND_BITS
-                msb = lsb + (FILTER_WIDTHS[kind] if operand else lane_bits) - 1
-                proc = str(self.filters[kind if operand else "fp32"])
-                datafmt = "hex"
-            if (msb, lsb) == (width - 1, 0):
-                self.save.trace(self.name(signal, width), alias=label, datafmt=datafmt,
-                                translate_filter_proc=proc)
-            else:
-                self.save.trace(self.bits(label, signal, width, msb, lsb), datafmt=datafmt,
-                                translate_filter_proc=proc)
+                proc = _operand_filter(kind) if operand else "fp32"
+                msb = lsb + (FILTER_WIDTHS[proc] if operand else lane_bits) - 1
+                self.decoded(label, signal, width, msb, lsb, proc=proc)
+
+
+def _operand_filter(kind):
+    """The filter kind of an operand lane of float type ``kind`` (TF32 is an FP32 word)."""
+    return "fp32" if kind == "tf32" else kind
 
 
 def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
@@ -269,11 +280,12 @@ def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
         The tile (its size and PSUM geometry).
     simulator : {"icarus", "verilator"}
         The simulator that wrote the dump (it fixes the scope prefix).
-    mode : {"int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn"}
+    mode : {"int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn", "tf32", "fp32"}
         How operand and PSUM lanes are decoded: signed decimal (INT8 operands, INT32 PSUM),
         numbers through the filter process (float operands of that type, FP32 PSUM), or
         ``"mixed"``: both INT8 and BF16. FP8 lanes show bits [7:0] (in double-row mode the
-        element k = r of partition row r).
+        element k = r of partition row r), 8- and 16-bit types the low bits of a 32-bit
+        lane (a tile with ``fp32`` or ``mx``), TF32 and FP32 the whole 32-bit word.
 
     Returns
     -------
@@ -305,21 +317,22 @@ def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
         save.sst_expanded(True)
         save.treeopen(f"{SCOPE[simulator]}.")
         save.zoom_markers(ZOOM)
-        _groups(_Writer(save, SCOPE[simulator], filters), rows, cols, mode,
-                config.psum_banks, config.psum_entries, probes)
+        _groups(_Writer(save, SCOPE[simulator], filters), config, mode, probes)
     return save_path
 
 
-def _groups(w, rows, cols, mode, banks, entries, probes):
+def _groups(w, config, mode, probes):
     save = w.save
+    rows, cols, entries = config.rows, config.cols, config.psum_entries
+    width, mx = config.operand_width, config.mx
     command = _fields(command_layout())
     command_bits = command_layout().size
     status = _fields(status_layout())
     status_bits = status_layout().size
-    stationary_bits = stationary_layout(cols).size
-    stationary_lsb = stationary_layout(cols)["data"].offset
-    moving_bits = moving_layout(rows).size
-    moving_lsb = moving_layout(rows)["data"].offset
+    stationary = stationary_layout(cols, width, mx)
+    stationary_bits, stationary_lsb = stationary.size, stationary["data"].offset
+    moving = moving_layout(rows, width, mx)
+    moving_bits, moving_lsb = moving.size, moving["data"].offset
     result_bits = result_layout(cols).size
     result_lsb = result_layout(cols)["data"].offset
     out_token = probes["psum_token"].name      # the beats now at the PSUM stage, per cell
@@ -350,15 +363,15 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
             w.wire(load_row.name, "partition row k", load_row.width, datafmt="dec")
         for m in range(cols):
             w.lane(f"stationary m{m}", "stationary__payload", stationary_bits,
-                   stationary_lsb + m * OPERAND_BITS, OPERAND_BITS, mode)
+                   stationary_lsb + m * width, width, mode)
     with save.group("MultiplyMoving stream"):
         w.wire("moving__valid", "valid")
         w.wire("moving__ready", "ready")
         w.field("row cells", "moving__payload", moving_bits,
-                *_fields(moving_layout(rows))["groups"], datafmt="bin")
+                *_fields(moving)["groups"], datafmt="bin")
         for k in range(rows):
             w.lane(f"moving k{k}", "moving__payload", moving_bits,
-                   moving_lsb + k * OPERAND_BITS, OPERAND_BITS, mode)
+                   moving_lsb + k * width, width, mode)
     with save.group("PSUM result stream"):
         w.wire("result__valid", "valid")
         w.wire("result__ready", "ready")
@@ -368,7 +381,7 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
         w.field("last", "result__payload", result_bits, *results["last"], datafmt="bin")
         for m in range(cols):
             w.lane(f"psum m{m}", "result__payload", result_bits,
-                   result_lsb + m * PSUM_BITS, PSUM_BITS, mode)
+                   result_lsb + m * PSUM_BITS, PSUM_BITS, mode, operand=False)
     with save.group("PSUM"):
         w.wire(probes["psum_write"].name, "write")
         for h in range(tokens.length):
@@ -413,9 +426,9 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
     for k in range(rows):
         with save.group(f"PE row {k}", closed=True):
             for c in range(cols):
-                for what, probe in pe_probes(k, c).items():
+                for what, probe in pe_probes(k, c, width).items():
                     w.lane(f"pe_{k}_{c} {what}", probe.name, probe.width, 0, probe.width,
-                           mode)
+                           mode, operand=what != "psum")
 
 
 def save_file_signals(save_path):

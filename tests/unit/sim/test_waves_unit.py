@@ -370,15 +370,16 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
 
 
-def _verilog_top(rows, cols, instance=None):
-    """``(declared, fields)`` of the generated tile top (or of the module of one of its
+def _verilog_top(rows, cols, instance=None, types="all"):
+    """``(declared, fields)`` of the generated tile top of type set ``types`` (or of the
+    module of one of its
     component ``instance`` s): {signal: width} and {signal: {field: (lsb, width)}} from
     Amaranth's ``assign \\sig.field = sig[msb:lsb];``."""
     import re
 
     from systolica.sim.builder.generate import TOPLEVEL, generate_verilog
 
-    text, _ = generate_verilog(TileConfig(rows, cols))
+    text, _ = generate_verilog(TileConfig(rows, cols, types))
     # An escaped identifier ends with a space.
     module = TOPLEVEL if instance is None else f"\\{TOPLEVEL}.{instance} "
     top = text[text.index(f"module {module}("):]
@@ -396,14 +397,18 @@ def _verilog_top(rows, cols, instance=None):
     return declared, fields
 
 
-@pytest.mark.parametrize("rows,cols", [(2, 3), (1, 1)])
-def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols):
+@pytest.mark.parametrize("rows,cols,types", [(2, 3, "all"), (1, 1, "all"), (8, 2, "int8+mx"),
+                                            (2, 2, "fp32")])
+def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols, types):
     # The simulator-free half of tests/regression/waves/test_waves_savefile.py: every signal
-    # of the tile top that the save file names is declared there with that width.
-    declared, _ = _verilog_top(rows, cols)
+    # of the tile top that the save file names is declared there with that width (32-bit
+    # operand lanes, and scales, on the mx and fp32 tiles).
+    declared, _ = _verilog_top(rows, cols, types=types)
+    save = waves.write_save_file(tmp_path / "tile.gtkw", tmp_path / "dump.fst",
+                                 config=TileConfig(rows, cols, types), simulator="icarus",
+                                 mode="bf16")
     top = [(name.removeprefix("systolica_tile."), width, bit) for name, width, bit
-           in waves.save_file_signals(_generated(tmp_path, rows=rows, cols=cols))
-           if name.count(".") == 1]
+           in waves.save_file_signals(save) if name.count(".") == 1]
     assert len(top) > 15
     assert sorted((name, width) for name, width, _ in top
                   if declared.get(name) != width) == []
