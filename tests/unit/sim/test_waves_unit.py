@@ -77,6 +77,75 @@ def test_narrow_float_filters_read_back_every_pattern():
     assert decode("77", "e4m3") == "240" and decode("7E", "e4m3fn") == "448"
 
 
+# ---- MX: x4 words and E8M0 scales ---------------------------------------------------------
+
+@pytest.mark.parametrize("text,kind,shown", [
+    # e4m3fn bytes, lane 0 = bits 7..0: 0x38 = 1.0, 0xC0 = -2, 0x40 = 2, 0x7E = 448,
+    # 0xFF = NaN (S.1111.111), 0x80 = -0, 0x01 = 2^-9 (the smallest subnormal; the shortest
+    # decimal that reads back, as FP8 lanes show it)
+    ("7E40C038", "x4-e4m3fn", "1 | -2 | 2 | 448"),
+    ("018000FF", "x4-e4m3fn", "NaN(0xFF) | 0 | -0 | 0.002"),
+    # e5m2 bytes: 0x3C = 1.0, 0x7C = +Inf, 0xFC = -Inf, 0x7B = 57344
+    ("7BFC7C3C", "x4-e5m2", "1 | +Inf | -Inf | 57344"),
+    # e2m1 nibbles, lane 0 = bits 3..0: 1 = 0.5, A = -1 (1.01.0), 7 = 6, F = -6; a 32-bit
+    # value keeps its low 16 bits
+    ("F7A1", "x4-e2m1", "0.5 | -1 | 6 | -6"), ("12348000", "x4-e2m1", "0 | 0 | 0 | -0"),
+    ("7E40C038", "x4", "38 | C0 | 40 | 7E"),
+    ("7F", "e8m0", "2^0"), ("00", "e8m0", "2^-127"), ("FE", "e8m0", "2^127"),
+    ("FF", "e8m0", "NaN"), ("80", "e8m0", "2^1"), ("xx", "e8m0", "xx"),
+    ("zzzzzzzz", "x4-e5m2", "zzzzzzzz"),
+])
+def test_filter_decodes_x4_words_and_e8m0_scales(text, kind, shown):
+    assert decode(text, kind) == shown
+
+
+def test_x4_filters_show_the_elements_ml_dtypes_decodes_in_lane_order():
+    """Random x4 words of each MX type: the four numbers shown are ml_dtypes' values of the
+    word's elements, lane j from bits 8j+7..8j (FP8) or 4j+3..4j (MXFP4)."""
+    import ml_dtypes
+    import numpy as np
+
+    from systolica.golden.mx import MX_TYPES
+    from systolica.sim.waves.gtkwave_filter import X4
+
+    rng = np.random.default_rng(26)
+    names = {name: dtype for dtype, (name, _, _) in MX_TYPES.items()}
+    assert {element for _, element in X4.values()} == {*names, None}
+    for kind, (bits, element) in X4.items():
+        if element is None:
+            continue
+        lane_bits = 4 if names[element] == np.dtype(ml_dtypes.float4_e2m1fn) else 8
+        assert bits == 4 * lane_bits, kind
+        for _ in range(200):
+            codes = [int(c) for c in rng.integers(0, 1 << lane_bits, 4)]
+            word = sum(code << (lane_bits * j) for j, code in enumerate(codes))
+            want = np.array(codes, np.uint8).view(names[element]).astype(np.float64)
+            shown = decode(f"{word:0{bits // 4}X}", kind).split(" | ")
+            assert len(shown) == 4, (kind, hex(word))
+            for text, value in zip(shown, want, strict=True):
+                if np.isnan(value):
+                    assert text.startswith("NaN"), (kind, hex(word), text)
+                elif np.isinf(value):
+                    assert text == ("+Inf" if value > 0 else "-Inf"), (kind, hex(word))
+                else:
+                    back = np.float64(float(text)).astype(names[element]).astype(np.float64)
+                    assert back == value and np.signbit(float(text)) == np.signbit(value), \
+                        (kind, hex(word), text)
+
+
+def test_e8m0_filter_shows_every_scale_as_a_power_of_two():
+    import ml_dtypes
+    import numpy as np
+
+    values = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu).astype(np.float64)
+    for code, value in enumerate(values):
+        shown = decode(f"{code:02X}", "e8m0")
+        if np.isnan(value):
+            assert code == 0xFF and shown == "NaN"
+        else:
+            assert shown.startswith("2^") and np.ldexp(1.0, int(shown[2:])) == value, code
+
+
 def _generated(tmp_path, rows=2, cols=3, simulator="icarus", mode="bf16"):
     dump = tmp_path / "dump.fst"
     dump.write_bytes(b"")
