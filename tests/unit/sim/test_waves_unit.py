@@ -279,8 +279,10 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
         # MSB first, so the picked bits run from the field's top bit down to its offset.
         assert _picked_bits(refs) == list(range(field.offset + width - 1, field.offset - 1, -1))
         if name in ("bank", "offset", "k", "m", "n", "tile_row", "tile_col", "tile_rows",
-                    "tile_cols", "seed"):
+                    "tile_cols"):
             assert flags & GTKWFlag.dec.value and filter_file is None, name
+        elif name == "seed":     # a bit pattern (XORWOW state), in hex
+            assert flags & GTKWFlag.hex.value and filter_file is None, name
         else:
             assert width == field.width and filter_file, name
     assert _table(traces["op"][2]) == {"0": "MATMUL", "1": "READ"}
@@ -411,21 +413,130 @@ def test_internal_signals_come_from_the_published_probes(tmp_path):
     PE), and every probe the tile has at that size is shown."""
     from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, pe_probes, tile_probes
 
-    for rows, cols in ((1, 1), (2, 3)):
-        save = _generated(tmp_path, rows=rows, cols=cols)
+    for rows, cols, types in ((1, 1, "all"), (2, 3, "all"), (8, 2, "int8+mx")):
+        config = TileConfig(rows, cols, types)
+        save = waves.write_save_file(tmp_path / "tile.gtkw", tmp_path / "dump.fst",
+                                     config=config, simulator="icarus")
         scope = "systolica_tile."
         internal = {(name[len(scope):], width) for name, width, _ in
                     waves.save_file_signals(save) if "." in name[len(scope):]}
-        probes = {(p.name, p.width) for p in tile_probes(TileConfig(rows, cols)).values()
-                  if p.width}
+        probes = {(p.name, p.width) for p in tile_probes(config).values() if p.width}
         pes = {(p.name, p.width) for k in range(rows) for c in range(cols)
-               for p in pe_probes(k, c).values()}
+               for p in pe_probes(k, c, config.operand_width, config.mx).values()}
         assert internal == probes | pes
         traces = _traces(save.read_text(), "Tile state")
         assert len([a for a in traces if a.startswith("queue entry")]) == COMMAND_QUEUE_DEPTH
         assert _table(traces["command queue"][2])[
             f"{(1 << COMMAND_QUEUE_DEPTH) - 1:x}".upper()] == \
             f"{COMMAND_QUEUE_DEPTH} commands (full)"
+
+
+def _procs(text, group):
+    """{alias: filter process launcher name} of the traces of one group of a save file."""
+    lines = text.splitlines()
+    begin = lines.index(f"-{group}")
+    procs, proc = {}, None
+    for line in lines[begin + 1:lines.index(f"-{group}", begin + 1)]:
+        if line.startswith("^>"):
+            proc = Path(line.split(None, 1)[1]).name
+        elif line.startswith(("#{", "+{")):
+            procs[line[2:line.index("}")]] = proc
+            proc = None
+    return procs
+
+
+def _mx_save(tmp_path, mode):
+    return waves.write_save_file(tmp_path / "mx.gtkw", tmp_path / "mx.fst",
+                                 config=TileConfig(8, 2, "int8+mx"), simulator="icarus",
+                                 mode=mode)
+
+
+def test_mx_lanes_show_x4_words_and_e8m0_scales_where_the_layouts_put_them(tmp_path):
+    # 8 x 2 int8+mx: 32-bit lanes. LoadStationary payload = 2 lanes (bits 63..0) then two
+    # 8-bit scales (79..64); MultiplyMoving = 8 lanes (255..0), 4 row-cell bits (259..256),
+    # 8 scales (323..260); the result = 2 PSUM words (63..0), ...
+    text = _mx_save(tmp_path, waves.MxLanes("e2m1", "e5m2", "bf16")).read_text()
+    stationary = _traces(text, "LoadStationary stream")
+    procs = _procs(text, "LoadStationary stream")
+    # An MXFP4 side: four e2m1 values in the lane's bits [15:0].
+    assert _picked_bits(stationary["stationary m1"][1]) == list(range(47, 31, -1))
+    assert procs["stationary m1"] == "x4-e2m1-filter"
+    assert _picked_bits(stationary["stationary m1 scale"][1]) == list(range(79, 71, -1))
+    assert procs["stationary m1 scale"] == "e8m0-filter"
+    moving, procs = _traces(text, "MultiplyMoving stream"), _procs(text, "MultiplyMoving stream")
+    assert _picked_bits(moving["moving k3"][1]) == list(range(127, 95, -1))
+    assert procs["moving k3"] == "x4-e5m2-filter"
+    assert _picked_bits(moving["moving k3 scale"][1]) == list(range(291, 283, -1))
+    assert procs["moving k7 scale"] == "e8m0-filter"
+    result, procs = _traces(text, "PSUM result stream"), _procs(text, "PSUM result stream")
+    # A BF16 PSUM word is the FP32 word of a BF16 value: its bits [31:16] through BF16.
+    assert _picked_bits(result["psum m1"][1]) == list(range(63, 47, -1))
+    assert procs["psum m1"] == "bf16-filter"
+    # In the array an MXFP4 side is e4m3fn (converted in front of it); partial sums FP32.
+    pe = _procs(text, "PE row 7")
+    assert pe["pe_7_1 weight"] == "x4-e4m3fn-filter" and pe["pe_7_1 operand"] == "x4-e5m2-filter"
+    assert pe["pe_7_1 psum"] == "fp32-filter" and pe["pe_7_1 scale"] == "e8m0-filter"
+    assert "+{pe_7_1 scale} systolica_tile.array.pe_7_1.scale_in[7:0]" in text
+    assert "+{pe_7_1 psum} systolica_tile.array.pe_7_1.psum_out[31:0]" in text
+    fp8 = _mx_save(tmp_path, waves.MxLanes("e4m3fn", "e2m1")).read_text()
+    assert _procs(fp8, "LoadStationary stream")["stationary m0"] == "x4-e4m3fn-filter"
+    assert _picked_bits(_traces(fp8, "MultiplyMoving stream")["moving k0"][1]) == \
+        list(range(15, -1, -1))
+    assert _procs(fp8, "PSUM result stream")["psum m0"] == "fp32-filter"
+    assert _procs(fp8, "PE row 0")["pe_0_0 operand"] == "x4-e4m3fn-filter"
+
+
+def test_mx_lanes_of_unknown_types_show_bytes_and_other_modes_keep_theirs(tmp_path):
+    text = _mx_save(tmp_path, "mx").read_text()
+    procs = _procs(text, "MultiplyMoving stream")
+    assert procs["moving k0"] == "x4-filter" and procs["moving k0 scale"] == "e8m0-filter"
+    assert _procs(text, "PE row 0")["pe_0_0 weight"] == "x4-filter"
+    assert _procs(text, "PSUM result stream")["psum m0"] == "fp32-filter"
+    # An INT8 run on the mx tile: INT8 lanes (low byte of the 32-bit lane) and the scales.
+    text = _mx_save(tmp_path, "int8").read_text()
+    moving = _traces(text, "MultiplyMoving stream")
+    assert _picked_bits(moving["moving k1"][1]) == list(range(39, 31, -1))
+    assert _procs(text, "MultiplyMoving stream")["moving k1 scale"] == "e8m0-filter"
+    assert "pe_0_0 scale" in _procs(text, "PE row 0")
+
+
+def test_mx_psum_tokens_show_the_bf16_write(tmp_path):
+    # 8 x 2 int8+mx: two column cells; each token is {seed[31:0], first, stochastic, bf16,
+    # addr[11:0], read, accumulate, ftz, fp32, last, valid}: 53 bits, cell 1 above cell 0.
+    text = _mx_save(tmp_path, "mx").read_text()
+    psum = _traces(text, "PSUM")
+    assert _picked_bits(psum["cell 0 dst"][1]) == [18]
+    assert _picked_bits(psum["cell 0 rounding"][1]) == [19]
+    assert _picked_bits(psum["cell 1 first"][1]) == [53 + 20]
+    assert _picked_bits(psum["cell 1 seed"][1]) == list(range(53 + 52, 53 + 20, -1))
+    from vcd.gtkw import GTKWFlag
+
+    assert psum["cell 1 seed"][0] & GTKWFlag.hex.value and psum["cell 1 seed"][2] is None
+    assert _table(psum["cell 0 dst"][2]) == {"0": "FP32 PSUM", "1": "BF16 PSUM"}
+    assert _table(psum["cell 0 rounding"][2]) == {"0": "round to nearest even",
+                                                 "1": "stochastic"}
+    assert "cell 0 seed" not in _traces(_generated(tmp_path).read_text(), "PSUM")
+
+
+def test_mx_lane_errors(tmp_path):
+    with pytest.raises(ValueError, match="^MX lanes need a tile with the mx type set, not all; "
+                                         "allowed: a TileConfig whose types include 'mx'"):
+        _generated(tmp_path, mode="mx")
+    with pytest.raises(ValueError, match="^MxLanes.moving must be one of e4m3fn, e5m2, e2m1 or "
+                                         "None, not 'e4m3'$"):
+        waves.MxLanes("e4m3fn", "e4m3")
+    with pytest.raises(ValueError, match="^MxLanes.psum must be 'fp32' or 'bf16', not 'fp16'$"):
+        waves.MxLanes(psum="fp16")
+
+
+def test_the_x4_filter_process_answers_one_line_per_word(tmp_path):
+    _mx_save(tmp_path, "mx")
+    launcher = tmp_path / "mx-gtkwave" / "x4-e4m3fn-filter"
+    # 0x38 = 1, 0xC0 = -2, 0x40 = 2, 0x7E = 448 (e4m3fn), lane 0 in the low byte
+    result = subprocess.run([str(launcher)], input="7E40C038\nxxxxxxxx\n", capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["1 | -2 | 2 | 448", "xxxxxxxx"]
 
 
 def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
