@@ -96,6 +96,7 @@ from systolica.sim.builder.runner import (
 from systolica.sim.builder.toolchain import check_simulator_name
 from systolica.sim.waves.gtkwave_filter import WIDTHS as FILTER_WIDTHS
 from systolica.tb import protocol
+from systolica.tb.bulk import HARNESS_TILE, HARNESS_TOPLEVEL
 
 #: Scope of the tile top in each simulator's dump. Checked on real dumps: Icarus and
 #: Verilator 5.048 (cocotb's runner) both put ``systolica_tile`` at the root (Verilator adds
@@ -343,7 +344,7 @@ def _operand_filter(kind):
     return "fp32" if kind == "tf32" else kind
 
 
-def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
+def write_save_file(save_path, dump_path, *, config, simulator, mode="int8", harness=False):
     """Write a GTKWave save file for ``dump_path`` of a run of the tile of ``config``.
 
     Translate filter launchers and filter files go into ``<save_path stem>-gtkwave/`` beside
@@ -357,6 +358,9 @@ def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
         The tile (its size and PSUM geometry).
     simulator : {"icarus", "verilator"}
         The simulator that wrote the dump (it fixes the scope prefix).
+    harness : bool
+        The dump is of a bulk-driver run (the MX matmuls of ``systolica waves --mx``): the
+        tile is instance ``tile`` of the harness top ``systolica_harness``.
     mode : {"int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn", "tf32", "fp32", \
 "mx"} or MxLanes
         How operand and PSUM lanes are decoded: signed decimal (INT8 operands, INT32 PSUM),
@@ -392,6 +396,7 @@ def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
         raise ValueError(f"MX lanes need a tile with the mx type set, not {config.types_name}; "
                          f"allowed: a TileConfig whose types include 'mx' (such as 'int8+mx')")
     save_path, dump_path = Path(save_path).resolve(), Path(dump_path).resolve()
+    scope = f"{HARNESS_TOPLEVEL}.{HARNESS_TILE}" if harness else SCOPE[simulator]
     filters = _filters(save_path.parent / f"{save_path.stem}-gtkwave")
     with open(save_path, "w") as handle:
         save = GTKWSave(handle)
@@ -405,9 +410,9 @@ def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
         save.size(1600, 1000)
         save.signals_width(320)
         save.sst_expanded(True)
-        save.treeopen(f"{SCOPE[simulator]}.")
+        save.treeopen(f"{scope}.")
         save.zoom_markers(ZOOM)
-        _groups(_Writer(save, SCOPE[simulator], filters), config, mode, probes)
+        _groups(_Writer(save, scope, filters), config, mode, probes)
     return save_path
 
 

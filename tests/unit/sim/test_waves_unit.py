@@ -665,6 +665,21 @@ def test_open_without_gtkwave_is_a_one_line_error(tmp_path, monkeypatch):
     (["--types", "int4"], {}, "unknown type set 'int4'; allowed: int8, bf16, fp16, fp8, "
                               "fp8-double-row, fp32, mx, all (joined with '+' or ',') "
                               "(--types or TYPES)"),
+
+    (["--mx", "e4m3"], {}, "--mx (MX) must be one or two of e4m3fn, e5m2, e2m1 joined by ',', "
+                           "not 'e4m3'"),
+    ([], {"MX": "e2m1,e5m2,e5m2"}, "--mx (MX) must be one or two of"),
+    (["--mx", "e2m1", "--rows", "4"], {}, "--mx needs at least 8 rows (an MX matmul's K is a "
+                                          "multiple of 8 partition rows), not 4"),
+    (["--mx-psum", "bf16"], {}, "--mx-psum (MX_PSUM) applies to --mx (MX) matmuls"),
+    ([], {"MX": "e5m2", "MX_PSUM": "fp16"}, "MX_PSUM must be one of fp32, bf16, stochastic, "
+                                            "not 'fp16'"),
+    (["--mx", "e5m2", "--rows", "8", "--types", "int8"], {},
+     "--types int8 (TYPES) lacks mx, which --mx issues"),
+    (["--mx", "e5m2", "--rows", "8", "--ftz", "--dtype", "bf16"], {},
+     "--mx: MX matmuls take no --ftz"),
+    (["--mx", "e5m2", "--rows", "8", "--timeline", "t.png"], {},
+     "--mx: --timeline and --trace draw programs of nc_matmul operands only"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, env, message, monkeypatch, capsys):
     for key, value in env.items():
