@@ -8,6 +8,7 @@
 #   SEED=1  WAVES=1
 #   WORKLOAD=minilm|random  LAYERS=0|0,5|all (minilm)  WORKERS=N (minilm)
 #   TIMELINE=run.png TRACE=run.json (random)
+#   MX=e4m3fn|e5m2|e2m1[,MTYPE] MX_PSUM=fp32|bf16|stochastic (waves: MX matmuls)
 #   (see `make help`; every target runs a subcommand of the `systolica` command,
 #   `.venv/bin/systolica --help`)
 
@@ -19,7 +20,8 @@ STAMP  := $(VENV)/.installed
 # Only what you set is passed on (`export` alone would pass an unset variable as empty); the
 # defaults live in the command line tools (`--help`), so they can tell a variable you set,
 # even empty (TYPES= is refused), from one you did not.
-PASSED := SIM ROWS COLS TYPES SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS
+PASSED := SIM ROWS COLS TYPES SEED WAVES DTYPE FTZ WORKLOAD FORMAT SIZES LAYERS WORKERS COMMANDS \
+          MX MX_PSUM
 export $(foreach v,$(PASSED),$(if $(filter undefined,$(origin $(v))),,$(v)))
 # --types for the commands that do not read $TYPES (regress, fuzz): only when TYPES is set.
 TYPES_ARG = $(if $(filter undefined,$(origin TYPES)),,--types '$(TYPES)')

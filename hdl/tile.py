@@ -27,8 +27,8 @@ from .loader import StationaryLoader
 from .pe import ProcessingElement, pe_signature
 from .result import ResultPath
 
-__all__ = ["COMMAND_QUEUE_DEPTH", "PE_PROBES", "PROBES", "Probe", "Tile", "pe_probes",
-           "tile_component", "tile_probes", "token_layout", "verilog_ports"]
+__all__ = ["COMMAND_QUEUE_DEPTH", "MX_PE_PROBES", "PE_PROBES", "PROBES", "Probe", "Tile",
+           "pe_probes", "tile_component", "tile_probes", "token_layout", "verilog_ports"]
 
 
 #: The tile's internal signals that waveforms show, each a port of one of its components:
@@ -110,13 +110,22 @@ PE_PROBES = {
 }
 
 
-def pe_probes(k, c, width=OPERAND_WIDTH):
+#: The per-PE signal an MX PE adds to :data:`PE_PROBES` (a port of
+#: ``pe_signature(mx=True)``).
+MX_PE_PROBES = {
+    "scale": ("scale_in", "the moving operand's E8M0 block scale"),
+}
+
+
+def pe_probes(k, c, width=OPERAND_WIDTH, mx=False):
     """The :data:`PE_PROBES` of PE ``(k, c)`` of a tile's array with ``width``-bit operand
-    lanes (dict of str to :class:`Probe`; instance ``array.pe_<k>_<c>``)."""
-    shapes = {"weight": width, **{name: member.shape
-                                  for name, member in pe_signature(width).members.items()}}
+    lanes, and :data:`MX_PE_PROBES` with ``mx`` (dict of str to :class:`Probe`; instance
+    ``array.pe_<k>_<c>``)."""
+    members = pe_signature(width, mx).members
+    shapes = {"weight": width, **{name: member.shape for name, member in members.items()}}
+    table = {**PE_PROBES, **(MX_PE_PROBES if mx else {})}
     return {key: Probe(key, f"array.pe_{k}_{c}", (signal,), shapes[signal], doc)
-            for key, (signal, doc) in PE_PROBES.items()}
+            for key, (signal, doc) in table.items()}
 
 
 def _check_config(config):

@@ -31,6 +31,8 @@ from .scoreboard import Scoreboard
 HARNESS = Path(__file__).resolve().parent / "harness.v"
 #: Top module name of the harness.
 HARNESS_TOPLEVEL = "systolica_harness"
+#: Instance name of the tile inside the harness (its scope in a dump of a bulk run).
+HARNESS_TILE = "tile"
 #: Smallest harness memory depth (beats per stream); larger programs get the next power of 2.
 MIN_DEPTH = 4096
 

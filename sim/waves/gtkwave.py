@@ -49,6 +49,15 @@ Lanes: INT8 operands show as signed decimal (their low byte), INT32 PSUM words a
 decimal; BF16 operands and FP32 PSUM words as numbers, through the translate filter process
 :mod:`systolica.sim.waves.gtkwave_filter` (launchers and filter files are written beside the save
 file). A run of both data types shows each lane both ways.
+
+MX (a tile with the ``mx`` type set): every lane of the two operand streams also shows its
+E8M0 ``scale`` (``stationary m<i> scale``, ``moving k<i> scale``: ``2^e``, ``NaN``), each
+PE its moving operand's (``pe_k_c scale``, :data:`systolica.hdl.tile.MX_PE_PROBES`), and the
+PSUM group the token's BF16 write: ``dst`` (FP32/BF16 PSUM), ``rounding``, ``first`` and the
+``seed`` (hex, as the command's). With an :class:`MxLanes` mode (a run of MX matmuls) the
+operand lanes are x4 words shown as four elements, lane 0 first, of each side's type (an
+MXFP4 side's lanes are e2m1 in bits [15:0] in the stream and e4m3fn in the array), or as
+four hex bytes for a side of unknown type (``"mx"``), and the PSUM words as FP32 or BF16.
 """
 
 import os
@@ -60,12 +69,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from amaranth.hdl import Shape
 from vcd.gtkw import GTKWSave, make_translation_filter
 
-from systolica.golden import FORMATS
+from systolica.golden.command import DTYPES
+from systolica.golden.mx import MX_TYPES, command_types
 from systolica.hdl.layouts import (
-    OPERAND_WIDTH,
     PSUM_WIDTH,
     DType,
     ErrorCode,
@@ -86,6 +96,7 @@ from systolica.sim.builder.runner import (
 from systolica.sim.builder.toolchain import check_simulator_name
 from systolica.sim.waves.gtkwave_filter import WIDTHS as FILTER_WIDTHS
 from systolica.tb import protocol
+from systolica.tb.bulk import HARNESS_TILE, HARNESS_TOPLEVEL
 
 #: Scope of the tile top in each simulator's dump. Checked on real dumps: Icarus and
 #: Verilator 5.048 (cocotb's runner) both put ``systolica_tile`` at the root (Verilator adds
@@ -95,10 +106,15 @@ SCOPE = {"icarus": TOPLEVEL, "verilator": TOPLEVEL}
 ZOOM = -15.0
 #: Largest rows and cols for which the save file has per-PE groups.
 PE_GROUP_LIMIT = 8
-#: Lane decodings: one data type, or both for runs that mix them.
-LANE_MODES = ("int8", "bf16", "mixed", *(name for name in FORMATS if name not in ("int8", "bf16")))
-#: Bits per operand lane and per PSUM word (from systolica.hdl.layouts).
-OPERAND_BITS, PSUM_BITS = OPERAND_WIDTH, PSUM_WIDTH
+#: Lane decodings: one data type, or both for runs that mix them, or ``"mx"`` (x4 words of
+#: unknown types; :class:`MxLanes` names them).
+LANE_MODES = ("int8", "bf16", "mixed", *(name for name in DTYPES if name not in ("int8", "bf16")),
+              "mx")
+#: MX element types by short name (``systolica.golden.mx.MX_TYPES``: e4m3fn, e5m2, e2m1).
+MX_ELEMENTS = {name: dtype for dtype, (name, _, _) in MX_TYPES.items()}
+#: Bits per PSUM word (from systolica.hdl.layouts; operand lanes are the tile's
+#: ``TileConfig.operand_width``).
+PSUM_BITS = PSUM_WIDTH
 #: Kinds of the translate filter process (see ``gtkwave_filter.py``).
 FILTER_KINDS = tuple(FILTER_WIDTHS)
 #: The cocotb test module a regression failure is reproduced from.
@@ -108,6 +124,53 @@ _FILTER_SCRIPT = Path(__file__).resolve().parent / "gtkwave_filter.py"
 
 class ViewerNotFoundError(SystolicaError):
     """GTKWave, or a display for it, is missing where opening it was asked for."""
+
+
+@dataclass(frozen=True)
+class MxLanes:
+    """The lane mode of a run of MX matmuls (``nc_matmul_mx``) on a tile with the ``mx`` type
+    set: what its x4 words hold (the save file decodes every lane one way; GTKWave lets a
+    user pick another filter per trace).
+
+    Attributes
+    ----------
+    stationary, moving : {"e4m3fn", "e5m2", "e2m1"} or None
+        The element type of each side's x4 words (keys of :data:`MX_ELEMENTS`); None shows
+        the word's four bytes in hex. In the streams an ``e2m1`` (MXFP4) side's lanes show
+        their bits [15:0] as four e2m1 values; in the array (the PE traces) its words are
+        e4m3fn, converted in front of it.
+    psum : {"fp32", "bf16"}
+        The PSUM words written: FP32, or BF16 (the FP32 word of a BF16 value: its bits
+        [31:16] shown through the BF16 filter).
+    """
+
+    stationary: str | None = None
+    moving: str | None = None
+    psum: str = "fp32"
+
+    def __post_init__(self):
+        for side in ("stationary", "moving"):
+            name = getattr(self, side)
+            if name is not None and name not in MX_ELEMENTS:
+                raise ValueError(f"MxLanes.{side} must be one of {', '.join(MX_ELEMENTS)} or "
+                                 f"None, not {name!r}")
+        if self.psum not in ("fp32", "bf16"):
+            raise ValueError(f"MxLanes.psum must be 'fp32' or 'bf16', not {self.psum!r}")
+
+    def stream_filter(self, side):
+        """The filter kind of ``side``'s lanes in its stream (str)."""
+        name = getattr(self, side)
+        return "x4" if name is None else f"x4-{name}"
+
+    def array_filter(self, side):
+        """The filter kind of ``side``'s x4 words in the array, where an MXFP4 side is
+        e4m3fn (:func:`systolica.golden.mx.command_types`) (str)."""
+        name = getattr(self, side)
+        if name is None:
+            return "x4"
+        empty = np.empty(0, MX_ELEMENTS[name])
+        (edge, _), _ = command_types(empty, empty)
+        return f"x4-{edge}"
 
 
 # ---- save file ---------------------------------------------------------------------------
@@ -140,6 +203,7 @@ def _filters(directory):
                 (3, "MXFP4 both")],
         "dst": [(0, "FP32 PSUM"), (1, "BF16 PSUM")],
         "rounding": [(0, "round to nearest even"), (1, "stochastic")],
+        "first": [(0, "generators continue"), (1, "first column: generators from seed")],
         "buffer": [(0, "buffer 0"), (1, "buffer 1")],
         # {busy, full} of one stationary buffer.
         "buffer_state": [(0, "free"), (1, "loaded"), (2, "in use"),
@@ -233,29 +297,54 @@ class _Writer:
         self.save.trace(f"#{{{alias}}} {names}", datafmt="hex",
                         translate_filter_file=str(self.filters[table]))
 
-    def lane(self, alias, signal, width, lsb, lane_bits, mode):
-        """One operand (16-bit) or PSUM (32-bit) lane at bit ``lsb`` of ``signal``, decoded."""
+    def decoded(self, alias, signal, width, msb, lsb, datafmt="hex", proc=None):
+        """Bits ``msb..lsb`` of a ``width``-bit ``signal`` as one trace ``alias`` in
+        ``datafmt``, through the filter process of kind ``proc`` (a key of
+        :data:`FILTER_KINDS`) when given."""
+        proc = str(self.filters[proc]) if proc else None
+        if (msb, lsb) == (width - 1, 0):
+            self.save.trace(self.name(signal, width), alias=alias, datafmt=datafmt,
+                            translate_filter_proc=proc)
+        else:
+            self.save.trace(self.bits(alias, signal, width, msb, lsb), datafmt=datafmt,
+                            translate_filter_proc=proc)
+
+    def lane(self, alias, signal, width, lsb, lane_bits, mode, operand=True, side=None,
+             array=False):
+        """One operand lane (``operand``; 16 or 32 bits) or PSUM word (32 bits) at bit
+        ``lsb`` of ``signal``, decoded as ``mode`` (one of :data:`LANE_MODES` but ``"mx"``,
+        or an :class:`MxLanes`: an operand lane of ``side`` as x4 words, in the stream or,
+        with ``array``, in the array)."""
+        if isinstance(mode, MxLanes):
+            if not operand:   # a PE's partial sums are FP32; PSUM words may be BF16
+                if mode.psum == "bf16" and not array:   # the FP32 word of a BF16 value
+                    self.decoded(alias, signal, width, lsb + lane_bits - 1,
+                                 lsb + lane_bits - FILTER_WIDTHS["bf16"], proc="bf16")
+                else:
+                    self.decoded(alias, signal, width, lsb + lane_bits - 1, lsb, proc="fp32")
+                return
+            proc = mode.array_filter(side) if array else mode.stream_filter(side)
+            self.decoded(alias, signal, width, lsb + FILTER_WIDTHS[proc] - 1, lsb, proc=proc)
+            return
         kinds = ("int8", "bf16") if mode == "mixed" else (mode,)
         for kind in kinds:
-            shown = kind if lane_bits == OPERAND_BITS else "int32" if kind == "int8" else "fp32"
+            shown = kind if operand else "int32" if kind == "int8" else "fp32"
             label = alias if len(kinds) == 1 else f"{alias} {shown}"
             if kind == "int8":   # INT8 operands in the low byte, INT32 PSUM words whole
-                msb = lsb + (7 if lane_bits == OPERAND_BITS else PSUM_BITS - 1)
-                proc, datafmt = None, "signed"
+                self.decoded(label, signal, width, lsb + (7 if operand else lane_bits - 1),
+                             lsb, datafmt="signed")
             else:   # float operands (FP8 in the low byte: k = r in double-row), FP32 PSUM
-                operand = lane_bits == OPERAND_BITS
-                msb = lsb + (FILTER_WIDTHS[kind] if operand else lane_bits) - 1
-                proc = str(self.filters[kind if operand else "fp32"])
-                datafmt = "hex"
-            if (msb, lsb) == (width - 1, 0):
-                self.save.trace(self.name(signal, width), alias=label, datafmt=datafmt,
-                                translate_filter_proc=proc)
-            else:
-                self.save.trace(self.bits(label, signal, width, msb, lsb), datafmt=datafmt,
-                                translate_filter_proc=proc)
+                proc = _operand_filter(kind) if operand else "fp32"
+                msb = lsb + (FILTER_WIDTHS[proc] if operand else lane_bits) - 1
+                self.decoded(label, signal, width, msb, lsb, proc=proc)
 
 
-def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
+def _operand_filter(kind):
+    """The filter kind of an operand lane of float type ``kind`` (TF32 is an FP32 word)."""
+    return "fp32" if kind == "tf32" else kind
+
+
+def write_save_file(save_path, dump_path, *, config, simulator, mode="int8", harness=False):
     """Write a GTKWave save file for ``dump_path`` of a run of the tile of ``config``.
 
     Translate filter launchers and filter files go into ``<save_path stem>-gtkwave/`` beside
@@ -269,11 +358,20 @@ def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
         The tile (its size and PSUM geometry).
     simulator : {"icarus", "verilator"}
         The simulator that wrote the dump (it fixes the scope prefix).
-    mode : {"int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn"}
+    harness : bool
+        The dump is of a bulk-driver run (the MX matmuls of ``systolica waves --mx``): the
+        tile is instance ``tile`` of the harness top ``systolica_harness``.
+    mode : {"int8", "bf16", "mixed", "fp16", "e4m3", "e5m2", "e3m4", "e4m3fn", "tf32", "fp32", \
+"mx"} or MxLanes
         How operand and PSUM lanes are decoded: signed decimal (INT8 operands, INT32 PSUM),
         numbers through the filter process (float operands of that type, FP32 PSUM), or
         ``"mixed"``: both INT8 and BF16. FP8 lanes show bits [7:0] (in double-row mode the
-        element k = r of partition row r).
+        element k = r of partition row r), 8- and 16-bit types the low bits of a 32-bit
+        lane (a tile with ``fp32`` or ``mx``), TF32 and FP32 the whole 32-bit word. An
+        :class:`MxLanes` (on a tile with the ``mx`` type set; ``"mx"`` is ``MxLanes()``)
+        shows operand lanes as x4 words, four elements each, and PSUM words as FP32 or
+        BF16. On an ``mx`` tile every mode also shows each lane's E8M0 scale (``2^e``,
+        ``NaN``), the moving scale at each PE, and the PSUM token's BF16 write fields.
 
     Returns
     -------
@@ -285,41 +383,51 @@ def write_save_file(save_path, dump_path, *, config, simulator, mode="int8"):
     TypeError
         If ``config`` is not a TileConfig.
     ValueError
-        If ``simulator`` or ``mode`` is unknown.
+        If ``simulator`` or ``mode`` is unknown, or ``mode`` is MX and the tile has no
+        ``mx`` type set.
     """
     probes = tile_probes(config)
     rows, cols = config.rows, config.cols
     check_simulator_name(simulator)
-    if mode not in LANE_MODES:
+    if not isinstance(mode, MxLanes) and mode not in LANE_MODES:
         raise ValueError(f"unknown lane mode {mode!r}; choose one of: {', '.join(LANE_MODES)}")
+    mode = MxLanes() if mode == "mx" else mode
+    if isinstance(mode, MxLanes) and not config.mx:
+        raise ValueError(f"MX lanes need a tile with the mx type set, not {config.types_name}; "
+                         f"allowed: a TileConfig whose types include 'mx' (such as 'int8+mx')")
     save_path, dump_path = Path(save_path).resolve(), Path(dump_path).resolve()
+    scope = f"{HARNESS_TOPLEVEL}.{HARNESS_TILE}" if harness else SCOPE[simulator]
     filters = _filters(save_path.parent / f"{save_path.stem}-gtkwave")
     with open(save_path, "w") as handle:
         save = GTKWSave(handle)
-        save.comment(f"Systolica {rows} x {cols} tile on {simulator}, lanes as {mode}; "
+        shown = mode if isinstance(mode, str) else (
+            f"MX x4 words ({mode.stationary or 'bytes'} x {mode.moving or 'bytes'} -> "
+            f"{mode.psum.upper()})")
+        save.comment(f"Systolica {rows} x {cols} tile on {simulator}, lanes as {shown}; "
                      f"generated by systolica.sim.waves.gtkwave")
         save.dumpfile(str(dump_path))
         save.savefile(str(save_path))
         save.size(1600, 1000)
         save.signals_width(320)
         save.sst_expanded(True)
-        save.treeopen(f"{SCOPE[simulator]}.")
+        save.treeopen(f"{scope}.")
         save.zoom_markers(ZOOM)
-        _groups(_Writer(save, SCOPE[simulator], filters), rows, cols, mode,
-                config.psum_banks, config.psum_entries, probes)
+        _groups(_Writer(save, scope, filters), config, mode, probes)
     return save_path
 
 
-def _groups(w, rows, cols, mode, banks, entries, probes):
+def _groups(w, config, mode, probes):
     save = w.save
+    rows, cols, entries = config.rows, config.cols, config.psum_entries
+    width, mx = config.operand_width, config.mx
     command = _fields(command_layout())
     command_bits = command_layout().size
     status = _fields(status_layout())
     status_bits = status_layout().size
-    stationary_bits = stationary_layout(cols).size
-    stationary_lsb = stationary_layout(cols)["data"].offset
-    moving_bits = moving_layout(rows).size
-    moving_lsb = moving_layout(rows)["data"].offset
+    stationary = stationary_layout(cols, width, mx)
+    stationary_bits, stationary_lsb = stationary.size, stationary["data"].offset
+    moving = moving_layout(rows, width, mx)
+    moving_bits, moving_lsb = moving.size, moving["data"].offset
     result_bits = result_layout(cols).size
     result_lsb = result_layout(cols)["data"].offset
     out_token = probes["psum_token"].name      # the beats now at the PSUM stage, per cell
@@ -338,7 +446,8 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
                   "tiled": "tiled", "dtype_hi": "dtype_hi", "moving_dtype_hi": "dtype_hi",
                   "mx": "mx", "fp4": "fp4", "bf16_out": "dst", "stochastic": "rounding"}
         for name, (lsb, bits) in command.items():
-            w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name))
+            w.field(name, "command__payload", command_bits, lsb, bits, table=tables.get(name),
+                    datafmt="hex" if name == "seed" else "dec")
     with save.group("Status"):
         w.field("rejected", "status", status_bits, *status["rejected"])
         w.field("error", "status", status_bits, *status["error"], table="error")
@@ -350,15 +459,23 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
             w.wire(load_row.name, "partition row k", load_row.width, datafmt="dec")
         for m in range(cols):
             w.lane(f"stationary m{m}", "stationary__payload", stationary_bits,
-                   stationary_lsb + m * OPERAND_BITS, OPERAND_BITS, mode)
+                   stationary_lsb + m * width, width, mode, side="stationary")
+        if mx:
+            for m in range(cols):
+                w.decoded(f"stationary m{m} scale", "stationary__payload", stationary_bits,
+                          *_scale_bits(stationary, m), proc="e8m0")
     with save.group("MultiplyMoving stream"):
         w.wire("moving__valid", "valid")
         w.wire("moving__ready", "ready")
         w.field("row cells", "moving__payload", moving_bits,
-                *_fields(moving_layout(rows))["groups"], datafmt="bin")
+                *_fields(moving)["groups"], datafmt="bin")
         for k in range(rows):
             w.lane(f"moving k{k}", "moving__payload", moving_bits,
-                   moving_lsb + k * OPERAND_BITS, OPERAND_BITS, mode)
+                   moving_lsb + k * width, width, mode, side="moving")
+        if mx:
+            for k in range(rows):
+                w.decoded(f"moving k{k} scale", "moving__payload", moving_bits,
+                          *_scale_bits(moving, k), proc="e8m0")
     with save.group("PSUM result stream"):
         w.wire("result__valid", "valid")
         w.wire("result__ready", "ready")
@@ -368,7 +485,7 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
         w.field("last", "result__payload", result_bits, *results["last"], datafmt="bin")
         for m in range(cols):
             w.lane(f"psum m{m}", "result__payload", result_bits,
-                   result_lsb + m * PSUM_BITS, PSUM_BITS, mode)
+                   result_lsb + m * PSUM_BITS, PSUM_BITS, mode, operand=False)
     with save.group("PSUM"):
         w.wire(probes["psum_write"].name, "write")
         for h in range(tokens.length):
@@ -389,6 +506,11 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
             field("mode", *token["accumulate"], table="mode")
             field("dtype", *token["fp32"], table="psum_dtype")
             field("ftz", *token["ftz"], table="ftz")
+            if mx:   # the BF16 write of an MX tile (layouts.MX_TOKEN)
+                field("dst", *token["bf16"], table="dst")
+                field("rounding", *token["stochastic"], table="rounding")
+                field("first", *token["first"], table="first")
+                field("seed", *token["seed"], datafmt="hex")
     with save.group("Tile state"):
         queued, loaded = probes["queued"], probes["loaded"]
         w.wire(queued.name, "command queue", queued.width, table="queue")
@@ -413,9 +535,21 @@ def _groups(w, rows, cols, mode, banks, entries, probes):
     for k in range(rows):
         with save.group(f"PE row {k}", closed=True):
             for c in range(cols):
-                for what, probe in pe_probes(k, c).items():
-                    w.lane(f"pe_{k}_{c} {what}", probe.name, probe.width, 0, probe.width,
-                           mode)
+                for what, probe in pe_probes(k, c, width, mx).items():
+                    label = f"pe_{k}_{c} {what}"
+                    if what == "scale":
+                        w.decoded(label, probe.name, probe.width, probe.width - 1, 0,
+                                  proc="e8m0")
+                        continue
+                    w.lane(label, probe.name, probe.width, 0, probe.width, mode,
+                           operand=what != "psum", array=True,
+                           side="stationary" if what == "weight" else "moving")
+
+
+def _scale_bits(layout, lane):
+    """``(msb, lsb)`` of lane ``lane``'s E8M0 scale in a stream payload ``layout``."""
+    lsb = layout["scale"].offset + lane * Shape.cast(layout["scale"].shape.elem_shape).width
+    return lsb + Shape.cast(layout["scale"].shape.elem_shape).width - 1, lsb
 
 
 def save_file_signals(save_path):

@@ -8,9 +8,17 @@ generates attach this filter to every float operand lane (BF16, FP16, FP8 e4m3 /
 / e4m3fn) and FP32 lane, through a small launcher script per kind (GTKWave runs a path,
 without arguments).
 
-Run as ``python gtkwave_filter.py KIND`` with KIND one of :data:`WIDTHS`. The file uses
-the standard library alone, so GTKWave starts it quickly and it does not import the rest of
-Systolica.
+Run as ``python gtkwave_filter.py KIND`` with KIND one of :data:`WIDTHS`. The kinds of
+the tile's own types use the standard library alone, so GTKWave starts them quickly; the MX
+kinds (:data:`X4`, ``e8m0``) import ``systolica.golden.mx`` (numpy, ml_dtypes) once at start,
+to split x4 words by its ``unpack_x4`` and to decode elements and scales with ml_dtypes.
+
+MX kinds: an x4 word (NeuronCore-v4's ``nc_matmul_mx`` operand lane) shows its four elements
+lane 0 first (bits 7..0 of an FP8 word, 3..0 of an MXFP4 one), separated by `` | ``:
+``x4-e4m3fn`` and ``x4-e5m2`` (32-bit words, each element as its FP8 kind below),
+``x4-e2m1`` (MXFP4: 16-bit words of four e2m1 values, 0 to 6, no Inf or NaN) and ``x4``
+(type unknown: the four bytes in hex). ``e8m0`` shows a block scale as its value ``2^e``
+(``2^-127`` .. ``2^127``) and ``NaN`` for 0xFF.
 
 Output: the shortest decimal that reads back to the same value of the lane's type (``1.5``,
 ``-0.000122``, ``3.39e+38``), ``-0`` for negative zero, ``+Inf``/``-Inf``, ``NaN`` for the
@@ -27,8 +35,14 @@ import sys
 #: as ``systolica.golden.formats.FORMATS`` (a unit test compares them).
 NARROW = {"fp16": (5, 10, 15, True), "e4m3": (4, 3, 7, True), "e5m2": (5, 2, 15, True),
           "e3m4": (3, 4, 3, True), "e4m3fn": (4, 3, 7, False)}
+#: The x4-word kinds: bits per word (FP8 words 32, MXFP4 16), and each one's element type
+#: (a short name of ``systolica.golden.mx.MX_TYPES``; a unit test compares them), or None
+#: for ``x4``, the bytes in hex.
+X4 = {"x4-e4m3fn": (32, "e4m3fn"), "x4-e5m2": (32, "e5m2"), "x4-e2m1": (16, "e2m1"),
+      "x4": (32, None)}
 #: Bits per kind of lane.
-WIDTHS = {"bf16": 16, "fp32": 32, **{k: 1 + e + m for k, (e, m, _, _) in NARROW.items()}}
+WIDTHS = {"bf16": 16, "fp32": 32, **{k: 1 + e + m for k, (e, m, _, _) in NARROW.items()},
+          **{k: bits for k, (bits, _) in X4.items()}, "e8m0": 8}
 #: The canonical quiet NaN of each kind (what the tile produces for every NaN result).
 CANONICAL_NAN = {"bf16": 0x7FC0, "fp32": 0x7FC00000}
 
@@ -94,6 +108,8 @@ def decode(text, kind):
         return value_text
     width = WIDTHS[kind]
     bits &= (1 << width) - 1
+    if kind in X4 or kind == "e8m0":
+        return _decode_mx(bits, kind)
     gap = None
     if kind in NARROW:
         value, gap = _narrow(bits, kind)
@@ -117,6 +133,36 @@ def decode(text, kind):
         elif (_bf16_bits if kind == "bf16" else _fp32_bits)(float(short)) == bits:
             return short
     return repr(value)  # not reached: 9 significant digits always read back for FP32
+
+
+def _decode_mx(bits, kind):
+    """An x4 word's four elements, or an E8M0 scale, of ``bits`` (int) as text."""
+    import math
+
+    import numpy as np
+
+    from systolica.golden import mx
+
+    if kind == "e8m0":
+        value = float(np.array([bits], np.uint8).view(mx.E8M0)[0])
+        return "NaN" if value != value else f"2^{math.frexp(value)[1] - 1}"
+    width, element = X4[kind]
+    types = {name: dtype for dtype, (name, _, _) in mx.MX_TYPES.items()}
+    words = np.array([bits], np.uint16 if width == 16 else np.uint32)
+    if element is None:   # the bytes of an FP8 word, through the same split
+        codes = mx.unpack_x4(words, types["e4m3fn"])[0].view(np.uint8)
+        return " | ".join(f"{int(code):02X}" for code in codes)
+    values = mx.unpack_x4(words, types[element])[0]
+    if element in NARROW:
+        return " | ".join(decode(f"{int(code):02X}", element) for code in values.view(np.uint8))
+    # e2m1: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives, every one finite and short
+    shown = []
+    for value in values.astype(np.float64):
+        if value == 0:
+            shown.append("-0" if math.copysign(1.0, value) < 0 else "0")
+        else:
+            shown.append(str(int(value)) if value == int(value) else f"{value:g}")
+    return " | ".join(shown)
 
 
 def main(argv=None, stdin=None, stdout=None):

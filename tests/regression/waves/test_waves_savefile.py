@@ -67,3 +67,50 @@ def test_the_check_catches_a_signal_the_dump_lacks(tmp_path, capsys):
         "systolica_tile.no_such_signal (1 bits)",
         "systolica_tile.queue.queued (8 bits)",
     ]
+
+
+def _first_value_while_valid(dump, valid, payload):
+    """The value of ``payload`` (int) when ``valid`` (full names) first rises in ``dump``."""
+    wave = pywellen.Waveform(str(dump))
+    variables = {var.full_name: var for var in wave.all_vars()}
+
+    def changes(name):
+        seen = []
+        wave.stream_changes(lambda time, _, value: seen.append((time, value)),
+                            [variables[name]])
+        return seen
+
+    rise = next(time for time, value in changes(valid) if value == 1)
+    return [value for time, value in changes(payload) if time <= rise][-1]
+
+
+def test_an_mx_run_shows_its_x4_words_and_scales(capsys):
+    """``--mx`` on Icarus (an 8 x 2 int8+mx tile in the bulk harness): every saved signal is
+    in the dump, and the first moving beat's lane 0 and its scale, taken from the dump and
+    put through the save file's filters, are the workload's elements and scale as
+    ml_dtypes decodes them."""
+    import argparse
+
+    import numpy as np
+
+    from systolica.sim.waves.gtkwave_filter import decode
+
+    argv = ["--sim", "icarus", "--rows", "8", "--cols", "2", "--mx", "e4m3fn,e2m1",
+            "--mx-psum", "stochastic", "--matmuls", "1", "--n", "3", "--seed", "7"]
+    status, out, dump, save = run_waves(capsys, *argv)
+    assert status == 0, out
+    assert "1 MX e4m3fn x e2m1 -> stochastic matmuls" in out
+    assert missing_signals(save, dump) == []
+    text = save.read_text()
+    for alias in ("moving k0", "stationary m1 scale", "cell 0 seed", "pe_7_1 scale"):
+        assert "{" + alias + "}" in text, alias
+    (job,) = waves_cli.mx_workload(argparse.Namespace(
+        seed=7, rows=8, cols=2, n=3, matmuls=1, mx=("e4m3fn", "e2m1"), mx_psum="stochastic"))
+    beat = _first_value_while_valid(dump, "systolica_harness.tile.moving__valid",
+                                    "systolica_harness.tile.moving__payload")
+    # Lane 0 (bits 31..0, an MXFP4 word in 15..0) of moving column n = 0, partition 0; its
+    # scale at bits 267..260 (after 8 lanes of 32 bits and 4 row-cell bits).
+    shown = decode(f"{beat & 0xFFFF:04X}", "x4-e2m1").split(" | ")
+    assert [float(v) for v in shown] == job.moving[0, 0].astype(np.float64).tolist()
+    scale = float(np.asarray(job.moving_scale)[0, 0].astype(np.float64))
+    assert decode(f"{(beat >> 260) & 0xFF:02X}", "e8m0") == f"2^{int(np.log2(scale))}"

@@ -77,6 +77,75 @@ def test_narrow_float_filters_read_back_every_pattern():
     assert decode("77", "e4m3") == "240" and decode("7E", "e4m3fn") == "448"
 
 
+# ---- MX: x4 words and E8M0 scales ---------------------------------------------------------
+
+@pytest.mark.parametrize("text,kind,shown", [
+    # e4m3fn bytes, lane 0 = bits 7..0: 0x38 = 1.0, 0xC0 = -2, 0x40 = 2, 0x7E = 448,
+    # 0xFF = NaN (S.1111.111), 0x80 = -0, 0x01 = 2^-9 (the smallest subnormal; the shortest
+    # decimal that reads back, as FP8 lanes show it)
+    ("7E40C038", "x4-e4m3fn", "1 | -2 | 2 | 448"),
+    ("018000FF", "x4-e4m3fn", "NaN(0xFF) | 0 | -0 | 0.002"),
+    # e5m2 bytes: 0x3C = 1.0, 0x7C = +Inf, 0xFC = -Inf, 0x7B = 57344
+    ("7BFC7C3C", "x4-e5m2", "1 | +Inf | -Inf | 57344"),
+    # e2m1 nibbles, lane 0 = bits 3..0: 1 = 0.5, A = -1 (1.01.0), 7 = 6, F = -6; a 32-bit
+    # value keeps its low 16 bits
+    ("F7A1", "x4-e2m1", "0.5 | -1 | 6 | -6"), ("12348000", "x4-e2m1", "0 | 0 | 0 | -0"),
+    ("7E40C038", "x4", "38 | C0 | 40 | 7E"),
+    ("7F", "e8m0", "2^0"), ("00", "e8m0", "2^-127"), ("FE", "e8m0", "2^127"),
+    ("FF", "e8m0", "NaN"), ("80", "e8m0", "2^1"), ("xx", "e8m0", "xx"),
+    ("zzzzzzzz", "x4-e5m2", "zzzzzzzz"),
+])
+def test_filter_decodes_x4_words_and_e8m0_scales(text, kind, shown):
+    assert decode(text, kind) == shown
+
+
+def test_x4_filters_show_the_elements_ml_dtypes_decodes_in_lane_order():
+    """Random x4 words of each MX type: the four numbers shown are ml_dtypes' values of the
+    word's elements, lane j from bits 8j+7..8j (FP8) or 4j+3..4j (MXFP4)."""
+    import ml_dtypes
+    import numpy as np
+
+    from systolica.golden.mx import MX_TYPES
+    from systolica.sim.waves.gtkwave_filter import X4
+
+    rng = np.random.default_rng(26)
+    names = {name: dtype for dtype, (name, _, _) in MX_TYPES.items()}
+    assert {element for _, element in X4.values()} == {*names, None}
+    for kind, (bits, element) in X4.items():
+        if element is None:
+            continue
+        lane_bits = 4 if names[element] == np.dtype(ml_dtypes.float4_e2m1fn) else 8
+        assert bits == 4 * lane_bits, kind
+        for _ in range(200):
+            codes = [int(c) for c in rng.integers(0, 1 << lane_bits, 4)]
+            word = sum(code << (lane_bits * j) for j, code in enumerate(codes))
+            want = np.array(codes, np.uint8).view(names[element]).astype(np.float64)
+            shown = decode(f"{word:0{bits // 4}X}", kind).split(" | ")
+            assert len(shown) == 4, (kind, hex(word))
+            for text, value in zip(shown, want, strict=True):
+                if np.isnan(value):
+                    assert text.startswith("NaN"), (kind, hex(word), text)
+                elif np.isinf(value):
+                    assert text == ("+Inf" if value > 0 else "-Inf"), (kind, hex(word))
+                else:
+                    back = np.float64(float(text)).astype(names[element]).astype(np.float64)
+                    assert back == value and np.signbit(float(text)) == np.signbit(value), \
+                        (kind, hex(word), text)
+
+
+def test_e8m0_filter_shows_every_scale_as_a_power_of_two():
+    import ml_dtypes
+    import numpy as np
+
+    values = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e8m0fnu).astype(np.float64)
+    for code, value in enumerate(values):
+        shown = decode(f"{code:02X}", "e8m0")
+        if np.isnan(value):
+            assert code == 0xFF and shown == "NaN"
+        else:
+            assert shown.startswith("2^") and np.ldexp(1.0, int(shown[2:])) == value, code
+
+
 def _generated(tmp_path, rows=2, cols=3, simulator="icarus", mode="bf16"):
     dump = tmp_path / "dump.fst"
     dump.write_bytes(b"")
@@ -210,8 +279,10 @@ def test_command_fields_are_decoded_at_their_layout_offsets(tmp_path):
         # MSB first, so the picked bits run from the field's top bit down to its offset.
         assert _picked_bits(refs) == list(range(field.offset + width - 1, field.offset - 1, -1))
         if name in ("bank", "offset", "k", "m", "n", "tile_row", "tile_col", "tile_rows",
-                    "tile_cols", "seed"):
+                    "tile_cols"):
             assert flags & GTKWFlag.dec.value and filter_file is None, name
+        elif name == "seed":     # a bit pattern (XORWOW state), in hex
+            assert flags & GTKWFlag.hex.value and filter_file is None, name
         else:
             assert width == field.width and filter_file, name
     assert _table(traces["op"][2]) == {"0": "MATMUL", "1": "READ"}
@@ -342,21 +413,130 @@ def test_internal_signals_come_from_the_published_probes(tmp_path):
     PE), and every probe the tile has at that size is shown."""
     from systolica.hdl.tile import COMMAND_QUEUE_DEPTH, pe_probes, tile_probes
 
-    for rows, cols in ((1, 1), (2, 3)):
-        save = _generated(tmp_path, rows=rows, cols=cols)
+    for rows, cols, types in ((1, 1, "all"), (2, 3, "all"), (8, 2, "int8+mx")):
+        config = TileConfig(rows, cols, types)
+        save = waves.write_save_file(tmp_path / "tile.gtkw", tmp_path / "dump.fst",
+                                     config=config, simulator="icarus")
         scope = "systolica_tile."
         internal = {(name[len(scope):], width) for name, width, _ in
                     waves.save_file_signals(save) if "." in name[len(scope):]}
-        probes = {(p.name, p.width) for p in tile_probes(TileConfig(rows, cols)).values()
-                  if p.width}
+        probes = {(p.name, p.width) for p in tile_probes(config).values() if p.width}
         pes = {(p.name, p.width) for k in range(rows) for c in range(cols)
-               for p in pe_probes(k, c).values()}
+               for p in pe_probes(k, c, config.operand_width, config.mx).values()}
         assert internal == probes | pes
         traces = _traces(save.read_text(), "Tile state")
         assert len([a for a in traces if a.startswith("queue entry")]) == COMMAND_QUEUE_DEPTH
         assert _table(traces["command queue"][2])[
             f"{(1 << COMMAND_QUEUE_DEPTH) - 1:x}".upper()] == \
             f"{COMMAND_QUEUE_DEPTH} commands (full)"
+
+
+def _procs(text, group):
+    """{alias: filter process launcher name} of the traces of one group of a save file."""
+    lines = text.splitlines()
+    begin = lines.index(f"-{group}")
+    procs, proc = {}, None
+    for line in lines[begin + 1:lines.index(f"-{group}", begin + 1)]:
+        if line.startswith("^>"):
+            proc = Path(line.split(None, 1)[1]).name
+        elif line.startswith(("#{", "+{")):
+            procs[line[2:line.index("}")]] = proc
+            proc = None
+    return procs
+
+
+def _mx_save(tmp_path, mode):
+    return waves.write_save_file(tmp_path / "mx.gtkw", tmp_path / "mx.fst",
+                                 config=TileConfig(8, 2, "int8+mx"), simulator="icarus",
+                                 mode=mode)
+
+
+def test_mx_lanes_show_x4_words_and_e8m0_scales_where_the_layouts_put_them(tmp_path):
+    # 8 x 2 int8+mx: 32-bit lanes. LoadStationary payload = 2 lanes (bits 63..0) then two
+    # 8-bit scales (79..64); MultiplyMoving = 8 lanes (255..0), 4 row-cell bits (259..256),
+    # 8 scales (323..260); the result = 2 PSUM words (63..0), ...
+    text = _mx_save(tmp_path, waves.MxLanes("e2m1", "e5m2", "bf16")).read_text()
+    stationary = _traces(text, "LoadStationary stream")
+    procs = _procs(text, "LoadStationary stream")
+    # An MXFP4 side: four e2m1 values in the lane's bits [15:0].
+    assert _picked_bits(stationary["stationary m1"][1]) == list(range(47, 31, -1))
+    assert procs["stationary m1"] == "x4-e2m1-filter"
+    assert _picked_bits(stationary["stationary m1 scale"][1]) == list(range(79, 71, -1))
+    assert procs["stationary m1 scale"] == "e8m0-filter"
+    moving, procs = _traces(text, "MultiplyMoving stream"), _procs(text, "MultiplyMoving stream")
+    assert _picked_bits(moving["moving k3"][1]) == list(range(127, 95, -1))
+    assert procs["moving k3"] == "x4-e5m2-filter"
+    assert _picked_bits(moving["moving k3 scale"][1]) == list(range(291, 283, -1))
+    assert procs["moving k7 scale"] == "e8m0-filter"
+    result, procs = _traces(text, "PSUM result stream"), _procs(text, "PSUM result stream")
+    # A BF16 PSUM word is the FP32 word of a BF16 value: its bits [31:16] through BF16.
+    assert _picked_bits(result["psum m1"][1]) == list(range(63, 47, -1))
+    assert procs["psum m1"] == "bf16-filter"
+    # In the array an MXFP4 side is e4m3fn (converted in front of it); partial sums FP32.
+    pe = _procs(text, "PE row 7")
+    assert pe["pe_7_1 weight"] == "x4-e4m3fn-filter" and pe["pe_7_1 operand"] == "x4-e5m2-filter"
+    assert pe["pe_7_1 psum"] == "fp32-filter" and pe["pe_7_1 scale"] == "e8m0-filter"
+    assert "+{pe_7_1 scale} systolica_tile.array.pe_7_1.scale_in[7:0]" in text
+    assert "+{pe_7_1 psum} systolica_tile.array.pe_7_1.psum_out[31:0]" in text
+    fp8 = _mx_save(tmp_path, waves.MxLanes("e4m3fn", "e2m1")).read_text()
+    assert _procs(fp8, "LoadStationary stream")["stationary m0"] == "x4-e4m3fn-filter"
+    assert _picked_bits(_traces(fp8, "MultiplyMoving stream")["moving k0"][1]) == \
+        list(range(15, -1, -1))
+    assert _procs(fp8, "PSUM result stream")["psum m0"] == "fp32-filter"
+    assert _procs(fp8, "PE row 0")["pe_0_0 operand"] == "x4-e4m3fn-filter"
+
+
+def test_mx_lanes_of_unknown_types_show_bytes_and_other_modes_keep_theirs(tmp_path):
+    text = _mx_save(tmp_path, "mx").read_text()
+    procs = _procs(text, "MultiplyMoving stream")
+    assert procs["moving k0"] == "x4-filter" and procs["moving k0 scale"] == "e8m0-filter"
+    assert _procs(text, "PE row 0")["pe_0_0 weight"] == "x4-filter"
+    assert _procs(text, "PSUM result stream")["psum m0"] == "fp32-filter"
+    # An INT8 run on the mx tile: INT8 lanes (low byte of the 32-bit lane) and the scales.
+    text = _mx_save(tmp_path, "int8").read_text()
+    moving = _traces(text, "MultiplyMoving stream")
+    assert _picked_bits(moving["moving k1"][1]) == list(range(39, 31, -1))
+    assert _procs(text, "MultiplyMoving stream")["moving k1 scale"] == "e8m0-filter"
+    assert "pe_0_0 scale" in _procs(text, "PE row 0")
+
+
+def test_mx_psum_tokens_show_the_bf16_write(tmp_path):
+    # 8 x 2 int8+mx: two column cells; each token is {seed[31:0], first, stochastic, bf16,
+    # addr[11:0], read, accumulate, ftz, fp32, last, valid}: 53 bits, cell 1 above cell 0.
+    text = _mx_save(tmp_path, "mx").read_text()
+    psum = _traces(text, "PSUM")
+    assert _picked_bits(psum["cell 0 dst"][1]) == [18]
+    assert _picked_bits(psum["cell 0 rounding"][1]) == [19]
+    assert _picked_bits(psum["cell 1 first"][1]) == [53 + 20]
+    assert _picked_bits(psum["cell 1 seed"][1]) == list(range(53 + 52, 53 + 20, -1))
+    from vcd.gtkw import GTKWFlag
+
+    assert psum["cell 1 seed"][0] & GTKWFlag.hex.value and psum["cell 1 seed"][2] is None
+    assert _table(psum["cell 0 dst"][2]) == {"0": "FP32 PSUM", "1": "BF16 PSUM"}
+    assert _table(psum["cell 0 rounding"][2]) == {"0": "round to nearest even",
+                                                 "1": "stochastic"}
+    assert "cell 0 seed" not in _traces(_generated(tmp_path).read_text(), "PSUM")
+
+
+def test_mx_lane_errors(tmp_path):
+    with pytest.raises(ValueError, match="^MX lanes need a tile with the mx type set, not all; "
+                                         "allowed: a TileConfig whose types include 'mx'"):
+        _generated(tmp_path, mode="mx")
+    with pytest.raises(ValueError, match="^MxLanes.moving must be one of e4m3fn, e5m2, e2m1 or "
+                                         "None, not 'e4m3'$"):
+        waves.MxLanes("e4m3fn", "e4m3")
+    with pytest.raises(ValueError, match="^MxLanes.psum must be 'fp32' or 'bf16', not 'fp16'$"):
+        waves.MxLanes(psum="fp16")
+
+
+def test_the_x4_filter_process_answers_one_line_per_word(tmp_path):
+    _mx_save(tmp_path, "mx")
+    launcher = tmp_path / "mx-gtkwave" / "x4-e4m3fn-filter"
+    # 0x38 = 1, 0xC0 = -2, 0x40 = 2, 0x7E = 448 (e4m3fn), lane 0 in the low byte
+    result = subprocess.run([str(launcher)], input="7E40C038\nxxxxxxxx\n", capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["1 | -2 | 2 | 448", "xxxxxxxx"]
 
 
 def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
@@ -370,15 +550,16 @@ def test_save_file_signals_parses_what_the_writer_writes(tmp_path):
     assert all(bit is None or 0 <= bit < width for _, width, bit in signals)
 
 
-def _verilog_top(rows, cols, instance=None):
-    """``(declared, fields)`` of the generated tile top (or of the module of one of its
+def _verilog_top(rows, cols, instance=None, types="all"):
+    """``(declared, fields)`` of the generated tile top of type set ``types`` (or of the
+    module of one of its
     component ``instance`` s): {signal: width} and {signal: {field: (lsb, width)}} from
     Amaranth's ``assign \\sig.field = sig[msb:lsb];``."""
     import re
 
     from systolica.sim.builder.generate import TOPLEVEL, generate_verilog
 
-    text, _ = generate_verilog(TileConfig(rows, cols))
+    text, _ = generate_verilog(TileConfig(rows, cols, types))
     # An escaped identifier ends with a space.
     module = TOPLEVEL if instance is None else f"\\{TOPLEVEL}.{instance} "
     top = text[text.index(f"module {module}("):]
@@ -396,14 +577,18 @@ def _verilog_top(rows, cols, instance=None):
     return declared, fields
 
 
-@pytest.mark.parametrize("rows,cols", [(2, 3), (1, 1)])
-def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols):
+@pytest.mark.parametrize("rows,cols,types", [(2, 3, "all"), (1, 1, "all"), (8, 2, "int8+mx"),
+                                            (2, 2, "fp32")])
+def test_saved_top_signals_are_in_the_generated_verilog(tmp_path, rows, cols, types):
     # The simulator-free half of tests/regression/waves/test_waves_savefile.py: every signal
-    # of the tile top that the save file names is declared there with that width.
-    declared, _ = _verilog_top(rows, cols)
+    # of the tile top that the save file names is declared there with that width (32-bit
+    # operand lanes, and scales, on the mx and fp32 tiles).
+    declared, _ = _verilog_top(rows, cols, types=types)
+    save = waves.write_save_file(tmp_path / "tile.gtkw", tmp_path / "dump.fst",
+                                 config=TileConfig(rows, cols, types), simulator="icarus",
+                                 mode="bf16")
     top = [(name.removeprefix("systolica_tile."), width, bit) for name, width, bit
-           in waves.save_file_signals(_generated(tmp_path, rows=rows, cols=cols))
-           if name.count(".") == 1]
+           in waves.save_file_signals(save) if name.count(".") == 1]
     assert len(top) > 15
     assert sorted((name, width) for name, width, _ in top
                   if declared.get(name) != width) == []
@@ -480,6 +665,21 @@ def test_open_without_gtkwave_is_a_one_line_error(tmp_path, monkeypatch):
     (["--types", "int4"], {}, "unknown type set 'int4'; allowed: int8, bf16, fp16, fp8, "
                               "fp8-double-row, fp32, mx, all (joined with '+' or ',') "
                               "(--types or TYPES)"),
+
+    (["--mx", "e4m3"], {}, "--mx (MX) must be one or two of e4m3fn, e5m2, e2m1 joined by ',', "
+                           "not 'e4m3'"),
+    ([], {"MX": "e2m1,e5m2,e5m2"}, "--mx (MX) must be one or two of"),
+    (["--mx", "e2m1", "--rows", "4"], {}, "--mx needs at least 8 rows (an MX matmul's K is a "
+                                          "multiple of 8 partition rows), not 4"),
+    (["--mx-psum", "bf16"], {}, "--mx-psum (MX_PSUM) applies to --mx (MX) matmuls"),
+    ([], {"MX": "e5m2", "MX_PSUM": "fp16"}, "MX_PSUM must be one of fp32, bf16, stochastic, "
+                                            "not 'fp16'"),
+    (["--mx", "e5m2", "--rows", "8", "--types", "int8"], {},
+     "--types int8 (TYPES) lacks mx, which --mx issues"),
+    (["--mx", "e5m2", "--rows", "8", "--ftz", "--dtype", "bf16"], {},
+     "--mx: MX matmuls take no --ftz"),
+    (["--mx", "e5m2", "--rows", "8", "--timeline", "t.png"], {},
+     "--mx: --timeline and --trace draw programs of nc_matmul operands only"),
 ])
 def test_bad_arguments_exit_2_with_one_line(argv, env, message, monkeypatch, capsys):
     for key, value in env.items():
