@@ -65,7 +65,7 @@ def neuroncore_estimates(gemm_shapes):
 
 def _in_bf16(gemm, dtype):
     """True when a GEMM of the ``dtype`` precision run ran in BF16 on the tile instead
-    (attention in the INT8 and FP8 runs)."""
+    (attention in the INT8, FP8 and MXFP8 runs)."""
     return dtype != "bf16" and gemm.tile_dtype == "bf16"
 
 
@@ -118,7 +118,14 @@ def format_report(run):
                      "per-token activation scales, saturating at +-240), FP8 double-row "
                      "(2 MACs per PE per cycle), FP32 PSUM dequantised"
               + ("; attention GEMMs (scores, context) and their transposes in BF16 on the "
+                 "same tile" if attention else ""),
+              "mxfp8": "MXFP8: linear GEMMs in OCP MXFP8 (float8_e4m3fn x4 words, one E8M0 "
+                       "scale per 32 elements along K, weights and activations by "
+                       "nki.isa.quantize_mx's rule from BF16), MX matmuls (4 MACs per PE per "
+                       "cycle), FP32 PSUM"
+              + ("; attention GEMMs (scores, context) and their transposes in BF16 on the "
                  "same tile" if attention else "")}
+    speed = {"fp8": ", 2x that double-row", "mxfp8": ", 4x that MX"}
     header = (f"    {'GEMM':<12}{'shape':<25}{'progs':>6}{'matmuls':>9}{'cycles':>11}"
               f"{'1-prog model':>13}{'MAC/cyc':>8}{'mism.':>6}{'max|err|':>10}"
               f"{'rel.Frob':>10}{'cosine':>10}")
@@ -145,7 +152,7 @@ def format_report(run):
         lines.append(f"    {'total':<37}{t['programs']:>6}{t['matmuls']:>9,}{t['cycles']:>11,}"
                      f"{t['model_cycles']:>13,}{_rate(t['macs'], t['cycles']):>8.1f}"
                      f"{t['mismatches'] + t['differing']:>6}   (peak {peak} MACs/cycle"
-                     f"{', 2x that double-row' if dtype == 'fp8' else ''}; "
+                     f"{speed.get(dtype, '')}; "
                      f"{t['macs']:,} MACs on the RTL)")
         if any(_in_bf16(g, dtype) for g in prec.gemms):
             lines.append("    * ran in BF16 on the tile (attention stays in a float type)")
