@@ -32,8 +32,8 @@ from .bf16 import CANONICAL_NAN, check_fp_environment
 from .command import MX_GROUP_ROWS, check_bool
 from .matmul import ENGINE_ROWS
 
-__all__ = ["E8M0", "ENGINE_ROWS", "GROUP_PARTITIONS", "LANES", "MX_TYPES", "check_mx_operands",
-           "command_types", "deinterleave",
+__all__ = ["E8M0", "ENGINE_ROWS", "GROUP_PARTITIONS", "LANES", "MX_TYPES", "check_mx_operand",
+           "check_mx_operands", "command_types", "deinterleave",
            "dequantize_mx", "interleave", "mx_error_bound", "mx_pe", "nc_matmul_mx", "pack_x4",
            "quadrant_rows", "quantize_mx", "round_to_bf16", "scales_to_quadrants", "unpack_x4",
            "xorwow_bits"]
@@ -273,6 +273,23 @@ def _pe_step(a, b, scale):
         lane = np.multiply(a, b, dtype=np.float32)          # exact: <= 4 x 4 significant bits
         quad = (lane[..., 0] + lane[..., 1]) + (lane[..., 2] + lane[..., 3])
         return (quad.astype(np.float64) * scale).astype(np.float32)
+
+
+def check_mx_operand(name, data, scale):
+    """The rules one MX operand follows whatever its size (a whole GEMM operand before it is
+    cut into matmuls): ``data`` [P, F, 4] of an MX element type with P a multiple of 8,
+    ``scale`` [P // 8, F] E8M0 (float8_e8m0fnu or uint8 bits). Returns the scale's bits
+    (uint8 array); ``name`` (str) names the operand in the one-line error.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`nc_matmul_mx` for that operand and its scale (no limit on P or F).
+    """
+    _check_element(name, data)
+    _check_operand(name, data)
+    return _check_scale(f"{name} scale", scale, (data.shape[0] // GROUP_PARTITIONS,
+                                                 data.shape[1]))
 
 
 def check_mx_operands(stationary, moving, stationary_scale, moving_scale, *,

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from .command import (
     DTYPES,
+    MX_GROUP_ROWS,
     PSUM_BANKS,
     PSUM_ENTRIES,
     Command,
@@ -544,20 +545,27 @@ def command_schedule(rows, cols, commands, *, banks=PSUM_BANKS, entries=PSUM_ENT
     return _stepped(commands, errors, latency, rows, cols, result_ready, max_cycles, offer)
 
 
-def program_schedule(rows, cols, shapes, *, perf_mode=None):
+def program_schedule(rows, cols, shapes, *, perf_mode=None, mx=False):
     """Predict the stamps of back-to-back matmuls of the given ``(K, N)`` shapes, no stalls.
 
     Each matmul overwrites PSUM bank 0 from entry 0 with ``M = cols``; bank and M do not
     affect timing. ``perf_mode="double_row"`` makes them FP8 double-row matmuls (K up to
-    ``2 * rows``, ``min(K, rows)`` load beats). Returns a list of :class:`CommandTiming`.
+    ``2 * rows``, ``min(K, rows)`` load beats). ``mx=True`` makes them MXFP8 matmuls
+    (``Command.mx``): K counts partition rows of x4 words (a contraction of 4 K, so 4 MACs
+    per PE per cycle), a multiple of 8 up to ``rows``, K load beats. Returns a list of
+    :class:`CommandTiming`.
 
     Raises
     ------
     ValueError
         If a size is not a positive integer or K exceeds ``rows`` (``2 * rows`` in
-        double-row mode).
+        double-row mode), or an MX K is not a multiple of 8, or ``mx`` with a
+        ``perf_mode``.
     """
-    dtype = "e4m3" if perf_mode is not None else "int8"
+    check_bool("mx", mx)
+    if mx and perf_mode is not None:
+        raise ValueError(f"an MX matmul takes no perf_mode (got {perf_mode!r})")
+    dtype = "e4m3fn" if mx else "e4m3" if perf_mode is not None else "int8"
     latency = tile_latency(rows, cols)
     commands = []
     for j, (k, n) in enumerate(shapes):
@@ -566,16 +574,20 @@ def program_schedule(rows, cols, shapes, *, perf_mode=None):
         if k > max_k(rows, perf_mode):
             mode = f", 2 x rows = {2 * rows} in double_row" if perf_mode else ""
             raise ValueError(f"K of matmul {j} is {k}, more than rows = {rows}{mode}")
-        commands.append(Command("matmul", k=k, m=cols, n=n, dtype=dtype, perf_mode=perf_mode))
+        if mx and k % MX_GROUP_ROWS:
+            raise ValueError(f"K of MX matmul {j} is {k} partition rows, not a multiple of "
+                             f"{MX_GROUP_ROWS} (whole E8M0 scale groups)")
+        commands.append(Command("matmul", k=k, m=cols, n=n, dtype=dtype, perf_mode=perf_mode,
+                                mx=mx))
     return _recurrence(commands, [None] * len(commands), latency, rows, cols)
 
 
-def program_cycles(rows, cols, shapes, *, perf_mode=None):
+def program_cycles(rows, cols, shapes, *, perf_mode=None, mx=False):
     """Cycles a back-to-back program takes, from cycle 0 to its last result inclusive (int).
 
     See :func:`program_schedule` for the arguments and errors.
     """
-    schedule = program_schedule(rows, cols, shapes, perf_mode=perf_mode)
+    schedule = program_schedule(rows, cols, shapes, perf_mode=perf_mode, mx=mx)
     if not schedule:
         raise ValueError("shapes must hold at least one (K, N) pair")
     return schedule[-1].last_result + 1

@@ -205,9 +205,10 @@ class TileConfig:
             object.__setattr__(self, name, value)
 
     @classmethod
-    def for_dtypes(cls, rows, cols, dtypes, *, double_row=False, **options):
+    def for_dtypes(cls, rows, cols, dtypes, *, double_row=False, mx=False, **options):
         """The smallest configuration that runs matmuls of the operand types ``dtypes``
-        (golden short names, e.g. ``("bf16", "int8")``), with FP8 double-row if asked.
+        (golden short names, e.g. ``("bf16", "int8")``), with FP8 double-row and the MX
+        datapath if asked.
 
         Raises
         ------
@@ -223,7 +224,7 @@ class TileConfig:
             names.update(found)
         if double_row:
             names.add(DOUBLE_ROW)
-        return cls(rows, cols, tuple(names) or ("int8",), **options)
+        return cls(rows, cols, (tuple(names) or ("int8",)) + ((MX,) if mx else ()), **options)
 
     @property
     def dtypes(self):

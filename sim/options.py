@@ -167,26 +167,31 @@ def resolve_tile(args):
     return args
 
 
-def resolve_config(p, args, dtypes=(), double_row=False):
+def resolve_config(p, args, dtypes=(), double_row=False, mx=False):
     """Set ``args.config``: the :class:`~systolica.hdl.config.TileConfig` of ``args.rows``,
     ``args.cols`` and ``args.types`` (TYPES), or, without ``--types``, of the smallest type
-    set holding ``dtypes`` (golden short names; FP8 double-row with ``double_row``): what
-    the workload needs. A bad size or type set (an empty one too), or a ``--types`` lacking
-    what the run issues, is ``p.error`` with a one-line message. Returns ``args``."""
+    set holding ``dtypes`` (golden short names; FP8 double-row with ``double_row``, the MX
+    datapath with ``mx``): what the workload needs. A bad size or type set (an empty one
+    too), or a ``--types`` lacking what the run issues, is ``p.error`` with a one-line
+    message. Returns ``args``."""
     try:
         if args.types is not None:
             args.config = TileConfig(args.rows, args.cols, args.types)
             lacking = [d for d in dtypes if d not in args.config.dtypes]
             if double_row and not args.config.double_row:
                 lacking.append("fp8-double-row")
+            if mx and not args.config.mx:
+                lacking.append("mx")
             if lacking:
+                needed = TileConfig.for_dtypes(1, 1, dtypes, double_row=double_row,
+                                               mx=mx).types_name
                 p.error(f"--types {args.types} (TYPES) lacks {', '.join(sorted(lacking))}, "
-                        f"which this run issues; allowed: a type set holding "
-                        f"{TileConfig.for_dtypes(1, 1, dtypes, double_row=double_row).types_name}"
-                        f", or no --types (the run's own set)")
+                        f"which this run issues; allowed: a type set holding {needed}"
+                        + (" (e.g. all+mx)" if mx else "") + ", or no --types (the run's own "
+                        "set)")
         else:
             args.config = TileConfig.for_dtypes(args.rows, args.cols, dtypes,
-                                                double_row=double_row)
+                                                double_row=double_row, mx=mx)
     except ValueError as error:
         text = str(error)
         where = (" (--types or TYPES)" if "type" in text else

@@ -272,11 +272,11 @@ class ProgramResult:
             for m, p in zip(self.stamps, self.predicted, strict=True))
 
 
-def tile_config(config, rows, cols, dtypes, double_row):
+def tile_config(config, rows, cols, dtypes, double_row, mx=False):
     """The :class:`~systolica.hdl.config.TileConfig` a run uses: ``config`` if given (then
     ``rows`` and ``cols`` must be left out), else the smallest one of ``rows x cols`` whose
-    type set holds ``dtypes`` (the operand types of the call, golden short names) and FP8
-    double-row if ``double_row``.
+    type set holds ``dtypes`` (the operand types of the call, golden short names), FP8
+    double-row if ``double_row`` and the MX datapath (type set ``mx``) if ``mx``.
 
     Raises
     ------
@@ -286,7 +286,7 @@ def tile_config(config, rows, cols, dtypes, double_row):
         If both ``config`` and a size are given, or (from TileConfig) a size is bad.
     """
     if config is None:
-        return TileConfig.for_dtypes(rows, cols, dtypes, double_row=double_row)
+        return TileConfig.for_dtypes(rows, cols, dtypes, double_row=double_row, mx=mx)
     if not isinstance(config, TileConfig):
         raise TypeError(f"config must be a TileConfig, not {type(config).__name__}")
     if rows is not None or cols is not None:
@@ -507,9 +507,8 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         matmuls = [_command(job) for job in jobs if isinstance(job, Matmul)]
         config = tile_config(None, rows, cols,
                              {t for c in matmuls for t in (c.dtype, c.mtype)},
-                             any(c.double_row for c in matmuls))
-        if any(isinstance(job, MatmulMx) for job in jobs):
-            config = TileConfig(config.rows, config.cols, (*config.types, "mx"))
+                             any(c.double_row for c in matmuls),
+                             any(isinstance(job, MatmulMx) for job in jobs))
     rows, cols = config.rows, config.cols
     check_simulator_name(simulator)
     if not jobs:

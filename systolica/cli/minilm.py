@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from systolica.cli.progress import CostMemory, ProgramProgress, TimeLeft
+from systolica.hdl.config import MX, parse_types
 from systolica.scaling.cli import output_file
 from systolica.sim.api.engine import (
     CONNECT_TIMEOUT,
@@ -41,7 +42,16 @@ from systolica.workloads.minilm.report import (
     plot_utilisation,
     report_json,
 )
-from systolica.workloads.minilm.run import PRECISION_TYPES, TARGETS, parse_layers, run_model
+from systolica.workloads.minilm.run import (
+    DEFAULT_PRECISIONS,
+    MX_PRECISIONS,
+    PRECISION_TYPES,
+    TARGETS,
+    default_precisions,
+    model_config,
+    parse_layers,
+    run_model,
+)
 from systolica.workloads.minilm.weights import DEFAULT_SENTENCES, GEMMS
 
 
@@ -69,7 +79,8 @@ def parser():
         prog="systolica sim --workload minilm",
         description="Run every matmul of a real transformer (all-MiniLM-L6-v2: q, k, v, "
                     "attention scores and context per sentence and head, o, FFN up and "
-                    "down) through the RTL tile in BF16, INT8 and FP8, as tile programs "
+                    "down) through the RTL tile in BF16, INT8 and FP8 (and MXFP8 on a tile "
+                    "with the mx type set), as tile programs "
                     "spread "
                     "over Dask workers; check every PSUM word against the golden model and "
                     "report accuracy against the FP32 model (per GEMM, embeddings, sentence "
@@ -77,8 +88,9 @@ def parser():
     p.add_argument("--workload", choices=WORKLOADS, default="minilm",
                    help="minilm (this) or random matrices (default: $WORKLOAD or minilm)")
     add_tile_arguments(p, TILE_SIZES, types_help="what the --dtypes runs issue: bf16 "
-                                                 "(BF16 attention) with int8 for int8 and "
-                                                 "fp8-double-row for fp8; all three: "
+                                                 "(BF16 attention) with int8 for int8, "
+                                                 "fp8-double-row for fp8 and mx for mxfp8; "
+                                                 "the default three: "
                                                  "int8+bf16+fp8-double-row")
     p.add_argument("--layers", default=env("LAYERS", "0"),
                    help="encoder layers whose GEMMs run on the tile: 0..5, a list like 0,5, "
@@ -87,9 +99,12 @@ def parser():
                    help=f"which GEMMs of each layer (default: {','.join(GEMMS)}); scores "
                         f"and context bring their operands' transposes onto the tile too "
                         f"(q.T, k.T; p.T)")
-    p.add_argument("--dtypes", default=",".join(TARGETS),
+    p.add_argument("--dtypes", default=None,
                    help=f"precision runs, some of {', '.join(TARGETS)} (fp8: float8_e4m3 "
-                        f"linear GEMMs in double-row mode) (default: {','.join(TARGETS)})")
+                        f"linear GEMMs in double-row mode; mxfp8: OCP MXFP8 linear GEMMs as "
+                        f"MX matmuls, on a tile with the mx type set) (default: "
+                        f"{','.join(DEFAULT_PRECISIONS)}, and mxfp8 too when --types (TYPES) "
+                        f"includes mx)")
     p.add_argument("--text", action="append", default=None,
                    help="a sentence to encode (repeat for more); default: six built-in "
                         "sentences, three pairs of near-duplicates")
@@ -171,7 +186,10 @@ def _check(p, args):
     except ValueError as error:
         p.error(f"{error} (--layers or LAYERS=...)")
     gemms = [g.strip() for g in args.gemms.split(",") if g.strip()]
-    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    if args.dtypes is None:
+        dtypes = list(default_precisions(_types_have_mx(args.types)))
+    else:
+        dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     if not gemms or any(g not in GEMMS for g in gemms):
         p.error(f"--gemms must list some of {', '.join(GEMMS)}, not {args.gemms!r}")
     if not dtypes or any(d not in TARGETS for d in dtypes):
@@ -194,12 +212,26 @@ def _check(p, args):
     return layers, gemms, dtypes, _sentences(p, args)
 
 
+def _types_have_mx(types):
+    """Whether a ``--types`` value names the MX datapath (bool; a bad value is False here and
+    reported by :func:`~systolica.sim.options.resolve_config`)."""
+    try:
+        return types is not None and MX in parse_types(types)
+    except ValueError:
+        return False
+
+
 def main(argv=None):
     """Entry point of the minilm workload; returns the exit status (int, see the module)."""
     p = parser()
     args = resolve_tile(p.parse_args(argv))
     layers, gemms, dtypes, sentences = _check(p, args)
-    resolve_config(p, args, {t for d in dtypes for t in PRECISION_TYPES[d]}, "fp8" in dtypes)
+    resolve_config(p, args, {t for d in dtypes for t in PRECISION_TYPES[d]}, "fp8" in dtypes,
+                   any(d in MX_PRECISIONS for d in dtypes))
+    try:
+        model_config(dtypes, config=args.config)     # what the tile must hold beyond types
+    except ValueError as error:
+        p.error(str(error))
     args.rows, args.cols = args.config.rows, args.config.cols
     rtl_folds = args.rtl_folds
     say = sys.stderr if args.json else sys.stdout

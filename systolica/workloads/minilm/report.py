@@ -65,7 +65,7 @@ def neuroncore_estimates(gemm_shapes):
 
 def _in_bf16(gemm, dtype):
     """True when a GEMM of the ``dtype`` precision run ran in BF16 on the tile instead
-    (attention in the INT8 and FP8 runs)."""
+    (attention in the INT8, FP8 and MXFP8 runs)."""
     return dtype != "bf16" and gemm.tile_dtype == "bf16"
 
 
@@ -118,7 +118,14 @@ def format_report(run):
                      "per-token activation scales, saturating at +-240), FP8 double-row "
                      "(2 MACs per PE per cycle), FP32 PSUM dequantised"
               + ("; attention GEMMs (scores, context) and their transposes in BF16 on the "
+                 "same tile" if attention else ""),
+              "mxfp8": "MXFP8: linear GEMMs in OCP MXFP8 (float8_e4m3fn x4 words, one E8M0 "
+                       "scale per 32 elements along K, weights and activations by "
+                       "nki.isa.quantize_mx's rule from BF16), MX matmuls (4 MACs per PE per "
+                       "cycle), FP32 PSUM"
+              + ("; attention GEMMs (scores, context) and their transposes in BF16 on the "
                  "same tile" if attention else "")}
+    speed = {"fp8": ", 2x that double-row", "mxfp8": ", 4x that MX"}
     header = (f"    {'GEMM':<12}{'shape':<25}{'progs':>6}{'matmuls':>9}{'cycles':>11}"
               f"{'1-prog model':>13}{'MAC/cyc':>8}{'mism.':>6}{'max|err|':>10}"
               f"{'rel.Frob':>10}{'cosine':>10}")
@@ -145,7 +152,7 @@ def format_report(run):
         lines.append(f"    {'total':<37}{t['programs']:>6}{t['matmuls']:>9,}{t['cycles']:>11,}"
                      f"{t['model_cycles']:>13,}{_rate(t['macs'], t['cycles']):>8.1f}"
                      f"{t['mismatches'] + t['differing']:>6}   (peak {peak} MACs/cycle"
-                     f"{', 2x that double-row' if dtype == 'fp8' else ''}; "
+                     f"{speed.get(dtype, '')}; "
                      f"{t['macs']:,} MACs on the RTL)")
         if any(_in_bf16(g, dtype) for g in prec.gemms):
             lines.append("    * ran in BF16 on the tile (attention stays in a float type)")
@@ -331,11 +338,13 @@ def plot_utilisation(run, path):
     width = 0.8 / len(dtypes)
     colours = plt.get_cmap("tab10")
     fig, ax = plt.subplots(figsize=(max(6.0, 0.55 * len(gemms) * len(dtypes) + 2), 4.2))
+    top = 100.0          # FP8 double-row and MX matmuls exceed the single-row peak
     for d, dtype in enumerate(dtypes):
         by_key = {(g.layer, g.gemm): g for g in run.runs[dtype].gemms}
         xs = [i + (d - (len(dtypes) - 1) / 2) * width for i in range(len(gemms))]
         measured = [100 * _rate(by_key[k].macs, by_key[k].cycles) / peak for k in gemms]
         model = [100 * _rate(by_key[k].macs, by_key[k].model_cycles) / peak for k in gemms]
+        top = max(top, *measured, *model)
         ax.bar(xs, measured, width, color=colours(d), label=f"{dtype}: RTL (its programs)")
         ax.plot(xs, model, linestyle="none", marker="_", markersize=12, color="black",
                 label="cycle model, the GEMM as one program" if d == 0 else None)
@@ -343,7 +352,7 @@ def plot_utilisation(run, path):
     ax.set_xticklabels([f"L{layer} {gemm}" for layer, gemm in gemms], rotation=45,
                        ha="right", fontsize=8)
     ax.set_ylabel(f"utilisation, % of {peak} MACs/cycle")
-    ax.set_ylim(0, 105)
+    ax.set_ylim(0, 1.05 * top)
     ax.set_title(f"all-MiniLM-L6-v2 GEMMs on {article(run.rows)} {run.rows} x {run.cols} tile "
                  f"({run.simulator})",
                  fontsize=10)

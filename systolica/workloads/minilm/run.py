@@ -26,7 +26,12 @@ GEMMs in BF16 on the same tile (the data type is chosen per matmul), as deployed
 keep attention in a float type. **FP8** quantises the linear GEMMs to ``float8_e4m3``
 (per-output-channel weight scales, per-token activation scales, saturating at +-240) and runs
 them in FP8 double-row mode (K-slabs of ``2 * rows``, two MACs per PE per cycle); its
-attention GEMMs run in BF16 as in the INT8 run.
+attention GEMMs run in BF16 as in the INT8 run. **MXFP8** (a tile with the ``mx`` type set)
+quantises the linear GEMMs to OCP MXFP8 (``float8_e4m3fn`` x4 words, one E8M0 scale per 32
+elements along K; :func:`~systolica.workloads.minilm.quantize.quantize_mx_operand`) and runs
+them as NeuronCore-v4 MX matmuls (K-slabs of ``rows`` partition rows of four elements each,
+four MACs per PE per cycle, FP32 PSUM, no dequantisation on the host); its attention GEMMs
+run in BF16 as in the INT8 and FP8 runs.
 
 Each GEMM becomes one or more :class:`~systolica.sim.api.engine.TileProgram` (a linear GEMM cut
 into groups of M-folds; a layer's attention GEMMs for all sentences and heads grouped), sized
@@ -45,20 +50,25 @@ import ml_dtypes
 import numpy as np
 
 from systolica.golden import identity, max_k, program_cycles, tiled_program_cycles
+from systolica.golden.command import MX_GROUP_ROWS
 from systolica.golden.formats import format_of
+from systolica.golden.mx import LANES
 from systolica.sim.api.engine import SerialEngine, TileProgram, add_outcome
 from systolica.sim.api.runs import tile_config
 from systolica.sim.api.tiling import (
     concurrent_placement,
     golden_tiled_matmul,
+    is_mx,
     plan,
     program_tile_ops,
+    take_columns,
 )
 from systolica.workloads.minilm.encoder import Matmuls, encode
 from systolica.workloads.minilm.quantize import (
     activation_scale,
     quantize_activation_fp8,
     quantize_activation_int8,
+    quantize_mx_operand,
     quantize_weight_fp8,
     quantize_weight_int8,
     token_scales,
@@ -81,7 +91,15 @@ from systolica.workloads.minilm.weights import (
 )
 
 #: Accuracy targets: cosine similarity of each pooled embedding with the FP32 model's.
-TARGETS = {"bf16": 0.9999, "int8": 0.99, "fp8": 0.99}
+#: MXFP8's elements have FP8 e4m3's three mantissa bits (each operand element within 2^-4
+#: of its value, as in the FP8 run) with a finer scale (per 32 elements rather than per
+#: channel and token), so it gets the FP8 run's target.
+TARGETS = {"bf16": 0.9999, "int8": 0.99, "fp8": 0.99, "mxfp8": 0.99}
+#: The precision runs of ``make sim`` without ``--dtypes`` (plus ``"mxfp8"`` when the tile
+#: is generated with the ``mx`` type set: :func:`default_precisions`).
+DEFAULT_PRECISIONS = ("bf16", "int8", "fp8")
+#: Precision runs whose linear GEMMs are MX matmuls (they need the tile's ``mx`` type set).
+MX_PRECISIONS = ("mxfp8",)
 #: Cycles a tile program aims at (the simulator starts in about 0.6 s; an 8 x 8 tile on
 #: Verilator clocks about 40k-90k cycles/s).
 PROGRAM_CYCLES = 200_000
@@ -89,8 +107,10 @@ BF16 = ml_dtypes.bfloat16
 
 
 @functools.lru_cache(maxsize=4096)
-def _model_cycles(rows, cols, shapes, perf_mode=None):
-    return program_cycles(rows, cols, list(shapes), perf_mode=perf_mode)
+def _model_cycles(rows, cols, shapes, perf_mode=None, mx=False):
+    """The cycle model's cycles of back-to-back matmuls of ``shapes`` ((K, N) tuple; an MX
+    matmul's K in partition rows)."""
+    return program_cycles(rows, cols, list(shapes), perf_mode=perf_mode, mx=mx)
 
 
 def check_precision(dtype):
@@ -99,32 +119,67 @@ def check_precision(dtype):
         raise ValueError(f"precision must be one of {', '.join(TARGETS)}, not {dtype!r}")
 
 
-#: The operand types each precision run issues on the tile (golden short names): the INT8 and
-#: FP8 runs keep attention in BF16; the FP8 run's linear GEMMs are e4m3 in double-row mode.
-PRECISION_TYPES = {"bf16": ("bf16",), "int8": ("int8", "bf16"), "fp8": ("e4m3", "bf16")}
+#: The operand types each precision run issues on the tile (golden short names): the INT8,
+#: FP8 and MXFP8 runs keep attention in BF16; the FP8 run's linear GEMMs are e4m3 in
+#: double-row mode, the MXFP8 run's e4m3fn x4 words on the MX datapath (:data:`MX_PRECISIONS`).
+PRECISION_TYPES = {"bf16": ("bf16",), "int8": ("int8", "bf16"), "fp8": ("e4m3", "bf16"),
+                   "mxfp8": ("e4m3fn", "bf16")}
+
+
+def default_precisions(mx):
+    """The precision runs without ``--dtypes`` (tuple of str): :data:`DEFAULT_PRECISIONS`,
+    and ``"mxfp8"`` too when the tile has the MX datapath (``mx``, bool: whoever generates
+    the tile with ``mx`` wants to see it used)."""
+    return DEFAULT_PRECISIONS + (MX_PRECISIONS if mx else ())
+
+
+def mx_missing(precisions, config):
+    """The one-line complaint when ``precisions`` hold an MX run and ``config`` (a
+    TileConfig) has no MX datapath, else None."""
+    wanted = [p for p in precisions if p in MX_PRECISIONS]
+    if not wanted or config.mx:
+        return None
+    return (f"{', '.join(wanted)} runs MX matmuls, which the {config.types_name} tile has no "
+            f"datapath for; generate it with the mx type set, e.g. --types all+mx (TYPES=all+mx)")
 
 
 def model_config(precisions, rows=None, cols=None, config=None):
     """The :class:`~systolica.hdl.config.TileConfig` a run of the ``precisions`` uses:
     ``config`` if given, else the ``rows x cols`` tile generated for what they issue
-    (:data:`PRECISION_TYPES`, FP8 double-row with ``"fp8"``): all three precisions need
-    ``int8+bf16+fp8-double-row``.
+    (:data:`PRECISION_TYPES`, FP8 double-row with ``"fp8"``, the MX datapath with
+    ``"mxfp8"``): the three default precisions need ``int8+bf16+fp8-double-row``.
 
     Raises
     ------
     ValueError
-        On an unknown precision or a bad size (from TileConfig), or ``config`` with a size.
+        On an unknown precision or a bad size (from TileConfig), ``config`` with a size, an
+        MX precision with a ``config`` lacking ``mx`` or a tile whose rows are not a
+        multiple of 8 (its K-slabs must be whole scale groups).
     """
     for precision in precisions:
         check_precision(precision)
     dtypes = {t for precision in precisions for t in PRECISION_TYPES[precision]}
-    return tile_config(config, rows, cols, dtypes, "fp8" in precisions)
+    mx = any(p in MX_PRECISIONS for p in precisions)
+    config = tile_config(config, rows, cols, dtypes, "fp8" in precisions, mx)
+    if mx_missing(precisions, config):
+        raise ValueError(mx_missing(precisions, config))
+    if mx and config.rows % MX_GROUP_ROWS:
+        raise ValueError(f"mxfp8 runs K-slabs of whole {MX_GROUP_ROWS}-partition scale "
+                         f"groups: rows must be a multiple of {MX_GROUP_ROWS}, not "
+                         f"{config.rows}")
+    return config
 
 
 def tile_perf_mode(dtype, gemm):
     """The tile's ``perf_mode`` for ``gemm`` in the ``dtype`` precision run: ``"double_row"``
     for the FP8 run's linear GEMMs, else None (attention GEMMs and transposes run in BF16)."""
     return "double_row" if dtype == "fp8" and gemm in LINEAR_GEMMS else None
+
+
+def tile_mx(dtype, gemm):
+    """Whether ``gemm`` runs as MX matmuls in the ``dtype`` precision run (bool): the MXFP8
+    run's linear GEMMs; their K is then counted in partition rows (4 elements each)."""
+    return dtype in MX_PRECISIONS and gemm in LINEAR_GEMMS
 
 
 def step_priority(layer, gemm):
@@ -143,8 +198,8 @@ def split_programs(shapes, rows, cols, target=PROGRAM_CYCLES, perf_mode=None,
     Parameters
     ----------
     shapes : list of (int, int, int)
-        ``(k, m, n)`` per problem (stationary [k, m], moving [k, n]); ``m`` may be 0 (nothing
-        on the tile).
+        ``(k, m, n)`` per problem (stationary [k, m], moving [k, n]; an MX problem's k in
+        partition rows); ``m`` may be 0 (nothing on the tile).
     rows, cols : int
         Tile size in PEs.
     target : int
@@ -204,7 +259,8 @@ def placement(problems, rows, cols, perf_mode=None, is_transpose=False):
     takes no longer so: a kernel writer's choice, made by the model that the RTL follows
     cycle for cycle."""
     whole = _model_cycles(rows, cols, program_matmul_shapes(problems, rows, cols, perf_mode,
-                                                            is_transpose), perf_mode)
+                                                            is_transpose), perf_mode,
+                          any(is_mx(p) for p in problems))
     if not any(concurrent_placement(problems, rows, cols, perf_mode, is_transpose)):
         return False, whole
     tiled = tiled_program_cycles(rows, cols, program_tile_ops(problems, rows, cols, perf_mode,
@@ -213,7 +269,8 @@ def placement(problems, rows, cols, perf_mode=None, is_transpose=False):
 
 
 def program_matmul_shapes(problems, rows, cols, perf_mode=None, is_transpose=False):
-    """The ``(K, N)`` of every matmul of a program, in order (tuple), for the cycle model."""
+    """The ``(K, N)`` of every matmul of a program, in order (tuple), for the cycle model
+    (an MX matmul's K in partition rows, as its command counts it)."""
     out = []
     for s, m in problems:
         k, mm = s.shape
@@ -235,10 +292,11 @@ class GemmReport:
         (:data:`~systolica.workloads.minilm.weights.TRANSPOSES`: ``q.T``, ``k.T``, ``p.T``;
         no MACs).
     dtype : str
-        The precision run, ``"bf16"``, ``"int8"`` or ``"fp8"``.
+        The precision run, ``"bf16"``, ``"int8"``, ``"fp8"`` or ``"mxfp8"``.
     tile_dtype : str
-        The operands' type on the tile (``"bf16"`` for attention in the INT8 and FP8 runs,
-        ``"e4m3"`` for the FP8 run's linear GEMMs, which run double-row).
+        The operands' type on the tile (``"bf16"`` for attention in the INT8, FP8 and MXFP8
+        runs, ``"e4m3"`` for the FP8 run's linear GEMMs, which run double-row, ``"e4m3fn"``
+        for the MXFP8 run's, which run as MX matmuls).
     m, k, n : int
         Linear GEMMs: output features, input features (contraction), tokens. Attention: the
         first problem's (the others differ in the sentence length t).
@@ -251,11 +309,12 @@ class GemmReport:
         bit-identical by construction; ``m_rtl == m`` unless ``rtl_folds`` limits it).
     programs, matmuls, cycles, model_cycles, macs : int
         Tile programs, matmuls, summed RTL clock cycles of the programs, the cycle model's
-        figure for all the GEMM's matmuls as one program, and multiply-accumulates.
+        figure for all the GEMM's matmuls as one program, and multiply-accumulates (an MX
+        matmul's 4 per PE and moving column).
     mismatches, differing : int
         Scoreboard mismatches and host-side differing words (both must be 0).
     max_abs, rel_fro, cosine : float
-        The GEMM's output (bias added, dequantised for INT8; all problems flattened) against
+        The GEMM's output (bias added, dequantised for INT8 and FP8; all problems flattened) against
         the FP32 reference model's: max absolute error, ``||y - ref||_F / ||ref||_F`` and
         cosine similarity.
     own_rel_fro : float
@@ -398,6 +457,11 @@ def nearest_neighbours(similarity):
     return [int(i) for i in s.argmax(axis=1)]
 
 
+def _contraction(stationary):
+    """A problem's K in elements (int): an MX operand's 4 per partition row."""
+    return stationary.shape[0] * (LANES if is_mx((stationary, None)) else 1)
+
+
 def _flat(arrays):
     return np.concatenate([np.asarray(a, np.float32).ravel() for a in arrays])
 
@@ -407,7 +471,7 @@ class TileMatmuls(Matmuls):
 
     Parameters
     ----------
-    dtype : {"bf16", "int8", "fp8"}
+    dtype : {"bf16", "int8", "fp8", "mxfp8"}
     engine : systolica.sim.api.engine.Engine
     reference_trace : dict
         The FP32 run's trace (INT8 per-tensor scales are calibrated on it; errors are
@@ -450,6 +514,9 @@ class TileMatmuls(Matmuls):
                 x_scale = token_scales_fp8(x)
                 stationary, moving = wq.T, quantize_activation_fp8(x, x_scale).T
                 dequant = (w_scale[:, None] * x_scale.T).astype(np.float32)   # [out, T]
+            elif self.dtype == "mxfp8":      # the scales are the matmul's: FP32 PSUM as is
+                stationary, moving = quantize_mx_operand(weight.T), quantize_mx_operand(x.T)
+                dequant = None
             else:
                 wq, w_scale = quantize_weight_int8(weight)
                 if self.int8_activations == "tensor":
@@ -460,8 +527,9 @@ class TileMatmuls(Matmuls):
                 stationary = wq.T
                 moving = quantize_activation_int8(x, x_scale).T
                 dequant = (w_scale[:, None] * x_scale.T).astype(np.float32)   # [out, T]
-            jobs.append((gemm, [(np.ascontiguousarray(stationary),
-                                 np.ascontiguousarray(moving))], (dequant, bias, y32)))
+            jobs.append((gemm, [(take_columns(stationary, 0, stationary.shape[1]),
+                                 take_columns(moving, 0, moving.shape[1]))],
+                         (dequant, bias, y32)))
         psums = self._run(layer, jobs)
         out = list(fp32)
         for (gemm, _problems, (dequant, bias, y32)), (psum,) in zip(jobs, psums, strict=True):
@@ -536,7 +604,7 @@ class TileMatmuls(Matmuls):
                                 is_transpose=transpose)
         out = []
         for j, units in enumerate(groups):
-            parts = tuple((np.ascontiguousarray(problems[i][0][:, m0:m1]), problems[i][1])
+            parts = tuple((take_columns(problems[i][0], m0, m1), problems[i][1])
                           for i, m0, m1 in units)
             matmul_shapes = program_matmul_shapes(parts, self.rows, self.cols, perf_mode,
                                                   transpose)
@@ -575,9 +643,9 @@ class TileMatmuls(Matmuls):
             report = GemmReport(
                 layer=layer, gemm=gemm, dtype=self.dtype,
                 tile_dtype=format_of(problems[0][0].dtype).name,
-                m=problems[0][0].shape[1], k=problems[0][0].shape[0],
+                m=problems[0][0].shape[1], k=_contraction(problems[0][0]),
                 n=problems[0][1].shape[1], count=len(problems),
-                shapes=[(s.shape[1], s.shape[0], m.shape[1]) for s, m in problems],
+                shapes=[(s.shape[1], _contraction(s), m.shape[1]) for s, m in problems],
                 m_rtl=shapes[0][1], programs=len(programs), matmuls=0, cycles=0,
                 model_cycles=tiled_program_cycles(self.rows, self.cols, [
                     op for p in programs for op in program_tile_ops(
@@ -654,9 +722,9 @@ def plan_programs(tokens, selected, dtypes, rows, cols, rtl_folds=None):
     for dtype in dtypes:
         for layer, step in selected:
             for gemm in TRANSPOSES.get(step, ()) + (step,):
-                perf_mode = tile_perf_mode(dtype, gemm)
+                perf_mode, mx = tile_perf_mode(dtype, gemm), tile_mx(dtype, gemm)
                 transpose = gemm in TRANSPOSE_OF
-                sh = [(k, m if limit is None else min(m, limit), n)
+                sh = [(k // LANES if mx else k, m if limit is None else min(m, limit), n)
                       for k, m, n in shapes[gemm]]
                 for j, units in enumerate(split_programs(sh, rows, cols, perf_mode=perf_mode,
                                                          is_transpose=transpose)):
@@ -667,7 +735,8 @@ def plan_programs(tokens, selected, dtypes, rows, cols, rtl_folds=None):
                                       is_transpose=transpose):
                             mm += [(k1 - k0, b.n1 - b.n0) for k0, k1 in b.slabs]
                     out.append(PlannedProgram(f"{dtype}/L{layer}/{gemm}/{j}", len(mm),
-                                              _model_cycles(rows, cols, tuple(mm), perf_mode)))
+                                              _model_cycles(rows, cols, tuple(mm), perf_mode,
+                                                            mx)))
     return out
 
 
@@ -687,7 +756,7 @@ class ModelRun:
     reference_similarity : numpy.ndarray, float64, shape [sentences, sentences]
     reference_neighbours : list of int
     runs : dict of str to PrecisionRun
-        By data type (``"bf16"``, ``"int8"``).
+        By data type (``"bf16"``, ``"int8"``, ``"fp8"``, ``"mxfp8"``).
     rows, cols : int
     simulator : str
     rtl_folds : int or None
@@ -755,7 +824,7 @@ def run_precision(weights, ids, dtype, *, reference_embeddings, reference_trace,
         From :func:`~systolica.workloads.minilm.weights.load_weights`.
     ids : list of numpy.ndarray of int64
         From :func:`~systolica.workloads.minilm.weights.tokenize`.
-    dtype : {"bf16", "int8", "fp8"}
+    dtype : {"bf16", "int8", "fp8", "mxfp8"}
     reference_embeddings : numpy.ndarray, float32, shape [sentences, 384]
     reference_trace : dict
         The FP32 run's trace from :func:`~systolica.workloads.minilm.encoder.encode`.
@@ -823,7 +892,7 @@ def run_model(sentences=DEFAULT_SENTENCES, *, dtypes=("bf16", "int8"), layers=(0
     Parameters
     ----------
     sentences : sequence of str
-    dtypes : sequence of {"bf16", "int8", "fp8"}
+    dtypes : sequence of {"bf16", "int8", "fp8", "mxfp8"}
     layers : sequence of int
         Encoder layers (0 to 5) whose GEMMs run on the tile.
     gemms : sequence of str

@@ -9,8 +9,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from systolica.hdl.config import TileConfig
 from systolica.sim.api.tiling import run_tiled
 from systolica.workloads import minilm
+from systolica.workloads.minilm.quantize import mx_operand_values, quantize_mx_operand
 
 BF16 = ml_dtypes.bfloat16
 
@@ -74,7 +76,7 @@ def test_minilm_workload_end_to_end_on_rtl(simulator, gemms, dtypes):
                    *(["--dtypes", ",".join(dtypes)] if dtypes else []))
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    dtypes = dtypes or list(minilm.TARGETS)         # the default: every precision
+    dtypes = dtypes or list(minilm.DEFAULT_PRECISIONS)   # the default (no mx in the types)
     assert "RTL share: the first 1 M-fold(s) (4 output rows)" in out
     # Layer 0's query GEMM, 36 tokens: one program, one fold of 4 outputs, 384 / 4 = 96
     # K-slabs (FP8 double-row: 384 / 8 = 48), 0 mismatches.
@@ -104,7 +106,7 @@ def test_all_layers_seeded_sample(seed):
     rng = random.Random(seed)
     layer, gemm = rng.randrange(minilm.LAYERS), rng.choice(minilm.GEMMS)
     run = minilm.run_model(layers=[layer], gemms=[gemm], rows=8, cols=8, rtl_folds=2,
-                           engine=SerialEngine(), dtypes=list(minilm.TARGETS))
+                           engine=SerialEngine(), dtypes=list(minilm.DEFAULT_PRECISIONS))
     assert run.exact and run.ledger.complete, (layer, gemm)
     assert run.ledger.matmuls == run.ledger.planned_matmuls > 0
     for dtype, prec in run.runs.items():
@@ -116,3 +118,41 @@ def test_all_layers_seeded_sample(seed):
         assert g.tile_dtype == ("bf16" if gemm in minilm.ATTENTION_GEMMS else on_tile)
         assert g.cosine > 0.99, (layer, gemm, dtype, g.cosine)
         assert prec.neighbours_unchanged
+
+
+#: The MX tile of tests/regression/rtl/test_rtl_mx.py (one build serves both).
+MX_CONFIG = TileConfig(16, 4, "int8+mx")
+
+
+def test_real_weights_in_mxfp8_on_an_mx_tile_are_bit_exact(layer0_query):
+    """Layer 0's query weight (4 outputs, all K = 384) and a real sentence's activations,
+    quantised to MXFP8 as the mxfp8 run does, as MX matmuls on the RTL (K-slabs of 16
+    partition rows x 4 lanes = 64 elements)."""
+    w, x = layer0_query
+    stationary, moving = quantize_mx_operand(w[:4].T), quantize_mx_operand(x.T)
+    r = run_tiled(stationary, moving, config=MX_CONFIG, simulator="verilator")
+    assert (r.mismatches, r.differing) == (0, 0)
+    assert r.matmuls == 384 // 64 and r.macs == 384 * 4 * x.shape[0]
+    # Independent of the golden model: the exact product of the values the MX operands
+    # stand for, within FP32 accumulation error (16 + 1 roundings a slab, 6 slabs).
+    a, b = mx_operand_values(stationary), mx_operand_values(moving)
+    exact, magnitude = a.T @ b, np.abs(a).T @ np.abs(b)
+    assert np.all(np.abs(r.out - exact) <= 30 * 2.0**-24 * magnitude + 2.0**-140)
+    fp32 = w[:4].astype(np.float64) @ x.astype(np.float64).T
+    assert np.linalg.norm(r.out - fp32) / np.linalg.norm(fp32) < 5e-2
+
+
+def test_minilm_mxfp8_query_gemm_on_an_mx_tile():
+    """The mxfp8 precision end to end for one GEMM of one layer: layer 0's q, its first
+    M-fold (4 outputs) on the RTL, checked word for word and accounted for."""
+    from systolica.sim.api.engine import SerialEngine
+
+    run = minilm.run_model(layers=[0], gemms=["q"], config=MX_CONFIG, rtl_folds=1,
+                           dtypes=["mxfp8"], engine=SerialEngine())
+    assert run.exact and run.ledger.complete
+    assert run.ledger.matmuls == run.ledger.planned_matmuls == 384 // 64
+    (g,) = run.runs["mxfp8"].gemms
+    assert (g.gemm, g.tile_dtype, g.k, g.m_rtl, g.mismatches, g.differing) == \
+        ("q", "e4m3fn", 384, 4, 0, 0)
+    assert g.macs == 384 * 4 * sum(run.tokens)
+    assert g.cosine > 0.99 and run.meets_targets() == {"mxfp8": True}

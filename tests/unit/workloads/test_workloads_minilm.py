@@ -356,7 +356,7 @@ def run_cli_in_process(args, capsys, monkeypatch, env=None):
     (["--security", "ca.pem,cert.pem,key.pem"], "--security applies to a remote scheduler"),
     (["--workers", "0"], "argument --workers: must be a positive integer"),
     (["--workers", "1", "--dashboard"], "--dashboard needs the local cluster"),
-    (["--dtypes", "fp16"], "--dtypes must list some of bf16, int8, fp8, not 'fp16'"),
+    (["--dtypes", "fp16"], "--dtypes must list some of bf16, int8, fp8, mxfp8, not 'fp16'"),
     (["--text", "word " * 600], "more than the model's 512"),
     (["--text-file", "/nonexistent/sentences.txt"], "cannot read --text-file"),
 ])
