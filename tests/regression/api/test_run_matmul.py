@@ -91,7 +91,8 @@ GOOD = np.zeros((2, 2), np.int8)
     (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, accumulate=True), ValueError,
      "accumulate=True needs psum"),
     (lambda: run_matmul(GOOD, np.zeros((2, 0), np.int8), rows=2, cols=2), ValueError,
-     "N \\(moving columns\\) must be between 1 and 512 \\(the PSUM entries one matmul may write\\), not 0"),
+     "N \\(moving columns\\) must be between 1 and 512 \\(the PSUM entries one matmul "
+     "may write\\), not 0"),
     (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, bank=8), ValueError,
      "bank must be between 0 and 7 \\(the tile has 8 PSUM banks\\), not 8"),
     (lambda: run_matmul(GOOD, GOOD, rows=2, cols=2, offset=511), ValueError,
