@@ -32,7 +32,8 @@ TYPES_ARG = $(if $(filter undefined,$(origin TYPES)),,--types '$(TYPES)')
 help:
 	@echo "make sim        run the default workload on the RTL tile and print the report"
 	@echo "                (WORKLOAD=minilm: all-MiniLM-L6-v2 layer 0 in BF16, INT8, FP8, every"
-	@echo "                 matmul on the tile; LAYERS=all for all six layers (minutes),"
+	@echo "                 matmul on the tile; TYPES=all+mx adds MXFP8 (ROWS a multiple of 8);"
+	@echo "                 LAYERS=all for all six layers (minutes),"
 	@echo "                 WORKERS=N Dask worker processes, 1 = serial; default one per core;"
 	@echo "                 WORKLOAD=random: random matmuls, DTYPE/FTZ/SEED/WAVES apply)"
 	@echo "                (SIM=verilator|icarus ROWS=COLS=128 (else 8) DTYPE=int8|bf16|...|fp32 FTZ=1,"
@@ -41,13 +42,15 @@ help:
 	@echo "                 the random workload's schedule as a picture / a Perfetto trace)"
 	@echo "make waves      the random workload with tracing: FST (FORMAT=vcd for VCD) + GTKWave save"
 	@echo "                file; opens GTKWave when a display is there, else prints the command"
+	@echo "                (MX=e4m3fn,e2m1 MX_PSUM=bf16: MX matmuls, x4 lanes and scales decoded)"
 	@echo "make test       unit tier and cocotb regression on both simulators (pytest -n auto -v:"
 	@echo "                a line per finished test)"
 	@echo "make test-unit  unit tier only (golden models, amaranth.sim, scaling), about 2 minutes"
 	@echo "make check-types  every FP8 x BF16 pair of bit patterns vs the exact reference (16.7M"
 	@echo "                per FP8 type, both orders, IEEE and FTZ; make test runs a sample)"
 	@echo "make check-mx   every MX element pair x a grid of E8M0 scale pairs through one PE of"
-	@echo "                an 8x16 int8+mx RTL tile, about 4 minutes (make test runs a sample)"
+	@echo "                an 8x16 int8+mx RTL tile, then back-to-back MX matmuls on a 16x16 one"
+	@echo "                (>= 97 % of 4 MACs/PE/cycle), about 8 minutes (make test: a sample)"
 	@echo "make regress-long  all cocotb tests on a 16x16 tile, Verilator, >= 10,000,000 BF16 MACs"
 	@echo "make bench      the main job's time split (build / simulator / host), then build and"
 	@echo "                simulation speed from 8x8 to the full-size 128x128, both simulators"
@@ -59,7 +62,8 @@ help:
 	@echo "                on 4x4, 3x4, 5x3, each generated for all, then for all+fp32: TF32/FP32"
 	@echo "                on 32-bit lanes; SIZES=16x16 COMMANDS=10000 for the 16x16 tile;"
 	@echo "                TYPES='int8/bf16/all' tiles generated per type set, one after another;"
-	@echo "                SIZES=128x128 TYPES=int8+bf16 COMMANDS=10000 CHUNK=500 full size)"
+	@echo "                SIZES=128x128 TYPES=int8+bf16 COMMANDS=10000 CHUNK=500 full size;"
+	@echo "                SIZES=16x4 TYPES=int8+mx: MX matmuls, 40 % of the legal ones)"
 	@echo "make exhaustive both RTL multipliers on every type pairing, all pairs (IEEE and FTZ), and"
 	@echo "                the FP32 adder on 10^9 random pairs + a rounding grid, against the golden"
 	@echo "                model; writes verif/results/exhaustive.json (~1.2 h on 2 cores)"
@@ -77,7 +81,7 @@ help:
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"
 	@echo "Each target runs a subcommand of .venv/bin/systolica (systolica --help lists them),"
-	@echo "but check-types (a pytest selection) and check-mx (python -m systolica.verif.mx_sweep)."
+	@echo "but check-types (a pytest selection) and check-mx (python -m systolica.verif.mx_sweep, mx_rate)."
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else \
@@ -108,6 +112,7 @@ check-types: $(STAMP)
 
 check-mx: $(STAMP)
 	$(PY) -m systolica.verif.mx_sweep
+	$(PY) -m systolica.verif.mx_rate
 
 regress-long: $(STAMP)
 	$(PY) -m systolica regress --seed $(or $(SEED),1) $(TYPES_ARG)

@@ -7,7 +7,8 @@ added as ``(p0 + p1) + (p2 + p3)`` with the PE's FP32 RNE adder, and the sum is 
 ``2^(s_stationary + s_moving - 254)`` with one rounding (an exponent add in the normal range;
 RNE with gradual underflow below it, +-Inf above it); a 0xFF scale gives NaN. MXFP4 (e2m1)
 elements are converted to e4m3fn before this datapath (:func:`fp4_to_e4m3fn`: the default
-mapping, exact). Not yet part of a generated tile: the component and its checks come first.
+mapping, exact). The PE instantiates it on a tile generated with the ``mx`` type set
+(``ProcessingElement(mx=True)``).
 """
 
 from amaranth.hdl import C, Cat, Module, Mux, Signal, signed

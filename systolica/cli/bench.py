@@ -54,6 +54,7 @@ from systolica.sim.builder.generate import (
 from systolica.sim.builder.runner import verilog_folder
 from systolica.sim.builder.toolchain import SIMULATORS
 from systolica.sim.options import OneLineParser, env_types, integer, parse_tile_sizes
+from systolica.verif.mx_rate import rate_jobs
 
 #: Type set of one speed measurement by default (``--one``): the INT8 and BF16 it times.
 BENCH_TYPES = "int8+bf16"
@@ -115,7 +116,8 @@ def double_row_rate(rows, cols, n, matmuls, simulator="verilator", seed=1, types
 
 def measure(simulator, config, matmuls, n, cycle_driver=True):
     """Measure one simulator and tile configuration (its INT8 and BF16 matmuls, those of
-    the two its type set holds); return a list of dicts."""
+    the two its type set holds, and on a tile with ``mx`` MXFP8 matmuls, ``dtype`` "mx",
+    bulk driver only: :func:`systolica.verif.mx_rate.rate_jobs`); return a list of dicts."""
     out = []
     rows, cols = config.rows, config.cols
     with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
@@ -123,12 +125,16 @@ def measure(simulator, config, matmuls, n, cycle_driver=True):
         block = grid_block(rows, cols)
         write_configuration(config, verilog_folder(config, Path(root), block), block)
         generate_s = time.perf_counter() - started
-        for dtype in [d for d in ("int8", "bf16") if d in config.dtypes]:
-            jobs = _jobs(rows, cols, dtype, matmuls, n)
+        dtypes = [d for d in ("int8", "bf16") if d in config.dtypes]
+        for dtype in dtypes + (["mx"] if config.mx and rows % 8 == 0 else []):
+            if dtype == "mx":       # MXFP8 on the mx datapath: 4 MACs per PE per cycle
+                jobs = rate_jobs(np.random.default_rng(1), rows, cols, n, matmuls)
+            else:
+                jobs = _jobs(rows, cols, dtype, matmuls, n)
             bulk = run_program(jobs, config=config, simulator=simulator,
                                build_root=root, driver="bulk", free_run=True)
             build_s = bulk.build.seconds or out[0]["build_s"]
-            macs = matmuls * rows * cols * n
+            macs = matmuls * rows * cols * n * (4 if dtype == "mx" else 1)
             row = {"simulator": simulator, "rows": rows, "cols": cols,
                    "types": config.types_name, "dtype": dtype,
                    "matmuls": matmuls, "n": n, "generate_s": round(generate_s, 2),
@@ -142,7 +148,7 @@ def measure(simulator, config, matmuls, n, cycle_driver=True):
                    "bulk_cycles_per_cpu_s": round(bulk.cycles / bulk.cpu_seconds),
                    "free_cycles_per_cpu_s": round(bulk.cycles / bulk.free_cpu_seconds)}
             row["bulk_vs_free"] = round(row["bulk_cycles_per_s"] / row["free_cycles_per_s"], 3)
-            if cycle_driver:
+            if cycle_driver and dtype != "mx":     # MX runs on the bulk driver only
                 cycle = run_program(jobs, config=config, simulator=simulator,
                                     build_root=root, driver="cycle")
                 row["cycle_cycles_per_s"] = round(cycle.cycles / cycle.seconds)
