@@ -693,7 +693,7 @@ class Run:
         self.warnings = []
         self.matmuls = []
         self.transposes = []     # TensorE transposes: operands and words, for the RTL check
-        self.mx_matmuls = 0      # nc_matmul_mx instructions (golden only, not RTL-checked)
+        self.mx_records = []     # nc_matmul_mx: elements, scale bits, result (the RTL check)
         self.loops = []
         self.program_ids = ()
         self.grid = ()

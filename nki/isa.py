@@ -395,10 +395,11 @@ def _accumulate_mask(opcode, dst, accumulate):
 
 
 def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, params,
-                operands, accumulated=None):
+                operands, accumulated=None, mx=None):
     """Write a matmul's result into PSUM (overwrite or accumulate) and record it.
     ``accumulated(prev)``: the result added into the stored words (default
-    ``golden.psum_accumulate(prev, sums)``)."""
+    ``golden.psum_accumulate(prev, sums)``); ``mx``: an ``nc_matmul_mx``'s elements, scale
+    bits and destination type, kept for the RTL check (:mod:`systolica.nki.rtl`)."""
     add = _accumulate_mask(opcode, dst, accumulate)
     if add.any():
         prev = dst.read(opcode=opcode)
@@ -418,8 +419,8 @@ def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, p
         run.matmuls.append({"index": index, "stationary": operands[0], "moving": operands[1],
                             "perf_mode": params["perf_mode"], "sums": sums,
                             "region": dst.access()})
-    elif opcode == "nc_matmul_mx":
-        run.mx_matmuls += 1
+    elif opcode == "nc_matmul_mx" and run.tensor_engine == "rtl":
+        run.mx_records.append({"index": index, **mx, "sums": sums, "region": dst.access()})
     return _finish(index, dst, fresh)
 
 
@@ -512,7 +513,9 @@ def nc_matmul_mx(*args, **kwargs):
               "stationary_dtype": dtype_name(stationary.dtype), "perf_mode": "mx",
               "is_transpose": False, "tile_position": None, "tile_size": None}
     return _psum_write(opcode, run, dst, fresh, sums, kw.get("accumulate"), stationary, moving,
-                       params, (s, m, kw["stationary_scale"], kw["moving_scale"]), accumulated)
+                       params, (s, m, kw["stationary_scale"], kw["moving_scale"]), accumulated,
+                       mx={"stationary": s, "moving": m, "stationary_scale": s_scale,
+                           "moving_scale": m_scale, "dst_dtype": dst_dtype})
 
 
 def quantize_mx(*args, **kwargs):

@@ -10,7 +10,11 @@ accumulation (:func:`~systolica.sim.api.tiling.golden_tiled_matmul` at the tile'
 which on a 128-row tile is the kernel's own ``nc_matmul`` result. A PSUM word that differs is
 an error naming the instruction, its kernel line and its PSUM region. Transposes run in the
 tile's transpose mode as a second program (:func:`transpose_blocks`); a matmul's
-``tile_position`` is not sent to the tile (its words do not depend on it).
+``tile_position`` is not sent to the tile (its words do not depend on it). NeuronCore-v4's
+``nc_matmul_mx`` instructions with a float32 dst run as a third program on a tile generated
+with the ``mx`` type set, in K-slabs of the tile's rows (a multiple of 8) accumulating in
+FP32 (:func:`_check_mx`); those with a bfloat16 dst stay on the golden model (a slab's BF16
+rounding would differ from the instruction's one rounding) and a warning counts them.
 """
 
 import time
@@ -91,8 +95,11 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
         ``transposes`` (TensorE transposes checked, in this process whatever ``workers``),
         ``transpose_commands``, ``transpose_words`` (PSUM elements compared),
         ``words`` (PSUM words the scoreboard compared), ``mismatches`` (0), ``seconds``
-        (wall time of the RTL runs including builds), ``build_seconds``, ``mx_golden_only``
-        (``nc_matmul_mx`` instructions not run on the tile: a warning says so).
+        (wall time of the RTL runs including builds), ``build_seconds``, ``mx_matmuls``
+        (``nc_matmul_mx`` instructions with a float32 dst checked, on a tile generated with
+        ``mx``: ``rows`` a multiple of 8), ``mx_tile_matmuls``, ``mx_words``,
+        ``mx_golden_only`` (``nc_matmul_mx`` with a bfloat16 dst, not run on the tile: a
+        warning says so).
 
     Raises
     ------
@@ -100,15 +107,17 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
         On the first instruction whose RTL result differs from the golden path.
     """
     start = time.perf_counter()
+    mx = [r for r in run.mx_records if r["dst_dtype"] == np.float32]
+    golden_only = len(run.mx_records) - len(mx)
     summary = {"matmuls": 0, "tile_matmuls": 0, "words": 0, "mismatches": 0,
                "transposes": 0, "transpose_commands": 0, "transpose_words": 0,
+               "mx_matmuls": 0, "mx_tile_matmuls": 0, "mx_words": 0,
                "build_seconds": 0.0, "rows": rows, "cols": cols,
-               "mx_golden_only": run.mx_matmuls}
-    if run.mx_matmuls:
-        run.warnings.append(f"{run.mx_matmuls} nc_matmul_mx instructions ran on the golden "
-                            f"model only: the RTL check runs nc_matmul and TensorE transposes "
-                            f"(MX matmuls run on a tile generated with the mx type set "
-                            f"through systolica.sim.MatmulMx)")
+               "mx_golden_only": golden_only}
+    if golden_only:
+        run.warnings.append(f"{golden_only} nc_matmul_mx instructions with a bfloat16 dst ran "
+                            f"on the golden model only: the RTL check runs MX matmuls with a "
+                            f"float32 dst (whose K-slabs a smaller tile accumulates in FP32)")
     groups = {}
     for m in run.matmuls:
         groups.setdefault(m["perf_mode"], []).append(m)
@@ -137,8 +146,44 @@ def check_matmuls(run, *, rows=128, cols=128, simulator="verilator", workers=1,
         summary["build_seconds"] += build
     if run.transposes:
         summary.update(_check_transposes(run, rows, cols, simulator))
+    if mx:
+        summary.update(_check_mx(run, mx, rows, cols, simulator))
     summary["seconds"] = time.perf_counter() - start
     return summary
+
+
+def _check_mx(run, records, rows, cols, simulator):
+    """Run the ``nc_matmul_mx`` instructions ``records`` (float32 dst) on an RTL tile
+    generated with the ``mx`` type set (``rows`` a multiple of 8): one tile program of K-slabs
+    of ``rows`` partitions (:class:`~systolica.sim.api.tiling.MxOperand` problems), each
+    result compared word for word with the instruction's (a tile of at least P rows: one
+    slab) or with the same slab-by-slab accumulation
+    (:func:`~systolica.sim.api.tiling.golden_tiled_matmuls`). Returns the summary's
+    ``mx_matmuls``, ``mx_tile_matmuls``, ``mx_words``; NkiError on the first instruction
+    whose words differ."""
+    from systolica.sim.api.tiling import MxOperand
+
+    problems = [(MxOperand(r["stationary"], r["stationary_scale"]),
+                 MxOperand(r["moving"], r["moving_scale"])) for r in records]
+    try:
+        result = run_tiled_program(problems, rows=rows, cols=cols, simulator=simulator)
+    except ValueError as error:
+        raise NkiError(f"nc_matmul_mx: the RTL check cannot run on a {rows} x {cols} tile: "
+                       f"{error}") from None
+    goldens = golden_tiled_matmuls(problems, rows)
+    for r, out, golden in zip(records, result.outs, goldens, strict=True):
+        expected = r["sums"] if rows >= r["stationary"].shape[0] else golden
+        diff = out.view(np.uint32) != expected.view(np.uint32)
+        if diff.any() or result.mismatches:
+            ins = run.instructions[r["index"]]
+            p, f = (int(v[0]) for v in np.nonzero(diff)) if diff.any() else (0, 0)
+            raise NkiError(
+                f"{ins.source}: nc_matmul_mx (instruction {ins.index}): the RTL tile ({rows} x "
+                f"{cols}) differs from the golden model in {int(diff.sum())} PSUM words "
+                f"({result.mismatches} by its scoreboard), first at [{p}, {f}]; "
+                f"{_region(r['region'])}")
+    return {"mx_matmuls": len(records), "mx_tile_matmuls": result.matmuls,
+            "mx_words": result.words}
 
 
 def transpose_blocks(stationary, moving, rows, cols):

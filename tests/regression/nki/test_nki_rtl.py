@@ -105,3 +105,33 @@ def test_transpose_blocks_place_each_slab_on_the_columns_it_selects():
         got[m0:m0 + block.stationary.shape[1], columns] = nc_matmul(
             block.stationary, block.moving, is_transpose=True, rows=4)
     assert (got.view(np.uint16) == want.view(np.uint16)).all()
+
+
+def test_a_kernel_mx_matmul_runs_on_an_mx_tile_bit_for_bit():
+    """nc_matmul_mx (float32 dst) goes to a tile generated with the mx type set: the
+    project's MXFP8 kernel (K = 512, M = 128, N = 512: one instruction) on the 16 x 4
+    int8+mx build of tests/regression/rtl/test_rtl_mx.py, in K-slabs of 16 partitions x
+    M-folds of 4, every PSUM word equal to the slab-by-slab golden accumulation."""
+    from systolica.nki.kernels import matmul_mx
+
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((512, 128)).astype(BF16)
+    b = rng.standard_normal((512, 512)).astype(BF16)
+    result = nki.run(matmul_mx.matmul_mxfp8, a, b, target="trn3", tensor_engine="rtl",
+                     rows=16, cols=4)
+    assert result.rtl["mx_matmuls"] == 1 and result.rtl["mx_golden_only"] == 0
+    assert result.rtl["mx_tile_matmuls"] == (128 // 16) * (128 // 4)   # K-slabs x M-folds
+    assert result.rtl["mx_words"] == (128 // 16) * 128 * 512      # every slab's PSUM words
+    assert not any("golden model only" in w for w in result.warnings)
+
+
+def test_an_mx_check_on_a_tile_of_rows_not_whole_scale_groups_is_one_line():
+    from systolica.nki.kernels import matmul_mx
+
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((512, 128)).astype(BF16)
+    b = rng.standard_normal((512, 512)).astype(BF16)
+    with pytest.raises(nki.NkiError, match=r"^nc_matmul_mx: the RTL check cannot run on a "
+                                           r"4 x 4 tile: .*multiple of 8"):
+        nki.run(matmul_mx.matmul_mxfp8, a, b, target="trn3", tensor_engine="rtl", rows=4,
+                cols=4)
