@@ -665,19 +665,28 @@ class TileModel:
             groups[where] |= sum(1 << g for g in range(count) if g * grain in rows)
         return data, groups
 
-    def plan(self, bits):
+    def plan(self, bits, scales=None):
         """Pack the records submitted since the last plan as a program of their own (it
         starts when everything before it is done): their moving beats join
         :attr:`moving_owners`, their expected result beats :attr:`events`; returns their
-        moving beats as :meth:`pack` does, ``bits`` keyed by record index."""
+        moving beats as :meth:`pack` does, ``bits`` keyed by record index.
+
+        ``scales`` (an MX tile): ``{record index: its [N, rows] moving E8M0 lanes}``
+        (:meth:`scales`' second, for every legal matmul ``bits`` has); then a third item
+        follows, the beats' ``scale`` lanes ``[beats, rows]``, packed on the same plan."""
         start, records = self._planned, self.records[self._planned:]
         self._planned = len(self.records)
         commands = [r.command for r in records]
         moving, results = self.program_beats(commands)
         self.events += [tuple(start + j for j in beat) for beat in results]
         self.moving_owners += [tuple(start + j for j in beat) for beat in moving]
-        return self.pack(commands, {j - start: b for j, b in bits.items() if j >= start},
-                         moving)
+
+        def packed(lanes):
+            return self.pack(commands, {j - start: b for j, b in lanes.items() if j >= start},
+                             moving)
+        if scales is None:
+            return packed(bits)
+        return (*packed(bits), packed(scales)[0])
 
     @property
     def result_count(self):

@@ -213,9 +213,20 @@ def write_program(path, commands, *, idle=0.0, backpressure=0.0):
     "accumulate", "ftz", "perf_mode"[, "is_transpose"][, "tile_position", "tile_size"]}``
     with the operands as numpy arrays
     ([K, M] and [K, N], any 1- or 2-byte dtype; stored as their bit patterns), the types as
-    short type names (``"int8"``, ``"e4m3"``, ...), ``perf_mode`` None or ``"double_row"``
+    short type names (``"int8"``, ``"e4m3"``, ...), ``perf_mode`` None or ``"double_row"``,
     ``is_transpose`` a bool (default False) and the tile two pairs of int (default None, the
     whole array).
+    An MX matmul (NeuronCore-v4's ``nc_matmul_mx``, a tile with the ``mx`` type set) is
+    ``{"bank", "offset", "mx": True, "stationary", "moving", "stationary_type",
+    "moving_type", "stationary_scale", "moving_scale", "accumulate", "dst_dtype",
+    "rounding", "seed"[, "tile_position", "tile_size"]}``: the operands as their ``[P, M,
+    4]`` and ``[P, N, 4]`` element arrays (float8_e4m3fn, float8_e5m2 or float4_e2m1fn;
+    stored as their uint8 codes, not packed into x4 words: the testbench's model packs
+    them, one rule for both drivers), the types as the short names of
+    ``systolica.golden.mx.MX_TYPES`` (``"e4m3fn"``, ``"e5m2"``, ``"e2m1"``), the scales
+    ``[P // 8, M]`` and ``[P // 8, N]`` E8M0 codes (uint8 or float8_e8m0fnu; read back as
+    uint8), ``dst_dtype`` ``"fp32"`` or ``"bf16"``, ``rounding`` ``"rne"`` or
+    ``"stochastic"`` and ``seed`` an int (0 .. 2^32 - 1).
     ``idle`` and ``backpressure`` are probabilities (0..1).
     """
     import numpy as np
@@ -232,19 +243,28 @@ def write_program(path, commands, *, idle=0.0, backpressure=0.0):
             array = c[role]
             program[f"{role}_{i}"] = array.view(f"u{array.dtype.itemsize}")
             program[f"{role}_type_{i}"] = np.str_(c[f"{role}_type"])
-        if c.get("perf_mode") is not None:
-            program[f"perf_mode_{i}"] = np.str_(c["perf_mode"])
         program[f"accumulate_{i}"] = np.bool_(c["accumulate"])
-        program[f"ftz_{i}"] = np.bool_(c["ftz"])
-        program[f"is_transpose_{i}"] = np.bool_(c.get("is_transpose", False))
         if c.get("tile_position") is not None:
             program[f"tile_{i}"] = np.array([*c["tile_position"], *c["tile_size"]], np.int64)
+        if c.get("mx", False):
+            program[f"mx_{i}"] = np.bool_(True)
+            for role in ("stationary", "moving"):
+                program[f"{role}_scale_{i}"] = np.asarray(c[f"{role}_scale"]).view(np.uint8)
+            program[f"dst_dtype_{i}"] = np.str_(c["dst_dtype"])
+            program[f"rounding_{i}"] = np.str_(c["rounding"])
+            program[f"seed_{i}"] = np.int64(c["seed"])
+            continue
+        if c.get("perf_mode") is not None:
+            program[f"perf_mode_{i}"] = np.str_(c["perf_mode"])
+        program[f"ftz_{i}"] = np.bool_(c["ftz"])
+        program[f"is_transpose_{i}"] = np.bool_(c.get("is_transpose", False))
     np.savez(path, **program)
 
 
 def read_program(path):
     """Read a file of :func:`write_program`: ``(commands, idle, backpressure)``, the commands
-    as the dicts it was given (operands as unsigned bit patterns: view them as their type)."""
+    as the dicts it was given (operands as unsigned bit patterns: view them as their type;
+    every matmul has ``"mx"``, False for one that is not MX)."""
     import numpy as np
 
     with np.load(path) as program:
@@ -257,14 +277,22 @@ def read_program(path):
                 for role in ("stationary", "moving"):
                     c[role] = program[f"{role}_{i}"]
                     c[f"{role}_type"] = str(program[f"{role}_type_{i}"])
-                c["perf_mode"] = (str(program[f"perf_mode_{i}"])
-                                  if f"perf_mode_{i}" in program else None)
                 c["accumulate"] = bool(program[f"accumulate_{i}"])
-                c["ftz"] = bool(program[f"ftz_{i}"])
-                c["is_transpose"] = bool(program[f"is_transpose_{i}"])
                 tile = program[f"tile_{i}"].tolist() if f"tile_{i}" in program else None
                 c["tile_position"] = None if tile is None else tuple(tile[:2])
                 c["tile_size"] = None if tile is None else tuple(tile[2:])
+                c["mx"] = f"mx_{i}" in program
+                if c["mx"]:
+                    for role in ("stationary", "moving"):
+                        c[f"{role}_scale"] = program[f"{role}_scale_{i}"]
+                    c["dst_dtype"] = str(program[f"dst_dtype_{i}"])
+                    c["rounding"] = str(program[f"rounding_{i}"])
+                    c["seed"] = int(program[f"seed_{i}"])
+                else:
+                    c["perf_mode"] = (str(program[f"perf_mode_{i}"])
+                                      if f"perf_mode_{i}" in program else None)
+                    c["ftz"] = bool(program[f"ftz_{i}"])
+                    c["is_transpose"] = bool(program[f"is_transpose_{i}"])
             commands.append(c)
         idle = float(program["idle"]) if "idle" in program else 0.0
         backpressure = float(program["backpressure"]) if "backpressure" in program else 0.0

@@ -86,7 +86,7 @@ class TileTB:
         self.scoreboard = Scoreboard(log=self.log)
         self.command = StreamDriver(dut, "command", command_layout(),
                                     random.Random(rng.random()), idle)
-        mx = config.get("mx", False)
+        mx = self._mx = config.get("mx", False)
         width = lane_width(config["dtypes"], mx)
         self.stationary = StreamDriver(dut, "stationary",
                                        stationary_layout(self.cols, width, mx),
@@ -109,6 +109,7 @@ class TileTB:
         self._coverage = os.environ.get(protocol.COVERAGE)
         self._operands = {}
         self._moving_bits = {}      # record index -> its moving lanes, until run() packs them
+        self._moving_scales = {}    # the same for their E8M0 scale lanes (an MX tile)
         #: Clock cycles stepped so far, and the cycle after the last expected result.
         self.cycle = 0
         self.finished = 0
@@ -136,11 +137,40 @@ class TileTB:
             tile_position=tile_position, tile_size=tile_size)
         if self._coverage and record.error is None:
             self._operands[record.index] = (stationary, moving)
+        # On an MX tile a matmul that is not MX sends scale 0 in every lane (as
+        # TileModel.scales gives for it).
+        self._send(record, command, s_bits, m_bits,
+                   (np.zeros_like(s_bits), np.zeros_like(m_bits)) if self._mx else None)
+        return record
+
+    def submit_mx(self, stationary, moving, stationary_scale, moving_scale, *,
+                  accumulate=False, bank=0, offset=0, tile_position=None, tile_size=None,
+                  dst_dtype="fp32", rounding="rne", seed=0):
+        """Queue one MX matmul on a tile generated with the ``mx`` type set; see
+        :meth:`TileModel.submit_mx` for the arguments (elements ``[P, F, 4]``, E8M0 scales
+        ``[P // 8, F]``, ``dst_dtype`` ``"fp32"`` or ``"bf16"``) and errors. Its stationary
+        beats carry the x4 words in ``data`` and their scales in ``scale``; its moving
+        scales are packed with its moving words at :meth:`run`. Returns the
+        :class:`CommandRecord`."""
+        item = self.model.prepare_mx(stationary, moving, stationary_scale, moving_scale,
+                                     accumulate, bank, offset, tile_position, tile_size,
+                                     dst_dtype, rounding, seed)
+        record = self.model.commit_mx(item)
+        if self._coverage:      # coverage samples an MX matmul's scales (verif.coverage)
+            self._operands[record.index] = (stationary_scale, moving_scale)
+        self._send(record, *self.model.stimulus(item), self.model.scales(item))
+        return record
+
+    def _send(self, record, command, s_bits, m_bits, scales):
+        """Queue a matmul's command and stationary beats; keep its moving lanes (and, on an
+        MX tile, ``scales``: its stationary and moving E8M0 lanes) for :meth:`run`."""
         self.command.send(command)
-        for beat in self._packers["stationary"].pack_ints(len(s_bits), data=s_bits):
+        fields = {"data": s_bits}
+        if scales is not None:
+            fields["scale"], self._moving_scales[record.index] = scales
+        for beat in self._packers["stationary"].pack_ints(len(s_bits), **fields):
             self.stationary.send(beat)
         self._moving_bits[record.index] = m_bits    # packed with the rest at run()
-        return record
 
     def submit_command(self, command):
         """Queue a READ or an illegal command (a :class:`systolica.golden.Command`); see
@@ -195,9 +225,14 @@ class TileTB:
         extra result beat would still reach the scoreboard (as "unexpected").
         :attr:`finished` is the cycle after the last expected result.
         """
-        data, groups = self.model.plan(self._moving_bits)
-        self._moving_bits = {}
-        for beat in self._packers["moving"].pack_ints(len(data), data=data, groups=groups):
+        if self._mx:        # the moving scales on the same beat plan as the words
+            data, groups, scales = self.model.plan(self._moving_bits, self._moving_scales)
+            fields = {"scale": scales}
+        else:
+            (data, groups), fields = self.model.plan(self._moving_bits), {}
+        self._moving_bits, self._moving_scales = {}, {}
+        for beat in self._packers["moving"].pack_ints(len(data), data=data, groups=groups,
+                                                      **fields):
             self.moving.send(beat)
         budget = self.cycle_budget() if max_cycles is None else max_cycles
         start = self.cycle

@@ -32,7 +32,7 @@ from systolica.golden import (
     psum_accumulate,
     region_limit,
 )
-from systolica.golden.mx import check_mx_operands, command_types
+from systolica.golden.mx import MX_TYPES, check_mx_operands, command_types
 from systolica.golden.timing import command_schedule
 from systolica.hdl.config import TileConfig
 from systolica.sim.builder.errors import SimulationError
@@ -94,7 +94,7 @@ class Matmul:
 @dataclass(frozen=True)
 class MatmulMx:
     """One MX matmul (NeuronCore-v4's ``nc_matmul_mx``) of a program for
-    :func:`run_program`, on a tile generated with the ``mx`` type set, bulk driver.
+    :func:`run_program`, on a tile generated with the ``mx`` type set (either driver).
 
     Attributes
     ----------
@@ -455,7 +455,7 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         double-row), M <= cols, 1 <= N, and a PSUM region
         (``bank`` < 8, ``offset + N`` <= 512); pairs run as overwriting matmuls into bank 0
         from entry 0. A :class:`MatmulMx` is an MX matmul (a tile with the ``mx`` type
-        set, bulk driver). A :class:`Read` streams a PSUM region out.
+        set). A :class:`Read` streams a PSUM region out.
     config : TileConfig, optional
         The tile (size, type set, PSUM, queue depth).
     rows, cols : int, optional
@@ -528,9 +528,6 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         driver = "cycle" if waves else "bulk"
     if driver not in ("bulk", "cycle"):
         raise ValueError(f"driver must be 'bulk' or 'cycle', not {driver!r}")
-    if driver == "cycle" and any(isinstance(job, MatmulMx) for job in jobs):
-        raise ValueError("MX matmuls run on the bulk driver only; allowed: driver='bulk' "
-                         "(the default without waves)")
     if driver == "bulk":
         return _run_bulk(jobs, config, simulator=simulator, waves=waves, seed=seed,
                          idle=idle, backpressure=backpressure, build_root=build_root,
@@ -547,6 +544,16 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
         if isinstance(job, Read):
             program.append({**region, "read": job.n})
             continue
+        if isinstance(job, MatmulMx):
+            program.append({**region, "mx": True, "stationary": job.stationary,
+                            "moving": job.moving,
+                            "stationary_type": MX_TYPES[job.stationary.dtype][0],
+                            "moving_type": MX_TYPES[job.moving.dtype][0],
+                            "stationary_scale": job.stationary_scale,
+                            "moving_scale": job.moving_scale, "accumulate": job.accumulate,
+                            "dst_dtype": command.dst_dtype, "rounding": command.rounding,
+                            "seed": command.seed, **_tile(job)})
+            continue
         program.append({**region, "stationary": job.stationary, "moving": job.moving,
                         "stationary_type": command.dtype, "moving_type": command.mtype,
                         "perf_mode": job.perf_mode, "accumulate": job.accumulate,
@@ -561,10 +568,8 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
     if not results_path.is_file():
         raise SimulationError(f"the simulation wrote no results; see {run.log}")
     out = protocol.read_results(results_path, len(jobs))
-    for i, (job, psum) in enumerate(zip(jobs, out["psums"], strict=True)):
-        if psum is not None and isinstance(job, Matmul) and job.is_transpose:
-            # .npz keeps ml_dtypes types as raw bytes: the element type again
-            out["psums"][i] = psum.view(format_of(job.stationary.dtype).transpose_dtype)
+    out["psums"] = [None if psum is None else _typed(job, psum)
+                    for job, psum in zip(jobs, out["psums"], strict=True)]
     missing = [i for i, psum in enumerate(out["psums"]) if psum is None]
     if missing:
         raise SimulationError(
@@ -581,6 +586,18 @@ def run_program(jobs, *, config=None, rows=None, cols=None, simulator="verilator
     if not (waves if keep is None else keep):
         shutil.rmtree(run_dir, ignore_errors=True)
     return result
+
+
+def _typed(job, psum):
+    """A job's PSUM as the testbench's model gives it (``TileModel.results``), in the
+    job's result type (both drivers): a BF16-destination MX matmul's words are BF16 values
+    (exact: their low halves are zero), a transpose's in its element type (the per-cycle
+    driver's results file keeps ml_dtypes types as raw bytes)."""
+    if isinstance(job, MatmulMx) and _mx_dst(job) == "bf16":
+        return psum.astype(ml_dtypes.bfloat16)
+    if isinstance(job, Matmul) and job.is_transpose:
+        return psum.view(format_of(job.stationary.dtype).transpose_dtype)
+    return psum
 
 
 def _program_result(psums, stamps, predicted, **kwargs):
@@ -633,10 +650,8 @@ def _run_bulk(jobs, config, *, simulator, waves, seed, idle, backpressure, build
     records = program.model.records
     stamps = [CommandTiming(r.accept, issues=tuple(r.issues), results=tuple(r.result_cycles))
               for r in records]
-    psums = [program.model.results(r) for r in records]
-    for i, job in enumerate(jobs):     # a BF16 destination's words are BF16 values
-        if isinstance(job, MatmulMx) and _mx_dst(job) == "bf16":
-            psums[i] = psums[i].astype(ml_dtypes.bfloat16)
+    psums = [_typed(job, program.model.results(r))
+             for job, r in zip(jobs, records, strict=True)]
     result = _program_result(
         psums, stamps, predicted,
         cycles=max(r.last_result for r in records) + 1, seconds=harness.seconds,

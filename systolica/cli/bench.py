@@ -117,7 +117,8 @@ def double_row_rate(rows, cols, n, matmuls, simulator="verilator", seed=1, types
 def measure(simulator, config, matmuls, n, cycle_driver=True):
     """Measure one simulator and tile configuration (its INT8 and BF16 matmuls, those of
     the two its type set holds, and on a tile with ``mx`` MXFP8 matmuls, ``dtype`` "mx",
-    bulk driver only: :func:`systolica.verif.mx_rate.rate_jobs`); return a list of dicts."""
+    timed on the bulk driver only: :func:`systolica.verif.mx_rate.rate_jobs`); return a list
+    of dicts."""
     out = []
     rows, cols = config.rows, config.cols
     with tempfile.TemporaryDirectory(prefix="systolica-bench-") as root:
@@ -148,7 +149,7 @@ def measure(simulator, config, matmuls, n, cycle_driver=True):
                    "bulk_cycles_per_cpu_s": round(bulk.cycles / bulk.cpu_seconds),
                    "free_cycles_per_cpu_s": round(bulk.cycles / bulk.free_cpu_seconds)}
             row["bulk_vs_free"] = round(row["bulk_cycles_per_s"] / row["free_cycles_per_s"], 3)
-            if cycle_driver and dtype != "mx":     # MX runs on the bulk driver only
+            if cycle_driver and dtype != "mx":     # the MX row times the bulk driver only
                 cycle = run_program(jobs, config=config, simulator=simulator,
                                     build_root=root, driver="cycle")
                 row["cycle_cycles_per_s"] = round(cycle.cycles / cycle.seconds)

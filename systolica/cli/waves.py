@@ -165,7 +165,8 @@ def _run_workload(args):
     from systolica.sim.api.runs import run_program
 
     jobs = mx_workload(args) if args.mx else simulate.workload(args)
-    # MX matmuls run on the bulk driver only (its harness holds the tile as ``tile``).
+    # MX waves come from the bulk driver (its harness holds the tile as ``tile``; the MX
+    # save file names that scope).
     result = run_program(jobs, config=args.config, simulator=args.sim, waves=True,
                          seed=args.seed, idle=args.idle, backpressure=args.backpressure,
                          build_root=args.build_dir, wave_format=args.format,

@@ -12,14 +12,19 @@ import time
 import cocotb
 
 from systolica.golden import format_of
+from systolica.golden.mx import MX_TYPES
 
 from .. import protocol
 from ..tile_tb import TileTB
 
+#: MX element types by the program file's short names (``MX_TYPES``' own).
+_MX_ELEMENTS = {name: dtype for dtype, (name, _, _) in MX_TYPES.items()}
+
 
 @cocotb.test()
 async def run_program(dut):
-    """Run every matmul of the program, check it on the scoreboard, save the results."""
+    """Run every command of the program (matmuls, MX matmuls, READs), check it on the
+    scoreboard, save the results."""
     commands, idle, backpressure = protocol.read_program(os.environ[protocol.PROGRAM])
     tb = TileTB(dut, seed=cocotb.RANDOM_SEED, idle=idle, backpressure=backpressure,
                 psum_zeroed=True)   # one program per simulation: PSUM starts at zero
@@ -29,6 +34,14 @@ async def run_program(dut):
         region = {"bank": c["bank"], "offset": c["offset"]}
         if "read" in c:
             records.append(tb.read(n=c["read"], **region))
+        elif c["mx"]:
+            operands = (c[role].view(_MX_ELEMENTS[c[f"{role}_type"]])
+                        for role in ("stationary", "moving"))
+            records.append(tb.submit_mx(*operands, c["stationary_scale"], c["moving_scale"],
+                                        accumulate=c["accumulate"], dst_dtype=c["dst_dtype"],
+                                        rounding=c["rounding"], seed=c["seed"],
+                                        tile_position=c["tile_position"],
+                                        tile_size=c["tile_size"], **region))
         else:
             operands = (c[role].view(format_of(c[f"{role}_type"]).dtype)
                         for role in ("stationary", "moving"))

@@ -51,6 +51,35 @@ def test_program_file_round_trips(tmp_path):
             assert got[role].dtype.kind == "u" and got[role].shape == want[role].shape
 
 
+def test_program_file_round_trips_mx_matmuls(tmp_path):
+    rng = np.random.default_rng(2)
+    codes = rng.integers(0, 256, (16, 3, 4), dtype=np.uint8)
+    e2m1 = (codes[:, :2] & 0xF).view(ml_dtypes.float4_e2m1fn)    # [P, M, 4] MXFP4
+    e5m2 = codes.view(ml_dtypes.float8_e5m2)                       # [P, N, 4], NaN codes too
+    s_scale = np.uint8([[0, 255], [127, 254]])
+    m_scale = np.uint8([[1, 2, 3], [200, 201, 202]]).view(ml_dtypes.float8_e8m0fnu)
+    mx = {"bank": 3, "offset": 500, "mx": True, "stationary": e2m1, "moving": e5m2,
+          "stationary_type": "e2m1", "moving_type": "e5m2", "stationary_scale": s_scale,
+          "moving_scale": m_scale, "accumulate": True, "dst_dtype": "bf16",
+          "rounding": "stochastic", "seed": 0xFFFFFFFF, "tile_position": (8, 0),
+          "tile_size": (8, 2)}
+    plain = {"bank": 0, "offset": 0, "stationary": codes[0].view(np.int8),
+             "moving": codes[1].view(np.int8), "stationary_type": "int8",
+             "moving_type": "int8", "accumulate": False, "ftz": False, "perf_mode": None}
+    protocol.write_program(tmp_path / "p.npz", [mx, plain])
+    back, _, _ = protocol.read_program(tmp_path / "p.npz")
+    got = back[0]
+    assert set(got) == set(mx)
+    for key in ("bank", "offset", "mx", "stationary_type", "moving_type", "accumulate",
+                "dst_dtype", "rounding", "seed", "tile_position", "tile_size"):
+        assert got[key] == mx[key] and type(got[key]) is type(mx[key]), key
+    for key in ("stationary", "moving", "stationary_scale", "moving_scale"):
+        assert got[key].dtype == np.uint8 and got[key].shape == mx[key].shape, key
+        assert got[key].tobytes() == mx[key].tobytes(), key
+    assert back[1]["mx"] is False and back[1]["ftz"] is False
+    assert not any(key.endswith("scale") for key in back[1])
+
+
 def test_results_file_round_trips(tmp_path):
     psum = np.arange(6, dtype=np.int32).reshape(2, 3)
     protocol.write_results(tmp_path / "r.npz", psums={0: psum}, issues=[[5, 6], []],

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from systolica.golden import TFLOAT32, Command
+from systolica.hdl.config import TileConfig
 from systolica.hdl.layouts import DType, Op
 from systolica.tb.model import TileModel
 from systolica.tb.scoreboard import Scoreboard
@@ -171,3 +172,37 @@ def test_program_beats_are_the_golden_packing_and_share_result_beats():
     assert moving == moving_beats(4, 4, commands)
     assert any(len(beat) == 2 for beat in moving) and any(len(beat) == 2 for beat in results)
     assert results[-2:] == [(2,), (2,)]            # the READ's two beats, alone, last
+
+
+def test_plan_packs_the_moving_scales_on_the_beats_of_their_words():
+    # Two MX matmuls in the two 8-row tiles of a 16-row tile (whole columns: they follow
+    # each other): each beat's scale lanes are the group scales of the column whose words
+    # it carries, in its matmul's rows, zero elsewhere.
+    import ml_dtypes
+
+    tm = TileModel(16, 2, Scoreboard(), dtypes=TileConfig(16, 2, "int8+mx").dtypes, mx=True)
+    rng = np.random.default_rng(5)
+    bits, scales, given = {}, {}, {}
+    for row, n in ((0, 3), (8, 5)):
+        elements = rng.integers(0, 0x78, (8, n + 2, 4), dtype=np.uint8).view(
+            ml_dtypes.float8_e4m3fn)
+        s_scale = rng.integers(0, 256, (1, 2), dtype=np.uint8)
+        m_scale = rng.integers(0, 256, (1, n), dtype=np.uint8)
+        item = tm.prepare_mx(elements[:, :2], elements[:, 2:], s_scale, m_scale, bank=row // 8,
+                             tile_position=(row, 0), tile_size=(8, 2))
+        record = tm.commit_mx(item)
+        bits[record.index] = tm.stimulus(item)[2]
+        scales[record.index] = tm.scales(item)[1]
+        given[record.index] = (row, m_scale[0])
+    data, groups, lanes = tm.plan(bits, scales)
+    assert data.shape == lanes.shape == (8, 16)
+    column = dict.fromkeys(given, 0)
+    for beat, owners in enumerate(tm.moving_owners):
+        want = np.zeros(16, np.uint32)
+        for j in owners:
+            row, m_scale = given[j]
+            want[row:row + 8] = m_scale[column[j]]
+            column[j] += 1
+        np.testing.assert_array_equal(lanes[beat], want)
+    assert column == {0: 3, 1: 5}
+    assert tm.plan({}, {})[2].shape == (0, 16)
