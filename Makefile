@@ -3,8 +3,9 @@
 # Variables (on the command line or in the environment):
 #   SIM=verilator|icarus  ROWS=128  COLS=128 (minilm on verilator; else 8)  FTZ=1
 #   DTYPE=int8|bf16|fp16|e4m3|e5m2|e3m4|e4m3fn|tf32|fp32
-#   TYPES=int8+bf16+fp16+fp8+fp8-double-row+fp32|all (the tile's type set; all: every set but
-#   fp32; default: the workload's; fuzz: all/all+fp32, every size with each set in turn)
+#   TYPES=int8+bf16+fp16+fp8+fp8-double-row+fp32+mx|all (the tile's type set; all: every set
+#   but fp32 and mx; all+mx adds MXFP8 to make sim; default: the workload's; fuzz:
+#   all/all+fp32, every size with each set in turn)
 #   SEED=1  WAVES=1
 #   WORKLOAD=minilm|random  LAYERS=0|0,5|all (minilm)  WORKERS=N (minilm)
 #   TIMELINE=run.png TRACE=run.json (random)

@@ -337,6 +337,9 @@ def main(argv=None):
                   + (f"; {r['transposes']} transposes ({r['transpose_commands']} tile "
                      f"commands), {r['transpose_words']} PSUM elements compared"
                      if r.get("transposes") else "")
+                  + (f"; {r['mx_matmuls']} nc_matmul_mx ({r['mx_tile_matmuls']} tile "
+                     f"commands), {r['mx_words']} PSUM words compared"
+                     if r.get("mx_matmuls") else "")
                   + f"; 0 mismatches, {r['seconds']:.1f} s")
         print("wall: " + ", ".join(f"{k} {v:.2f} s" for k, v in wall.items()))
         print("cpu:  " + ", ".join(f"{k} {v:.2f} s" for k, v in cpu_split.items()))

@@ -342,11 +342,14 @@ class TileModel:
                 "scales": (np.repeat(s_scale, 8, axis=0), np.repeat(m_scale, 8, axis=0))}
 
     def scales(self, item):
-        """``(stationary_scales [K, cols], moving_scales [N, rows])`` (uint32 E8M0 bits) of a
-        prepared matmul's beats: an MX matmul's group scales, row ``k`` taking group
-        ``k // 8``'s, in its tile's rows; zeros for any other matmul."""
+        """``(stationary_scales [beats, cols], moving_scales [N, rows])`` (uint32 E8M0 bits)
+        of a prepared matmul's beats (its stationary beats: K, ``min(K, rows)`` for FP8
+        double-row, as :func:`lane_bits` packs them): an MX matmul's group scales, row ``k``
+        taking group ``k // 8``'s, in its tile's rows; zeros for any other matmul."""
         command, tile = item["command"], item["tile"]
-        s_scales = np.zeros((len(item["padded"]), self.cols), self.lane_dtype)
+        k = len(item["padded"])
+        beats = min(k, tile.rows) if command.double_row else k
+        s_scales = np.zeros((beats, self.cols), self.lane_dtype)
         m_scales = np.zeros((command.n, self.rows), self.lane_dtype)
         if "scales" in item:
             s_scales[:] = item["scales"][0]

@@ -3,6 +3,8 @@ tile and compares every PSUM word with the golden path (the RTL check of ``systo
 run --tensor-engine rtl``), and a difference is reported as an error naming the kernel
 line."""
 
+from pathlib import Path
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -107,22 +109,24 @@ def test_transpose_blocks_place_each_slab_on_the_columns_it_selects():
     assert (got.view(np.uint16) == want.view(np.uint16)).all()
 
 
-def test_a_kernel_mx_matmul_runs_on_an_mx_tile_bit_for_bit():
+def test_a_kernel_mx_matmul_runs_on_an_mx_tile_bit_for_bit(capsys):
     """nc_matmul_mx (float32 dst) goes to a tile generated with the mx type set: the
-    project's MXFP8 kernel (K = 512, M = 128, N = 512: one instruction) on the 16 x 4
-    int8+mx build of tests/regression/rtl/test_rtl_mx.py, in K-slabs of 16 partitions x
-    M-folds of 4, every PSUM word equal to the slab-by-slab golden accumulation."""
-    from systolica.nki.kernels import matmul_mx
+    project's MXFP8 kernel (K = 512, M = 128, N = 512: one instruction) through ``systolica
+    nki run --tensor-engine rtl`` on the 16 x 4 int8+mx build of
+    tests/regression/rtl/test_rtl_mx.py, in K-slabs of 16 partitions x M-folds of 4, every
+    PSUM word equal to the slab-by-slab golden accumulation; the summary line counts it."""
+    from systolica.nki.cli import main
 
-    rng = np.random.default_rng(6)
-    a = rng.standard_normal((512, 128)).astype(BF16)
-    b = rng.standard_normal((512, 512)).astype(BF16)
-    result = nki.run(matmul_mx.matmul_mxfp8, a, b, target="trn3", tensor_engine="rtl",
-                     rows=16, cols=4)
-    assert result.rtl["mx_matmuls"] == 1 and result.rtl["mx_golden_only"] == 0
-    assert result.rtl["mx_tile_matmuls"] == (128 // 16) * (128 // 4)   # K-slabs x M-folds
-    assert result.rtl["mx_words"] == (128 // 16) * 128 * 512      # every slab's PSUM words
-    assert not any("golden model only" in w for w in result.warnings)
+    kernels = Path(__file__).resolve().parents[3] / "nki" / "kernels"
+    status = main(["run", f"{kernels}/matmul_mx.py::matmul_mxfp8", "--target", "trn3",
+                   "--arg", "lhsT=512x128:bfloat16", "--arg", "rhs=512x512:bfloat16",
+                   "--tensor-engine", "rtl", "--rows", "16", "--cols", "4"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    slabs, folds = 128 // 16, 128 // 4
+    assert (f"; 1 nc_matmul_mx ({slabs * folds} tile commands), {slabs * 128 * 512} PSUM "
+            f"words compared; 0 mismatches") in out, out
+    assert "golden model only" not in out
 
 
 def test_an_mx_check_on_a_tile_of_rows_not_whole_scale_groups_is_one_line():

@@ -206,3 +206,21 @@ def test_plan_packs_the_moving_scales_on_the_beats_of_their_words():
         np.testing.assert_array_equal(lanes[beat], want)
     assert column == {0: 3, 1: 5}
     assert tm.plan({}, {})[2].shape == (0, 16)
+
+
+@pytest.mark.parametrize("k", [8, 13, 16])
+def test_a_double_row_matmul_on_an_mx_tile_gets_a_zero_scale_per_stationary_beat(k):
+    """On a tile with ``mx`` every stationary beat carries scale lanes: an FP8 double-row
+    matmul sends ``min(K, rows)`` beats (two K rows per beat), so its zero scales are that
+    many too (sized by K they could not be packed beside its words)."""
+    import ml_dtypes
+
+    tm = TileModel(8, 4, Scoreboard(), mx=True)
+    rng = np.random.default_rng(k)
+    s = rng.integers(0, 0x70, (k, 4)).astype(np.uint8).view(ml_dtypes.float8_e4m3)
+    v = rng.integers(0, 0x70, (k, 3)).astype(np.uint8).view(ml_dtypes.float8_e5m2)
+    (item,) = tm.prepare_many([(s, v, False, False, 0, 0, "double_row")])
+    _beat, s_bits, m_bits = tm.stimulus(item)
+    s_scales, m_scales = tm.scales(item)
+    assert s_scales.shape == s_bits.shape == (min(k, 8), 4)
+    assert m_scales.shape == m_bits.shape and not s_scales.any() and not m_scales.any()
