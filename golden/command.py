@@ -272,15 +272,15 @@ def check_region(what, bank, offset, n, *, banks=PSUM_BANKS, entries=PSUM_ENTRIE
         raise ValueError(f"bank must be between 0 and {banks - 1} (the tile has {banks} PSUM "
                          f"banks), not {bank}")
     limit = region_limit(bank, banks=banks, entries=entries, across=across)
-    if offset + n > limit and across:
+    if offset + n <= limit:
+        return
+    if across:
         raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1} from the start of "
                          f"bank {bank}, past the end of PSUM ({banks} banks of {entries}: "
                          f"offset + n must be at most {limit})")
-    if offset + n > limit:
-        raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1}, past the end of "
-                         f"the {entries}-entry bank (offset + n must be at most {entries}; "
-                         f"a tile generated with 'mx' lets a region continue into the next "
-                         f"banks)")
+    raise ValueError(f"{what} PSUM entries {offset}..{offset + n - 1}, past the end of the "
+                     f"{entries}-entry bank (offset + n must be at most {entries}; a tile "
+                     f"generated with 'mx' lets a region continue into the next banks)")
 
 
 def check_fits(k, m, n, *, rows, cols, entries=PSUM_ENTRIES, perf_mode=None):

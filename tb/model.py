@@ -343,13 +343,11 @@ class TileModel:
 
     def scales(self, item):
         """``(stationary_scales [beats, cols], moving_scales [N, rows])`` (uint32 E8M0 bits)
-        of a prepared matmul's beats (its stationary beats: K, ``min(K, rows)`` for FP8
-        double-row, as :func:`lane_bits` packs them): an MX matmul's group scales, row ``k``
-        taking group ``k // 8``'s, in its tile's rows; zeros for any other matmul."""
+        of a prepared matmul's beats (its stationary beats, ``Command.load_beats``: K, or
+        ``min(K, rows)`` for FP8 double-row): an MX matmul's group scales, row ``k`` taking
+        group ``k // 8``'s, in its tile's rows; zeros for any other matmul."""
         command, tile = item["command"], item["tile"]
-        k = len(item["padded"])
-        beats = min(k, tile.rows) if command.double_row else k
-        s_scales = np.zeros((beats, self.cols), self.lane_dtype)
+        s_scales = np.zeros((command.load_beats(self.rows), self.cols), self.lane_dtype)
         m_scales = np.zeros((command.n, self.rows), self.lane_dtype)
         if "scales" in item:
             s_scales[:] = item["scales"][0]

@@ -20,6 +20,7 @@ import numpy as np
 from systolica.golden.mx import GROUP_PARTITIONS
 from systolica.hdl.config import TileConfig
 from systolica.sim import MatmulMx, run_program
+from systolica.sim.builder.toolchain import SIMULATORS
 
 #: The fraction of four MACs per PE per cycle the issue's check asks for (issue 26).
 TARGET = 0.97
@@ -88,7 +89,7 @@ def main(argv=None):
                         help="tile rows, a multiple of 8 (default %(default)s)")
     parser.add_argument("--cols", type=integer(1), default=16,
                         help="tile columns: M (default %(default)s)")
-    parser.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator",
+    parser.add_argument("--simulator", choices=SIMULATORS, default="verilator",
                         help="the simulator (default %(default)s)")
     args = parser.parse_args(argv)
     try:

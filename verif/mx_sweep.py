@@ -24,6 +24,7 @@ import numpy as np
 from systolica.golden.mx import GROUP_PARTITIONS
 from systolica.hdl.config import TileConfig
 from systolica.sim import MatmulMx, run_program
+from systolica.sim.builder.toolchain import SIMULATORS
 
 #: The element types swept, by name.
 TYPES = {"e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn), "e5m2": np.dtype(ml_dtypes.float8_e5m2),
@@ -121,7 +122,7 @@ def main(argv=None):
                                        "through one PE of the RTL tile")
     parser.add_argument("--cols", type=integer(1), default=16,
                         help="tile columns: stationary codes per matmul (default %(default)s)")
-    parser.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
+    parser.add_argument("--simulator", choices=SIMULATORS, default="verilator")
     args = parser.parse_args(argv)
     total = sweep(cols=args.cols, simulator=args.simulator)
     print(f"pairs {total['pairs']:,} (element pairs x scale pairs) in {total['matmuls']:,} "

@@ -161,8 +161,8 @@ def model_config(precisions, rows=None, cols=None, config=None):
     dtypes = {t for precision in precisions for t in PRECISION_TYPES[precision]}
     mx = any(p in MX_PRECISIONS for p in precisions)
     config = tile_config(config, rows, cols, dtypes, "fp8" in precisions, mx)
-    if mx_missing(precisions, config):
-        raise ValueError(mx_missing(precisions, config))
+    if missing := mx_missing(precisions, config):
+        raise ValueError(missing)
     if mx and config.rows % MX_GROUP_ROWS:
         raise ValueError(f"mxfp8 runs K-slabs of whole {MX_GROUP_ROWS}-partition scale "
                          f"groups: rows must be a multiple of {MX_GROUP_ROWS}, not "
