@@ -26,6 +26,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def exit_with(main):
+    """Run a ``python -m`` entry point's ``main()`` (returning its exit status) and exit with
+    that status; Ctrl-C prints one line, ``interrupted``, and exits 130 (128 + SIGINT), as
+    the ``systolica`` command does, instead of the traceback of wherever the run was."""
+    try:
+        status = main()
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        status = 130
+    sys.exit(status)
+
+
 def env(name, default):
     """``$name`` if set and non-empty, else ``default`` (str)."""
     value = os.environ.get(name)

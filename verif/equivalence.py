@@ -615,9 +615,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:       # Ctrl-C: one line and 130, as the systolica command
-        # (verif may not import cli's quiet_broken_pipe: tests/unit/test_layering.py)
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    from systolica.sim.options import exit_with
+
+    exit_with(main)     # Ctrl-C: one line and 130, as the systolica command

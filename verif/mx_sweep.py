@@ -132,4 +132,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from systolica.sim.options import exit_with
+
+    exit_with(main)     # Ctrl-C: one line and 130, as the systolica command
