@@ -394,8 +394,11 @@ def main(argv=None):
     p.add_argument("--types", default=env_types(SPEED_TYPES),
                    help="type sets of the speed table's tiles, separated by "
                         f"{TYPE_SET_SEPARATOR!r}; each size is built for each set in turn "
-                        "(a set: int8, bf16, fp16, fp8, fp8-double-row, all, joined with + "
-                        "or ,); the INT8 and BF16 matmuls a set holds are timed (default: "
+                        "(a set: int8, bf16, fp16, fp8, fp8-double-row, all, fp32, mx, "
+                        "joined with + or ,); the INT8 and BF16 matmuls a set holds (none "
+                        "in fp32 alone) are "
+                        "timed, and on an mx tile with rows a multiple of 8 MXFP8 matmuls "
+                        "(K = 4 x rows) too, e.g. --types int8+mx (default: "
                         f"$TYPES or {SPEED_TYPES})")
     p.add_argument("--matmuls", type=integer(1), default=8,
                    help="matmuls per run (default: 8)")
