@@ -72,7 +72,8 @@ help:
 	@echo "                kill-set per mutant; each survivor proven equivalent (Yosys identity,"
 	@echo "                equiv_simple or SAT miter, rerun by one command) or open; score both"
 	@echo "                ways (~6 min kill-set + ~5 min proofs on the idle 2-core machine);"
-	@echo "                TYPES=all+fp32 scores the TF32/FP32 datapath too (~50 min)"
+	@echo "                TYPES=all+fp32 scores the TF32/FP32 datapath too (~50 min);"
+	@echo "                SIZE=8x4 TYPES=int8+mx the MX datapath (~40 min)"
 	@echo "make coverage   functional coverage: a fuzz sample with coverage on, merged with the"
 	@echo "                databases of earlier runs (make test writes the fuzzer's and one per"
 	@echo "                regression configuration); closure check; then Verilator line/toggle"
@@ -132,7 +133,8 @@ exhaustive: $(STAMP)
 	$(PY) -m systolica exhaustive --seed $(or $(SEED),1) --write
 
 mutants: $(STAMP)
-	$(PY) -m systolica mutants --seed $(or $(SEED),1) --jobs 2 $(TYPES_ARG)
+	$(PY) -m systolica mutants --seed $(or $(SEED),1) --jobs 2 $(if $(SIZE),--size $(SIZE)) \
+		$(TYPES_ARG)
 
 coverage: $(STAMP)
 	$(PY) -m systolica coverage --seed $(or $(SEED),1)

@@ -91,7 +91,7 @@ COUNT = 240
 
 DOC_HEADER = """# Mutation run: survivors
 
-Written by `systolica mutants{types} --doc {doc}` (seed {seed},
+Written by `systolica mutants{options} --doc {doc}` (seed {seed},
 {count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
 {commands} commands then the FP8 pattern sweep, the edge sweeps{wide}, `--jobs {jobs}`,
 {seconds:.0f} s on the shared 2-core machine).
@@ -415,7 +415,8 @@ def _report(args, chosen, folder, started, killed_by):
     print(report["text"])
     if args.doc:
         header = DOC_HEADER.format(
-            types="" if args.types == "all" else f" --types {args.types}", doc=args.doc,
+            options=("" if (rows, cols) == (ROWS, COLS) else f" --size {rows}x{cols}")
+            + ("" if args.types == "all" else f" --types {args.types}"), doc=args.doc,
             wide=" and the FP32 sweeps" if TileConfig(rows, cols, args.types).wide else "",
             seed=args.seed, count=len(chosen), size=f"{rows}x{cols} {args.types}",
             programs=args.programs,
