@@ -54,6 +54,7 @@ from systolica.golden import (
 from systolica.golden import tile_sizes as golden_tile_sizes
 from systolica.golden.command import (
     MX_DTYPES,
+    MX_GROUP_ROWS,
     PSUM_BANKS,
     PSUM_ENTRIES,
     SEED_WIDTH,
@@ -1157,8 +1158,64 @@ def edge_sweep_8(rng, rows, cols):
     return _narrow_edge_program(rows, cols, 8)
 
 
+def _mx_edges(dtype):
+    """Element codes (uint8 array) of the MX element type ``dtype`` for :func:`mx_edge_sweep`,
+    both signs of each: zero, every subnormal of one fraction bit, the smallest normal,
+    1.0, the largest finite value and the specials (e5m2: Inf and a NaN; e4m3fn: its NaN;
+    e2m1 has none)."""
+    info = ml_dtypes.finfo(dtype)
+    man, width = int(info.nmant), 4 if dtype == MX_ELEMENTS[2] else 8
+    largest = int(np.array(float(info.max), dtype).view(np.uint8))
+    words = {0, 1 << man, int(np.array(1.0, dtype).view(np.uint8)), largest}
+    words |= {1 << i for i in range(man)}
+    if dtype == MX_ELEMENTS[1]:
+        words |= {largest + 1, largest + 2}             # e5m2: Inf, then a NaN
+    elif dtype == MX_ELEMENTS[0]:
+        words |= {largest + 1}                          # e4m3fn: S.1111.111, its NaN
+    sign = 1 << (width - 1)
+    return np.array(sorted(words | {w | sign for w in words}), np.uint8)
+
+
+def mx_edge_sweep(rng, rows, cols):
+    """A directed program for a tile generated with the ``mx`` type set (rows a multiple of
+    8): every pair of :func:`_mx_edges` codes, for every element type on each side
+    (e4m3fn, e5m2, e2m1), multiplied in each of the four lanes of every PE alone (every
+    other element +0, so each column's FP32 sum is that one product with its scales).
+    Matmul ``p`` of a lane and partition row puts stationary code ``p + c`` at column ``c``
+    and every moving code in turn on the beats, so every PE meets every pair; the row's
+    scale group takes the E8M0 edges of :data:`MX_EDGE_SCALES` (the extremes and NaN),
+    rotated over the columns and beats, the other groups 2^0. A random draw rarely leaves a
+    subnormal product or an Inf alone in its column (the other lanes' larger products
+    absorb it). ``rng`` is not drawn from."""
+    p = rows - rows % MX_GROUP_ROWS
+    regions = PSUM_BANKS * (PSUM_ENTRIES // 256)
+    scales = np.array(MX_EDGE_SCALES, np.uint8)
+    items = []
+    for stype in MX_ELEMENTS:
+        for mtype in MX_ELEMENTS:
+            s_edges, m_edges = _mx_edges(stype), _mx_edges(mtype)
+            n = len(m_edges)
+            for lane in range(4):
+                for row in range(p):
+                    for first in range(len(s_edges)):
+                        s = np.zeros((p, cols, 4), np.uint8)
+                        v = np.zeros((p, n, 4), np.uint8)
+                        s[row, :, lane] = _rotated(s_edges, first, cols)
+                        v[row, :, lane] = m_edges
+                        s_scale = np.full((p // MX_GROUP_ROWS, cols), 127, np.uint8)
+                        m_scale = np.full((p // MX_GROUP_ROWS, n), 127, np.uint8)
+                        s_scale[row // MX_GROUP_ROWS] = _rotated(scales, first + lane, cols)
+                        m_scale[row // MX_GROUP_ROWS] = _rotated(scales, row, n)
+                        bank, offset = divmod((len(items) % regions) * 256, PSUM_ENTRIES)
+                        items.append(MatmulMx(s.view(stype), v.view(mtype), s_scale, m_scale,
+                                              bank=bank, offset=offset))
+    return items
+
+
 #: The 8/16-bit edge-pair programs, in the order the mutation kill-set runs them.
 EDGE_SWEEPS = (edge_sweep_16, edge_sweep_8)
+#: The MX directed programs (a tile generated with ``mx``, rows a multiple of 8).
+MX_SWEEPS = (mx_edge_sweep,)
 #: The FP32 directed programs, in the order the mutation kill-set runs them.
 WIDE_SWEEPS = (wide_sweep, wide_rounding_sweep)
 

@@ -17,9 +17,11 @@
    :data:`~systolica.verif.fuzz.EDGE_SWEEPS` (every pair of 8/16-bit edge words, specials
    and one-bit subnormals, of every float type pair at every PE) and, on a tile generated
    with ``fp32``, :data:`~systolica.verif.fuzz.WIDE_SWEEPS` (every pair of
-   FP32 edge words at every PE, rounding into the subnormal range at every shift), each
-   word, stamp and the status checked. A mutant is **killed** when any check fails or the run
-   gets stuck, **survives** otherwise. Mutant 0 must pass.
+   FP32 edge words at every PE, rounding into the subnormal range at every shift), and on
+   one generated with ``mx`` (rows a multiple of 8) :data:`~systolica.verif.fuzz.MX_SWEEPS`
+   (every pair of MX element edge codes in each lane of every PE alone, with the E8M0
+   edges as scales), each word, stamp and the status checked. A mutant is **killed** when
+   any check fails or the run gets stuck, **survives** otherwise. Mutant 0 must pass.
 4. Each survivor is **equivalent** only when :mod:`~systolica.verif.equivalence`
    proves it (the mutated netlist identical after ``opt_clean``, ``equiv_simple``, ABC's
    PDR on the miter, on the tile's top with the datapath cut, or a SAT miter whose
@@ -45,6 +47,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from systolica.golden.command import MX_GROUP_ROWS
 from systolica.hdl.config import TileConfig
 from systolica.sim.builder.generate import TOPLEVEL
 from systolica.sim.options import (
@@ -244,6 +247,9 @@ def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS
     if tile.config.wide:
         sweeps += [(f"FP32 sweep {i}", directed) for i, directed in
                    enumerate(fuzz.WIDE_SWEEPS, 1)]
+    if tile.config.mx and tile.rows >= MX_GROUP_ROWS:
+        sweeps += [(f"MX sweep {i}", directed) for i, directed in
+                   enumerate(fuzz.MX_SWEEPS, 1)]
     for offset, (name, directed) in enumerate(sweeps):
         try:
             report = fuzz.run_program_index(seed, programs + offset,
@@ -417,7 +423,10 @@ def _report(args, chosen, folder, started, killed_by):
         header = DOC_HEADER.format(
             options=("" if (rows, cols) == (ROWS, COLS) else f" --size {rows}x{cols}")
             + ("" if args.types == "all" else f" --types {args.types}"), doc=args.doc,
-            wide=" and the FP32 sweeps" if TileConfig(rows, cols, args.types).wide else "",
+            wide="".join(text for text, built in (
+                (" and the FP32 sweeps", TileConfig(rows, cols, args.types).wide),
+                (" and the MX sweep", TileConfig(rows, cols, args.types).mx
+                 and rows >= MX_GROUP_ROWS)) if built),
             seed=args.seed, count=len(chosen), size=f"{rows}x{cols} {args.types}",
             programs=args.programs,
             commands=args.commands, jobs=args.jobs, seconds=time.perf_counter() - started)

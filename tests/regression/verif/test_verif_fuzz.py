@@ -264,6 +264,56 @@ def test_edge_sweeps_multiply_inf_and_nan_by_every_one_bit_subnormal_in_every_pe
                         s_fmt.name, m_fmt.name, r, c)
 
 
+def test_mx_edge_sweep_multiplies_every_edge_pair_alone_in_every_lane_of_every_pe():
+    """The kill-set's MX program: for every element type pair, each pair of edge codes (Inf,
+    NaN, one-bit subnormals, the largest finite, every e2m1 code) in each lane of every PE,
+    every other element +0; the product's scale group carries the E8M0 edges (0, 254, NaN),
+    the others 2^0; every item a legal command on an 8 x 4 int8+mx tile."""
+    from systolica.hdl.config import TileConfig
+    from systolica.tb.bulk import BulkProgram
+
+    rows, cols = 8, 4
+    items = fuzz.mx_edge_sweep(None, rows, cols)
+    fuzz._submit(BulkProgram(TileConfig(rows, cols, "int8+mx")), items)
+    e5m2 = {int(w) for w in fuzz._mx_edges(fuzz.MX_ELEMENTS[1])}
+    assert {0x7C, 0x7D, 0x7B, 0x01, 0x02, 0xFC} <= e5m2          # Inf, NaN, max, subnormals
+    seen, scales = {}, set()
+    for item in items:
+        s = item.stationary.view(np.uint8)
+        v = item.moving.view(np.uint8)
+        (row,) = {int(r) for r in np.nonzero(s)[0]} | {int(r) for r in np.nonzero(v)[0]} or {0}
+        lanes = {int(j) for j in np.nonzero(s)[2]} | {int(j) for j in np.nonzero(v)[2]}
+        assert len(lanes) <= 1
+        lane = lanes.pop() if lanes else None
+        group = row // 8
+        assert (np.delete(item.stationary_scale, group, axis=0) == 127).all()
+        scales |= {int(x) for x in item.stationary_scale[group]}
+        key = (item.stationary.dtype, item.moving.dtype)
+        for c in range(cols):
+            for j in ([lane] if lane is not None else range(4)):
+                seen.setdefault((key, row, c, j), set()).update(
+                    (int(s[row, c, j]), int(w)) for w in v[row, :, j])
+    assert {0, 254, 255} <= scales
+    for stype in fuzz.MX_ELEMENTS:
+        for mtype in fuzz.MX_ELEMENTS:
+            want = {(a, b) for a in fuzz._mx_edges(stype) for b in fuzz._mx_edges(mtype)
+                    if a or b}
+            for row in range(rows):
+                for c in range(cols):
+                    for j in range(4):
+                        got = seen[((stype, mtype), row, c, j)]
+                        assert want <= got, (stype, mtype, row, c, j)
+
+
+def test_mx_edge_sweep_runs_clean_on_an_mx_tile():
+    """The MX program on the 8 x 4 int8+mx tile: every PSUM word as the golden model's,
+    every stamp the cycle model's."""
+    report = fuzz.run_program_index(1, 0, sizes=((8, 4),), types="int8+mx",
+                                    directed=fuzz.mx_edge_sweep)
+    assert report.passed and report.types == "int8+mx", report.errors[:3]
+    assert report.mx_matmuls == report.matmuls == len(fuzz.mx_edge_sweep(None, 8, 4)) > 1000
+
+
 @pytest.mark.parametrize("directed", fuzz.EDGE_SWEEPS + fuzz.WIDE_SWEEPS,
                          ids=lambda f: f.__name__)
 def test_directed_sweeps_run_clean_on_an_fp32_tile(directed):
