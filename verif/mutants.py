@@ -96,7 +96,7 @@ DOC_HEADER = """# Mutation run: survivors
 
 Written by `systolica mutants{options} --doc {doc}` (seed {seed},
 {count} mutants of the {size} tile, kill-set of up to {programs} fuzzed programs of
-{commands} commands then the FP8 pattern sweep, the edge sweeps{wide}, `--jobs {jobs}`,
+{commands} commands then the FP8 pattern sweep, the edge sweeps{extra}, `--jobs {jobs}`,
 {seconds:.0f} s on the shared 2-core machine).
 
 A survivor is **equivalent (proof)** only when `verif/equivalence.py` proves it:
@@ -423,7 +423,7 @@ def _report(args, chosen, folder, started, killed_by):
         header = DOC_HEADER.format(
             options=("" if (rows, cols) == (ROWS, COLS) else f" --size {rows}x{cols}")
             + ("" if args.types == "all" else f" --types {args.types}"), doc=args.doc,
-            wide="".join(text for text, built in (
+            extra="".join(text for text, built in (
                 (" and the FP32 sweeps", TileConfig(rows, cols, args.types).wide),
                 (" and the MX sweep", TileConfig(rows, cols, args.types).mx
                  and rows >= MX_GROUP_ROWS)) if built),

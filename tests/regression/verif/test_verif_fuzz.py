@@ -266,9 +266,9 @@ def test_edge_sweeps_multiply_inf_and_nan_by_every_one_bit_subnormal_in_every_pe
 
 def test_mx_edge_sweep_multiplies_every_edge_pair_alone_in_every_lane_of_every_pe():
     """The kill-set's MX program: for every element type pair, each pair of edge codes (Inf,
-    NaN, one-bit subnormals, the largest finite, every e2m1 code) in each lane of every PE,
-    every other element +0; the product's scale group carries the E8M0 edges (0, 254, NaN),
-    the others 2^0; every item a legal command on an 8 x 4 int8+mx tile."""
+    NaN, one-bit subnormals, the largest finite, e2m1's 0.5, 1 and 6) in each lane of every
+    PE, every other element +0; the product's scale group carries the E8M0 edges (0, 254,
+    NaN), the others 2^0; every item a legal command on an 8 x 4 int8+mx tile."""
     from systolica.hdl.config import TileConfig
     from systolica.tb.bulk import BulkProgram
 
@@ -287,6 +287,7 @@ def test_mx_edge_sweep_multiplies_every_edge_pair_alone_in_every_lane_of_every_p
         lane = lanes.pop() if lanes else None
         group = row // 8
         assert (np.delete(item.stationary_scale, group, axis=0) == 127).all()
+        assert (np.delete(item.moving_scale, group, axis=0) == 127).all()
         scales |= {int(x) for x in item.stationary_scale[group]}
         key = (item.stationary.dtype, item.moving.dtype)
         for c in range(cols):
@@ -296,8 +297,7 @@ def test_mx_edge_sweep_multiplies_every_edge_pair_alone_in_every_lane_of_every_p
     assert {0, 254, 255} <= scales
     for stype in fuzz.MX_ELEMENTS:
         for mtype in fuzz.MX_ELEMENTS:
-            want = {(a, b) for a in fuzz._mx_edges(stype) for b in fuzz._mx_edges(mtype)
-                    if a or b}
+            want = {(a, b) for a in fuzz._mx_edges(stype) for b in fuzz._mx_edges(mtype)}
             for row in range(rows):
                 for c in range(cols):
                     for j in range(4):
