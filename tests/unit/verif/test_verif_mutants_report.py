@@ -45,3 +45,25 @@ def test_rerun_survivors_skips_only_the_proven_equivalent(tmp_path):
         {"index": 41, "disposition": "equivalent (proof)"}]}))
     assert mutants._proven_equivalent(tmp_path, 8, 300) == {2, 41}
     assert mutants._proven_equivalent(tmp_path, 4, 300) == set()     # another kill-set size
+
+
+def test_the_survivor_page_names_the_size_types_and_sweeps_of_the_run(monkeypatch, tmp_path):
+    """A run on another size and type set writes a page whose command reruns it: ``--size``
+    and ``--types`` named, and the MX sweep listed in the kill-set of an mx tile."""
+    report = {"text": "mutants 0: killed 0\nscore -", "survivors": [],
+              "score_excluding_equivalent": 100.0}
+    monkeypatch.setattr(mutants, "score_report", lambda *args, **kwargs: report)
+    monkeypatch.setattr(mutants, "markdown", lambda report, header: header)
+    page = tmp_path / "page.md"
+    args = SimpleNamespace(size=(8, 4), jobs=2, doc=str(page), reuse_kills=False,
+                           rerun_survivors=False, programs=8, commands=300, seed=1,
+                           types="int8+mx", target=95.0)
+    status, _ = mutants._report(args, [], tmp_path, 0.0, {})
+    text = page.read_text()
+    assert status == 0
+    assert "`systolica mutants --size 8x4 --types int8+mx --doc " in text
+    assert "the edge sweeps and the MX sweep," in text and "FP32" not in text
+    args.size, args.types = (4, 4), "all"
+    mutants._report(args, [], tmp_path, 0.0, {})
+    assert "`systolica mutants --doc " in page.read_text()
+    assert "MX sweep" not in page.read_text()
