@@ -71,7 +71,7 @@ help:
 	@echo "make mutants    mutation score: 240 Yosys mutants of the tile in one netlist, a fuzzed"
 	@echo "                kill-set per mutant; each survivor proven equivalent (Yosys identity,"
 	@echo "                equiv_simple or SAT miter, rerun by one command) or open; score both"
-	@echo "                ways (~6 min kill-set + ~5 min proofs on the idle 2-core machine);"
+	@echo "                ways (~6 min kill-set + ~14 min proofs on the idle 2-core machine);"
 	@echo "                TYPES=all+fp32 scores the TF32/FP32 datapath too (~50 min);"
 	@echo "                SIZE=8x4 TYPES=int8+mx the MX datapath (~40 min)"
 	@echo "make coverage   functional coverage: a fuzz sample with coverage on, merged with the"

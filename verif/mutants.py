@@ -286,8 +286,9 @@ def main(argv=None):
                         help=f"tile, ROWSxCOLS (default {ROWS}x{COLS})")
     parser.add_argument("--types", default="all",
                         help="type set the tile is generated for (default all: every 8/16-bit "
-                             "type; all+fp32 adds the TF32/FP32 datapath, whose commands the "
-                             "kill-set's fuzzer then draws)")
+                             "type; all+fp32 adds the TF32/FP32 datapath, int8+mx the MX "
+                             "datapath (rows a multiple of 8, e.g. --size 8x4), whose "
+                             "commands the kill-set's fuzzer then draws)")
     parser.add_argument("--programs", type=integer(1), default=KILL_PROGRAMS,
                         help="kill-set: fuzzed programs per mutant, run until one fails "
                              "(default %(default)s)")
@@ -317,10 +318,18 @@ def main(argv=None):
         parser.error("--reuse-kills and --rerun-survivors exclude each other (the first "
                      "runs no kill-set, the second reruns it on the survivors)")
     try:        # size and types are TileConfig's to check
-        args.types = TileConfig(*args.size, types=args.types).types_name
+        config = TileConfig(*args.size, types=args.types)
+        args.types = config.types_name
         equivalence.netlist.abc()       # the prover's PDR: fail now, not after the kill-set
     except (ValueError, OSError) as error:
         parser.error(str(error))
+    if config.mx and config.rows % MX_GROUP_ROWS:
+        parser.error(f"the mx type set needs rows a multiple of {MX_GROUP_ROWS} (whole scale "
+                     f"groups) for the kill-set to send MX matmuls, not {config.rows}; "
+                     f"allowed: e.g. --size 8x4")
+    if args.only and max(args.only) > args.count:
+        parser.error(f"--only {max(args.only)}: the draw has mutants 1..{args.count} "
+                     f"(--count)")
     return report_as_json(args, lambda: _run(parser, args))
 
 
@@ -334,7 +343,7 @@ def _run(parser, args):
     unknown = sorted(set(args.only or ()) - {m.index for m in mutations})
     if unknown:
         print(f"{parser.prog}: error: --only {', '.join(map(str, unknown))}: no such mutant; "
-              f"the draw has mutants 1..{len(mutations)}")
+              f"the draw has mutants 1..{len(mutations)}", file=sys.stderr)
         return 2, {"error": f"no mutant {unknown}; the draw has 1..{len(mutations)}"}
     folder = tile.verilog.parent
     chosen = [m for m in mutations if not args.only or m.index in args.only]
@@ -421,7 +430,8 @@ def _report(args, chosen, folder, started, killed_by):
     print(report["text"])
     if args.doc:
         header = DOC_HEADER.format(
-            options=("" if (rows, cols) == (ROWS, COLS) else f" --size {rows}x{cols}")
+            options=("" if args.count == COUNT else f" --count {args.count}")
+            + ("" if (rows, cols) == (ROWS, COLS) else f" --size {rows}x{cols}")
             + ("" if args.types == "all" else f" --types {args.types}"), doc=args.doc,
             extra="".join(text for text, built in (
                 (" and the FP32 sweeps", TileConfig(rows, cols, args.types).wide),

@@ -12,7 +12,7 @@ def test_a_failed_proof_is_one_line_and_keeps_the_kills(monkeypatch, tmp_path, c
                            "Design contains 'x' or 'z' bits.")
     monkeypatch.setattr(mutants, "score_report", refused)
     args = SimpleNamespace(size=(4, 4), jobs=1, doc=None, reuse_kills=False, programs=8,
-                           commands=300, seed=1, types="all+fp32", target=95.0)
+                           commands=300, seed=1, types="all+fp32", target=95.0, count=240)
     status, result = mutants._report(args, [], tmp_path, 0.0, {})
     out = capsys.readouterr().out
     assert status == 2
@@ -57,13 +57,29 @@ def test_the_survivor_page_names_the_size_types_and_sweeps_of_the_run(monkeypatc
     page = tmp_path / "page.md"
     args = SimpleNamespace(size=(8, 4), jobs=2, doc=str(page), reuse_kills=False,
                            rerun_survivors=False, programs=8, commands=300, seed=1,
-                           types="int8+mx", target=95.0)
+                           types="int8+mx", target=95.0, count=mutants.COUNT)
     status, _ = mutants._report(args, [], tmp_path, 0.0, {})
     text = page.read_text()
     assert status == 0
     assert "`systolica mutants --size 8x4 --types int8+mx --doc " in text
     assert "the edge sweeps and the MX sweep," in text and "FP32" not in text
-    args.size, args.types = (4, 4), "all"
+    args.size, args.types, args.count = (4, 4), "all", 6
     mutants._report(args, [], tmp_path, 0.0, {})
-    assert "`systolica mutants --doc " in page.read_text()
+    assert "`systolica mutants --count 6 --doc " in page.read_text()
     assert "MX sweep" not in page.read_text()
+
+
+def test_an_mx_tile_without_whole_scale_groups_and_a_missing_mutant_are_refused_at_once(
+        capsys):
+    """An mx tile whose rows are not a multiple of 8 (the kill-set could send no MX matmul)
+    and an --only beyond --count end in one line on stderr before anything is built."""
+    for argv, words in ((["--size", "3x3", "--types", "int8+mx"], "multiple of 8"),
+                        (["--count", "6", "--only", "9"], "mutants 1..6")):
+        try:
+            mutants.main(argv)
+        except SystemExit as stop:
+            assert stop.code == 2
+        else:
+            raise AssertionError(f"{argv} was accepted")
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err
