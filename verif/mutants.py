@@ -224,6 +224,23 @@ def build_mutants(rows, cols, count, seed, build_root=None, types="all"):
             mutations)
 
 
+def kill_sweeps(config):
+    """The directed programs of the kill-set on a tile of ``config`` (TileConfig), in the
+    order they run: ``[(name, directed)]``: the FP8 pattern sweep and the edge sweeps, the
+    FP32 sweeps on a tile with ``fp32``, the MX sweep on one with ``mx`` and whole scale
+    groups."""
+    sweeps = [("pattern sweep", fuzz.pattern_sweep)]
+    sweeps += [(f"edge sweep {i}", directed) for i, directed in
+               enumerate(fuzz.EDGE_SWEEPS, 1)]
+    if config.wide:
+        sweeps += [(f"FP32 sweep {i}", directed) for i, directed in
+                   enumerate(fuzz.WIDE_SWEEPS, 1)]
+    if config.mx and config.rows >= MX_GROUP_ROWS:
+        sweeps += [(f"MX sweep {i}", directed) for i, directed in
+                   enumerate(fuzz.MX_SWEEPS, 1)]
+    return sweeps
+
+
 def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS, sweep=True):
     """Run the kill-set on mutant ``index``: ``programs`` fuzzed programs, then (``sweep``)
     the directed :func:`~systolica.verif.fuzz.pattern_sweep`; return ``(index,
@@ -241,16 +258,7 @@ def run_mutant(tile, index, seed, programs=KILL_PROGRAMS, commands=KILL_COMMANDS
             return index, f"program {program}: {report.errors[0]}"
     if not sweep:
         return index, None
-    sweeps = [("pattern sweep", fuzz.pattern_sweep)]
-    sweeps += [(f"edge sweep {i}", directed) for i, directed in
-               enumerate(fuzz.EDGE_SWEEPS, 1)]
-    if tile.config.wide:
-        sweeps += [(f"FP32 sweep {i}", directed) for i, directed in
-                   enumerate(fuzz.WIDE_SWEEPS, 1)]
-    if tile.config.mx and tile.rows >= MX_GROUP_ROWS:
-        sweeps += [(f"MX sweep {i}", directed) for i, directed in
-                   enumerate(fuzz.MX_SWEEPS, 1)]
-    for offset, (name, directed) in enumerate(sweeps):
+    for offset, (name, directed) in enumerate(kill_sweeps(tile.config)):
         try:
             report = fuzz.run_program_index(seed, programs + offset,
                                             sizes=((tile.rows, tile.cols),), tile=tile,
@@ -433,10 +441,10 @@ def _report(args, chosen, folder, started, killed_by):
             options=("" if args.count == COUNT else f" --count {args.count}")
             + ("" if (rows, cols) == (ROWS, COLS) else f" --size {rows}x{cols}")
             + ("" if args.types == "all" else f" --types {args.types}"), doc=args.doc,
-            extra="".join(text for text, built in (
-                (" and the FP32 sweeps", TileConfig(rows, cols, args.types).wide),
-                (" and the MX sweep", TileConfig(rows, cols, args.types).mx
-                 and rows >= MX_GROUP_ROWS)) if built),
+            extra="".join(text for text, kind in ((" and the FP32 sweeps", "FP32"),
+                                                  (" and the MX sweep", "MX"))
+                          if any(name.startswith(kind) for name, _ in kill_sweeps(
+                              TileConfig(rows, cols, args.types)))),
             seed=args.seed, count=len(chosen), size=f"{rows}x{cols} {args.types}",
             programs=args.programs,
             commands=args.commands, jobs=args.jobs, seconds=time.perf_counter() - started)
