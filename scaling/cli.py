@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from . import contradictions
 from .calibration import (
     fit,
     format_calibration,
@@ -496,8 +497,9 @@ def run_validate(args):
     else:
         cal = load_calibration(args.calibration)
     rows = validate(cal, points)
-    return _emit(args, lambda: validation_json(rows, cal, rms),
-                 lambda: print_validation(rows, cal, rms),
+    pairs = contradictions.find(points, cal, {r.point.key: r.predicted for r in rows})
+    return _emit(args, lambda: validation_json(rows, cal, rms, pairs),
+                 lambda: print_validation(rows, cal, rms, pairs),
                  lambda: plot_validation(rows, args.plot))
 
 

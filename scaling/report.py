@@ -203,7 +203,11 @@ def _value(point, value):
     return seconds(value)
 
 
-def validation_json(rows, cal, rms=None):
+def validation_json(rows, cal, rms=None, pairs=()):
+    """The validation as JSON-ready values: the calibration, every point, the pairs of
+    :mod:`.contradictions` and the summary (with the count of contradicting pairs)."""
+    from .contradictions import pair_dict
+
     return {"calibration": calibration_dict(cal), "rms_log_error_fitted": rms,
             "meaning": MEANING,
             "points": [{"key": r.point.key, "configuration": r.point.describe(),
@@ -213,7 +217,9 @@ def validation_json(rows, cal, rms=None):
                         "calibration": r.point.calibration,
                         "not_predicted": r.point.not_predicted or None,
                         "ambiguous": r.point.ambiguous or None} for r in rows],
-            "summary": validation_summary(rows)}
+            "pairs": [pair_dict(p) for p in pairs],
+            "summary": {**validation_summary(rows), "pairs": len(pairs),
+                        "contradicting_pairs": sum(p.contradicts() for p in pairs)}}
 
 
 def _held_out_figures(errors, prefix):
@@ -240,7 +246,7 @@ def validation_summary(rows):
                                 "held_out_unflagged_")}
 
 
-def print_validation(rows, cal, rms=None):
+def print_validation(rows, cal, rms=None, pairs=()):
     from rich.console import Console
     from rich.table import Table
 
@@ -286,6 +292,35 @@ def print_validation(rows, cal, rms=None):
                       f"{s['held_out_unflagged_max_abs_error']:.1%}, "
                       f"{s['held_out_unflagged_within_10pct']} within 10 %, "
                       f"{s['held_out_unflagged_within_25pct']} within 25 %", highlight=False)
+    _print_pairs(console, pairs)
+
+
+def _print_pairs(console, pairs):
+    """The pairs of :mod:`.contradictions` that no model of the hardware fits both within
+    25 %, and how many pairs there are."""
+    from rich.table import Table
+
+    from .contradictions import TOLERANCE
+
+    bad = [p for p in pairs if p.contradicts()]
+    if not pairs:
+        return
+    console.print(f"pairs of runs on the same NeuronCore where the first gives each rank no more "
+                  f"work and no less of every resource: {len(pairs)}; {len(bad)} of them no "
+                  f"model of the hardware predicts both within {TOLERANCE * 100:.0f} % "
+                  f"(docs/scaling.md, \"Published figures no model can fit\")", highlight=False)
+    if not bad:
+        return
+    table = Table(title="Published pairs that contradict the hardware at "
+                        f"{TOLERANCE * 100:.0f} %", title_justify="left")
+    for col in ("run A (no more work per rank)", "run B", "published A", "published B",
+                "A / B needed", "A / B allowed", "A / B model"):
+        table.add_column(col, justify="left" if col.startswith("run") else "right")
+    for p in bad:
+        table.add_row(p.a.key, p.b.key, seconds(p.a.published), seconds(p.b.published),
+                      f"{p.required_ratio():.2f}", f"{p.allowed_ratio():.3f}",
+                      f"{p.predicted_a / p.predicted_b:.2f}")
+    console.print(table)
 
 
 def plot_validation(rows, path):

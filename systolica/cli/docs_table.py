@@ -36,6 +36,10 @@ Subcommands:
   fuzz`` line that reruns it, the commands, words and stamps checked, beats lost, wrong
   words, the time and the load average it ran under. The block's command names the JSON,
   so each results file has a block of its own.
+* ``systolica docs-table pairs [--write FILE]``: the pairs of published runs that
+  ``scaling.contradictions`` compares (same NeuronCore, one run giving each rank no more
+  work and no less of every resource), with the ratio a model needs to fit both within 25 %
+  and the one the hardware allows (for ``docs/scaling.md``).
 * ``systolica docs-table estimate [--write FILE]``: the output of
   :data:`ESTIMATE_ARGS` (the Llama-2-70B trn1 TP 32 example of ``docs/scaling.md``) as a text
   block, its ``computed in`` line left out (it differs from run to run).
@@ -118,6 +122,36 @@ def validation_markdown():
         lines.append(f"| {p.describe()} | {p.metric} | {_ms_or_rate(p, p.published)} | "
                      f"{_ms_or_rate(p, row.predicted)} | {row.error:+.1%} | {used} |")
     return "\n".join([*lines, "", validation_summary(rows)])
+
+
+PAIRS_COMMAND = "systolica docs-table pairs"
+
+
+def pairs_markdown():
+    """Every pair of ``scaling.contradictions.find`` as markdown (str): the two runs, the
+    metric, both published figures, the published ratio, the ratio a model needs to predict
+    both within 25 %, the largest the premise allows, the model's, and whether the pair
+    contradicts the premise; then a one-line count."""
+    from systolica.scaling.contradictions import TOLERANCE, find
+
+    def ms(value):
+        return f"{value * 1e3:,.1f} ms"
+
+    pairs = find()
+    lines = ["| run A (no more work per rank) | run B | metric | published A | published B | "
+             "A / B | needed | allowed | model | contradicts |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    for p in pairs:
+        lines.append(f"| {p.a.key} | {p.b.key} | {p.a.metric} | {ms(p.a.published)} | "
+                     f"{ms(p.b.published)} | {p.published_ratio:.2f} | "
+                     f"{p.required_ratio():.2f} | {p.allowed_ratio():.3f} | "
+                     f"{p.predicted_a / p.predicted_b:.2f} | "
+                     f"{'**yes**' if p.contradicts() else 'no'} |")
+    bad = sum(p.contradicts() for p in pairs)
+    model = max(p.predicted_a / p.predicted_b for p in pairs)
+    return "\n".join([*lines, "", f"**{len(pairs)} pairs, {bad} contradict the premise at "
+                                   f"{TOLERANCE * 100:.0f} %**; in every pair the model's "
+                                   f"A / B is at most {model:.2f}."])
 
 
 ESTIMATE_COMMAND = "systolica docs-table estimate"
@@ -479,6 +513,9 @@ def _parser():
                         help="a fuzz run's results (systolica fuzz --write JSON) as a block "
                              "(docs/verification.md)")
     fz.add_argument("json_file", metavar="JSON")
+    sub.add_parser("pairs", parents=[common, writes],
+                   help="published pairs no model of the hardware may fit both within 25 %% "
+                        "(docs/scaling.md)")
     sub.add_parser("estimate", parents=[common, writes],
                    help="the Llama-2-70B trn1 estimate's output (docs/scaling.md)")
     wrap = sub.add_parser("wrap", parents=[common],
@@ -494,9 +531,12 @@ def main(argv=None):
     p = _parser()
     args = p.parse_args(argv)
     try:
-        if args.table in ("validation", "bench", "exhaustive", "estimate", "claims", "fuzz"):
+        if args.table in ("validation", "bench", "exhaustive", "estimate", "claims", "fuzz",
+                          "pairs"):
             if args.table == "claims":
                 command, new = CLAIMS_COMMAND, block(claims_markdown(), CLAIMS_COMMAND)
+            elif args.table == "pairs":
+                command, new = PAIRS_COMMAND, block(pairs_markdown(), PAIRS_COMMAND)
             elif args.table == "validation":
                 command, new = VALIDATION_COMMAND, block(validation_markdown(),
                                                          VALIDATION_COMMAND)

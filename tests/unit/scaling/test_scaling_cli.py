@@ -211,8 +211,14 @@ def test_validate_json_lists_every_point(capsys, tmp_path):
     assert 0 < skipped < len(data["points"]) - 10
     assert data["summary"]["not_predicted_points"] == skipped
     assert data["summary"]["calibration_max_abs_error"] < 0.15
+    bad = [p for p in data["pairs"] if p["contradicts"]]
+    assert data["summary"]["pairs"] == len(data["pairs"]) > len(bad) > 0
+    assert data["summary"]["contradicting_pairs"] == len(bad)
+    assert all(p["required_ratio"] > p["allowed_ratio"] > p["predicted_ratio"] for p in bad)
     code, out, _ = run(capsys, "validate")
     assert code == 0 and "held out" in out and "collective_latency_s" in out
+    assert f"{len(bad)} of them no model of the hardware predicts both within 25 %" in out
+    assert bad[0]["a"] in out and bad[0]["b"] in out
     assert "not predicted: no model preset" in out and f"not predicted: {skipped}" in out
 
 
