@@ -27,7 +27,7 @@ import numpy as np
 
 from systolica.hdl.config import TileConfig
 from systolica.scaling.cli import image_file
-from systolica.sim.options import size_value
+from systolica.sim.options import plain_text, size_value
 
 from . import NkiError, install, run, schedule
 from ._core import TARGET_NAMES
@@ -49,7 +49,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parser():
     """The ``systolica nki`` parser (argparse.ArgumentParser)."""
-    p = _Parser(prog="systolica nki", description=__doc__.split("\n\n")[0],
+    p = _Parser(prog="systolica nki", description=plain_text(__doc__.split("\n\n")[0]),
                 formatter_class=argparse.RawDescriptionHelpFormatter,
                 epilog="example:\n  systolica nki run nki/kernels/matmul.py::matmul_blocked "
                        "--arg lhsT=1024x1024:bfloat16 --arg rhs=1024x2048:bfloat16 "

@@ -4,6 +4,7 @@ workload's :mod:`systolica.cli.simulate` and the MiniLM workload's
 
 import argparse
 import os
+import re
 import sys
 
 from systolica.hdl.config import TileConfig
@@ -20,10 +21,27 @@ class OneLineParser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
+        if kwargs.get("description"):
+            kwargs["description"] = plain_text(kwargs["description"])
         super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+_ROLE = re.compile(r":[a-z]+:`(~?)([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain_text(doc):
+    """``doc`` (str, a module docstring written in reST) as a terminal reads it: a role such
+    as ``:data:`VARIANTS``` becomes its target (``~`` keeps the last dotted name, as Sphinx
+    shows it), a double-backquoted literal loses its quotes. ``--help`` descriptions taken
+    from ``__doc__`` pass through it."""
+    def role(match):
+        return match.group(2).rsplit(".", 1)[-1] if match.group(1) else match.group(2)
+
+    return _LITERAL.sub(r"\1", _ROLE.sub(role, doc))
 
 
 def exit_with(main):

@@ -3,6 +3,7 @@
 run (``--timeline`` PNG, ``--trace`` Perfetto / Chrome JSON)."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,8 @@ def test_every_subcommand_has_help_and_json(name, capsys):
     out = capsys.readouterr().out
     assert out.startswith(f"usage: systolica {name}")
     assert "--json" in out
+    # Descriptions taken from reST docstrings read as plain text in a terminal.
+    assert "``" not in out and not re.search(r":[a-z]+:`", out), name
 
 
 @pytest.mark.parametrize("argv, message", [
