@@ -344,6 +344,8 @@ def main(argv=None):
 def _run(parser, args):
     started = time.perf_counter()
     rows, cols = args.size
+    print(f"building the {rows}x{cols} {args.types} tile with {args.count} mutants (Yosys and "
+          f"Verilator; about 1-2 min at 4x4, longer for larger tiles)...", flush=True)
     tile, mutations = build_mutants(rows, cols, args.count, args.seed, args.build_dir,
                                     args.types)
     print(f"{len(mutations)} mutants of the {rows}x{cols} {args.types} tile in one netlist; "
@@ -461,8 +463,10 @@ def _report(args, chosen, folder, started, killed_by):
         Path(args.doc).write_text(markdown(report, header))
     (folder / f"results-{args.programs}x{args.commands}.json").write_text(json.dumps(
         {k: v for k, v in report.items() if k != "text"}, indent=1))
-    print(f"time {time.perf_counter() - started:.0f} s")
     status = 0 if report["score_excluding_equivalent"] >= args.target else 1
+    print(f"target {args.target:g} % of the non-equivalent: "
+          f"{'met' if status == 0 else 'not met (exit status 1)'}")
+    print(f"time {time.perf_counter() - started:.0f} s")
     return status, {**{k: v for k, v in report.items() if k != "text"},
                     "size": f"{rows}x{cols}", "types": args.types, "target": args.target,
                     "seconds": round(time.perf_counter() - started, 1)}

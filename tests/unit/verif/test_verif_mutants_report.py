@@ -3,6 +3,8 @@ line naming the failure and where the kill-set's outcome is kept, not a tracebac
 
 from types import SimpleNamespace
 
+import pytest
+
 from systolica.verif import mutants
 
 
@@ -83,3 +85,18 @@ def test_an_mx_tile_without_whole_scale_groups_and_a_missing_mutant_are_refused_
             raise AssertionError(f"{argv} was accepted")
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], err
+
+
+@pytest.mark.parametrize("score, status, verdict", [
+    (95.0, 0, "target 95 % of the non-equivalent: met"),
+    (94.9, 1, "target 95 % of the non-equivalent: not met (exit status 1)")])
+def test_the_score_line_says_whether_the_target_was_met(monkeypatch, tmp_path, capsys, score,
+                                                        status, verdict):
+    report = {"text": "mutants 1: killed 1\nscore -", "survivors": [],
+              "score_excluding_equivalent": score}
+    monkeypatch.setattr(mutants, "score_report", lambda *args, **kwargs: report)
+    args = SimpleNamespace(size=(4, 4), jobs=1, doc=None, reuse_kills=False,
+                           rerun_survivors=False, programs=8, commands=300, seed=1,
+                           types="all", target=95.0, count=mutants.COUNT)
+    assert mutants._report(args, [], tmp_path, 0.0, {})[0] == status
+    assert verdict in capsys.readouterr().out.splitlines()
