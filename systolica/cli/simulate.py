@@ -171,6 +171,11 @@ def main(argv=None):
     """Entry point; returns the exit status (int). ``--workload minilm`` (the default, see
     :mod:`systolica.cli.minilm`) runs a real transformer's GEMMs; ``random`` is below."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if os.environ.get("MX") or os.environ.get("MX_PSUM"):
+        print("error: MX and MX_PSUM apply to 'make waves' (MX matmuls in the traced random "
+              "workload, systolica waves --mx); make sim runs MX through TYPES=all+mx "
+              "(MiniLM in MXFP8)", file=sys.stderr)
+        return 2
     if _workload(argv) == "minilm":
         if env_flag("WAVES") or "--waves" in argv:
             print("error: WAVES=1 applies to WORKLOAD=random (a waveform of the real model's "

@@ -105,3 +105,14 @@ def test_options_of_the_random_workload_are_refused_with_the_real_model(env, arg
                           env={**os.environ, "WORKLOAD": "minilm", **env})
     assert done.returncode == 2
     assert text in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("workload", ["minilm", "random"])
+@pytest.mark.parametrize("name", ["MX", "MX_PSUM"])
+def test_the_waves_mx_variables_are_refused_by_sim(workload, name):
+    done = subprocess.run([sys.executable, "-m", "systolica.sim"], capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "WORKLOAD": workload, name: "bf16"})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "MX and MX_PSUM apply to 'make waves'" in done.stderr
+    assert "TYPES=all+mx" in done.stderr
