@@ -508,8 +508,9 @@ def prove(mutation, folder, maxsteps=MAXSTEPS, timeout=TIMEOUT, levels=None):
 
 def prove_all(mutations, folder, jobs=1, levels=None, maxsteps=MAXSTEPS, timeout=TIMEOUT):
     """``{index: Verdict}`` of :func:`prove` for each mutation, ``jobs`` at a time."""
-    from concurrent.futures import ProcessPoolExecutor
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    from .pool import worker_pool
+
+    with worker_pool(jobs) as pool:
         futures = {m.index: pool.submit(prove, m, folder, maxsteps, timeout, levels)
                    for m in mutations}
         return {i: f.result() for i, f in futures.items()}

@@ -43,7 +43,6 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +55,8 @@ from systolica.sim.options import (
     integer,
     report_as_json,
 )
+
+from .pool import worker_pool
 
 #: Operand pairs per multiplier work item (whole outer rows of all inner values).
 MUL_PAIRS_PER_ITEM = 1 << 25
@@ -521,7 +522,7 @@ def check_multipliers(exes, plan, *, jobs=1, out=print):
                     part = run[i:i + step]
                     items.append((pairing, ftz, int(part[0]), len(part), 1 << wb))
     total = sum(count * inner for _, _, _, count, inner in items)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with worker_pool(jobs) as pool:
         futures = [((p.label, ftz), pool.submit(multiplier_item, exes[p.unit.name], p.a, p.b,
                                                  ftz, start, count, inner))
                    for p, ftz, start, count, inner in items]
@@ -558,7 +559,7 @@ def check_adder(exe, *, pairs, seed, jobs=1, out=print, grid_difference=29):
     grid_a, grid_b, cells = rounding_grid(rng, max_difference=grid_difference)
     chunks = max(1, -(-pairs // ADD_PAIRS_PER_ITEM))
     total = 2 * (pairs + grid_a.size)
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with worker_pool(jobs) as pool:
         futures = []
         for ftz in (False, True):
             futures.append((("grid", ftz), pool.submit(adder_item, exe, ftz, grid_a,

@@ -43,7 +43,6 @@ import json
 import re
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +69,7 @@ from .mutant_rules import (
     outside_output_cone,
 )
 from .netlist import prepare_design, run_yosys
+from .pool import worker_pool
 
 #: Tile of the mutation runs: small enough to flatten and build quickly, K < rows and
 #: M < cols reachable, square (the fuzzer's size rotation is pinned to it), and even, so
@@ -383,7 +383,7 @@ def _run(parser, args):
         return 2, {"error": f"the unmutated design fails the kill-set: {error}"}
     todo = [m for m in chosen if m.index not in killed_by]      # all, or the open ones
     survivors, killed = [], 0
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+    with worker_pool(args.jobs) as pool:
         futures = [pool.submit(run_mutant, tile, m.index, args.seed, args.programs,
                                args.commands) for m in todo]
         for n, (mutation, future) in enumerate(zip(todo, futures, strict=True), 1):
