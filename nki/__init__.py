@@ -120,6 +120,7 @@ def _execute(func, args, kwargs, *, grid=(), target="trn2", tensor_engine="golde
         TileConfig(rows, cols)      # the RTL tile's size: refused before the kernel runs
     start, cpu = time.perf_counter(), time.process_time()
     run_ = _core.Run(target, tensor_engine)
+    run_.rtl_rows = rows
     previous = _core.set_run(run_)
     names = list(inspect.signature(func).parameters)
     try:

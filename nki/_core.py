@@ -694,6 +694,7 @@ class Run:
         self.matmuls = []
         self.transposes = []     # TensorE transposes: operands and words, for the RTL check
         self.mx_records = []     # nc_matmul_mx: elements, scale bits, result (the RTL check)
+        self.rtl_rows = 128      # rows of the RTL check's tile (tensor_engine="rtl")
         self.loops = []
         self.program_ids = ()
         self.grid = ()

@@ -26,6 +26,7 @@ import numpy as np
 from systolica import golden
 from systolica.golden import mx as golden_mx
 from systolica.golden import psum_accumulate
+from systolica.golden.command import MX_GROUP_ROWS
 
 from . import _core
 from ._core import TFLOAT32, Tensor, cast, dtype_name, fail, np_dtype, record, to_f32
@@ -420,6 +421,11 @@ def _psum_write(opcode, run, dst, fresh, sums, accumulate, stationary, moving, p
                             "perf_mode": params["perf_mode"], "sums": sums,
                             "region": dst.access()})
     elif opcode == "nc_matmul_mx" and run.tensor_engine == "rtl":
+        if mx["dst_dtype"] == np.float32 and run.rtl_rows % MX_GROUP_ROWS:
+            raise fail(opcode, f"the RTL check runs it on a tile generated with mx, whose rows "
+                               f"must be a multiple of {MX_GROUP_ROWS} (whole scale "
+                               f"groups), not {run.rtl_rows}; allowed: e.g. --rows 8 or 128, "
+                               f"or --tensor-engine golden")
         run.mx_records.append({"index": index, **mx, "sums": sums, "region": dst.access()})
     return _finish(index, dst, fresh)
 

@@ -129,13 +129,19 @@ def test_a_kernel_mx_matmul_runs_on_an_mx_tile_bit_for_bit(capsys):
     assert "golden model only" not in out
 
 
-def test_an_mx_check_on_a_tile_of_rows_not_whole_scale_groups_is_one_line():
+def test_an_mx_check_on_a_tile_of_rows_not_whole_scale_groups_is_one_line(monkeypatch):
+    from systolica.nki import rtl
     from systolica.nki.kernels import matmul_mx
 
+    def never(*args, **kwargs):
+        raise AssertionError("the RTL check ran: the error should come at the instruction")
+
+    monkeypatch.setattr(rtl, "check_matmuls", never)
     rng = np.random.default_rng(6)
     a = rng.standard_normal((512, 128)).astype(BF16)
     b = rng.standard_normal((512, 512)).astype(BF16)
-    with pytest.raises(nki.NkiError, match=r"^nc_matmul_mx: the RTL check cannot run on a "
-                                           r"4 x 4 tile: .*multiple of 8"):
+    with pytest.raises(nki.NkiError, match=r"matmul_mx\.py:\d+: nc_matmul_mx: the RTL check runs "
+                                           r"it on a tile generated with mx, whose rows must be "
+                                           r"a multiple of 8 .*not 4; allowed: e\.g\. --rows 8"):
         nki.run(matmul_mx.matmul_mxfp8, a, b, target="trn3", tensor_engine="rtl", rows=4,
                 cols=4)
