@@ -13,8 +13,15 @@ the same with one worker or many.
   core, listening on 127.0.0.1 only, dashboard off unless asked for), or an existing
   scheduler (``tcp://HOST:PORT`` or ``tls://HOST:PORT``, with Dask's TLS security). A program
   whose worker dies is run again elsewhere (Dask reschedules it, and the ledger counts it);
-  an exception inside it is retried :data:`RETRIES` times, then the run stops with a
-  command that replays the program alone (:mod:`.replay`).
+  an unexpected exception inside it (one that may pass: an OSError, a RuntimeError) is
+  retried :data:`RETRIES` times.
+
+Both engines end a run on a failed program the same way: a failed simulation, or an
+unexpected exception once its retries are spent, stops the run with one line
+(:class:`~systolica.sim.builder.errors.SimulationError`, exit status 1) ending with a command
+that replays the program alone (:mod:`.replay`); a missing or failing tool and bad input
+(:data:`_AS_RAISED`) stop it with their own error (exit status 2). Those two kinds are
+deterministic, so the Dask engine does not retry them.
 
 Every finished program goes through a :class:`Ledger`, which accepts each program exactly
 once and adds up the matmuls the scoreboards checked, so a report can prove that every
@@ -68,9 +75,11 @@ WORKER_CONFIG = {
     "distributed.worker.memory.monitor-interval": "1s",
     "distributed.worker.profile.enabled": False,
 }
-#: Failures of a program's tooling on a worker (no simulator, a failed build): reported as
+#: Failures of a program's tooling (no simulator, a failed build) and bad input: reported as
 #: they are, since replaying the program would not help.
-_TOOLING = (SimulatorNotFoundError, BuildError)
+_AS_RAISED = (SimulatorNotFoundError, BuildError, ValueError, TypeError)
+#: Exceptions a program raises the same way every time it runs: not retried on a worker.
+_DETERMINISTIC = (SystolicaError, ValueError, TypeError)
 _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
 
@@ -156,6 +165,23 @@ def execute(program):
                                 is_transpose=program.is_transpose,
                                 concurrent=program.concurrent)
     return replace(outcome, key=program.key)
+
+
+@dataclass(frozen=True)
+class _Raised:
+    """What :func:`_execute_on_worker` returns for a deterministic exception, so that Dask
+    does not retry it."""
+
+    error: BaseException
+
+
+def _execute_on_worker(program):
+    """:func:`execute` on a Dask worker: a deterministic exception (:data:`_DETERMINISTIC`)
+    comes back as a :class:`_Raised` value, any other is raised (and retried)."""
+    try:
+        return execute(program)
+    except _DETERMINISTIC as error:
+        return _Raised(error)
 
 
 #: Marks a file as a saved tile program (and its layout's version).
@@ -328,10 +354,37 @@ class Engine:
     parallel = False
     description = ""
 
+    #: Where programs run, for a failure's message ("" in this process).
+    where = ""
+
     def __init__(self, on_done=None):
         self.ledger = Ledger()
         self._on_done = on_done
         self._lock = threading.Lock()
+        self._run = uuid.uuid4().hex[:8]
+
+    def _failed(self, program, error, attempts=1):
+        """The :class:`~systolica.sim.builder.errors.SimulationError` that stops the run when
+        ``program`` failed with ``error`` (after ``attempts`` runs): one line, ending with the
+        command that replays the program alone (:mod:`.replay`)."""
+        from distributed.scheduler import KilledWorker
+
+        first = (str(error).splitlines() or [""])[0]
+        if isinstance(error, KilledWorker):
+            what = f"killed every worker that ran it ({first})"
+        elif isinstance(error, SimulationError):
+            what = f"failed{self.where}: {first}"
+        else:
+            what = (f"raised {type(error).__name__}: {first}{self.where}"
+                    + (f", {attempts} attempts" if attempts > 1 else "") + (
+                        " (is this project, the same version, installed there?)"
+                        if self.where and isinstance(error, (ImportError, AttributeError))
+                        else ""))
+        try:
+            how = f"replay it alone: {replay_command(save_for_replay(program, self._run))}"
+        except OSError as saving:
+            how = f"it could not be saved for a replay ({saving.strerror})"
+        return SimulationError(f"program {program.key} {what}; {how}")
 
     def _finish(self, program, outcome):
         self.ledger.accept(outcome)
@@ -362,7 +415,12 @@ class SerialEngine(Engine):
     def run(self, programs):
         out = []
         for program in programs:
-            outcome = execute(program)
+            try:
+                outcome = execute(program)
+            except _AS_RAISED:
+                raise
+            except Exception as error:  # noqa: BLE001 (a program's failure, one line)
+                raise self._failed(program, error) from None
             self._finish(program, outcome)
             out.append(outcome)
         return out
@@ -428,6 +486,7 @@ class DaskEngine(Engine):
         :data:`WORKER_TIMEOUT` seconds, or bad TLS settings.
     """
 
+    where = " on a Dask worker"
     parallel = True
 
     def __init__(self, workers=None, *, scheduler=None, security=None, dashboard=False,
@@ -440,7 +499,6 @@ class DaskEngine(Engine):
 
         self._cluster = None
         self._warm = []
-        self._run = uuid.uuid4().hex[:8]
         if scheduler:
             check_scheduler_address(scheduler)
             try:
@@ -494,8 +552,8 @@ class DaskEngine(Engine):
     def run(self, programs):
         from distributed import as_completed
 
-        futures = {self.client.submit(execute, p, key=self._task(p), retries=RETRIES,
-                                      pure=False, priority=p.priority): p
+        futures = {self.client.submit(_execute_on_worker, p, key=self._task(p),
+                                      retries=RETRIES, pure=False, priority=p.priority): p
                    for p in programs}
         out = {}
         try:
@@ -503,10 +561,12 @@ class DaskEngine(Engine):
                 program = futures[future]
                 try:
                     outcome = future.result()
-                except _TOOLING:
-                    raise
                 except Exception as error:  # noqa: BLE001 (a program's failure, one line)
-                    raise self._failed(program, error) from None
+                    raise self._failed(program, error, RETRIES + 1) from None
+                if isinstance(outcome, _Raised):
+                    if isinstance(outcome.error, _AS_RAISED):
+                        raise outcome.error
+                    raise self._failed(program, outcome.error)
                 # Its result is here: a worker lost from now on must not recompute it.
                 future.release()
                 self._finish(program, outcome)
@@ -520,28 +580,6 @@ class DaskEngine(Engine):
     def _task(self, program):
         """The Dask task key of ``program`` in this run (str)."""
         return f"systolica-{self._run}-{program.key}"
-
-    def _failed(self, program, error):
-        """The :class:`~systolica.sim.builder.errors.SimulationError` that stops the run when
-        ``program`` failed with ``error`` on the cluster: one line, ending with the command
-        that replays the program alone (:mod:`.replay`)."""
-        from distributed.scheduler import KilledWorker
-
-        first = (str(error).splitlines() or [""])[0]
-        if isinstance(error, KilledWorker):
-            what = f"killed every worker that ran it ({first})"
-        elif isinstance(error, SimulationError):
-            what = f"failed on a Dask worker: {first}"
-        else:
-            what = (f"raised {type(error).__name__}: {first} on a Dask worker, "
-                    f"{RETRIES + 1} attempts" + (
-                        " (is this project, the same version, installed there?)"
-                        if isinstance(error, (ImportError, AttributeError)) else ""))
-        try:
-            how = f"replay it alone: {replay_command(save_for_replay(program, self._run))}"
-        except OSError as saving:
-            how = f"it could not be saved for a replay ({saving.strerror})"
-        return SimulationError(f"program {program.key} {what}; {how}")
 
     def _count_reschedules(self, programs):
         """Put in the ledger how often each of ``programs`` was taken from a lost worker,
