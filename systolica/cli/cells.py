@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from amaranth.back import rtlil
@@ -40,6 +41,24 @@ COMPONENTS = {"mx-quad": MxQuad}
 COMPONENT_TEXT = {"mx-quad": "one PE's MX step alone (four FP8 products, their FP32 sum, "
                              "the block scales; hdl/mx_quad.py), inside the int8+mx and "
                              "all+mx PEs"}
+
+
+#: Columns of the printed table (characters): wider tables are printed in blocks of columns.
+WIDTH = 100
+
+
+def _column_blocks(widths, first, width):
+    """Indices of columns ``widths`` wide (list of int) in runs that fit ``width``
+    characters after a first column ``first`` wide (list of lists of int; a column wider
+    than that alone in its run)."""
+    blocks, used = [[]], first
+    for i, need in enumerate(widths):
+        if blocks[-1] and used + need > width:
+            blocks.append([])
+            used = first
+        blocks[-1].append(i)
+        used += need
+    return blocks
 
 
 def cell_stats(types):
@@ -97,15 +116,24 @@ def main(argv=None):
                          indent=1))
         return 0
     kinds = sorted({k for _, _, d in rows for k in d})
-    print("Yosys generic cells (synth -flatten -noabc) of the PE generated for each type set "
-          "(columns int8 .. all+mx), and of a part of a PE alone:")
+    print(textwrap.fill("Yosys generic cells (synth -flatten -noabc) of the PE generated for "
+                        "each type set (columns int8 .. all+mx), and of a part of a PE alone:",
+                        WIDTH))
     for name, text in COMPONENT_TEXT.items():
-        print(f"  {name}: {text}")
-    width = max(len(name) for name, _, _ in rows) + 2
-    print(f"{'cell':<16}" + "".join(f"{name:>{width}}" for name, _, _ in rows))
-    for kind in kinds:
-        print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>{width}}" for _, _, d in rows))
-    print(f"{'total':<16}" + "".join(f"{total:>{width}}" for _, total, _ in rows))
+        print(textwrap.fill(f"{name}: {text}", WIDTH, initial_indent="  ",
+                            subsequent_indent="    "))
+    every = [max(len(name), len(str(total))) + 2 for name, total, _ in rows]
+    for n, part in enumerate(_column_blocks(every, 16, WIDTH)):
+        if n:
+            print()
+        columns, widths = [rows[i] for i in part], [every[i] for i in part]
+        print(f"{'cell':<16}" + "".join(f"{name:>{w}}" for (name, _, _), w
+                                        in zip(columns, widths, strict=True)))
+        for kind in kinds:
+            print(f"{kind:<16}" + "".join(f"{d.get(kind, 0):>{w}}" for (_, _, d), w
+                                            in zip(columns, widths, strict=True)))
+        print(f"{'total':<16}" + "".join(f"{total:>{w}}" for (_, total, _), w
+                                         in zip(columns, widths, strict=True)))
     for title, total, _ in rows[1:]:
         what = "component" if title in COMPONENTS else "PE"
         print(f"the {title} {what} has {total / rows[0][1]:.1f}x the cells of the int8 PE")

@@ -415,3 +415,26 @@ def test_regress_json_keeps_stdout_for_the_document(monkeypatch, capsys, tmp_pat
             (5, failed, 1100, 40)
         assert data["passed"] is (status == 0)
         assert err.startswith("regress-long: 16 x 16 tile, types all on verilator, seed 1")
+
+
+def test_cells_table_fits_100_columns_and_keeps_every_count(monkeypatch, capsys):
+    """``systolica cells``: the table is printed in blocks of columns no wider than 100
+    characters (it was 302 wide), each block with the cell names, every PE's every count
+    and total once (Yosys stubbed)."""
+    from systolica.cli import cells
+
+    def fake(types):
+        total = 100_000 + len(types)
+        return total, {"$_AND_": total - 7, "$_DFF_P_": 7}
+
+    monkeypatch.setattr(cells, "cell_stats", fake)
+    monkeypatch.setattr(cells, "synth_cells", lambda component: (5, {"$_OR_": 5}))
+    assert systolica.main(["cells"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in out) <= 100
+    headers = [line.split()[1:] for line in out if line.startswith("cell ")]
+    assert len(headers) > 1
+    assert [name for block in headers for name in block] == [*cells.VARIANTS,
+                                                              *cells.COMPONENTS]
+    totals = [int(v) for line in out if line.startswith("total ") for v in line.split()[1:]]
+    assert totals == [fake(t)[0] for t in cells.VARIANTS] + [5]
