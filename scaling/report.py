@@ -305,10 +305,10 @@ def _print_pairs(console, pairs):
     bad = [p for p in pairs if p.contradicts()]
     if not pairs:
         return
-    console.print(f"pairs of runs on the same NeuronCore where the first gives each rank no more "
-                  f"work and no less of every resource: {len(pairs)}; {len(bad)} of them no "
-                  f"model of the hardware predicts both within {TOLERANCE * 100:.0f} % "
-                  f"(docs/scaling.md, \"Published figures no model can fit\")", highlight=False)
+    console.print(f"{len(pairs)} pairs of published runs (A gives each rank no more work, no "
+                  f"less of any resource than B); {len(bad)} of them no model of the hardware "
+                  f"predicts both within {TOLERANCE * 100:.0f} % (docs/scaling.md)",
+                  highlight=False)
     if not bad:
         return
     table = Table(title="Published pairs that contradict the hardware at "

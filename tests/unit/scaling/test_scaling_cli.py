@@ -217,7 +217,7 @@ def test_validate_json_lists_every_point(capsys, tmp_path):
     assert all(p["required_ratio"] > p["allowed_ratio"] > p["predicted_ratio"] for p in bad)
     code, out, _ = run(capsys, "validate")
     assert code == 0 and "held out" in out and "collective_latency_s" in out
-    assert f"{len(bad)} of them no model of the hardware predicts both within 25 %" in out
+    assert f"; {len(bad)} of them no model of the hardware predicts both within 25 %" in out
     assert bad[0]["a"] in out and bad[0]["b"] in out
     assert "not predicted: no model preset" in out and f"not predicted: {skipped}" in out
 
