@@ -218,7 +218,7 @@ def validation_json(rows, cal, rms=None, pairs=()):
                         "not_predicted": r.point.not_predicted or None,
                         "ambiguous": r.point.ambiguous or None} for r in rows],
             "pairs": [pair_dict(p) for p in pairs],
-            "summary": {**validation_summary(rows), "pairs": len(pairs),
+            "summary": {**validation_summary(rows), "pairs_compared": len(pairs),
                         "contradicting_pairs": sum(p.contradicts() for p in pairs)}}
 
 
@@ -311,7 +311,7 @@ def _print_pairs(console, pairs):
                   highlight=False)
     if not bad:
         return
-    table = Table(title="Published pairs that contradict the hardware at "
+    table = Table(title="Published pairs that contradict the premise at "
                         f"{TOLERANCE * 100:.0f} %", title_justify="left")
     for col in ("run A (no more work per rank)", "run B", "published A", "published B",
                 "A / B needed", "A / B allowed", "A / B model"):

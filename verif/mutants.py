@@ -514,6 +514,10 @@ def score_report(chosen, survivors, killed_by, folder, jobs=1):
         :data:`~systolica.verif.equivalence.KILLED_SAMPLE` killed mutants.
     """
     folder = Path(folder)
+    print(f"proving: a sample of killed mutants (the prover must not call them equivalent), "
+          f"then the {len(survivors)} survivors, {jobs} at a time (Yosys and ABC's PDR, up to "
+          f"{equivalence.TIMEOUT} s per attempt; about 14 min for a 4x4 draw of 240)...",
+          flush=True)
     equivalence.check_killed_sample(chosen, killed_by, folder, jobs)
     proofs = equivalence.prove_all(survivors, folder, jobs)
     structural = outside_output_cone(chosen, folder)

@@ -212,7 +212,7 @@ def test_validate_json_lists_every_point(capsys, tmp_path):
     assert data["summary"]["not_predicted_points"] == skipped
     assert data["summary"]["calibration_max_abs_error"] < 0.15
     bad = [p for p in data["pairs"] if p["contradicts"]]
-    assert data["summary"]["pairs"] == len(data["pairs"]) > len(bad) > 0
+    assert data["summary"]["pairs_compared"] == len(data["pairs"]) > len(bad) > 0
     assert data["summary"]["contradicting_pairs"] == len(bad)
     assert all(p["required_ratio"] > p["allowed_ratio"] > p["predicted_ratio"] for p in bad)
     code, out, _ = run(capsys, "validate")
