@@ -340,8 +340,11 @@ def plot_validation(rows, path):
             continue
         lo, hi = min(values) / 1.5, max(values) * 1.5
         ax.loglog([lo, hi], [lo, hi], "k-", lw=0.8, label="predicted = published")
-        ax.fill_between([lo, hi], [lo / 1.15, hi / 1.15], [lo * 1.15, hi * 1.15],
-                        color="0.9", label="±15 %")
+        # The bands of issue 28's targets: calibration within 10 %, held out within 25 %.
+        ax.fill_between([lo, hi], [lo * 0.75, hi * 0.75], [lo * 1.25, hi * 1.25],
+                        color="0.93", label="±25 %")
+        ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1],
+                        color="0.82", label="±10 %")
         for metric, marker in zip(metrics, "os^v", strict=False):
             for used, colour, label in ((True, "tab:blue", "calibration"),
                                         (False, "tab:orange", "held out")):

@@ -417,7 +417,10 @@ def load_transformer(name_or_path):
             return parse_hf_config(json.loads(path.read_text()), f"{text}.json", text)
     path = Path(text)
     if not path.is_file() or path.suffix != ".json":
-        raise SpecError(text, "", "no such model preset or config.json file",
+        what = ("no such model preset or config.json file" if not path.exists() else
+                "a folder, not a config.json file" if path.is_dir() else
+                "not a .json file (a Hugging Face config.json is)")
+        raise SpecError(text, "", what,
                         ", ".join(model_names()) + ", or a path to a Hugging Face config.json")
     try:
         data = json.loads(path.read_text())

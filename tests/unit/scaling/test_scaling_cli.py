@@ -317,3 +317,17 @@ def test_a_prompt_past_the_models_context_is_noted_with_what_was_costed(capsys):
     code, out, _ = run(capsys, "estimate", "--hw", "trn1", "--model", "llama2-13b", "--tp",
                        "32", "--input-len", "4000", "--output-len", "200")
     assert code == 0 and "input 4000 + output 200 = 4200 tokens is more than" in out
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("missing", "no such model preset or config.json file"),
+    ("folder", "a folder, not a config.json file"),
+    ("text", "not a .json file (a Hugging Face config.json is)")])
+def test_a_model_path_that_is_not_a_config_says_what_it_is(capsys, tmp_path, kind, message):
+    path = {"missing": tmp_path / "nope.json", "folder": tmp_path,
+            "text": tmp_path / "passwd"}[kind]
+    if kind == "text":
+        path.write_text("root:x:0:0\n")
+    code, _, err = run(capsys, "estimate", "--hw", "trn1", "--model", str(path))
+    assert code == 2 and err.startswith(f"error: {path}: {message}; allowed: bert-base, ")
+    assert err.count("\n") == 1
